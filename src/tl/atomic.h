@@ -1,0 +1,166 @@
+// Copyright the TileLang compiler authors.
+//
+// Atomic read-modify-write operations on global or shared memory.  Every
+// function returns the value that was in memory just before the update,
+// like the CUDA builtins do.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+// ---------------------------------------------------------------------------
+// atomic_add
+// ---------------------------------------------------------------------------
+
+TL_DEVICE float atomic_add(float* addr, float val) { return atomicAdd(addr, val); }
+TL_DEVICE double atomic_add(double* addr, double val) { return atomicAdd(addr, val); }
+TL_DEVICE int atomic_add(int* addr, int val) { return atomicAdd(addr, val); }
+TL_DEVICE unsigned atomic_add(unsigned* addr, unsigned val) { return atomicAdd(addr, val); }
+TL_DEVICE long long atomic_add(long long* addr, long long val) {
+  // Two's complement addition is the same operation for signed and unsigned
+  // operands, so the unsigned 64-bit builtin serves signed values too.
+  return static_cast<long long>(atomicAdd(reinterpret_cast<unsigned long long*>(addr),
+                                          static_cast<unsigned long long>(val)));
+}
+// Native 16-bit float atomics exist from sm_70 (half) and sm_80 (bf16).
+TL_DEVICE half atomic_add(half* addr, half val) { return atomicAdd(addr, val); }
+TL_DEVICE __nv_bfloat16 atomic_add(__nv_bfloat16* addr, __nv_bfloat16 val) {
+  return atomicAdd(addr, val);
+}
+
+// Mixed-type form: generated code may add, say, a float to a half buffer.
+// The value is converted to the buffer's type first.  Overload resolution
+// only picks this template when no exact overload above matches.
+template <class T, class U>
+TL_DEVICE T atomic_add(T* addr, U val) {
+  return atomic_add(addr, cvt<T>(val));
+}
+
+// Adds two adjacent 16-bit values with one 32-bit atomic; addr must be
+// 4-byte aligned.  Returns the old pair.
+TL_DEVICE half2 atomic_add_x2(half* addr, half2 val) {
+  return atomicAdd(reinterpret_cast<half2*>(addr), val);
+}
+TL_DEVICE __nv_bfloat162 atomic_add_x2(__nv_bfloat16* addr, __nv_bfloat162 val) {
+  return atomicAdd(reinterpret_cast<__nv_bfloat162*>(addr), val);
+}
+
+// ---------------------------------------------------------------------------
+// atomic_max / atomic_min
+// ---------------------------------------------------------------------------
+
+TL_DEVICE int atomic_max(int* addr, int val) { return atomicMax(addr, val); }
+TL_DEVICE int atomic_min(int* addr, int val) { return atomicMin(addr, val); }
+TL_DEVICE unsigned atomic_max(unsigned* addr, unsigned val) { return atomicMax(addr, val); }
+TL_DEVICE unsigned atomic_min(unsigned* addr, unsigned val) { return atomicMin(addr, val); }
+
+// IEEE floats that are not NaN order like sign-magnitude integers.  For a
+// non-negative value (sign bit clear, including +0) the signed integer
+// maximum of the bit patterns picks the larger float, whatever the sign of
+// the value in memory: any negative float has a negative bit pattern.  For
+// a value with the sign bit set (including -0 and -inf) the larger float has
+// the smaller magnitude, i.e. the smaller unsigned bit pattern, and any
+// non-negative float in memory has a smaller unsigned pattern than any
+// negative one.  So one native integer atomic does the job, without a CAS
+// loop.  atomic_min mirrors this.
+TL_DEVICE float atomic_max(float* addr, float val) {
+  const int bits = __float_as_int(val);
+  if (bits >= 0) {
+    return __int_as_float(atomicMax(reinterpret_cast<int*>(addr), bits));
+  }
+  return __uint_as_float(atomicMin(reinterpret_cast<unsigned*>(addr), __float_as_uint(val)));
+}
+
+TL_DEVICE float atomic_min(float* addr, float val) {
+  const int bits = __float_as_int(val);
+  if (bits >= 0) {
+    return __int_as_float(atomicMin(reinterpret_cast<int*>(addr), bits));
+  }
+  return __uint_as_float(atomicMax(reinterpret_cast<unsigned*>(addr), __float_as_uint(val)));
+}
+
+namespace detail {
+
+TL_DEVICE unsigned short bits16(half x) { return __half_as_ushort(x); }
+TL_DEVICE unsigned short bits16(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+template <class T>
+TL_DEVICE T from_bits16(unsigned short b) {
+  if constexpr (std::is_same<T, half>::value) {
+    return __ushort_as_half(b);
+  } else {
+    return __ushort_as_bfloat16(b);
+  }
+}
+
+// Compare-and-swap loop on a 16-bit location (16-bit atomicCAS needs
+// sm_70).  The loop stops early once the value in memory already beats
+// `val`, which avoids a write (and contention) when nothing would change.
+template <class T, bool IS_MAX>
+TL_DEVICE T atomic_minmax16(T* addr, T val) {
+  static_assert(sizeof(T) == 2, "16-bit CAS loop");
+  unsigned short* p = reinterpret_cast<unsigned short*>(addr);
+  const unsigned short desired = bits16(val);
+  unsigned short old = *reinterpret_cast<volatile unsigned short*>(p);
+  while (true) {
+    const T cur = from_bits16<T>(old);
+    const float fc = cvt<float>(cur), fv = cvt<float>(val);
+    // NaN in memory is never replaced, and a NaN value never wins.
+    const bool better = IS_MAX ? (fv > fc) : (fv < fc);
+    if (!better) break;
+    const unsigned short prev = atomicCAS(p, old, desired);
+    if (prev == old) break;
+    old = prev;
+  }
+  return from_bits16<T>(old);
+}
+
+// The same loop for 64-bit doubles, which have no native min/max atomic.
+template <bool IS_MAX>
+TL_DEVICE double atomic_minmax64(double* addr, double val) {
+  unsigned long long* p = reinterpret_cast<unsigned long long*>(addr);
+  const unsigned long long desired = static_cast<unsigned long long>(__double_as_longlong(val));
+  unsigned long long old = *reinterpret_cast<volatile unsigned long long*>(p);
+  while (true) {
+    const double cur = __longlong_as_double(static_cast<long long>(old));
+    const bool better = IS_MAX ? (val > cur) : (val < cur);
+    if (!better) break;
+    const unsigned long long prev = atomicCAS(p, old, desired);
+    if (prev == old) break;
+    old = prev;
+  }
+  return __longlong_as_double(static_cast<long long>(old));
+}
+
+}  // namespace detail
+
+TL_DEVICE half atomic_max(half* addr, half val) {
+  return detail::atomic_minmax16<half, true>(addr, val);
+}
+TL_DEVICE half atomic_min(half* addr, half val) {
+  return detail::atomic_minmax16<half, false>(addr, val);
+}
+TL_DEVICE __nv_bfloat16 atomic_max(__nv_bfloat16* addr, __nv_bfloat16 val) {
+  return detail::atomic_minmax16<__nv_bfloat16, true>(addr, val);
+}
+TL_DEVICE __nv_bfloat16 atomic_min(__nv_bfloat16* addr, __nv_bfloat16 val) {
+  return detail::atomic_minmax16<__nv_bfloat16, false>(addr, val);
+}
+TL_DEVICE double atomic_max(double* addr, double val) {
+  return detail::atomic_minmax64<true>(addr, val);
+}
+TL_DEVICE double atomic_min(double* addr, double val) {
+  return detail::atomic_minmax64<false>(addr, val);
+}
+
+// Mixed-type forms, as for atomic_add.
+template <class T, class U>
+TL_DEVICE T atomic_max(T* addr, U val) {
+  return atomic_max(addr, cvt<T>(val));
+}
+template <class T, class U>
+TL_DEVICE T atomic_min(T* addr, U val) {
+  return atomic_min(addr, cvt<T>(val));
+}
+
+}  // namespace tl

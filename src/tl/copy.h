@@ -1,0 +1,123 @@
+// Copyright the TileLang compiler authors.
+//
+// Data movement primitives: asynchronous global->shared copies (cp.async,
+// sm_80+) and plain vectorized copies between any two memory spaces.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+namespace detail {
+
+// The global-window address of a pointer.  On every NVIDIA GPU the generic
+// and global windows coincide, but converting keeps the PTX strictly within
+// the rules for `.global` operands at no cost after ptxas optimization.
+TL_DEVICE uint64_t gmem_addr(const void* ptr) {
+  return static_cast<uint64_t>(__cvta_generic_to_global(ptr));
+}
+
+}  // namespace detail
+
+// Starts an asynchronous copy of BYTES bytes from global to shared memory.
+// The 16-byte form uses cp.async.cg, which bypasses L1: tiles are staged in
+// shared memory anyway, so caching them in L1 as well would only evict other
+// data.  cp.async.cg only exists for 16 bytes, so the 4- and 8-byte forms use
+// cp.async.ca.  Both addresses must be aligned to BYTES.
+template <int BYTES>
+TL_DEVICE void cp_async_gs(void* smem_dst, const void* gmem_src) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16,
+                "cp.async copies 4, 8 or 16 bytes");
+  const uint32_t dst = smem_addr(smem_dst);
+  const uint64_t src = detail::gmem_addr(gmem_src);
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
+                 "l"(src)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst),
+                 "l"(src), "n"(BYTES)
+                 : "memory");
+  }
+}
+
+// Like cp_async_gs, but when pred is false the destination is filled with
+// zeros instead.  This uses the src-size operand: with a source size of zero
+// the instruction reads no global memory at all and zero-fills all BYTES
+// destination bytes, so an out-of-bounds gmem_src is never dereferenced and
+// the copy stays branch-free, which keeps the issue order of the pipeline
+// identical across threads.
+template <int BYTES>
+TL_DEVICE void cp_async_gs_conditional(void* smem_dst, const void* gmem_src,
+                                       bool pred) {
+  static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16,
+                "cp.async copies 4, 8 or 16 bytes");
+  const uint32_t dst = smem_addr(smem_dst);
+  const uint64_t src = detail::gmem_addr(gmem_src);
+  const int src_size = pred ? BYTES : 0;
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(src), "r"(src_size)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst),
+                 "l"(src), "n"(BYTES), "r"(src_size)
+                 : "memory");
+  }
+}
+
+// Closes the current group of cp.async operations so that it can be waited
+// for as a unit.
+TL_DEVICE void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most N of the most recently committed cp.async groups are
+// still in flight.  The memory clobber stops the compiler from moving shared
+// memory reads above the wait.  The copies become visible to other threads
+// only after a subsequent barrier.
+template <int N>
+TL_DEVICE void cp_async_wait() {
+  static_assert(N >= 0, "cp.async.wait_group needs a non-negative count");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+namespace detail {
+
+// The integer vector type that moves exactly BYTES bytes in one instruction.
+template <int BYTES>
+struct VecType;
+template <>
+struct VecType<1> {
+  using type = char;
+};
+template <>
+struct VecType<2> {
+  using type = short;
+};
+template <>
+struct VecType<4> {
+  using type = int;
+};
+template <>
+struct VecType<8> {
+  using type = int2;
+};
+template <>
+struct VecType<16> {
+  using type = int4;
+};
+
+}  // namespace detail
+
+// Synchronous vectorized copy of BYTES bytes between any two memory spaces.
+// Going through an integer vector type makes the compiler emit a single
+// 16/32/64/128-bit load and store no matter what the element type is; both
+// pointers must be aligned to BYTES.
+template <int BYTES>
+TL_DEVICE void copy_vec(void* dst, const void* src) {
+  using V = typename detail::VecType<BYTES>::type;
+  *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
+}
+
+}  // namespace tl

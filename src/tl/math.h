@@ -1,0 +1,46 @@
+// Copyright the TileLang compiler authors.
+//
+// Fast math helpers with overloads for float, half and bf16.  The 16-bit
+// overloads compute in float and round once at the end: on sm_80+ the
+// conversions are single instructions, and float intermediates keep these
+// functions accurate to the 16-bit result precision.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+// 2^x using the hardware approximation (ex2.approx, about 2 ulp, with
+// denormal results flushed to zero).  It is exact for integral x in the
+// normal range and returns +inf / 0 for large positive / negative x, which is
+// what the online-softmax code that uses it needs.
+TL_DEVICE float exp2f_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+TL_DEVICE half exp2f_fast(half x) { return __float2half_rn(exp2f_fast(__half2float(x))); }
+TL_DEVICE __nv_bfloat16 exp2f_fast(__nv_bfloat16 x) {
+  return __float2bfloat16_rn(exp2f_fast(__bfloat162float(x)));
+}
+
+// 1 / sqrt(x) with the hardware approximation (rsqrt.approx, about 2 ulp).
+TL_DEVICE float rsqrt(float x) { return rsqrtf(x); }
+TL_DEVICE double rsqrt(double x) { return ::rsqrt(x); }
+TL_DEVICE half rsqrt(half x) { return __float2half_rn(rsqrtf(__half2float(x))); }
+TL_DEVICE __nv_bfloat16 rsqrt(__nv_bfloat16 x) {
+  return __float2bfloat16_rn(rsqrtf(__bfloat162float(x)));
+}
+
+// The logistic function 1 / (1 + e^-x).  For very negative x, e^-x
+// overflows to +inf and the quotient correctly becomes 0; for very positive
+// x it becomes exactly 1.  An IEEE division is used because the fast
+// division intrinsic returns 0 only for a finite huge divisor and is
+// undefined for an infinite one.
+TL_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+TL_DEVICE half sigmoid(half x) { return __float2half_rn(sigmoid(__half2float(x))); }
+TL_DEVICE __nv_bfloat16 sigmoid(__nv_bfloat16 x) {
+  return __float2bfloat16_rn(sigmoid(__bfloat162float(x)));
+}
+
+}  // namespace tl

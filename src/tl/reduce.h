@@ -1,0 +1,108 @@
+// Copyright the TileLang compiler authors.
+//
+// Warp-level reductions: a type-generic xor shuffle, reduction operator
+// functors and a butterfly all-reduce over a power-of-two group of lanes.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+// All shuffles use the full-warp mask: the generated reductions are always
+// executed by complete warps, and a partial mask would make the result
+// undefined for the lanes left out.
+constexpr unsigned kFullWarpMask = 0xffffffffu;
+
+TL_DEVICE float shfl_xor(float v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+TL_DEVICE double shfl_xor(double v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+TL_DEVICE int shfl_xor(int v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+TL_DEVICE unsigned shfl_xor(unsigned v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+TL_DEVICE long long shfl_xor(long long v, int lane_mask) {
+  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+}
+// 16-bit floats travel as the low half of a 32-bit shuffle.  Moving the raw
+// bits avoids depending on the half/bf16 shuffle overloads, which some
+// toolkit configurations hide.
+TL_DEVICE half shfl_xor(half v, int lane_mask) {
+  const int bits = __shfl_xor_sync(kFullWarpMask, static_cast<int>(__half_as_ushort(v)), lane_mask);
+  return __ushort_as_half(static_cast<unsigned short>(bits));
+}
+TL_DEVICE __nv_bfloat16 shfl_xor(__nv_bfloat16 v, int lane_mask) {
+  const int bits =
+      __shfl_xor_sync(kFullWarpMask, static_cast<int>(__bfloat16_as_ushort(v)), lane_mask);
+  return __ushort_as_bfloat16(static_cast<unsigned short>(bits));
+}
+
+// Reduction operators.  Each has `combine`, the associative and commutative
+// binary operation, and `init<T>()`, its identity element, which is what an
+// accumulator must start from.  The operators are plain structs with
+// templated members so that one name serves every element type.
+
+struct SumOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return tl::add(a, b); }
+  template <class T>
+  static TL_DEVICE T init() { return cvt<T>(0); }
+};
+
+struct MaxOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return tl::max(a, b); }
+  template <class T>
+  static TL_DEVICE T init() { return neg_infinity<T>(); }
+};
+
+struct MinOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return tl::min(a, b); }
+  template <class T>
+  static TL_DEVICE T init() { return infinity<T>(); }
+};
+
+// Sum of absolute values.  combine takes |a| + |b| so that the same
+// operation is right both when folding a raw (possibly negative) element
+// into an accumulator and when combining two partial results: partial
+// results are never negative, so taking their absolute value changes
+// nothing.
+struct AbsSumOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return tl::add(tl::abs(a), tl::abs(b)); }
+  template <class T>
+  static TL_DEVICE T init() { return cvt<T>(0); }
+};
+
+// Maximum of absolute values, with the same raw/partial symmetry as
+// AbsSumOp.  Its identity is 0 because no absolute value is smaller.
+struct AbsMaxOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return tl::max(tl::abs(a), tl::abs(b)); }
+  template <class T>
+  static TL_DEVICE T init() { return cvt<T>(0); }
+};
+
+// Butterfly all-reduce among lanes whose indices differ only in the bits
+// from LO up to (but excluding) HI: the value is combined with the lanes at
+// xor-distance LO, 2*LO, ..., HI/2.  With LO = 1 and HI = 32 every lane of
+// the warp ends up with the reduction of all 32 values; with LO = 4, HI = 32
+// lanes that agree in their low two bits are reduced together (the layout
+// of an mma accumulator row, for example).  Every lane receives the result.
+template <class Op, int LO, int HI, class T>
+TL_DEVICE T warp_allreduce(T v) {
+  static_assert(LO > 0 && (LO & (LO - 1)) == 0, "LO must be a power of two");
+  static_assert(HI > 0 && (HI & (HI - 1)) == 0 && HI <= 32, "HI must be a power of two <= 32");
+#pragma unroll
+  for (int offset = LO; offset < HI; offset *= 2) {
+    v = Op::combine(v, shfl_xor(v, offset));
+  }
+  return v;
+}
+
+}  // namespace tl

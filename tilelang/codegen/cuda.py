@@ -1,0 +1,48 @@
+"""Turn a lowered PrimFunc into CUDA source with TVM's codegen and read back the entry signature.
+
+TVM's ``tirx`` pipeline splits host and device code; we keep only the device module's source,
+prepend ``#include "tl.h"`` (our device library in ``src/``) and parse the ``extern "C"
+__global__`` declaration to learn the kernel name and the order of its arguments. The host side
+is ours (``tilelang.jit``), so the LLVM host module TVM also builds is discarded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tvm
+
+_SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)\s*\{')
+
+
+@dataclass
+class CudaKernelSource:
+    name: str
+    source: str
+    args: list          # [(c_type, name)] in kernel parameter order
+
+
+def emit_cuda(func, arch: str, name: str = "main") -> CudaKernelSource:
+    target = tvm.target.Target({"kind": "cuda", "arch": arch})
+    func = func.with_attr("global_symbol", name)
+    mod = tvm.IRModule({name: func})
+    with tvm.transform.PassContext(config={"tirx.disable_assert": True, "tirx.disable_cse_tir": True}):
+        executable = tvm.compile(mod, target=target, tir_pipeline="tirx")
+    source = executable.mod.imports[0].inspect_source()
+    match = _SIG.search(source)
+    if match is None:
+        raise RuntimeError("could not find the kernel entry in TVM's CUDA output")
+    args = []
+    for part in match.group(2).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        tokens = part.replace("*", " * ").split()
+        args.append((" ".join(tokens[:-1]), tokens[-1]))
+    source = '#include "tl.h"\n' + _strip_forward_decl(source)
+    return CudaKernelSource(match.group(1), source, args)
+
+
+def _strip_forward_decl(source: str) -> str:
+    return source

@@ -1,0 +1,40 @@
+"""The ordered pass list. Each entry: (name, function(state) -> None), run in order by ``lower``.
+
+    analyze_kernel    find the launch, the thread variables and every buffer
+    infer_layouts     fragment / loop / shared layouts and gemm warp partitions
+    lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers
+    emit_cuda         TVM CUDA codegen + our device library include
+"""
+
+from __future__ import annotations
+
+from tilelang.codegen import emit_cuda
+from tilelang.transform.kernel import analyze_kernel
+from tilelang.transform.layout_inference import infer_layouts
+from tilelang.transform.lower_tile_ops import Lowerer
+
+
+def _analyze(st):
+    st.info = analyze_kernel(st.func)
+
+
+def _layouts(st):
+    st.layouts = infer_layouts(st.info)
+
+
+def _lower(st):
+    lw = Lowerer(st.info, st.layouts, st.pass_configs)
+    st.lowered = st.func.with_body(lw.run())
+    st.smem_bytes = lw.smem_bytes
+
+
+def _emit(st):
+    st.cuda = emit_cuda(st.lowered, st.arch, st.name)
+
+
+PASSES = [
+    ("analyze_kernel", _analyze),
+    ("infer_layouts", _layouts),
+    ("lower_tile_ops", _lower),
+    ("emit_cuda", _emit),
+]

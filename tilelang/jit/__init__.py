@@ -1,0 +1,114 @@
+"""``@tilelang.jit``, ``tilelang.compile`` and ``tilelang.lower``.
+
+``@tilelang.jit(out_idx=..., target=..., pass_configs=..., compile_flags=...)`` wraps a kernel
+factory: calling it with the factory's arguments returns a ``JITKernel``. Kernels are cached in
+memory per argument tuple and on disk (``tilelang.jit.cache``) by a key over the kernel's
+TVMScript text, the target, the pass configs, the flags and the compiler's own version, so a
+second process skips both lowering and nvcc.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from tilelang.diagnostics import hide_internal_frames
+from tilelang.jit import cache, nvcc
+from tilelang.jit.artifact import KernelArtifact
+from tilelang.jit.kernel import JITKernel
+
+__all__ = ["JITKernel", "compile", "jit", "lower"]
+
+
+def _normalize_out_idx(out_idx):
+    if out_idx is None:
+        return []
+    if isinstance(out_idx, int):
+        return [out_idx]
+    return [int(i) for i in out_idx]
+
+
+@hide_internal_frames
+def lower(func, target="auto", pass_configs=None, out_idx=None) -> KernelArtifact:
+    """Lower a ``@T.prim_func`` to a KernelArtifact (CUDA source and launch description)."""
+    from tilelang.engine import lower as _lower
+
+    return _lower(func, target, pass_configs, _normalize_out_idx(out_idx))
+
+
+@hide_internal_frames
+def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None,  # noqa: A001
+            execution_backend=None, verbose=False) -> JITKernel:
+    """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache)."""
+    from tilelang.engine.lower import lower as _lower, normalize_target
+
+    arch = normalize_target(target)
+    configs = {str(k): v for k, v in dict(pass_configs or {}).items()}
+    flags = list(compile_flags or [])
+    outs = _normalize_out_idx(out_idx)
+    key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
+    artifact = cache.load(key) if cache.enabled() else None
+    if artifact is None:
+        artifact = _lower(func, arch, configs, outs)
+        artifact.compile_flags = list(artifact.compile_flags) + flags
+        try:
+            artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+        except nvcc.NVCCNotFoundError:
+            artifact.cubin = None
+        if artifact.cubin is not None and cache.enabled():
+            cache.store(key, artifact)
+    return JITKernel(artifact, prim_func=func)
+
+
+class _JitFactory:
+    """The object ``@tilelang.jit`` returns: call it like the factory to get a kernel."""
+
+    def __init__(self, factory, out_idx, target, pass_configs, compile_flags):
+        functools.update_wrapper(self, factory)
+        self.factory = factory
+        self.out_idx = out_idx
+        self.target = target
+        self.pass_configs = pass_configs
+        self.compile_flags = compile_flags
+        self._kernels = {}
+        self._signature = inspect.signature(factory)
+
+    def _key(self, args, kwargs):
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple((k, _hashable(v)) for k, v in bound.arguments.items())
+
+    @hide_internal_frames
+    def __call__(self, *args, **kwargs):
+        key = self._key(args, kwargs)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            func = self.factory(*args, **kwargs)
+            if isinstance(func, JITKernel):
+                return func
+            kernel = compile(func, self.out_idx, self.target, self.pass_configs, self.compile_flags)
+            self._kernels[key] = kernel
+        return kernel
+
+    def get_prim_func(self, *args, **kwargs):
+        """The parsed PrimFunc for these factory arguments (no compilation)."""
+        return self.factory(*args, **kwargs)
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
+        execution_backend=None, verbose=False, debug_root_path=None):
+    """Decorate a kernel factory: ``@tilelang.jit(out_idx=[-1])``."""
+    def wrap(factory):
+        return _JitFactory(factory, out_idx, target, pass_configs, compile_flags)
+
+    if func is not None and callable(func):
+        return wrap(func)
+    return wrap

@@ -1,0 +1,538 @@
+"""Argument checking and packing for JITKernel: a generated fast path plus a slow diagnoser.
+
+Contract:
+- ``ArgPlan(artifact, launch, stream)`` precomputes everything per kernel and
+  generates one Python function, ``plan.entry(*args)``, made of straight-line
+  checks specialised to the kernel's ParamSpecs (the text is in
+  ``plan.source``).  On a valid call it allocates any outputs, computes the
+  grid, calls ``launch(device, gx, gy, gz, stream(device), values)`` with the
+  kernel arguments in ``kernel_args`` order, and returns the outputs.
+- The fast path only decides "all good" or "something is wrong"; on the latter
+  it calls ``plan.diagnose(args)``, which re-checks in a fixed order and
+  raises the precise error: TypeError for the argument count, a non-tensor,
+  a wrong dtype or a wrong scalar type; ValueError for ndim, dims, symbols,
+  strides, devices, alignment and ranges; RuntimeError("no CUDA device: ...")
+  when everything else is right but the tensors are not on CUDA and torch
+  sees no GPU.  Every message names the parameter and its position.
+- Both paths share the same predicates, so they accept exactly the same
+  calls; a test checks this on many mutated argument lists.
+- Accepted calls: all params, or (out_idx non-empty) the inputs only, in which
+  case outputs are allocated with torch.empty on the inputs' device.
+- Empty grids (a grid dim of 0) skip the launch and still return outputs.
+
+Nothing from the artifact is pasted into the generated code except ints and
+grid expressions that ``artifact.parse_int_expr`` has restricted to integer
+arithmetic over known names; param and symbol names become generated locals.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import numbers
+import operator
+
+import torch
+
+from tilelang.jit.artifact import KNOWN_DTYPES, ArtifactError, KernelArtifact, parse_int_expr
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+_F32_MAX = 3.4028234663852886e38
+_F16_MAX = 65504.0
+
+_TORCH_NAMES = {
+    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "float8_e8m0fnu": "float8_e8m0fnu",
+}
+
+# scalar dtype -> kernel argument kind understood by driver.arg_layout
+_SCALAR_KINDS = {"bool": "bool", "float16": "float16", "float32": "float32", "float64": "float64",
+                 **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}}
+
+
+def torch_dtype(tvm_dtype: str) -> torch.dtype:
+    """The torch dtype for a TVM dtype string; ArtifactError if torch lacks it."""
+    name = _TORCH_NAMES.get(tvm_dtype)
+    dt = getattr(torch, name, None) if name else None
+    if not isinstance(dt, torch.dtype):
+        raise ArtifactError(f"dtype {tvm_dtype!r} has no torch equivalent in torch {torch.__version__}")
+    return dt
+
+
+# ---------------------------------------------------------------- scalar predicates
+def _int_pred(lo: int, hi: int):
+    def ok(x) -> bool:
+        if type(x) is not int and not isinstance(x, numbers.Integral):
+            return False
+        return lo <= x <= hi
+    return ok
+
+
+def _float_pred(limit: float):
+    def ok(x) -> bool:
+        if type(x) is not float and not isinstance(x, numbers.Real):
+            return False
+        # NaN and +-inf are representable; finite values beyond the type's range are not
+        return x != x or abs(x) == math.inf or abs(x) <= limit
+    return ok
+
+
+def _bool_ok(x) -> bool:
+    return type(x) is bool or (isinstance(x, numbers.Integral) and x in (0, 1))
+
+
+def scalar_predicate(dtype: str):
+    size, cat = KNOWN_DTYPES[dtype]
+    if cat == "bool":
+        return _bool_ok
+    if cat == "int":
+        return _int_pred(-(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1)
+    if cat == "uint":
+        return _int_pred(0, 2 ** (8 * size) - 1)
+    return _float_pred({"float16": _F16_MAX, "float32": _F32_MAX}.get(dtype, math.inf))
+
+
+def _span(shape, strides) -> int:
+    """Largest element offset + 1 addressed by a strided tensor (0 when empty)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((s - 1) * t for s, t in zip(shape, strides))
+
+
+def _stream_getter():
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+def _current_device() -> int:
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device: torch.cuda.is_available() is False")
+    return torch.cuda.current_device()
+
+
+class ArgPlan:
+    """Per-kernel argument plan: bindings, generated fast path and slow diagnoser."""
+
+    def __init__(self, artifact: KernelArtifact, launch=None, stream=None, device_type: str = "cuda"):
+        # device_type="cpu" exists for tests only: it lets CPU tensors through so the
+        # whole fast path (packing, grid, outputs) can be checked without a GPU.
+        if device_type not in ("cuda", "cpu"):
+            raise ValueError(f"device_type must be 'cuda' or 'cpu', got {device_type!r}")
+        self.device_type = device_type
+        self.art = artifact.check()
+        self.name = artifact.name
+        self.params = artifact.params
+        self.outputs = list(artifact.out_idx)
+        self.inputs = artifact.input_indices()
+        self.all = list(range(len(self.params)))
+        self.dtypes = [torch_dtype(p.dtype) if p.kind == "tensor" else None for p in self.params]
+        self.preds = [scalar_predicate(p.dtype) if p.kind == "scalar" else None for p in self.params]
+        self.symbols = artifact.all_symbols()
+        self.scalar_syms = {}  # param index -> symbols it defines
+        for sym, (pi, di) in artifact.symbols.items():
+            if di == -1:
+                self.scalar_syms.setdefault(pi, []).append(sym)
+        self.arg_refs, self.arg_kinds = self._kernel_arg_refs()
+        self.alloc_problem = self._alloc_problem()
+        self.launch = launch
+        self.stream = stream or _stream_getter()
+        self.source = self._generate()
+        ns = self._namespace()
+        exec(compile(self.source, f"<tilelang arg plan for {self.name}>", "exec"), ns)
+        self._ns = ns
+        self.entry = ns["_entry"]
+
+    def set_launch(self, launch) -> None:
+        """Replace the launch callable the generated code calls (looked up per call)."""
+        self.launch = launch
+        self._ns["_launch"] = launch
+
+    # ------------------------------------------------------------ construction helpers
+    def _kernel_arg_refs(self):
+        """For each kernel arg: ('ptr', i) | ('scalar', i) | ('sym', name), and its driver kind."""
+        by_name = {p.name: i for i, p in enumerate(self.params)}
+        refs, kinds = [], []
+        for a in self.art.kernel_args:
+            i = by_name.get(a)
+            if i is not None and self.params[i].kind == "tensor":
+                refs.append(("ptr", i))
+                kinds.append("ptr")
+            elif i is not None:
+                dtype = self.params[i].dtype
+                if dtype not in _SCALAR_KINDS:
+                    raise ArtifactError(f"scalar parameter {a!r} has dtype {dtype}, which cannot be "
+                                        f"passed to a kernel; use one of {sorted(_SCALAR_KINDS)}")
+                refs.append(("scalar", i))
+                kinds.append(_SCALAR_KINDS[dtype])
+            else:
+                refs.append(("sym", a))
+                kinds.append("int32")
+        return refs, kinds
+
+    def occurrences(self, indices) -> list[tuple[str, int, int, object]]:
+        """(where, param index, dim, entry) for every shape/stride entry and scalar symbol source."""
+        occ = []
+        for i in indices:
+            p = self.params[i]
+            if p.kind == "tensor":
+                occ += [("shape", i, d, e) for d, e in enumerate(p.shape)]
+                occ += [("stride", i, d, e) for d, e in enumerate(p.strides or [])]
+            else:
+                occ += [("scalar", i, -1, s) for s in self.scalar_syms.get(i, [])]
+        return occ
+
+    def _alloc_problem(self) -> str | None:
+        """Why an inputs-only call cannot allocate the outputs, or None."""
+        if not self.outputs:
+            return None
+        bound = {e for _, _, _, e in self.occurrences(self.inputs) if isinstance(e, str)}
+        for sym in self.symbols:
+            if sym not in bound:
+                users = [self.params[i].name for i in self.outputs
+                         if sym in (self.params[i].shape + (self.params[i].strides or []))]
+                what = f"the shape of output {users[0]!r} uses" if users else "the kernel needs"
+                return (f"{what} symbol {sym!r}, which no input determines; "
+                        f"pass all {len(self.params)} arguments instead")
+        return None
+
+    def _namespace(self) -> dict:
+        ns = {"_T": torch.Tensor, "_fail": self.fail, "_empty": torch.empty,
+              "_empty_strided": torch.empty_strided, "_index": operator.index,
+              "_span": _span, "_cur_dev": _current_device, "_empty_grid": self._empty_grid,
+              "_no_alloc": self._no_alloc, "_launch": self.launch, "_stream": self.stream,
+              "_IMAX": INT32_MAX, "_IMIN": INT32_MIN}
+        for i, dt in enumerate(self.dtypes):
+            ns[f"_dt{i}"] = dt
+            ns[f"_ok{i}"] = self.preds[i]
+        return ns
+
+    # ------------------------------------------------------------ code generation
+    def _generate(self) -> str:
+        lines = ["def _entry(*args):", "    n = len(args)"]
+        if self.outputs:
+            lines.append(f"    if n == {len(self.inputs)}:")
+            if self.alloc_problem:
+                lines.append("        return _no_alloc(args)")
+            else:
+                lines += ["        " + s for s in self._body(self.inputs, self.outputs)]
+        lines.append(f"    if n == {len(self.params)}:")
+        lines += ["        " + s for s in self._body(self.all, [])]
+        lines.append("    return _fail(args)")
+        return "\n".join(lines) + "\n"
+
+    def _body(self, indices: list[int], alloc: list[int]) -> list[str]:
+        fail = "return _fail(args)"
+        out = [f"{''.join(f'a{i}, ' for i in indices)}= args"] if indices else []
+        var: dict[str, str] = {}  # symbol -> local holding its value
+        for where, i, d, e in self._ordered(indices):
+            out += self._emit_entry(where, i, d, e, var, fail)
+        scalar_bound = {e for w, _, _, e in self.occurrences(indices) if w == "scalar"}
+        for sym, v in var.items():
+            # shape/stride values are never negative; scalar-bound symbols may be
+            low = f" or {v} < _IMIN" if sym in scalar_bound else ""
+            out.append(f"if {v} > _IMAX{low}: {fail}")
+        out += self._emit_span_checks(indices, var, fail)
+        out += self._emit_device(indices, fail)
+        for kind, i in self.arg_refs:
+            if kind == "ptr" and i in indices:
+                out.append(f"p{i} = a{i}.data_ptr()")
+                if self.params[i].align > 1:
+                    out.append(f"if p{i} & {self.params[i].align - 1}: {fail}")
+        for o in alloc:
+            out += self._emit_alloc(o, var)
+        return out + self._emit_launch(var, indices)
+
+    def _ordered(self, indices):
+        """Per param: the tensor header, then its shape/stride entries (scalars: one check)."""
+        occ = self.occurrences(indices)
+        for i in indices:
+            yield ("head", i, None, None)
+            for o in occ:
+                if o[1] == i:
+                    yield o
+
+    def _emit_entry(self, where, i, d, e, var, fail) -> list[str]:
+        p = self.params[i]
+        if where == "head":
+            if p.kind == "scalar":
+                return [f"if not {self._inline_scalar_check(i)} and not _ok{i}(a{i}): {fail}"]
+            lines = [f"if not isinstance(a{i}, _T) or a{i}.dtype is not _dt{i}: {fail}",
+                     f"s{i} = a{i}.shape", f"if len(s{i}) != {len(p.shape)}: {fail}"]
+            if p.strides is None:
+                lines.append(f"if not a{i}.is_contiguous(): {fail}")
+            else:
+                lines.append(f"t{i} = a{i}.stride()")
+            return lines
+        value = f"_index(a{i})" if where == "scalar" else f"{'s' if where == 'shape' else 't'}{i}[{d}]"
+        if isinstance(e, int):
+            return [f"if {value} != {e}: {fail}"]
+        if e in var:
+            return [f"if {value} != {var[e]}: {fail}"]
+        var[e] = f"y{self.symbols.index(e)}"
+        return [f"{var[e]} = {value}"]
+
+    def _inline_scalar_check(self, i: int) -> str:
+        """A cheap test accepting the common case (a plain int/float in range); anything it
+        rejects goes to the shared predicate, so the accepted set is unchanged."""
+        p = self.params[i]
+        size, cat = KNOWN_DTYPES[p.dtype]
+        if cat == "int":
+            lo, hi = -(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1
+        elif cat == "uint":
+            lo, hi = 0, 2 ** (8 * size) - 1
+        elif p.dtype == "float32":
+            return f"(type(a{i}) is float and -{_F32_MAX!r} <= a{i} <= {_F32_MAX!r})"
+        else:
+            return "False"
+        return f"(type(a{i}) is int and {lo} <= a{i} <= {hi})"
+
+    def _emit_span_checks(self, indices, var, fail) -> list[str]:
+        if self.art.index_bits != 32:
+            return []
+        lines = []
+        for i in indices:
+            p = self.params[i]
+            if p.kind != "tensor":
+                continue
+            if p.strides is not None:
+                lines.append(f"if _span(s{i}, t{i}) > _IMAX + 1: {fail}")
+            elif any(isinstance(e, str) for e in p.shape):
+                # dims are already checked against symbols, so numel is their product
+                prod = " * ".join(str(e) if isinstance(e, int) else var[e] for e in p.shape)
+                line = f"if {prod} > _IMAX + 1: {fail}"
+                if line not in lines:
+                    lines.append(line)
+        return lines
+
+    def _emit_device(self, indices, fail) -> list[str]:
+        tensors = [i for i in indices if self.params[i].kind == "tensor"]
+        if not tensors:
+            return ["d = _cur_dev()"]
+        first, attr = tensors[0], f"is_{self.device_type}"
+        lines = [f"if not a{first}.{attr}: {fail}", f"d = a{first}.get_device()"]
+        lines += [f"if not a{i}.{attr} or a{i}.get_device() != d: {fail}" for i in tensors[1:]]
+        return lines
+
+    def _dims_expr(self, entries, var) -> str:
+        items = [str(e) if isinstance(e, int) else var[e] for e in entries]
+        return "(" + "".join(f"{x}, " for x in items) + ")"
+
+    def _emit_alloc(self, o: int, var) -> list[str]:
+        p = self.params[o]
+        shape = self._dims_expr(p.shape, var)
+        lines, dev = [], "d" if self.device_type == "cuda" else "'cpu'"
+        if self.art.index_bits == 32 and any(isinstance(e, str) for e in p.shape + (p.strides or [])):
+            strides = self._dims_expr(p.strides, var) if p.strides is not None else None
+            span = f"_span({shape}, {strides})" if strides else " * ".join(
+                [str(e) if isinstance(e, int) else var[e] for e in p.shape] or ["1"])
+            lines.append(f"if {span} > _IMAX + 1: return _fail(args)")
+        if p.strides is None:
+            lines.append(f"a{o} = _empty({shape}, dtype=_dt{o}, device={dev})")
+        else:
+            strides = self._dims_expr(p.strides, var)
+            lines.append(f"a{o} = _empty_strided({shape}, {strides}, dtype=_dt{o}, device={dev})")
+        if ("ptr", o) in self.arg_refs:
+            lines.append(f"p{o} = a{o}.data_ptr()")
+        return lines
+
+    def _grid_code(self, var) -> list[str]:
+        names = {s: v for s, v in var.items()}
+        for i, p in enumerate(self.params):
+            if p.kind == "scalar":
+                names.setdefault(p.name, f"a{i}")
+        codes = []
+        for k, expr in enumerate(self.art.grid):
+            tree = parse_int_expr(str(expr), set(names), what=f"grid[{k}]")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id in names:
+                    node.id = names[node.id]
+            codes.append(ast.unparse(tree))
+        return codes
+
+    def _emit_launch(self, var, indices) -> list[str]:
+        grid = self._grid_code(var)
+        lines = [f"g{k} = {c}" for k, c in enumerate(grid)]
+        values = []
+        for kind, ref in self.arg_refs:
+            values.append(f"p{ref}" if kind == "ptr" else f"a{ref}" if kind == "scalar" else var[ref])
+        outs = [f"a{o}" for o in self.outputs]
+        ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+        dynamic = [f"g{k} <= 0" for k, c in enumerate(grid) if not c.lstrip("-").isdigit() or int(c) <= 0]
+        if dynamic:
+            lines.append(f"if {' or '.join(dynamic)}: return _empty_grid(args, (g0, g1, g2), {ret})")
+        tup = "(" + "".join(f"{v}, " for v in values) + ")"
+        lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup})")
+        lines.append(f"return {ret}")
+        return lines
+
+    # ------------------------------------------------------------ runtime helpers
+    def _empty_grid(self, args, grid, ret):
+        if any(g < 0 for g in grid):
+            raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} is negative; "
+                             "check the scalar arguments")
+        return ret  # a zero-sized grid has no work: skip the launch
+
+    def _no_alloc(self, args):
+        self.diagnose_count(len(args))
+        raise ValueError(f"{self.name}: cannot be called with the {len(self.inputs)} inputs only: "
+                         f"{self.alloc_problem}")
+
+    def fail(self, args):
+        """Slow path: raise the precise error for a call the fast path rejected."""
+        self.diagnose(args)
+        raise RuntimeError(f"{self.name}: internal error: the argument fast path rejected the call "
+                           "but no problem was found; please report this with the argument list")
+
+    # ------------------------------------------------------------ slow path: diagnosis
+    def describe_params(self, indices=None) -> str:
+        """e.g. "A: float16[M, 128], n: int32" for the given (default: all) params."""
+        parts = []
+        for i in self.all if indices is None else indices:
+            p = self.params[i]
+            dims = ", ".join(str(e) for e in p.shape)
+            parts.append(f"{p.name}: {p.dtype}[{dims}]" if p.kind == "tensor" else f"{p.name}: {p.dtype}")
+        return ", ".join(parts)
+
+    def where(self, i: int, indices) -> str:
+        pos = indices.index(i)
+        call = f", argument {pos} of this call" if pos != i else ""
+        return f"{self.name}: parameter {self.params[i].name!r} (#{i}{call})"
+
+    def diagnose_count(self, n: int) -> list[int]:
+        """The param indices the ``n`` arguments stand for; TypeError when ``n`` fits no form."""
+        if n == len(self.params):
+            return self.all
+        if self.outputs and n == len(self.inputs):
+            return self.inputs
+        msg = (f"{self.name}() takes {len(self.params)} arguments "
+               f"({self.describe_params()}), got {n}")
+        if self.outputs:
+            outs = ", ".join(repr(self.params[i].name) for i in self.outputs)
+            msg += (f"; since out_idx={self.outputs} marks {outs} as output, it also accepts just the "
+                    f"{len(self.inputs)} inputs ({self.describe_params(self.inputs)}) and allocates the output")
+        raise TypeError(msg)
+
+    def diagnose(self, args) -> None:
+        """Raise the first problem with ``args``, checking in a fixed order; return if none."""
+        indices = self.diagnose_count(len(args))
+        vals = dict(zip(indices, args))
+        env: dict[str, tuple[int, str]] = {}
+        for i in indices:
+            self._diag_param(i, vals[i], env, indices)
+        for sym, (v, src) in env.items():
+            if not INT32_MIN <= v <= INT32_MAX:
+                raise ValueError(f"{self.name}: symbol {sym} = {v} (from {src}) does not fit in int32, "
+                                 "which the kernel uses for it")
+        self._diag_spans(indices, vals, env)
+        self._diag_devices(indices, vals)
+        self._diag_alignment(indices, vals)
+
+    def _diag_param(self, i, x, env, indices) -> None:
+        p, w = self.params[i], self.where(i, indices)
+        if p.kind == "scalar":
+            if not self.preds[i](x):
+                cat = KNOWN_DTYPES[p.dtype][1]
+                if not isinstance(x, numbers.Integral if cat in ("int", "uint", "bool") else numbers.Real):
+                    raise TypeError(f"{w} expects a {p.dtype} scalar, got {type(x).__name__} {x!r}")
+                raise ValueError(f"{w}: value {x!r} is out of range for {p.dtype}")
+            for sym in self.scalar_syms.get(i, []):
+                self._diag_entry(env, w, f"{p.name} (#{i})", operator.index(x), sym, p)
+            return
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{w} must be a torch.Tensor ({self.describe_params([i])}), "
+                            f"got {type(x).__name__}")
+        if x.dtype is not self.dtypes[i]:
+            raise TypeError(f"{w}: expected dtype {p.dtype} ({self.dtypes[i]}), got {x.dtype}")
+        shape = tuple(x.shape)
+        if len(shape) != len(p.shape):
+            raise ValueError(f"{w}: expected a {len(p.shape)}-d tensor of shape {_fmt(p.shape)}, "
+                             f"got a {len(shape)}-d tensor of shape {list(shape)}")
+        for d, e in enumerate(p.shape):
+            self._diag_entry(env, w, f"{p.name}.shape[{d}]", shape[d], e, p)
+        if p.strides is None:
+            if not x.is_contiguous():
+                raise ValueError(f"{w}: must be contiguous (row-major), got strides {list(x.stride())} for "
+                                 f"shape {list(shape)}; pass .contiguous()")
+            return
+        strides = x.stride()
+        for d, e in enumerate(p.strides):
+            self._diag_entry(env, w, f"{p.name}.stride({d})", strides[d], e, p)
+
+    def _diag_entry(self, env, w, label, actual, e, p) -> None:
+        if isinstance(e, int):
+            if actual != e:
+                want = f"shape {_fmt(p.shape)}" + (f", strides {_fmt(p.strides)}" if p.strides else "")
+                raise ValueError(f"{w}: {label} must be {e}, got {actual} (expected {want})")
+        elif e in env:
+            if actual != env[e][0]:
+                raise ValueError(f"{w}: {e} is {env[e][0]} from {env[e][1]} but {actual} from {label}")
+        else:
+            env[e] = (actual, label)
+
+    def _diag_spans(self, indices, vals, env) -> None:
+        if self.art.index_bits != 32:
+            return
+        checks = []  # (where, element span)
+        for i in indices:
+            p, x = self.params[i], vals[i]
+            if p.kind != "tensor":
+                continue
+            if p.strides is not None:
+                checks.append((self.where(i, indices), _span(x.shape, x.stride())))
+            elif any(isinstance(e, str) for e in p.shape):
+                checks.append((self.where(i, indices), x.numel()))
+        if indices is self.inputs:
+            for o in self.outputs:
+                p = self.params[o]
+                if any(isinstance(e, str) for e in p.shape + (p.strides or [])):
+                    shape = [e if isinstance(e, int) else env[e][0] for e in p.shape]
+                    strides = [e if isinstance(e, int) else env[e][0] for e in p.strides] if p.strides else None
+                    span = _span(shape, strides) if strides else math.prod(shape)
+                    checks.append((f"{self.name}: output {p.name!r} (#{o}) of shape {shape}", span))
+        for w, span in checks:
+            if span > INT32_MAX + 1:
+                raise ValueError(f"{w} spans {span} elements, but the kernel indexes with 32-bit integers "
+                                 "(at most 2**31 elements per tensor)")
+
+    def _diag_devices(self, indices, vals) -> None:
+        tensors = [i for i in indices if self.params[i].kind == "tensor"]
+        for i in tensors:
+            x = vals[i]
+            if self.device_type == "cpu":
+                if not x.is_cpu:
+                    raise ValueError(f"{self.where(i, indices)} must be a CPU tensor (test mode), got {x.device}")
+                continue
+            if not x.is_cuda:
+                if not torch.cuda.is_available():
+                    raise RuntimeError(
+                        f"no CUDA device: torch.cuda.is_available() is False, so kernel {self.name!r} cannot "
+                        f"be launched (parameter {self.params[i].name!r} is on {x.device}); a JITKernel can "
+                        "still be built and inspected without a GPU")
+                raise ValueError(f"{self.where(i, indices)} must be a CUDA tensor, got one on {x.device}")
+        if tensors:
+            first, d = tensors[0], vals[tensors[0]].get_device()
+            for i in tensors[1:]:
+                if vals[i].get_device() != d:
+                    raise ValueError(f"{self.where(i, indices)} is on {vals[i].device} but "
+                                     f"{self.params[first].name!r} is on cuda:{d}; all tensors must be on one device")
+
+    def _diag_alignment(self, indices, vals) -> None:
+        for kind, i in self.arg_refs:
+            if kind != "ptr" or i not in vals or self.params[i].align <= 1:
+                continue
+            x, align = vals[i], self.params[i].align
+            if x.data_ptr() % align:
+                raise ValueError(
+                    f"{self.where(i, indices)}: data pointer {x.data_ptr():#x} is not {align}-byte aligned, "
+                    f"which the kernel assumes (the tensor is a view at storage offset {x.storage_offset()}); "
+                    "pass a copy (.clone()) instead")
+
+
+def _fmt(entries) -> str:
+    return "[" + ", ".join(str(e) for e in entries) + "]"

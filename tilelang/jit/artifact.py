@@ -1,0 +1,294 @@
+"""KernelArtifact: everything the runtime needs to launch one compiled kernel.
+
+Contract between the compiler (``tilelang.engine.lower``) and the runtime:
+
+``ParamSpec`` describes one PrimFunc parameter:
+- ``kind`` is "tensor" or "scalar"; ``dtype`` a TVM dtype string (see
+  ``KNOWN_DTYPES``).
+- ``shape``: for a tensor, one entry per dim, an int or a symbol name (str);
+  for a scalar, ``[]``.
+- ``strides``: ``None`` means contiguous row-major; otherwise one entry per
+  dim, an int or a symbol name, in elements (not bytes).
+- ``align`` (optional, default 16): the byte alignment the kernel assumes for
+  the tensor's data pointer (vectorised loads, TMA).  Checked at call time.
+
+``KernelArtifact`` describes the kernel:
+- ``name``: the ``extern "C" __global__`` entry point in ``source``.
+- ``kernel_args``: the __global__ function's argument order; each entry is a
+  tensor param name (its data pointer is passed), a scalar param name (passed
+  with the scalar's dtype) or a symbol name (passed as int32).
+- ``grid``: 3 Python integer expressions over symbol names and int scalar
+  params, using only + - * // % unary minus, int literals, min() and max().
+- ``block``: 3 ints; ``dynamic_smem``: bytes of dynamic shared memory.
+- ``symbols``: symbol -> [param index, dim index] reading the symbol from that
+  tensor's shape, or [param index, -1] for an int scalar param.  A symbol that
+  appears in shapes/strides but not here is read from its first occurrence.
+- ``out_idx``: non-negative indices of output tensor params (may be empty).
+- ``index_bits`` (optional, default 32): width of the element-index arithmetic
+  in the generated code; with 32 every tensor must have < 2**31 elements.
+- ``cubin``: the compiled binary, or None (then it is compiled on demand).
+
+``to_json``/``from_json`` round-trip everything except ``cubin``, which is
+stored beside the JSON by the cache.  ``check()`` validates the artifact's
+internal consistency and raises ``ArtifactError`` (a compiler bug, not a user
+error) naming the offending field.
+
+This module is pure Python: no torch, no tvm.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+
+FORMAT_VERSION = 1
+
+# TVM dtype string -> (bytes per element, category).  Sub-byte types are absent.
+KNOWN_DTYPES: dict[str, tuple[int, str]] = {
+    "bool": (1, "bool"),
+    "int8": (1, "int"), "int16": (2, "int"), "int32": (4, "int"), "int64": (8, "int"),
+    "uint8": (1, "uint"), "uint16": (2, "uint"), "uint32": (4, "uint"), "uint64": (8, "uint"),
+    "float16": (2, "float"), "bfloat16": (2, "float"), "float32": (4, "float"),
+    "float64": (8, "float"),
+    "float8_e4m3fn": (1, "float"), "float8_e5m2": (1, "float"),
+    "float8_e4m3fnuz": (1, "float"), "float8_e5m2fnuz": (1, "float"),
+    "float8_e8m0fnu": (1, "float"),
+}
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ARCH = re.compile(r"^sm_(\d+)([af]?)$")
+
+
+class ArtifactError(ValueError):
+    """The artifact is internally inconsistent: a bug on the compiler side."""
+
+
+@dataclass
+class ParamSpec:
+    name: str
+    kind: str
+    dtype: str
+    shape: list = field(default_factory=list)
+    strides: list | None = None
+    align: int = 16
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
+
+
+@dataclass
+class KernelArtifact:
+    name: str
+    source: str
+    params: list
+    kernel_args: list
+    grid: list
+    block: list
+    dynamic_smem: int
+    arch: str
+    symbols: dict
+    out_idx: list
+    cubin: bytes | None = None
+    compile_flags: list = field(default_factory=list)
+    index_bits: int = 32
+
+    # ---- serialisation -------------------------------------------------
+    def to_dict(self) -> dict:
+        """A JSON-able dict of every field except ``cubin``."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cubin"}
+        data["params"] = [asdict(p) for p in self.params]
+        data["format_version"] = FORMAT_VERSION
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict, cubin: bytes | None = None) -> "KernelArtifact":
+        data = dict(data)
+        version = data.pop("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ArtifactError(f"artifact format_version {version} is not {FORMAT_VERSION}")
+        known = {f.name for f in fields(cls)} - {"cubin"}
+        unknown = set(data) - known
+        if unknown:
+            raise ArtifactError(f"artifact has unknown fields {sorted(unknown)}")
+        data["params"] = [ParamSpec(**p) for p in data["params"]]
+        # JSON turns the [param, dim] pairs into lists already; keep them lists.
+        data["symbols"] = {k: list(v) for k, v in data["symbols"].items()}
+        return cls(cubin=cubin, **data)
+
+    @classmethod
+    def from_json(cls, text: str, cubin: bytes | None = None) -> "KernelArtifact":
+        return cls.from_dict(json.loads(text), cubin=cubin)
+
+    # ---- introspection helpers -----------------------------------------
+    def param_index(self, name: str) -> int:
+        for i, p in enumerate(self.params):
+            if p.name == name:
+                return i
+        raise KeyError(name)
+
+    def input_indices(self) -> list[int]:
+        outs = set(self.out_idx)
+        return [i for i in range(len(self.params)) if i not in outs]
+
+    def all_symbols(self) -> list[str]:
+        """Every symbol name, in first-occurrence order (shapes, then strides, then ``symbols``)."""
+        seen: dict[str, None] = {}
+        for p in self.params:
+            for entry in list(p.shape) + list(p.strides or []):
+                if isinstance(entry, str):
+                    seen.setdefault(entry, None)
+        for name in self.symbols:
+            seen.setdefault(name, None)
+        return list(seen)
+
+    def check(self) -> "KernelArtifact":
+        """Raise ArtifactError unless the artifact is internally consistent; return self."""
+        _check_header(self)
+        for i, p in enumerate(self.params):
+            _check_param(i, p)
+        _check_symbols(self)
+        _check_kernel_args(self)
+        for i, expr in enumerate(self.grid):
+            parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self),
+                           what=f"grid[{i}]")
+        return self
+
+
+def arch_number(arch: str) -> tuple[int, str]:
+    """'sm_90a' -> (90, 'a'); raises ArtifactError for anything else."""
+    m = _ARCH.match(arch or "")
+    if not m:
+        raise ArtifactError(f"arch {arch!r} is not of the form sm_<digits>[a|f], e.g. 'sm_90a'")
+    return int(m.group(1)), m.group(2)
+
+
+def _int_scalar_names(art: KernelArtifact) -> set[str]:
+    return {p.name for p in art.params
+            if p.kind == "scalar" and KNOWN_DTYPES.get(p.dtype, (0, ""))[1] in ("int", "uint")}
+
+
+def _check_header(art: KernelArtifact) -> None:
+    if not isinstance(art.name, str) or not _IDENT.match(art.name):
+        raise ArtifactError(f"kernel name {art.name!r} is not a C identifier")
+    arch_number(art.arch)
+    if len(art.grid) != 3:
+        raise ArtifactError(f"grid must have 3 entries, got {art.grid!r}")
+    if len(art.block) != 3 or not all(type(b) is int and b >= 1 for b in art.block):
+        raise ArtifactError(f"block must be 3 positive ints, got {art.block!r}")
+    if art.block[0] * art.block[1] * art.block[2] > 1024:
+        raise ArtifactError(f"block {art.block} has more than 1024 threads")
+    if type(art.dynamic_smem) is not int or art.dynamic_smem < 0:
+        raise ArtifactError(f"dynamic_smem must be a non-negative int, got {art.dynamic_smem!r}")
+    if art.index_bits not in (32, 64):
+        raise ArtifactError(f"index_bits must be 32 or 64, got {art.index_bits!r}")
+    names = [p.name for p in art.params]
+    if len(set(names)) != len(names):
+        raise ArtifactError(f"parameter names are not unique: {names}")
+    for i in art.out_idx:
+        if type(i) is not int or not 0 <= i < len(art.params):
+            raise ArtifactError(f"out_idx entry {i!r} is not a parameter index in [0, {len(art.params)})")
+        if art.params[i].kind != "tensor":
+            raise ArtifactError(f"out_idx entry {i} is the scalar parameter {art.params[i].name!r}")
+    if len(set(art.out_idx)) != len(art.out_idx):
+        raise ArtifactError(f"out_idx has duplicates: {art.out_idx}")
+
+
+def _check_param(i: int, p: ParamSpec) -> None:
+    where = f"parameter #{i} {p.name!r}"
+    if not isinstance(p.name, str) or not p.name:
+        raise ArtifactError(f"parameter #{i} has no name")
+    if p.kind not in ("tensor", "scalar"):
+        raise ArtifactError(f"{where}: kind {p.kind!r} is not 'tensor' or 'scalar'")
+    if p.dtype not in KNOWN_DTYPES:
+        raise ArtifactError(f"{where}: dtype {p.dtype!r} is not one of {sorted(KNOWN_DTYPES)}")
+    if p.kind == "scalar":
+        if p.shape or p.strides:
+            raise ArtifactError(f"{where}: a scalar has shape [] and strides None")
+        return
+    for label, dims in (("shape", p.shape), ("strides", p.strides or [])):
+        for d in dims:
+            ok = (type(d) is int and d >= 0) or (isinstance(d, str) and _IDENT.match(d))
+            if not ok:
+                raise ArtifactError(f"{where}: {label} entry {d!r} is not a non-negative int or an identifier")
+    if p.strides is not None and len(p.strides) != len(p.shape):
+        raise ArtifactError(f"{where}: strides {p.strides} and shape {p.shape} differ in length")
+    if type(p.align) is not int or p.align < 1 or p.align & (p.align - 1):
+        raise ArtifactError(f"{where}: align {p.align!r} is not a power of two")
+
+
+def _check_symbols(art: KernelArtifact) -> None:
+    for sym, src in art.symbols.items():
+        if not _IDENT.match(sym):
+            raise ArtifactError(f"symbol {sym!r} is not an identifier")
+        if len(src) != 2 or not all(type(x) is int for x in src):
+            raise ArtifactError(f"symbol {sym!r}: source {src!r} is not [param index, dim index]")
+        pi, di = src
+        if not 0 <= pi < len(art.params):
+            raise ArtifactError(f"symbol {sym!r}: param index {pi} out of range")
+        p = art.params[pi]
+        if di == -1:
+            if p.kind != "scalar" or KNOWN_DTYPES[p.dtype][1] not in ("int", "uint"):
+                raise ArtifactError(f"symbol {sym!r}: [{pi}, -1] needs an int scalar param, {p.name!r} is not")
+        elif p.kind != "tensor" or not 0 <= di < len(p.shape) or p.shape[di] != sym:
+            raise ArtifactError(f"symbol {sym!r}: {p.name}.shape[{di}] is not {sym!r} (shape {p.shape})")
+
+
+def _check_kernel_args(art: KernelArtifact) -> None:
+    params = {p.name for p in art.params}
+    symbols = set(art.all_symbols())
+    clash = params & symbols
+    for name in clash:
+        # a scalar param that is itself the symbol source is fine; anything else is ambiguous
+        src = art.symbols.get(name)
+        if not (src and src[1] == -1 and art.params[src[0]].name == name):
+            raise ArtifactError(f"name {name!r} is both a parameter and a symbol")
+    for a in art.kernel_args:
+        if a not in params and a not in symbols:
+            raise ArtifactError(f"kernel_args entry {a!r} is neither a parameter nor a symbol")
+
+
+_ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def parse_int_expr(expr: str, names: set[str], what: str = "expression") -> ast.Expression:
+    """Parse an integer expression, allowing only names in ``names``, int literals,
+    + - * // %, unary +/- and min()/max() calls.  Raises ArtifactError otherwise.
+
+    The restriction matters: artifacts are read back from a disk cache and then
+    evaluated, so nothing but integer arithmetic may be expressible."""
+    try:
+        tree = ast.parse(str(expr).strip(), mode="eval")
+    except SyntaxError as e:
+        raise ArtifactError(f"{what} {expr!r} is not a Python expression: {e.msg}") from None
+    _check_int_node(tree.body, names, what, expr)
+    return tree
+
+
+def _check_int_node(node: ast.AST, names: set[str], what: str, expr: str) -> None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ALLOWED_BINOPS):
+        _check_int_node(node.left, names, what, expr)
+        _check_int_node(node.right, names, what, expr)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        _check_int_node(node.operand, names, what, expr)
+    elif isinstance(node, ast.Constant) and type(node.value) is int:
+        pass
+    elif isinstance(node, ast.Name) and node.id in names:
+        pass
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+          and node.func.id in ("min", "max") and node.args and not node.keywords):
+        for arg in node.args:
+            _check_int_node(arg, names, what, expr)
+    else:
+        hint = ""
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            hint = " (use // for integer division)"
+        elif isinstance(node, ast.Name):
+            hint = " (unknown name)"
+        raise ArtifactError(f"{what} {expr!r}: {ast.unparse(node)!r} is not allowed{hint}; "
+                            f"known names: {sorted(names)}")

@@ -1,0 +1,332 @@
+"""A minimal CUDA driver API binding over ctypes (libcuda.so.1), no extra dependency.
+
+Contract:
+- Nothing is loaded at import time.  The first use loads libcuda.so.1 and
+  calls cuInit; failure raises ``NoCudaError`` ("no CUDA device: ...").
+- Kernels run in the *primary context* of a device: the context the CUDA
+  runtime, and hence torch, uses.  ``torch.cuda.init()`` is called first (when
+  torch is importable) so torch owns its initialisation.  Where this thread's
+  current context is not that one (a fresh thread, another device selected),
+  the primary context is pushed around the call and popped after, so the
+  caller's current device is never changed.
+- ``load_module``/``get_function``/``launch`` are the general API: ``launch``
+  takes ctypes values (c_void_p, c_int32, c_int64, c_float, ..., or a 128-byte
+  ctypes array such as a CUtensorMap) passed by value; the caller must have
+  the function's context current (``with context(device):``).
+- ``KernelLauncher`` is the fast path for one kernel: the argument layout is
+  fixed at construction; a call packs all values with one ``struct.pack_into``
+  into a preallocated buffer and makes one cuLaunchKernel call.  Modules are
+  loaded lazily per device index and never unloaded (a kernel may still be
+  running when its Python owner dies).  Calls are thread-safe (one lock).
+- Errors become ``CudaDriverError`` with cuGetErrorName/cuGetErrorString text.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from contextlib import contextmanager
+
+CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic smem above this needs the opt-in attribute
+
+_VP, _U, _I = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
+# name in libcuda -> argtypes (every function returns CUresult, an int)
+_SIGNATURES = {
+    "cuInit": [_U],
+    "cuDriverGetVersion": [_VP],
+    "cuGetErrorName": [_I, _VP],
+    "cuGetErrorString": [_I, _VP],
+    "cuDeviceGet": [_VP, _I],
+    "cuDeviceGetCount": [_VP],
+    "cuDeviceGetAttribute": [_VP, _I, _I],
+    "cuDevicePrimaryCtxRetain": [_VP, _I],
+    "cuCtxGetCurrent": [_VP],
+    "cuCtxSetCurrent": [_VP],
+    "cuCtxPushCurrent_v2": [_VP],
+    "cuCtxPopCurrent_v2": [_VP],
+    "cuModuleLoadData": [_VP, ctypes.c_char_p],
+    "cuModuleGetFunction": [_VP, _VP, ctypes.c_char_p],
+    "cuModuleUnload": [_VP],
+    "cuFuncGetAttribute": [_VP, _I, _VP],
+    "cuFuncSetAttribute": [_VP, _I, _I],
+    "cuLaunchKernel": [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP],
+}
+
+
+class CudaDriverError(RuntimeError):
+    """A CUDA driver call failed; ``code`` and ``name`` identify the CUresult."""
+
+    def __init__(self, message: str, code: int = -1, name: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.name = name
+
+
+class NoCudaError(RuntimeError):
+    """No usable CUDA driver or device."""
+
+
+class _Driver:
+    """libcuda.so.1 with typed entry points, initialised once."""
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise NoCudaError(f"no CUDA device: the CUDA driver library libcuda.so.1 could not be loaded ({e})") from None
+        for name, argtypes in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = argtypes, ctypes.c_int
+            setattr(self, name, fn)
+        rc = self.cuInit(0)
+        if rc != 0:
+            raise NoCudaError(f"no CUDA device: cuInit failed with {self.describe(rc)}")
+        self._primary: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def describe(self, rc: int) -> str:
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        self.cuGetErrorName(rc, ctypes.addressof(name))
+        self.cuGetErrorString(rc, ctypes.addressof(text))
+        n = name.value.decode() if name.value else f"CUresult {rc}"
+        t = text.value.decode() if text.value else "unknown error"
+        return f"{n}: {t}"
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = self.describe(rc).split(":")[0]
+            raise CudaDriverError(f"{what} failed: {self.describe(rc)}", rc, name)
+
+    def out(self, fn, *args, ctype=ctypes.c_void_p, what: str = ""):
+        """Call ``fn(&result, *args)`` and return the result's value."""
+        result = ctype()
+        self.check(fn(ctypes.addressof(result), *args), what or fn.__name__)
+        return result.value
+
+    def primary_context(self, device: int) -> int:
+        """The (retained, never released) primary context handle of ``device``."""
+        ctx = self._primary.get(device)
+        if ctx is None:
+            with self._lock:
+                ctx = self._primary.get(device)
+                if ctx is None:
+                    count = self.out(self.cuDeviceGetCount, ctype=ctypes.c_int)
+                    if not 0 <= device < count:
+                        raise NoCudaError(f"no CUDA device: device index {device} is not in [0, {count})")
+                    dev = self.out(self.cuDeviceGet, device, ctype=ctypes.c_int)
+                    ctx = self._primary[device] = self.out(self.cuDevicePrimaryCtxRetain, dev,
+                                                           what=f"cuDevicePrimaryCtxRetain(device {device})")
+        return ctx
+
+
+_driver: _Driver | None = None
+_driver_lock = threading.Lock()
+
+
+def get_driver() -> _Driver:
+    """The process-wide driver binding; raises NoCudaError when CUDA is unusable."""
+    global _driver
+    if _driver is None:
+        with _driver_lock:
+            if _driver is None:
+                _init_torch_cuda()
+                _driver = _Driver()
+    return _driver
+
+
+def _init_torch_cuda() -> None:
+    """Let torch initialise CUDA first so the primary context is created its way."""
+    try:
+        import torch
+    except ImportError:
+        return
+    if not torch.cuda.is_available():
+        raise NoCudaError("no CUDA device: torch.cuda.is_available() is False")
+    torch.cuda.init()
+
+
+@contextmanager
+def context(device: int):
+    """Make ``device``'s primary context current for the block (push/pop when needed)."""
+    drv = get_driver()
+    ctx = drv.primary_context(device)
+    current = drv.out(drv.cuCtxGetCurrent)
+    if current == ctx:
+        yield ctx
+        return
+    drv.check(drv.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
+    try:
+        yield ctx
+    finally:
+        drv.out(drv.cuCtxPopCurrent_v2)
+
+
+def device_attribute(device: int, attr: int) -> int:
+    drv = get_driver()
+    dev = drv.out(drv.cuDeviceGet, device, ctype=ctypes.c_int)
+    return drv.out(drv.cuDeviceGetAttribute, attr, dev, ctype=ctypes.c_int)
+
+
+def compute_capability(device: int) -> tuple[int, int]:
+    return (device_attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            device_attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR))
+
+
+def load_module(cubin: bytes) -> int:
+    """cuModuleLoadData into the current context; returns the CUmodule handle."""
+    drv = get_driver()
+    return drv.out(drv.cuModuleLoadData, cubin, what="cuModuleLoadData")
+
+
+def get_function(module: int, name: str) -> int:
+    drv = get_driver()
+    return drv.out(drv.cuModuleGetFunction, module, name.encode(),
+                   what=f"cuModuleGetFunction({name!r}) (is the kernel extern \"C\"?)")
+
+
+def func_attribute(func: int, attr: int) -> int:
+    drv = get_driver()
+    return drv.out(drv.cuFuncGetAttribute, attr, func, ctype=ctypes.c_int)
+
+
+def set_max_dynamic_smem(func: int, nbytes: int) -> None:
+    drv = get_driver()
+    drv.check(drv.cuFuncSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes),
+              f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
+
+
+def launch(func: int, grid, block, smem: int, stream: int, args) -> None:
+    """Launch ``func`` with ctypes-valued ``args`` (each passed by value)."""
+    drv = get_driver()
+    params = (ctypes.c_void_p * max(1, len(args)))(*[ctypes.addressof(a) for a in args])
+    rc = drv.cuLaunchKernel(func, *grid, *block, smem, stream, params, None)
+    drv.check(rc, f"cuLaunchKernel(grid={tuple(grid)}, block={tuple(block)}, smem={smem})")
+
+
+# ---------------------------------------------------------------- fast launcher
+# argument kind -> (struct format, size, alignment); "tensormap" is a CUtensorMap by value.
+ARG_FORMATS = {
+    "ptr": ("Q", 8, 8), "bool": ("?", 1, 1),
+    "int8": ("b", 1, 1), "uint8": ("B", 1, 1), "int16": ("h", 2, 2), "uint16": ("H", 2, 2),
+    "int32": ("i", 4, 4), "uint32": ("I", 4, 4), "int64": ("q", 8, 8), "uint64": ("Q", 8, 8),
+    "float16": ("e", 2, 2), "float32": ("f", 4, 4), "float64": ("d", 8, 8), "tensormap": ("128s", 128, 64),
+}
+
+
+def arg_layout(kinds: list[str]) -> tuple[str, list[int], int]:
+    """(struct format, byte offset of each argument, total size) with natural alignment."""
+    fmt, offsets, pos = "<", [], 0
+    for kind in kinds:
+        if kind not in ARG_FORMATS:
+            raise ValueError(f"unsupported kernel argument kind {kind!r}; known: {sorted(ARG_FORMATS)}")
+        code, size, align = ARG_FORMATS[kind]
+        pad = -pos % align
+        fmt += "x" * pad + code
+        offsets.append(pos + pad)
+        pos += pad + size
+    return fmt, offsets, pos
+
+
+def check_arch_compatible(arch: str, cc: tuple[int, int], device: int) -> None:
+    """Raise a clear error when a cubin built for ``arch`` cannot run on a device of ``cc``."""
+    from tilelang.jit.artifact import arch_number
+
+    num, suffix = arch_number(arch)
+    want = (num // 10, num % 10)
+    ok = want == cc if suffix == "a" else (want[0] == cc[0] and want[1] <= cc[1])
+    if not ok:
+        raise RuntimeError(f"kernel was compiled for {arch} but CUDA device {device} is "
+                           f"sm_{cc[0]}{cc[1]}; recompile for that architecture")
+
+
+class KernelLauncher:
+    """Launches one kernel of one cubin with a fixed argument layout, on any device."""
+
+    def __init__(self, cubin: bytes, name: str, arg_kinds: list[str], block, smem: int, arch: str):
+        self.cubin, self.name, self.arch = cubin, name, arch
+        self.block, self.smem = tuple(int(b) for b in block), int(smem)
+        fmt, offsets, size = arg_layout(arg_kinds)
+        self._pack = struct.Struct(fmt).pack_into
+        # over-allocate so the first argument can sit on a 64-byte boundary (CUtensorMap)
+        self._buf = ctypes.create_string_buffer(size + 64)
+        self._base = -ctypes.addressof(self._buf) % 64
+        start = ctypes.addressof(self._buf) + self._base
+        self._params = (ctypes.c_void_p * max(1, len(offsets)))(*[start + o for o in offsets])
+        self._params_addr = ctypes.addressof(self._params)
+        self._cur = ctypes.c_void_p()
+        self._cur_addr = ctypes.addressof(self._cur)
+        self._funcs: dict[int, tuple[int, int]] = {}  # device -> (CUfunction, primary ctx)
+        self._lock = threading.Lock()
+
+    def __call__(self, device: int, gx: int, gy: int, gz: int, stream: int, values: tuple) -> None:
+        entry = self._funcs.get(device)
+        if entry is None:
+            entry = self.load(device)
+        func, ctx = entry
+        drv = _driver
+        bx, by, bz = self.block
+        with self._lock:
+            self._pack(self._buf, self._base, *values)
+            drv.cuCtxGetCurrent(self._cur_addr)
+            if self._cur.value == ctx:
+                rc = drv.cuLaunchKernel(func, gx, gy, gz, bx, by, bz, self.smem, stream,
+                                        self._params_addr, None)
+            else:
+                rc = self._launch_pushed(drv, func, ctx, (gx, gy, gz), stream)
+        if rc:
+            self._raise(drv, rc, device, (gx, gy, gz))
+
+    def _launch_pushed(self, drv, func, ctx, grid, stream) -> int:
+        """Launch with the primary context pushed (fresh thread, or another device current)."""
+        drv.check(drv.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
+        try:
+            return drv.cuLaunchKernel(func, *grid, *self.block, self.smem, stream, self._params_addr, None)
+        finally:
+            drv.cuCtxPopCurrent_v2(self._cur_addr)
+
+    def _raise(self, drv, rc, device, grid):
+        hint = ("" if rc in (1, 701) else
+                " (this may be a sticky error left by an earlier asynchronous failure)")
+        raise CudaDriverError(
+            f"launching kernel {self.name!r} on cuda:{device} with grid={grid}, block={self.block}, "
+            f"dynamic smem={self.smem} failed: {drv.describe(rc)}{hint}", rc, drv.describe(rc).split(":")[0])
+
+    def load(self, device: int) -> tuple[int, int]:
+        """Load the module on ``device`` (once) and prepare the function for launching."""
+        drv = get_driver()
+        with self._lock:
+            entry = self._funcs.get(device)
+            if entry is not None:
+                return entry
+            ctx = drv.primary_context(device)
+            check_arch_compatible(self.arch, compute_capability(device), device)
+            with context(device):
+                func = get_function(load_module(self.cubin), self.name)
+                self._configure(func, device)
+            self._funcs[device] = entry = (func, ctx)
+            return entry
+
+    def _configure(self, func: int, device: int) -> None:
+        """Opt into large dynamic smem and turn resource overuse into clear errors."""
+        static = func_attribute(func, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        limit = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        if static + self.smem > limit:
+            raise RuntimeError(f"kernel {self.name!r} needs {static} B static + {self.smem} B dynamic shared "
+                               f"memory, more than the {limit} B a block may use on cuda:{device}")
+        if self.smem > DEFAULT_SMEM_LIMIT:
+            set_max_dynamic_smem(func, self.smem)
+        max_threads = func_attribute(func, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if threads > max_threads:
+            regs = func_attribute(func, CU_FUNC_ATTRIBUTE_NUM_REGS)
+            raise RuntimeError(f"kernel {self.name!r} launches {threads} threads per block but, using "
+                               f"{regs} registers per thread, at most {max_threads} fit on cuda:{device}")

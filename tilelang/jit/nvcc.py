@@ -1,0 +1,320 @@
+"""Compile CUDA source to cubin/PTX with nvcc (or NVRTC), and inspect the result.
+
+Contract:
+- ``find_nvcc()`` looks at TILELANG_NVCC, then $CUDA_HOME/bin/nvcc (or
+  $CUDA_PATH), then PATH, then /usr/local/cuda/bin/nvcc; raises
+  ``NVCCNotFoundError`` naming every place it looked.
+- ``compile_cubin(source, arch, flags, include_dirs)`` returns the cubin bytes
+  for exactly one target: ``-gencode arch=compute_90a,code=sm_90a`` for
+  arch "sm_90a" (no PTX embedded, no -G: compile time is kept minimal).  The
+  repo's ``src/`` (see ``tilelang.knobs.src_dir``) is always on the include
+  path so generated code can ``#include "tl.h"``.
+- With TILELANG_USE_NVRTC=1 and ``cuda.bindings.nvrtc`` importable, NVRTC is
+  used instead (best effort: unknown nvcc-only flags are dropped).
+- Every failure raises ``NVCCError`` (a RuntimeError) carrying the compiler's
+  output (``.log``), the command (``.command``) and the path of the kept
+  source (``.source_path``); the temp dir is kept on failure, and always when
+  TILELANG_KEEP_TEMPS=1.
+- ``ptxas_info`` parses ``-Xptxas -v`` into ``PtxasInfo`` per entry function;
+  ``disassemble_sass`` runs ``cuobjdump -sass`` (nvdisasm as fallback) and
+  raises ``CudaToolNotFoundError`` when neither exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilelang import knobs
+from tilelang.jit.artifact import arch_number
+
+DEFAULT_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]
+_MAX_LOG_IN_MESSAGE = 8000
+
+
+class NVCCError(RuntimeError):
+    """CUDA compilation failed; ``log`` holds the compiler output."""
+
+    def __init__(self, message: str, log: str = "", command: list[str] | None = None,
+                 source_path: str | None = None):
+        super().__init__(message)
+        self.log = log
+        self.command = command or []
+        self.source_path = source_path
+
+
+class NVCCNotFoundError(NVCCError):
+    """No nvcc executable could be found."""
+
+
+class CudaToolNotFoundError(NVCCError):
+    """A CUDA binary utility (cuobjdump, nvdisasm) is missing."""
+
+
+@dataclass
+class PtxasInfo:
+    """Resource usage of one entry function as reported by ``ptxas -v``."""
+    function: str
+    arch: str = ""
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_frame: int = 0
+    smem: int = 0
+    barriers: int = 0
+
+
+# ---------------------------------------------------------------- locating tools
+def _candidates_nvcc() -> list[Path]:
+    found: list[Path] = []
+    explicit = knobs.nvcc_path()
+    if explicit:
+        return [explicit]  # an explicit choice is never second-guessed
+    home = knobs.cuda_home()
+    if home:
+        found.append(home / "bin" / "nvcc")
+    on_path = shutil.which("nvcc")
+    if on_path:
+        found.append(Path(on_path))
+    found.append(Path("/usr/local/cuda/bin/nvcc"))
+    return found
+
+
+def find_nvcc() -> str:
+    """Path of the nvcc executable to use; raises NVCCNotFoundError."""
+    candidates = _candidates_nvcc()
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    where = ", ".join(str(c) for c in candidates)
+    raise NVCCNotFoundError(
+        f"nvcc not found (looked at: {where}); install the CUDA toolkit, or set "
+        "TILELANG_NVCC to the nvcc executable or CUDA_HOME to the toolkit root")
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary utility next to nvcc, under CUDA_HOME, or on PATH; else None."""
+    dirs = []
+    try:
+        dirs.append(Path(find_nvcc()).resolve().parent)
+    except NVCCError:
+        pass
+    home = knobs.cuda_home()
+    if home:
+        dirs.append(home / "bin")
+    for d in dirs:
+        if (d / name).is_file():
+            return str(d / name)
+    return shutil.which(name)
+
+
+@functools.lru_cache(maxsize=8)
+def _version_of(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+def nvcc_version() -> str:
+    """nvcc's last ``--version`` line, e.g. 'Build cuda_13.0.r13.0/compiler.36424714_0'."""
+    return _version_of(find_nvcc())
+
+
+def toolchain_fingerprint() -> str:
+    """A cheap identity of the nvcc in use (path, size, mtime) for cache keys; no subprocess."""
+    try:
+        path = Path(find_nvcc()).resolve()
+        st = path.stat()
+        return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    except (NVCCError, OSError):
+        return "no-nvcc"
+
+
+# ---------------------------------------------------------------- commands
+def gencode_flags(arch: str) -> list[str]:
+    """'sm_90a' -> ['-gencode', 'arch=compute_90a,code=sm_90a'] (SASS only, no PTX)."""
+    num, suffix = arch_number(arch)
+    return ["-gencode", f"arch=compute_{num}{suffix},code=sm_{num}{suffix}"]
+
+
+def include_flags(include_dirs=()) -> list[str]:
+    dirs = [str(knobs.src_dir())] + [str(d) for d in include_dirs]
+    flags: list[str] = []
+    for d in dict.fromkeys(dirs):  # keep order, drop duplicates
+        flags += ["-I", d]
+    return flags
+
+
+def build_command(mode: str, arch: str, flags=(), include_dirs=(), src: str = "kernel.cu",
+                  out: str = "kernel.cubin") -> list[str]:
+    """The nvcc command line; ``mode`` is 'cubin' or 'ptx'."""
+    if mode not in ("cubin", "ptx"):
+        raise ValueError(f"mode must be 'cubin' or 'ptx', got {mode!r}")
+    return ([find_nvcc(), f"-{mode}", *DEFAULT_FLAGS, *gencode_flags(arch),
+             *include_flags(include_dirs), *[str(f) for f in flags], "-o", out, src])
+
+
+def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[bytes, str]:
+    """Compile in a fresh temp dir; return (output bytes, combined compiler log)."""
+    tmp = Path(tempfile.mkdtemp(prefix="tilelang-nvcc-"))
+    src, out = tmp / "kernel.cu", tmp / f"kernel.{mode}"
+    src.write_text(source)
+    cmd = build_command(mode, arch, flags, include_dirs, str(src), str(out))
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+    log = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0 or not out.is_file():
+        (tmp / "nvcc.log").write_text(log + "\n")
+        raise NVCCError(_failure_message("nvcc", proc.returncode, cmd, src, log),
+                        log=log, command=cmd, source_path=str(src))
+    data = out.read_bytes()
+    if not knobs.keep_temps():
+        shutil.rmtree(tmp, ignore_errors=True)
+    return data, log
+
+
+def _failure_message(tool: str, rc, cmd: list[str], src: Path | None, log: str) -> str:
+    shown = log if len(log) <= _MAX_LOG_IN_MESSAGE else log[:_MAX_LOG_IN_MESSAGE] + "\n... (truncated; see .log)"
+    kept = f"\n  source kept at: {src}" if src else ""
+    return (f"{tool} failed (exit status {rc}){kept}\n  command: {' '.join(cmd)}\n"
+            f"--- compiler output ---\n{shown}")
+
+
+# ---------------------------------------------------------------- NVRTC
+def _nvrtc_module():
+    """cuda.bindings.nvrtc when TILELANG_USE_NVRTC=1 and importable, else None."""
+    if not knobs.use_nvrtc():
+        return None
+    try:
+        from cuda.bindings import nvrtc  # type: ignore
+    except ImportError:
+        return None
+    return nvrtc
+
+
+def nvrtc_options(arch: str, flags=(), include_dirs=()) -> list[str]:
+    """Translate our nvcc options into NVRTC's; nvcc-only flags are dropped."""
+    num, suffix = arch_number(arch)
+    opts = [f"--gpu-architecture=sm_{num}{suffix}", "-std=c++17", "--expt-relaxed-constexpr",
+            "-lineinfo", "-default-device"]
+    for d in dict.fromkeys([str(knobs.src_dir())] + [str(x) for x in include_dirs]):
+        opts.append(f"-I{d}")
+    home = knobs.cuda_home()
+    if home:
+        opts.append(f"-I{home / 'include'}")
+    nvcc_only = {"-O3", "-O2", "-O1", "-O0", "-lineinfo", "-std=c++17", "--expt-relaxed-constexpr"}
+    opts += [str(f) for f in flags if str(f) not in nvcc_only]
+    return opts
+
+
+def _nvrtc_check(nvrtc, result, what: str, prog=None, cmd=None) -> None:
+    err = result[0] if isinstance(result, tuple) else result
+    if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return
+    log = _nvrtc_log(nvrtc, prog) if prog is not None else ""
+    raise NVCCError(_failure_message(f"NVRTC {what}", err, cmd or [], None, log), log=log, command=cmd)
+
+
+def _nvrtc_log(nvrtc, prog) -> str:
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.decode(errors="replace").rstrip("\x00 \n")
+
+
+def _compile_nvrtc(nvrtc, source: str, mode: str, arch: str, flags, include_dirs) -> bytes:
+    opts = nvrtc_options(arch, flags, include_dirs)
+    res = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
+    _nvrtc_check(nvrtc, res, "create", cmd=opts)
+    prog = res[1]
+    try:
+        _nvrtc_check(nvrtc, nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts]),
+                     "compile", prog, opts)
+        size_fn, get_fn = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if mode == "cubin"
+                           else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
+        res = size_fn(prog)
+        _nvrtc_check(nvrtc, res, "size", prog, opts)
+        buf = b" " * res[1]
+        _nvrtc_check(nvrtc, get_fn(prog, buf), "get", prog, opts)
+        return buf
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+# ---------------------------------------------------------------- public compile API
+def compile_cubin(source: str, arch: str, flags=(), include_dirs=()) -> bytes:
+    """Compile CUDA ``source`` for ``arch`` (e.g. 'sm_90a'); return cubin bytes."""
+    nvrtc = _nvrtc_module()
+    if nvrtc is not None:
+        return _compile_nvrtc(nvrtc, source, "cubin", arch, flags, include_dirs)
+    return _run_nvcc(source, "cubin", arch, flags, include_dirs)[0]
+
+
+def compile_ptx(source: str, arch: str, flags=(), include_dirs=()) -> str:
+    """Compile CUDA ``source`` to PTX text for ``arch``."""
+    nvrtc = _nvrtc_module()
+    if nvrtc is not None:
+        data = _compile_nvrtc(nvrtc, source, "ptx", arch, flags, include_dirs)
+    else:
+        data = _run_nvcc(source, "ptx", arch, flags, include_dirs)[0]
+    return data.decode(errors="replace").rstrip("\x00")
+
+
+def ptxas_info(source: str, arch: str, flags=(), include_dirs=()) -> dict[str, PtxasInfo]:
+    """Compile with ``-Xptxas -v`` (always via nvcc) and parse resource usage per entry."""
+    _, log = _run_nvcc(source, "cubin", arch, [*flags, "-Xptxas", "-v"], include_dirs)
+    return parse_ptxas_info(log)
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_BARS = re.compile(r"used (\d+) barriers")
+
+
+def parse_ptxas_info(log: str) -> dict[str, PtxasInfo]:
+    """Parse ``ptxas -v`` output into {entry function name: PtxasInfo}."""
+    result: dict[str, PtxasInfo] = {}
+    cur: PtxasInfo | None = None
+    for line in log.splitlines():
+        m = _ENTRY.search(line)
+        if m:
+            cur = result[m.group(1)] = PtxasInfo(function=m.group(1), arch=m.group(2))
+            continue
+        if cur is None:
+            continue
+        m = _PROPS.search(line)
+        if m:
+            cur.stack_frame, cur.spill_stores, cur.spill_loads = map(int, m.groups())
+        m = _USED.search(line)
+        if m:
+            cur.registers = int(m.group(1))
+            sm, bars = _SMEM.search(line), _BARS.search(line)
+            cur.smem = int(sm.group(1)) if sm else 0
+            cur.barriers = int(bars.group(1)) if bars else 0
+    return result
+
+
+def disassemble_sass(cubin: bytes) -> str:
+    """SASS text of ``cubin`` via ``cuobjdump -sass`` (or ``nvdisasm``)."""
+    tools = [(find_cuda_tool("cuobjdump"), ["-sass"]), (find_cuda_tool("nvdisasm"), [])]
+    tools = [(t, args) for t, args in tools if t]
+    if not tools:
+        raise CudaToolNotFoundError(
+            "cannot disassemble: neither cuobjdump nor nvdisasm was found next to nvcc, "
+            "under CUDA_HOME/bin or on PATH (they ship with the CUDA toolkit)")
+    with tempfile.TemporaryDirectory(prefix="tilelang-sass-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        errors = []
+        for tool, args in tools:
+            proc = subprocess.run([tool, *args, str(path)], capture_output=True, text=True)
+            if proc.returncode == 0:
+                return proc.stdout
+            errors.append(f"{tool}: {proc.stderr.strip()}")
+    raise NVCCError("disassembly failed:\n" + "\n".join(errors))

@@ -1,0 +1,76 @@
+"""Loop constructs: ``T.Parallel``, ``T.Pipelined``, ``T.serial``, ``T.unroll``, ``T.vectorized``.
+
+``T.Parallel(M, N)`` produces one TVM ``parallel`` For per extent (the front end's For visitor
+enters them together) annotated with ``tl.parallel``; layout inference later maps the iterations
+onto threads. ``T.Pipelined(n, num_stages=k)`` is a serial loop annotated with
+``tl.num_stages``; the pipelining pass turns it into a multi-stage asynchronous pipeline.
+"""
+
+from __future__ import annotations
+
+from tvm.tirx.script.builder import ir as builder
+
+from ._ops import as_expr
+
+PARALLEL_ATTR = "tl.parallel"
+STAGES_ATTR = "tl.num_stages"
+ORDER_ATTR = "tl.pipeline_order"
+STAGE_ATTR = "tl.pipeline_stage"
+
+
+class Parallel:
+    """``for i, j in T.Parallel(M, N):`` - an n-d loop whose iterations are spread over threads."""
+
+    def __init__(self, *extents, coalesced_width=None, loop_layout=None):
+        if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
+            extents = tuple(extents[0])
+        if not extents:
+            raise ValueError("T.Parallel needs at least one extent")
+        self.extents = [as_expr(e) for e in extents]
+        self.coalesced_width = coalesced_width
+
+    def frames(self):
+        out = []
+        for depth, extent in enumerate(self.extents):
+            ann = {PARALLEL_ATTR: len(self.extents) - depth}
+            if self.coalesced_width is not None and depth == 0:
+                ann["tl.coalesced_width"] = int(self.coalesced_width)
+            out.append(builder.parallel(0, extent, annotations=ann))
+        return out
+
+
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):
+    """A serial loop whose copies and computations the compiler overlaps in ``num_stages`` stages."""
+    if stop is None:
+        start, stop = 0, start
+    ann = {STAGES_ATTR: int(num_stages)}
+    if order is not None:
+        ann[ORDER_ATTR] = [int(x) for x in order]
+    if stage is not None:
+        ann[STAGE_ATTR] = [int(x) for x in stage]
+    return builder.serial(start, stop, annotations=ann)
+
+
+def serial(start, stop=None, step=None, annotations=None):
+    if stop is None:
+        start, stop = 0, start
+    return builder.serial(start, stop, step=step, annotations=annotations)
+
+
+def unroll(start, stop=None, step=None, explicit=False, unroll_factor=None, annotations=None):
+    if stop is None:
+        start, stop = 0, start
+    return builder.unroll(start, stop, annotations=annotations)
+
+
+def vectorized(start, stop=None, annotations=None):
+    if stop is None:
+        start, stop = 0, start
+    return builder.vectorized(start, stop, annotations=annotations)
+
+
+Vectorized = vectorized
+
+
+def grid(*extents):
+    return builder.grid(*extents)

@@ -1,0 +1,108 @@
+"""Scalar math and expression helpers: ``T.exp``, ``T.max``, ``T.cast``, ``T.infinity`` ...
+
+Most are TVM's own intrinsics; the ones taking a dtype accept every spelling ``normalize_dtype``
+understands, and ``T.ceildiv``/``T.floordiv`` stay Python integers when given integers so grid
+sizes computed from constants remain constants.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+from tvm.script import tirx as _T
+
+from ._ops import as_expr
+from .dtypes import normalize_dtype
+
+exp = _T.exp
+exp2 = _T.exp2
+log = _T.log
+log2 = _T.log2
+log10 = _T.log10
+sqrt = _T.sqrt
+rsqrt = _T.rsqrt
+sigmoid = _T.sigmoid
+tanh = _T.tanh
+sin = _T.sin
+cos = _T.cos
+erf = _T.erf
+floor = _T.floor
+ceil = _T.ceil
+round = _T.round  # noqa: A001 - mirrors the T namespace
+trunc = _T.trunc
+isnan = _T.isnan
+isinf = _T.isinf
+fmod = _T.fmod
+Select = _T.Select
+address_of = _T.address_of
+call_extern = _T.call_extern
+reinterpret = _T.reinterpret
+
+
+def abs(x):  # noqa: A001 - mirrors the T namespace
+    return tirx.abs(as_expr(x))
+
+
+def pow(x, y):  # noqa: A001
+    return tirx.pow(as_expr(x), as_expr(y))
+
+
+def max(a, b):  # noqa: A001
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a if a >= b else b
+    return tirx.max(as_expr(a), as_expr(b))
+
+
+def min(a, b):  # noqa: A001
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a if a <= b else b
+    return tirx.min(as_expr(a), as_expr(b))
+
+
+def cast(value, dtype):
+    dtype = normalize_dtype(dtype)
+    if isinstance(value, (int, float, bool)):
+        return tirx.const(value, dtype)
+    return tirx.Cast(dtype, value) if str(value.dtype) != dtype else value
+
+
+def if_then_else(cond, true_value, false_value):
+    return tirx.if_then_else(as_expr(cond), as_expr(true_value), as_expr(false_value))
+
+
+def infinity(dtype):
+    return tirx.infinity(normalize_dtype(dtype))
+
+
+def max_value(dtype):
+    return tirx.max_value(normalize_dtype(dtype))
+
+
+def min_value(dtype):
+    return tirx.min_value(normalize_dtype(dtype))
+
+
+def ceildiv(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return tirx.ceildiv(as_expr(a), as_expr(b))
+
+
+def floordiv(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b
+    return tirx.floordiv(as_expr(a), as_expr(b))
+
+
+def floormod(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b
+    return tirx.floormod(as_expr(a), as_expr(b))
+
+
+def truncdiv(a, b):
+    return tirx.truncdiv(as_expr(a), as_expr(b))
+
+
+def truncmod(a, b):
+    return tirx.truncmod(as_expr(a), as_expr(b))

@@ -1,0 +1,166 @@
+"""Tile operators: ``T.copy``, ``T.fill``/``T.clear``, ``T.gemm``, reductions, ``T.cumsum``, atomics.
+
+Each call checks what can be checked while parsing (operand kinds, ranks) and emits a ``tl.*``
+Op (see ``_ops``). Errors raised here surface at the user's line through the front end.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import tvm
+from tvm import ir, tirx
+from tvm.tirx import is_buffer_var
+
+from ._ops import as_expr, emit, region
+
+READ, WRITE, READ_WRITE = 1, 2, 3
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """How ``T.gemm`` partitions the block tile over warps."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+
+def _unwrap(x):
+    scalar = getattr(x, "scalar", None)  # TVMScript scalar_wrapper
+    return scalar if scalar is not None else x
+
+
+def _shape_of(x):
+    """Extents of the box an operand denotes, or None for a single-element corner form."""
+    x = _unwrap(x)
+    if is_buffer_var(x):
+        return [e for e in x.shape]
+    if isinstance(x, ir.TensorRegion):
+        return [r.extent for r in x.region]
+    return None
+
+
+def _to_region(x, access, hint=None, what="operand"):
+    x = _unwrap(x)
+    if is_buffer_var(x):
+        return region(x, [0] * len(x.shape), list(x.shape), access)
+    if isinstance(x, ir.TensorRegion):
+        return region(x.source, [r.min for r in x.region], [r.extent for r in x.region], access)
+    if isinstance(x, ir.TensorLoad):
+        buf, starts = x.source, list(x.indices)
+        extents = [1] * len(starts)
+        if hint is not None:
+            hint = [h for h in hint]
+            # Right-align the other operand's extents onto this buffer's dimensions, dropping
+            # its leading unit dimensions when it has more of them.
+            while len(hint) > len(starts) and _is_one(hint[0]):
+                hint = hint[1:]
+            if len(hint) > len(starts):
+                raise ValueError(
+                    f"cannot infer the extent of {buf.name}[...]: the other operand has rank "
+                    f"{len(hint)} but {buf.name} has rank {len(starts)}")
+            extents[len(starts) - len(hint):] = hint
+        return region(buf, starts, extents, access)
+    raise TypeError(f"T.{what} expects a buffer, a buffer slice or an element A[i, j], got {type(x).__name__}")
+
+
+def _is_one(e) -> bool:
+    return isinstance(e, int) and e == 1 or isinstance(e, tirx.IntImm) and e.value == 1
+
+
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
+    """Copy a tile between global memory, shared memory and fragments, in any direction."""
+    src_shape, dst_shape = _shape_of(src), _shape_of(dst)
+    if src_shape is None and dst_shape is None:
+        raise ValueError("T.copy needs at least one operand with a known extent (a buffer or a slice)")
+    src_r = _to_region(src, READ, hint=dst_shape, what="copy")
+    dst_r = _to_region(dst, WRITE, hint=src_shape, what="copy")
+    emit("copy", [src_r, dst_r, int(coalesced_width or 0), int(bool(disable_tma))])
+
+
+def fill(buffer, value):
+    """Set every element of a buffer (or a slice of one) to ``value``."""
+    r = _to_region(buffer, WRITE, what="fill")
+    dtype = _unwrap(buffer)
+    emit("fill", [r, value])
+
+
+def clear(buffer):
+    """Set every element to zero."""
+    fill(buffer, 0)
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0, mbar=None):
+    """C (+)= A @ B on the tensor cores; A and B in shared memory or fragments, C a fragment."""
+    a = _to_region(A, READ, what="gemm")
+    b = _to_region(B, READ, what="gemm")
+    c = _to_region(C, READ_WRITE, what="gemm")
+    clear_expr = clear_accum if not isinstance(clear_accum, bool) else int(clear_accum)
+    emit("gemm", [a, b, c, int(bool(transpose_A)), int(bool(transpose_B)), int(policy),
+                  clear_expr, int(k_pack), int(wg_wait)])
+
+
+def _reduce(kind, src, dst, dim, clear):
+    s = _to_region(src, READ, what=f"reduce_{kind}")
+    d = _to_region(dst, WRITE, what=f"reduce_{kind}")
+    emit("reduce", [s, d, kind, int(dim), int(bool(clear))])
+
+
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    _reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_max(buffer, out, dim=-1, clear=True):
+    _reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer, out, dim=-1, clear=True):
+    _reduce("min", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer, out, dim=-1, clear=True):
+    _reduce("abssum", buffer, out, dim, clear)
+
+
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+def reduce(buffer, out, reduce_type, dim=-1, clear=True):
+    _reduce(str(reduce_type), buffer, out, dim, clear)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False):
+    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (``src`` itself by default)."""
+    s = _to_region(src, READ, what="cumsum")
+    d = _to_region(dst if dst is not None else src, WRITE, what="cumsum")
+    emit("cumsum", [s, d, int(dim), int(bool(reverse))])
+
+
+def _atomic(kind, dst, value, memory_order=None, return_prev=False):
+    dst_u, val_u = _unwrap(dst), _unwrap(value)
+    if isinstance(dst_u, ir.TensorLoad) and not is_buffer_var(val_u) and not isinstance(val_u, ir.TensorRegion):
+        # Element-wise atomic: lower straight to the device library call.
+        dtype = dst_u.source.dtype
+        val = as_expr(val_u)
+        if hasattr(val, "dtype") and str(val.dtype) != str(dtype):
+            val = tirx.Cast(str(dtype), val)
+        return tirx.call_extern(str(dtype), f"tl::atomic_{kind}", tirx.address_of(dst_u), val)
+    src_shape = _shape_of(val_u)
+    d = _to_region(dst_u, READ_WRITE, hint=src_shape, what=f"atomic_{kind}")
+    s = _to_region(val_u, READ, hint=_shape_of(dst_u), what=f"atomic_{kind}")
+    emit("atomic", [d, s, kind])
+    return None
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    return _atomic("add", dst, value, memory_order, return_prev)
+
+
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    return _atomic("max", dst, value, memory_order, return_prev)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    return _atomic("min", dst, value, memory_order, return_prev)

@@ -1,0 +1,69 @@
+"""Shared-memory layouts: row-major with an XOR swizzle of 16-byte chunks.
+
+The formula must match ``tl::swizzle_offset`` in ``src/tl/gemm_sm80.h``: with ``E`` bytes per
+element, ``V = 16 / E`` elements per chunk and ``NC = LD / V`` chunks per row, rows whose length
+is not a multiple of 32 bytes are not swizzled; otherwise ``S = min(largest power of two dividing
+NC, 8)`` and the chunk index ``c / V`` is XORed with ``(r / (8 / S)) % S``. Eight consecutive rows
+then put the same logical chunk in eight different bank groups, so ldmatrix (eight rows, one chunk
+each) and 16-byte cp.async stores are conflict free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import tirx
+
+from tilelang.transform.ir_utils import i32, simplify
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Physical offset of element ``(..., r, c)`` of a shared tile."""
+
+    shape: tuple
+    elem_bytes: int
+    swizzle: bool = True
+
+    @property
+    def ld(self) -> int:
+        return int(self.shape[-1])
+
+    @property
+    def group(self) -> int:
+        """S: how many chunks take part in the XOR (1 means no swizzle)."""
+        if not self.swizzle or len(self.shape) < 2:
+            return 1
+        if (self.ld * self.elem_bytes) % 32 != 0:
+            return 1
+        nc = self.ld * self.elem_bytes // 16
+        s = nc & -nc
+        return min(s, 8)
+
+    @property
+    def vector(self) -> int:
+        return max(1, 16 // self.elem_bytes)
+
+    def offset(self, indices):
+        """Element offset of ``indices`` (row-major, swizzled in the last two dims)."""
+        s = self.group
+        r = indices[-2] if len(indices) >= 2 else i32(0)
+        c = indices[-1]
+        if s > 1:
+            v = self.vector
+            chunk = tirx.floordiv(c, i32(v))
+            key = tirx.floormod(tirx.floordiv(r, i32(8 // s)), i32(s)) if s < 8 else tirx.floormod(r, i32(8))
+            c = tirx.bitwise_xor(chunk, key) * v + tirx.floormod(c, i32(v))
+        # Rebuild the row-major offset with the swizzled column.
+        out = c
+        stride = 1
+        for k in reversed(range(len(self.shape) - 1)):
+            stride *= int(self.shape[k + 1])
+            out = out + indices[k] * stride
+        return simplify(out)
+
+    def describe(self) -> str:
+        s = self.group
+        if s == 1:
+            return "row-major (no swizzle)"
+        return f"row-major, 16-byte chunks XOR-swizzled in groups of {s} ({s * 16}-byte pattern)"

@@ -1,0 +1,143 @@
+"""Profiler: run, time and check a JITKernel on generated inputs.
+
+Contract:
+- ``Profiler(kernel, tensor_supply=None)``; inputs are generated from the
+  kernel's ParamSpecs: randn for floating dtypes (cast for float8), randint in
+  [-8, 8) for signed and [0, 8) for unsigned ints, random bools.  Symbolic
+  dims and scalar parameters take their values from the ``symbols`` dict
+  (e.g. ``{"M": 1024, "alpha": 0.5}``); a missing one is a ValueError naming
+  it.  ``tensor_supply(shape, torch_dtype, device) -> Tensor`` replaces the
+  random generator.
+- ``make_args(symbols, with_outputs)``: the argument list (outputs included and
+  allocated empty when ``with_outputs``; otherwise only inputs when the kernel
+  has out_idx).
+- ``run_once(symbols=None)``: one call on fresh inputs; returns its result.
+- ``do_bench(fn=None, warmup=25, rep=100, symbols=None, return_mode="median")``:
+  ms per call of ``fn`` (default: the kernel with all arguments preallocated,
+  so no allocation is timed).
+- ``assert_allclose(reference_program, atol=1e-2, rtol=1e-2, symbols=None,
+  outputs=None)``: runs the kernel and ``reference_program`` on the same
+  inputs (the reference gets clones) and compares each output; with no
+  out_idx the kernel writes in place and ``outputs`` (default: the last tensor
+  param) says which params to compare against the reference's return values.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tilelang.profiler.bench import do_bench
+
+__all__ = ["Profiler", "do_bench"]
+
+
+def _random_tensor(shape, dtype: torch.dtype, device) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, device=device).bool()
+    if dtype.is_floating_point:
+        base = torch.randn(shape, device=device, dtype=torch.float32)
+        return base.to(dtype)
+    if dtype in (torch.uint8, getattr(torch, "uint16", None), getattr(torch, "uint32", None),
+                 getattr(torch, "uint64", None)):
+        return torch.randint(0, 8, shape, device=device).to(dtype)
+    return torch.randint(-8, 8, shape, device=device).to(dtype)
+
+
+class Profiler:
+    def __init__(self, kernel, tensor_supply=None):
+        self.kernel = kernel
+        self.tensor_supply = tensor_supply or _random_tensor
+
+    # ------------------------------------------------------------ inputs
+    def _resolve(self, entries, symbols: dict, what: str) -> list[int]:
+        missing = [e for e in entries if isinstance(e, str) and e not in symbols]
+        if missing:
+            raise ValueError(f"{what} needs values for {missing}: pass symbols={{{', '.join(repr(m) + ': ...' for m in missing)}}}")
+        return [e if isinstance(e, int) else int(symbols[e]) for e in entries]
+
+    def _make_param(self, i: int, symbols: dict, device, empty: bool):
+        from tilelang.jit.adapter_args import torch_dtype
+
+        p = self.kernel.params[i]
+        if p.kind == "scalar":
+            if p.name not in symbols:
+                raise ValueError(f"scalar parameter {p.name!r} needs a value: pass symbols={{{p.name!r}: ...}}")
+            return symbols[p.name]
+        shape = self._resolve(p.shape, symbols, f"parameter {p.name!r} shape {p.shape}")
+        dtype = torch_dtype(p.dtype)
+        if p.strides is None:
+            return (torch.empty(shape, dtype=dtype, device=device) if empty
+                    else self.tensor_supply(shape, dtype, device))
+        strides = self._resolve(p.strides, symbols, f"parameter {p.name!r} strides {p.strides}")
+        t = torch.empty_strided(shape, strides, dtype=dtype, device=device)
+        if not empty:
+            t.copy_(self.tensor_supply(shape, dtype, device))
+        return t
+
+    def make_args(self, symbols=None, with_outputs: bool = False, device=None) -> list:
+        """Arguments for one call: all params if ``with_outputs`` or no out_idx, else inputs only."""
+        symbols = dict(symbols or {})
+        if device is None:
+            device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
+        outs = set(self.kernel.out_idx)
+        args = []
+        for i in range(len(self.kernel.params)):
+            if i in outs and not with_outputs:
+                continue
+            args.append(self._make_param(i, symbols, device, empty=i in outs))
+        return args
+
+    # ------------------------------------------------------------ running
+    def run_once(self, symbols=None):
+        return self.kernel(*self.make_args(symbols))
+
+    def do_bench(self, fn=None, warmup: float = 25, rep: float = 100, symbols=None,
+                 return_mode: str = "median", **kwargs):
+        if fn is None:
+            args = self.make_args(symbols, with_outputs=True)
+            kernel = self.kernel
+
+            def fn():
+                kernel(*args)
+        return do_bench(fn, warmup=warmup, rep=rep, return_mode=return_mode, **kwargs)
+
+    def assert_allclose(self, reference_program, atol: float = 1e-2, rtol: float = 1e-2,
+                        symbols=None, outputs=None) -> None:
+        args = self.make_args(symbols)
+        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        result = self.kernel(*args)
+        names, got = self._outputs(args, result, outputs)
+        expected = reference_program(*ref_args)
+        if isinstance(expected, torch.Tensor):
+            expected = [expected]
+        expected = list(expected)
+        if len(expected) != len(got):
+            raise AssertionError(f"reference returned {len(expected)} tensors, the kernel has {len(got)} "
+                                 f"outputs ({names})")
+        for name, g, e in zip(names, got, expected):
+            _compare(name, g, e, atol, rtol)
+
+    def _outputs(self, args, result, outputs):
+        params = self.kernel.params
+        if self.kernel.out_idx and outputs is None:
+            got = [result] if isinstance(result, torch.Tensor) else list(result)
+            return [params[i].name for i in self.kernel.out_idx], got
+        if outputs is None:
+            tensors = [i for i, p in enumerate(params) if p.kind == "tensor"]
+            outputs = tensors[-1:]
+        return [params[i].name for i in outputs], [args[i] for i in outputs]
+
+
+def _compare(name: str, got: torch.Tensor, expected, atol: float, rtol: float) -> None:
+    expected = torch.as_tensor(expected, device=got.device)
+    if tuple(got.shape) != tuple(expected.shape):
+        raise AssertionError(f"output {name!r}: shape {tuple(got.shape)} != reference {tuple(expected.shape)}")
+    if got.dtype.is_floating_point or expected.dtype.is_floating_point:
+        g, e = got.float(), expected.float()
+    else:
+        g, e = got.long(), expected.long()
+        atol = rtol = 0
+    try:
+        torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    except AssertionError as err:
+        raise AssertionError(f"output {name!r} differs from the reference:\n{err}") from None

@@ -1,0 +1,1 @@
+"""Compiler passes, one file per pass; ``tilelang.engine.pipeline`` orders them."""

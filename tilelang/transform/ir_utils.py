@@ -1,0 +1,196 @@
+"""Small helpers over TVM 0.27 IR that the wheel does not provide from Python.
+
+``ExprRewriter`` rebuilds an expression bottom-up and lets a subclass replace variables and
+buffer loads; ``substitute`` is built on it. ``walk_stmts`` visits statements in pre-order.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import tvm
+from tvm import ir, tirx
+from tvm.tirx import is_buffer_var
+
+_analyzer = None
+
+
+def analyzer() -> "tvm.sym.Analyzer":
+    global _analyzer
+    if _analyzer is None:
+        _analyzer = tvm.sym.Analyzer()
+    return _analyzer
+
+
+def simplify(expr):
+    if isinstance(expr, (int, float)):
+        return expr
+    return analyzer().simplify(expr)
+
+
+def dtype_of(expr) -> str:
+    ty = expr.ty
+    return str(getattr(ty, "dtype", ty))
+
+
+def const_int(expr):
+    """The Python int value of an integer immediate (after simplification), else None."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    s = simplify(expr)
+    if isinstance(s, tirx.IntImm):
+        return int(s.value)
+    return None
+
+
+def i32(v):
+    return tirx.IntImm("int32", v) if isinstance(v, int) else v
+
+
+_BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE",
+           "LT", "LE", "GT", "GE", "And", "Or")
+
+
+class ExprRewriter:
+    """Rebuild an expression; override ``visit_var``/``visit_load`` to rewrite leaves."""
+
+    def visit(self, e):
+        if e is None or isinstance(e, (int, float, str)):
+            return e
+        name = type(e).__name__
+        if name in _BINARY:
+            a, b = self.visit(e.a), self.visit(e.b)
+            if a.same_as(e.a) and b.same_as(e.b):
+                return e
+            return getattr(tirx, name)(a, b)
+        method = getattr(self, "visit_" + name, None)
+        if method is not None:
+            return method(e)
+        return e
+
+    def visit_Var(self, e):
+        return self.visit_var(e)
+
+    def visit_var(self, var):
+        return var
+
+    def visit_TensorLoad(self, e):
+        return self.visit_load(e, [self.visit(i) for i in e.indices])
+
+    def visit_load(self, load, indices):
+        if all(a.same_as(b) for a, b in zip(indices, load.indices)):
+            return load
+        return tirx.BufferLoad(load.source, indices)
+
+    def visit_Cast(self, e):
+        v = self.visit(e.value)
+        return e if v.same_as(e.value) else tirx.Cast(dtype_of(e), v)
+
+    def visit_Not(self, e):
+        return tirx.Not(self.visit(e.a))
+
+    def visit_Select(self, e):
+        return tirx.Select(self.visit(e.condition), self.visit(e.true_value), self.visit(e.false_value))
+
+    def visit_Let(self, e):
+        return tirx.Let(e.var, self.visit(e.value), self.visit(e.body))
+
+    def visit_Ramp(self, e):
+        return tirx.Ramp(self.visit(e.base), self.visit(e.stride), e.lanes)
+
+    def visit_Broadcast(self, e):
+        return tirx.Broadcast(self.visit(e.value), e.lanes)
+
+    def visit_Call(self, e):
+        args = [self.visit(a) if not is_buffer_var(a) else a for a in e.args]
+        if all((x is y) or (hasattr(x, "same_as") and x.same_as(y)) for x, y in zip(args, e.args)):
+            return e
+        return ir.Call(e.op, args, attrs=e.attrs, ret_ty=e.ty)
+
+
+class _Substituter(ExprRewriter):
+    def __init__(self, vmap):
+        self.vmap = vmap
+
+    def visit_var(self, var):
+        for k, v in self.vmap.items():
+            if k.same_as(var):
+                return i32(v)
+        return var
+
+
+def substitute(expr, vmap: dict):
+    """Replace variables in ``expr`` by the mapped expressions."""
+    if not vmap:
+        return expr
+    return _Substituter(vmap).visit(expr)
+
+
+def children(stmt) -> list:
+    if isinstance(stmt, tirx.SeqStmt):
+        return list(stmt.seq)
+    body = getattr(stmt, "body", None)
+    out = [body] if body is not None else []
+    if isinstance(stmt, tirx.IfThenElse):
+        out = [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+    return out
+
+
+def walk_stmts(stmt, fn: Callable) -> None:
+    """Call ``fn`` on every statement, pre-order."""
+    fn(stmt)
+    for c in children(stmt):
+        walk_stmts(c, fn)
+
+
+def walk_exprs(stmt, fn: Callable) -> None:
+    """Call ``fn`` on every expression node reachable from ``stmt`` (pre-order)."""
+
+    def visit(obj):
+        fn(obj)
+        return None
+
+    tvm_ffi_walk(stmt, visit)
+
+
+def tvm_ffi_walk(node, fn):
+    import tvm_ffi
+
+    tvm_ffi.structural_walk(node, [(ir.Expr, lambda n: (fn(n), None)[1])], order="pre")
+
+
+def seq(stmts: Iterable):
+    items = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, tirx.SeqStmt):
+            items.extend(s.seq)
+        else:
+            items.append(s)
+    if not items:
+        return tirx.Evaluate(tirx.IntImm("int32", 0))
+    if len(items) == 1:
+        return items[0]
+    return tirx.SeqStmt(items)
+
+
+def evaluate_extern(name: str, *args, dtype: str = "void", span=None):
+    call = tirx.call_extern(dtype, name, *[i32(a) for a in args])
+    return tirx.Evaluate(call, span=span)
+
+
+def loop(var_name: str, extent, body_fn: Callable, kind=None, annotations=None, span=None):
+    """Build ``for v in range(extent): body_fn(v)``; extent 1 inlines the body with v = 0."""
+    if const_int(extent) == 1:
+        return body_fn(i32(0))
+    v = tirx.Var(var_name, "int32")
+    body = body_fn(v)
+    kind = kind if kind is not None else tirx.ForKind.SERIAL
+    return tirx.For(v, i32(0), i32(extent), kind, body, annotations=annotations, span=span)
+
+
+def unrolled(var_name: str, extent, body_fn: Callable, span=None):
+    return loop(var_name, extent, body_fn, kind=tirx.ForKind.UNROLLED, span=span)

@@ -1,0 +1,328 @@
+"""Layout inference: give every fragment a ``Fragment`` layout, every ``T.Parallel`` nest a loop
+layout, every shared buffer a ``SharedLayout``, and every ``T.gemm`` a warp partition.
+
+Input: a parsed kernel (``KernelInfo``). Output: ``Layouts``. Never mutates the IR.
+
+Order: (1) strict layouts from ``T.gemm`` (mma accumulator / register operand, swizzled shared
+operands) and ``T.annotate_layout``; (2) a fixpoint over the consumers in program order:
+a parallel nest adopts the layout of a fragment it indexes with exactly its loop variables,
+and passes it on to the other fragments it touches (projected when indexed by a subset of the
+loop variables); a reduction derives its output from its input; a copy into a fragment without
+a layout gives it a vectorised default. When nothing progresses, the first undecided consumer
+gets the default layout and the fixpoint resumes. A layout that disagrees with one already
+chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from tvm import tirx
+
+from tilelang.language.dtypes import nbytes
+from tilelang.layout import (Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
+                             mma_accumulator, mma_operand_a, project)
+from tilelang.transform.ir_utils import const_int, walk_stmts
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
+                                       buffer_accesses, decode_region, is_parallel_nest, op_name,
+                                       parallel_nest, scope_of)
+
+
+@dataclass
+class GemmPlan:
+    M: int
+    N: int
+    K: int
+    warp_m: int
+    warp_n: int
+    trans_a: bool
+    trans_b: bool
+
+
+@dataclass
+class Layouts:
+    fragments: dict = field(default_factory=dict)   # buffer -> Fragment
+    shared: dict = field(default_factory=dict)      # buffer -> SharedLayout
+    loops: dict = field(default_factory=dict)       # outer loop var of a T.Parallel nest -> Fragment
+    gemms: dict = field(default_factory=dict)       # Evaluate stmt -> GemmPlan
+    origin: dict = field(default_factory=dict)      # buffer -> text saying where its layout came from
+
+
+def warp_partition(M, N, num_warps, policy, span=None):
+    """(warp_m, warp_n) for a block tile, following ``T.GemmWarpPolicy``."""
+    options = []
+    for wm in range(1, num_warps + 1):
+        if num_warps % wm:
+            continue
+        wn = num_warps // wm
+        if M % (16 * wm) == 0 and N % (8 * wn) == 0:
+            options.append((wm, wn))
+    if policy == 1:  # FullRow: as many warps as possible along M
+        options.sort(key=lambda p: -p[0])
+    elif policy == 2:  # FullCol
+        options.sort(key=lambda p: -p[1])
+    else:  # Square: per-warp tiles as square as possible
+        options.sort(key=lambda p: (abs(M / p[0] - N / p[1]), -p[0]))
+    if not options:
+        raise LoweringError(
+            "TL0103", f"T.gemm cannot split a {M}x{N} tile over {num_warps} warps: each warp needs "
+            f"a multiple of 16 rows and 8 columns", span)
+    return options[0]
+
+
+class _Inference:
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.T = info.num_threads
+        self.out = Layouts()
+
+    # ----- assignment with conflict detection -------------------------------------------
+    def assign(self, buf, layout: Fragment, span, why: str):
+        have = self.out.fragments.get(buf)
+        if have is None:
+            self.out.fragments[buf] = layout.renamed(buf.name)
+            self.out.origin[buf] = why
+            return
+        if have.shape == layout.shape and have.same_as(layout):
+            return
+        raise LoweringError(
+            "TL0201", f"layout conflict for fragment '{buf.name}': {why} needs {layout.describe()}, "
+            f"but it already has {have.describe()} (from {self.out.origin.get(buf)})", span,
+            notes=["Copy the tile into a second fragment (or through shared memory) to change its layout."])
+
+    def known(self, buf):
+        return self.out.fragments.get(buf)
+
+    # ----- phase 1: gemm and annotations -------------------------------------------------
+    def plan_gemm(self, stmt):
+        args = stmt.value.args
+        a, b, c = (decode_region(x) for x in args[:3])
+        trans_a, trans_b, policy = bool(int(args[3].value)), bool(int(args[4].value)), int(args[5].value)
+        span = stmt.span
+        ash = [const_int(e) for e in a.nonunit()[1]]
+        bsh = [const_int(e) for e in b.nonunit()[1]]
+        csh = [const_int(e) for e in c.nonunit()[1]]
+        if None in ash + bsh + csh or len(ash) != 2 or len(bsh) != 2 or len(csh) != 2:
+            raise LoweringError("TL0101", "T.gemm operands must be 2-D tiles with constant shapes "
+                                f"(got A {ash}, B {bsh}, C {csh})", span)
+        M, K = (ash[1], ash[0]) if trans_a else (ash[0], ash[1])
+        Kb, N = (bsh[1], bsh[0]) if trans_b else (bsh[0], bsh[1])
+        if K != Kb:
+            raise LoweringError("TL0101", f"T.gemm K mismatch: A gives K={K}, B gives K={Kb} "
+                                f"(transpose_A={trans_a}, transpose_B={trans_b})", span)
+        if csh != [M, N]:
+            raise LoweringError("TL0101", f"T.gemm C must be {M}x{N} for A {ash} and B {bsh}, got {csh}", span)
+        if K % 16:
+            raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of 16 for mma.sync", span)
+        if scope_of(c.buffer) != FRAGMENT_SCOPE:
+            raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
+        wm, wn = warp_partition(M, N, self.T // 32, policy, span)
+        plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
+        self.out.gemms[stmt] = plan
+        self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {span.line})")
+        if scope_of(a.buffer) == FRAGMENT_SCOPE:
+            if trans_a:
+                raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
+            self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {span.line})")
+        for r in (a, b):
+            if scope_of(r.buffer) in SHARED_SCOPES:
+                self.set_shared(r.buffer, True)
+
+    def set_shared(self, buf, swizzle: bool):
+        shape = tuple(const_int(s) for s in buf.shape)
+        self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle)
+
+    def annotate(self, stmt):
+        buf = stmt.value.args[0].source
+        kind = str(stmt.value.args[1].value)
+        if scope_of(buf) in SHARED_SCOPES:
+            self.set_shared(buf, kind == "swizzle")
+
+    # ----- phase 2: consumers --------------------------------------------------------------
+    def try_parallel(self, stmt, force: bool) -> bool:
+        loop_vars, extents, body = parallel_nest(stmt)
+        ext = [const_int(e) for e in extents]
+        if None in ext:
+            raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants", stmt.span)
+        frags = [(b, idx) for b, idx, _ in buffer_accesses(body) if scope_of(b) == FRAGMENT_SCOPE]
+        layout = None
+        for b, idx in frags:
+            if _is_exact(idx, loop_vars) and self.known(b) is not None:
+                if list(self.known(b).shape) != ext:
+                    raise LoweringError("TL0603", f"T.Parallel{tuple(ext)} indexes fragment '{b.name}' of shape "
+                                        f"{list(self.known(b).shape)} with its loop variables", stmt.span)
+                layout = self.known(b)
+                break
+        if layout is None:
+            if frags and not force and any(self.known(b) is None for b, _ in frags):
+                return False
+            layout = self.default_loop_layout(body, ext, frags)
+        self.out.loops[loop_vars[0]] = layout
+        line = stmt.span.line if stmt.span else "?"
+        for b, idx in frags:
+            dims = _plain_dims(idx, loop_vars)
+            if dims is None:
+                if self.known(b) is None:
+                    raise LoweringError(
+                        "TL0203", f"fragment '{b.name}' is indexed with {list(map(str, idx))} inside "
+                        f"T.Parallel: only loop variables can index a fragment whose layout is not known "
+                        f"yet (otherwise every thread would hold the whole tile)", stmt.span)
+                continue
+            if dims == list(range(len(loop_vars))):
+                self.assign(b, layout, stmt.span, f"the T.Parallel loop at line {line}")
+            elif self.known(b) is None:
+                self.assign(b, project(layout, dims), stmt.span, f"the T.Parallel loop at line {line}")
+            else:
+                self.check_compatible(b, layout, dims, stmt.span)
+        return True
+
+    def default_loop_layout(self, body, ext, frags):
+        widest = 1
+        for b, _, _ in buffer_accesses(body):
+            widest = max(widest, nbytes(str(b.dtype)))
+        vec = max(1, 16 // widest)
+        while vec > 1 and ext[-1] % vec:
+            vec //= 2
+        # Known partial-index fragments constrain the loop: build the loop layout from one of them.
+        for b, idx in frags:
+            if self.known(b) is not None:
+                break
+        return default_fragment(ext, self.T, vec)
+
+    def check_compatible(self, buf, loop: Fragment, dims, span):
+        have = self.known(buf)
+        owners = loop.owners()
+        coords = np.stack(np.unravel_index(owners, loop.shape), axis=-1)  # [T, L, ndim]
+        sub = coords[..., dims]
+        flat = np.ravel_multi_index(tuple(sub[..., k] for k in range(len(dims))), have.shape)
+        held = have.owners()
+        ok = all(np.isin(flat[t], held[t]).all() for t in range(loop.num_threads))
+        if not ok:
+            raise LoweringError(
+                "TL0201", f"layout conflict for fragment '{buf.name}': the T.Parallel loop runs element "
+                f"(i...) on threads that do not hold {buf.name}[...] ({have.describe()})", span,
+                notes=["Index the fragment with the loop variables of a loop over its own shape, "
+                       "or copy it through shared memory."])
+
+    def try_reduce(self, stmt) -> bool:
+        args = stmt.value.args
+        src, dst = decode_region(args[0]), decode_region(args[1])
+        dim = int(args[3].value)
+        if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != FRAGMENT_SCOPE:
+            raise LoweringError("TL0002", "T.reduce_* works on fragments (T.alloc_fragment)", stmt.span)
+        s = self.known(src.buffer)
+        if s is None:
+            return False
+        rank = len(s.shape)
+        if dim < 0:
+            dim += rank
+        keep = len(dst.buffer.shape) == rank
+        expect = [n for d, n in enumerate(s.shape) if d != dim] if not keep else [
+            1 if d == dim else n for d, n in enumerate(s.shape)]
+        got = [const_int(n) for n in dst.buffer.shape]
+        if got != expect and not (not expect and got == [1]):
+            raise LoweringError("TL0604", f"reduction of '{src.buffer.name}' {list(s.shape)} over dim {dim} "
+                                f"gives shape {expect}, but '{dst.buffer.name}' has shape {got}", stmt.span)
+        self.assign(dst.buffer, drop_dim(s, dim, keep_unit=keep), stmt.span,
+                    f"the reduction at line {stmt.span.line if stmt.span else '?'}")
+        return True
+
+    def try_copy(self, stmt) -> bool:
+        src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+        for frag, other in ((dst, src), (src, dst)):
+            if scope_of(frag.buffer) == FRAGMENT_SCOPE and self.known(frag.buffer) is None:
+                if scope_of(other.buffer) == FRAGMENT_SCOPE:
+                    if self.known(other.buffer) is None:
+                        return False
+                shape = [const_int(s) for s in frag.buffer.shape]
+                vec = max(1, 16 // max(nbytes(other.dtype), 1))
+                while vec > 1 and shape[-1] % vec:
+                    vec //= 2
+                self.assign(frag.buffer, default_fragment(shape, self.T, vec), stmt.span,
+                            f"the copy at line {stmt.span.line if stmt.span else '?'}")
+        return True
+
+    def run(self) -> Layouts:
+        consumers, inner = [], set()
+
+        def visit(s):
+            name = op_name(s)
+            if is_parallel_nest(s):
+                if s.loop_var in inner:
+                    return
+                inner.update(parallel_nest(s)[0][1:])
+            if name == "gemm":
+                self.plan_gemm(s)
+            elif name == "annotate_layout":
+                self.annotate(s)
+            elif name in ("reduce", "copy", "cumsum", "atomic") or is_parallel_nest(s):
+                consumers.append(s)
+
+        walk_stmts(self.info.body, visit)
+        pending = consumers
+        while pending:
+            rest = [s for s in pending if not self.step(s, force=False)]
+            if len(rest) == len(pending):
+                self.step(rest[0], force=True)
+                rest = rest[1:]
+            pending = rest
+        for buf in self.info.fragment_buffers():
+            if buf not in self.out.fragments:
+                shape = [const_int(s) for s in buf.shape]
+                self.assign(buf, default_fragment(shape, self.T, 1), None, "its default")
+        for buf in self.info.shared_buffers():
+            if buf not in self.out.shared:
+                self.set_shared(buf, False)
+        return self.out
+
+    def step(self, s, force: bool) -> bool:
+        name = op_name(s)
+        if name == "reduce" or name == "cumsum":
+            if name == "cumsum":
+                return self.try_copy(s)
+            if self.try_reduce(s):
+                return True
+            if force:
+                src = decode_region(s.value.args[0]).buffer
+                shape = [const_int(x) for x in src.shape]
+                self.assign(src, default_fragment(shape, self.T, 1), s.span, "its default")
+                return self.try_reduce(s)
+            return False
+        if name in ("copy", "atomic"):
+            return self.try_copy(s) or (force and self._force_copy(s))
+        return self.try_parallel(s, force)
+
+    def _force_copy(self, s):
+        for r in (decode_region(s.value.args[0]), decode_region(s.value.args[1])):
+            if scope_of(r.buffer) == FRAGMENT_SCOPE and self.known(r.buffer) is None:
+                shape = [const_int(x) for x in r.buffer.shape]
+                self.assign(r.buffer, default_fragment(shape, self.T, 1), s.span, "its default")
+        return self.try_copy(s)
+
+
+def _is_exact(idx, loop_vars) -> bool:
+    return len(idx) == len(loop_vars) and all(
+        isinstance(i, tirx.Var) and i.same_as(v) for i, v in zip(idx, loop_vars))
+
+
+def _plain_dims(idx, loop_vars):
+    """Loop dimensions used by ``idx`` when every index is a distinct loop variable, else None."""
+    dims = []
+    for i in idx:
+        if not isinstance(i, tirx.Var):
+            if const_int(i) == 0 and len(idx) == 1:
+                return []
+            return None
+        match = [d for d, v in enumerate(loop_vars) if v.same_as(i)]
+        if not match or match[0] in dims:
+            return None
+        dims.append(match[0])
+    return dims if dims == sorted(dims) else None
+
+
+def infer_layouts(info: KernelInfo) -> Layouts:
+    try:
+        return _Inference(info).run()
+    except LayoutError as err:
+        raise LoweringError("TL0202", f"no fragment layout fits: {err}") from None

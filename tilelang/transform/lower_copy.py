@@ -1,0 +1,328 @@
+"""Lowering of ``T.copy``, ``T.fill`` and tile-level atomics.
+
+Memory-to-memory copies (global/shared in any direction) are spread over the block's threads in
+16-byte vectors where alignment allows (``cp.async`` for global->shared, zero-filling elements
+outside the tensor); copies from or to a fragment follow the fragment's layout, each thread moving
+the elements it holds. Out-of-bounds guards are emitted only when the analyzer cannot prove the
+tile fits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm import tirx
+
+from tilelang.language.dtypes import nbytes
+from tilelang.transform.ir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
+                                       decode_region, scope_of)
+
+
+def _match(lw, src: Region, dst: Region, span):
+    """Pair the non-unit dimensions of both regions; returns the common tile extents."""
+    sd, se = src.nonunit()
+    dd, de = dst.nonunit()
+    se_c = [const_int(lw.rewrite(e)) for e in se]
+    de_c = [const_int(lw.rewrite(e)) for e in de]
+    if None in se_c or None in de_c:
+        raise LoweringError("TL0601", "T.copy extents must be compile-time constants", span)
+    if se_c != de_c:
+        if math.prod(se_c) == math.prod(de_c) and (len(se_c) == 1 or len(de_c) == 1):
+            pass
+        else:
+            raise LoweringError("TL0601", f"T.copy extent mismatch: source {src.buffer.name} {se_c} vs "
+                                f"destination {dst.buffer.name} {de_c}", span)
+    return sd, dd, (se_c if len(se_c) >= len(de_c) else de_c)
+
+
+def _indices(region: Region, dims, pos, lw):
+    """Full index list of ``region`` at tile position ``pos`` (one entry per non-unit dim)."""
+    idx = [lw.rewrite(s) for s in region.starts]
+    if len(dims) == len(pos):
+        for d, p in zip(dims, pos):
+            idx[d] = idx[d] + p
+    else:  # A 1-D side against an n-D side: linearise.
+        flat = i32(0)
+        for p, e in zip(pos, _shape_tail(region, dims, pos)):
+            flat = flat * e + p
+        idx[dims[0]] = idx[dims[0]] + flat
+    return [simplify(i) for i in idx]
+
+
+def _shape_tail(region, dims, pos):
+    return [1 for _ in pos]
+
+
+def _in_bounds(lw, region: Region, idx, dims, span_vec=1):
+    """Condition that ``idx`` lies inside a global tensor (None when provably always true)."""
+    if scope_of(region.buffer) != "global":
+        return None
+    conds = []
+    for d in dims:
+        shape = region.buffer.shape[d]
+        if not lw.prove(tirx.LT(idx[d], shape)):
+            conds.append(tirx.LT(idx[d], shape))
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = tirx.And(out, c)
+    return out
+
+
+def _vector_width(lw, src, dst, sd, dd, tile):
+    """Elements per thread-vector: 16 bytes if every alignment condition holds."""
+    esize = max(nbytes(src.dtype), nbytes(dst.dtype))
+    if src.dtype != dst.dtype:
+        return 1
+    vec = max(1, 16 // esize)
+    inner = tile[-1]
+    for region, dims in ((src, sd), (dst, dd)):
+        if not dims:
+            return 1
+        d = dims[-1]
+        if d != len(region.buffer.shape) - 1:
+            return 1
+        start = lw.rewrite(region.starts[d])
+        while vec > 1:
+            ok = inner % vec == 0
+            if scope_of(region.buffer) == "global":
+                row = const_int(region.buffer.shape[-1])
+                ok = ok and row is not None and row % vec == 0
+                ok = ok and all(const_int(st) is not None and const_int(st) % vec == 0
+                                for st in _strides(region.buffer)[:-1])
+            ms = lw.an.modular_set(start)
+            ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
+            if ok:
+                break
+            vec //= 2
+    return vec
+
+
+def _strides(buffer):
+    shape = [const_int(s) for s in buffer.shape]
+    out, s = [], 1
+    for e in reversed(shape):
+        out.append(s if s is not None else None)
+        s = s * e if (s is not None and e is not None) else None
+    return list(reversed(out))
+
+
+def _ptr(lw, region, idx):
+    if scope_of(region.buffer) in SHARED_SCOPES:
+        return lw.shared_ptr(region.buffer, idx)
+    return tirx.address_of(tirx.BufferLoad(region.buffer, idx))
+
+
+def lower_copy(lw, stmt):
+    args = stmt.value.args
+    src, dst = decode_region(args[0]), decode_region(args[1])
+    s_scope, d_scope = scope_of(src.buffer), scope_of(dst.buffer)
+    if s_scope == FRAGMENT_SCOPE or d_scope == FRAGMENT_SCOPE:
+        return _copy_fragment(lw, src, dst, stmt)
+    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    vec = _vector_width(lw, src, dst, sd, dd, tile)
+    use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec * nbytes(src.dtype) >= 4
+                 and not lw.configs.get("tl.disable_async_copy", False))
+    body = _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, stmt.span)
+    if use_async and not getattr(lw, "in_producer", False):
+        body = seq([body, evaluate_extern("tl::cp_async_commit"), evaluate_extern("tl::cp_async_wait<0>")])
+    return body
+
+
+def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
+    """Each thread moves vectors q = it * T + tid of the tile (row-major order)."""
+    inner_vecs = tile[-1] // vec
+    total = math.prod(tile) // vec
+    iters = -(-total // lw.T)
+    it = tirx.Var("it", "int32")
+    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    pos, rest = [], q
+    for k in reversed(range(len(tile))):
+        ext = inner_vecs if k == len(tile) - 1 else tile[k]
+        digit = tirx.floormod(rest, i32(ext))
+        pos.append(digit * vec if k == len(tile) - 1 else digit)
+        rest = tirx.floordiv(rest, i32(ext))
+    pos = [simplify(p) for p in reversed(pos)]
+    s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
+    guard = None
+    for region, idx, dims in ((src, s_idx, sd), (dst, d_idx, dd)):
+        g = _in_bounds(lw, region, idx, dims)
+        guard = g if guard is None else (tirx.And(guard, g) if g is not None else guard)
+    if total % lw.T:
+        tail = tirx.LT(q, i32(total))
+        guard = tail if guard is None else tirx.And(tail, guard)
+    nbytes_vec = vec * nbytes(src.dtype)
+    s_ptr, d_ptr = _ptr(lw, src, s_idx), _ptr(lw, dst, d_idx)
+    if use_async:
+        if guard is None:
+            one = evaluate_extern(f"tl::cp_async_gs<{nbytes_vec}>", d_ptr, s_ptr, span=span)
+        else:
+            src_guard = _in_bounds(lw, src, s_idx, sd)
+            if src_guard is None:
+                one = evaluate_extern(f"tl::cp_async_gs<{nbytes_vec}>", d_ptr, s_ptr, span=span)
+            else:
+                one = evaluate_extern(f"tl::cp_async_gs_conditional<{nbytes_vec}>", d_ptr, s_ptr, src_guard, span=span)
+            if total % lw.T:
+                one = tirx.IfThenElse(tirx.LT(q, i32(total)), one, None)
+    else:
+        if vec == 1:
+            value = lw.rewrite(tirx.BufferLoad(src.buffer, s_idx))
+            if src.dtype != dst.dtype:
+                value = tirx.Cast(dst.dtype, value)
+            one = lw.store(dst.buffer, d_idx, value, span=span)
+            # Rewriting already happened for indices; lw.store maps shared/fragment storage.
+            one = _store_raw(lw, dst, d_idx, value, span)
+        else:
+            one = evaluate_extern(f"tl::copy_vec<{nbytes_vec}>", d_ptr, s_ptr, span=span)
+        if guard is not None:
+            src_guard = _in_bounds(lw, src, s_idx, sd)
+            if scope_of(dst.buffer) in SHARED_SCOPES and src_guard is not None:
+                zero = _zero_fill(lw, dst, d_idx, vec, span)
+                one = tirx.IfThenElse(guard, one, zero)
+            else:
+                one = tirx.IfThenElse(guard, one, None)
+    if iters == 1:
+        return one
+    return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True}, span=span)
+
+
+def _store_raw(lw, region, idx, value, span):
+    from tilelang.transform.lower_tile_ops import _AccessRewriter
+
+    rw = _AccessRewriter(lw, None)
+    value = rw.visit(value) if False else value
+    buf, flat = rw.element(region.buffer, idx)
+    return tirx.BufferStore(buf, value, flat, span=span)
+
+
+def _zero_fill(lw, region, idx, vec, span):
+    if vec == 1:
+        return _store_raw(lw, region, idx, tirx.const(0, region.dtype), span)
+    return evaluate_extern(f"tl::zero_vec<{vec * nbytes(region.dtype)}>", _ptr(lw, region, idx), span=span)
+
+
+def _copy_fragment(lw, src, dst, stmt):
+    """Each thread moves the fragment elements it holds."""
+    frag_side = src if scope_of(src.buffer) == FRAGMENT_SCOPE else dst
+    other = dst if frag_side is src else src
+    layout = lw.layouts.fragments[frag_side.buffer]
+    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    fd, od = (sd, dd) if frag_side is src else (dd, sd)
+    v = tirx.Var("v", "int32")
+    lw.bind_loop(v, max(layout.local_size, 1))
+    elem = layout.index(lw.tid, v)
+    pos = [elem[d] for d in fd] if len(fd) == len(tile) else elem[-len(tile):]
+    f_idx = _indices(frag_side, fd, pos, lw) if fd else [i32(0)] * len(frag_side.buffer.shape)
+    o_idx = _indices(other, od, pos, lw)
+    f_buf, f_flat = lw.frag[frag_side.buffer], [v] if frag_side.is_whole() else [
+        lw.an.simplify(layout.local_of(f_idx))]
+    if scope_of(other.buffer) == FRAGMENT_SCOPE:
+        o_layout = lw.layouts.fragments[other.buffer]
+        o_store = (lw.frag[other.buffer], [lw.an.simplify(o_layout.local_of(o_idx))])
+    else:
+        o_store = None
+    if frag_side is src:
+        value = tirx.BufferLoad(f_buf, f_flat)
+        if src.dtype != dst.dtype:
+            value = tirx.Cast(dst.dtype, value)
+        if o_store is not None:
+            body = tirx.BufferStore(o_store[0], value, o_store[1], span=stmt.span)
+        else:
+            body = _store_raw(lw, other, o_idx, value, stmt.span)
+        guard = _in_bounds(lw, other, o_idx, od)
+        if layout.replication > 1 and scope_of(other.buffer) != FRAGMENT_SCOPE:
+            rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
+            guard = rep if guard is None else tirx.And(rep, guard)
+        if guard is not None:
+            body = tirx.IfThenElse(guard, body, None)
+    else:
+        if o_store is not None:
+            value = tirx.BufferLoad(*o_store)
+        else:
+            from tilelang.transform.lower_tile_ops import _AccessRewriter
+
+            buf, flat = _AccessRewriter(lw, None).element(other.buffer, o_idx)
+            value = tirx.BufferLoad(buf, flat)
+        if src.dtype != dst.dtype:
+            value = tirx.Cast(dst.dtype, value)
+        guard = _in_bounds(lw, other, o_idx, od)
+        if guard is not None:
+            value = tirx.Select(guard, value, tirx.const(0, dst.dtype)) if False else tirx.if_then_else(
+                guard, value, tirx.const(0, dst.dtype))
+        body = tirx.BufferStore(f_buf, value, f_flat, span=stmt.span)
+    n = max(layout.local_size, 1)
+    return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True}, span=stmt.span)
+
+
+def lower_fill(lw, stmt):
+    region = decode_region(stmt.value.args[0])
+    value = lw.rewrite(stmt.value.args[1])
+    dtype = region.dtype
+    if not (hasattr(value, "ty") and dtype_of(value) == dtype):
+        value = tirx.Cast(dtype, value) if hasattr(value, "ty") else tirx.const(value, dtype)
+    scope = scope_of(region.buffer)
+    if scope == FRAGMENT_SCOPE:
+        layout = lw.layouts.fragments[region.buffer]
+        if not region.is_whole():
+            raise LoweringError("TL0002", "T.fill of part of a fragment is not supported yet", stmt.span)
+        v = tirx.Var("v", "int32")
+        n = max(layout.local_size, 1)
+        return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(lw.frag[region.buffer], value, [v], span=stmt.span),
+                        annotations={"pragma_unroll": True}, span=stmt.span)
+    if scope == "local":
+        n = math.prod(const_int(e) for e in region.extents)
+        v = tirx.Var("v", "int32")
+        flat_start = [lw.rewrite(s) for s in region.starts]
+        body = tirx.BufferStore(region.buffer, value, [flat_start[0] + v] + flat_start[1:], span=stmt.span)
+        return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+    dims, ext = region.nonunit()
+    tile = [const_int(lw.rewrite(e)) for e in ext]
+    total = math.prod(tile)
+    iters = -(-total // lw.T)
+    it = tirx.Var("it", "int32")
+    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    pos, rest = [], q
+    for k in reversed(range(len(tile))):
+        pos.append(tirx.floormod(rest, i32(tile[k])))
+        rest = tirx.floordiv(rest, i32(tile[k]))
+    idx = _indices(region, dims, [simplify(p) for p in reversed(pos)], lw)
+    one = _store_raw(lw, region, idx, value, stmt.span)
+    guard = _in_bounds(lw, region, idx, dims)
+    if total % lw.T:
+        tail = tirx.LT(q, i32(total))
+        guard = tail if guard is None else tirx.And(tail, guard)
+    if guard is not None:
+        one = tirx.IfThenElse(guard, one, None)
+    if iters == 1:
+        return one
+    return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True})
+
+
+def lower_atomic(lw, stmt):
+    args = stmt.value.args
+    dst, src = decode_region(args[0]), decode_region(args[1])
+    kind = str(args[2].value)
+    if scope_of(src.buffer) != FRAGMENT_SCOPE:
+        raise LoweringError("TL0002", "tile-level T.atomic_* needs a fragment source", stmt.span)
+    layout = lw.layouts.fragments[src.buffer]
+    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    v = tirx.Var("v", "int32")
+    lw.bind_loop(v, max(layout.local_size, 1))
+    elem = layout.index(lw.tid, v)
+    pos = [elem[d] for d in sd]
+    d_idx = _indices(dst, dd, pos, lw)
+    value = tirx.BufferLoad(lw.frag[src.buffer], [lw.an.simplify(layout.local_of(_indices(src, sd, pos, lw)))])
+    if src.dtype != dst.dtype:
+        value = tirx.Cast(dst.dtype, value)
+    body = evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span)
+    guard = _in_bounds(lw, dst, d_idx, dd)
+    if layout.replication > 1:
+        rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
+        guard = rep if guard is None else tirx.And(rep, guard)
+    if guard is not None:
+        body = tirx.IfThenElse(guard, body, None)
+    n = max(layout.local_size, 1)
+    return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})

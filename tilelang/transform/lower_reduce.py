@@ -1,0 +1,195 @@
+"""Lowering of ``T.reduce_*`` and ``T.cumsum``.
+
+A reduction of fragment ``src`` over ``dim`` runs in three steps: each thread folds the registers
+it holds along ``dim``; threads of the same warp that hold other parts of the row combine through
+an XOR-shuffle butterfly (``tl::warp_allreduce``); threads in other warps combine through a
+shared-memory workspace. Every replica of the result ends up with the full value, which is what
+the replicated output layout (``drop_dim``) promises.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm import tirx
+
+from tilelang.layout.fragment import LOCAL, THREAD
+from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify
+from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
+
+_OPS = {
+    "sum": ("tl::SumOp", lambda a, b: a + b),
+    "abssum": ("tl::SumOp", lambda a, b: a + b),
+    "max": ("tl::MaxOp", tirx.max),
+    "absmax": ("tl::MaxOp", tirx.max),
+    "min": ("tl::MinOp", tirx.min),
+}
+
+
+def _init(kind, dtype):
+    if kind in ("sum", "abssum", "absmax"):
+        return tirx.const(0, dtype)
+    if kind == "max":
+        return tirx.min_value(dtype) if not dtype.startswith(("float", "bfloat")) else -tirx.infinity(dtype)
+    return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) else tirx.infinity(dtype)
+
+
+def _digit(x, stride, extent):
+    return tirx.floormod(tirx.floordiv(x, i32(stride)), i32(extent))
+
+
+def lower_reduce(lw, stmt):
+    args = stmt.value.args
+    src, dst = decode_region(args[0]), decode_region(args[1])
+    kind, dim, clear = str(args[2].value), int(args[3].value), bool(int(args[4].value))
+    if kind not in _OPS:
+        raise LoweringError("TL0002", f"unknown reduction '{kind}'", stmt.span)
+    F = lw.layouts.fragments[src.buffer]
+    G = lw.layouts.fragments[dst.buffer]
+    if dim < 0:
+        dim += len(F.shape)
+    dtype = str(dst.buffer.dtype)
+    functor, combine = _OPS[kind]
+    kept = sorted((a for a in F.local_axes if a.dim != dim), key=lambda a: a.stride)
+    red = sorted((a for a in F.local_axes if a.dim == dim), key=lambda a: a.stride)
+    n_out = math.prod(a.extent for a in kept) or 1
+    n_red = math.prod(a.extent for a in red) or 1
+    acc = tirx.decl_buffer((n_out,), dtype, f"{dst.buffer.name}_red", scope="local")
+    src_local, dst_local = lw.frag[src.buffer], lw.frag[dst.buffer]
+
+    def src_index(u, w):
+        e, gs = i32(0), 1
+        for a in kept:
+            e = e + _digit(u, gs, a.extent) * a.stride
+            gs *= a.extent
+        rs = 1
+        for a in red:
+            e = e + _digit(w, rs, a.extent) * a.stride
+            rs *= a.extent
+        return simplify(e)
+
+    u, w = tirx.Var("u", "int32"), tirx.Var("w", "int32")
+    value = tirx.BufferLoad(src_local, [src_index(u, w)])
+    if value.ty.dtype != dtype if hasattr(value.ty, "dtype") else False:
+        value = tirx.Cast(dtype, value)
+    if str(src.buffer.dtype) != dtype:
+        value = tirx.Cast(dtype, value)
+    if kind in ("abssum", "absmax"):
+        value = tirx.abs(value)
+    fold = tirx.For(w, i32(0), i32(n_red), tirx.ForKind.SERIAL,
+                    tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [u]), value), [u]),
+                    annotations={"pragma_unroll": True})
+    init = tirx.BufferStore(acc, _init(kind, dtype), [u])
+    stmts = [tirx.AllocBuffer(acc), _for(u, n_out, seq([init, fold]))]
+    in_warp, cross = [], []
+    for a in F.thread_axes:
+        if a.dim != dim or a.extent == 1:
+            continue
+        if a.stride * a.extent <= 32 and (a.extent & (a.extent - 1)) == 0:
+            in_warp.append(a)
+        else:
+            cross.append(a)
+    for a in in_warp:
+        shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {a.stride}, {a.stride * a.extent}>",
+                                    tirx.BufferLoad(acc, [u]))
+        stmts.append(_for(u, n_out, tirx.BufferStore(acc, shuffled, [u])))
+    if cross:
+        stmts.extend(_cross_warp(lw, acc, n_out, cross, combine, dtype, dst.buffer.name))
+    # Write the result: the output fragment's registers follow the kept axes' order.
+    result = tirx.BufferLoad(acc, [u])
+    if not clear:
+        result = combine(tirx.BufferLoad(dst_local, [u]), result)
+    stmts.append(_for(u, n_out, tirx.BufferStore(dst_local, result, [u], span=stmt.span)))
+    if n_out != max(G.local_size, 1):
+        raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
+                            f"per thread, the reduction produces {n_out}", stmt.span)
+    return seq(stmts)
+
+
+def _for(var, n, body):
+    if n == 1:
+        from tilelang.transform.lower_tile_ops import _subst_stmt
+
+        return _subst_stmt(body, var, i32(0))
+    return tirx.For(var, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+
+
+def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
+    """Combine partial results across warps through a shared-memory workspace."""
+    T = lw.T
+    scratch = lw.scratch(f"{name}_red_ws", T * n_out, dtype)
+    u = tirx.Var("u", "int32")
+    sync = evaluate_extern("__syncthreads")
+    out = [sync, _for(u, n_out, tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [u * T + lw.tid])), sync]
+    # For every combination of the cross-warp digits, read the partner's partial.
+    combos = math.prod(a.extent for a in axes)
+    c = tirx.Var("c", "int32")
+    base = lw.tid
+    for a in axes:
+        base = base - _digit(lw.tid, a.stride, a.extent) * a.stride
+    partner, rs = base, 1
+    for a in axes:
+        partner = partner + _digit(c, rs, a.extent) * a.stride
+        rs *= a.extent
+    total = tirx.decl_buffer((n_out,), dtype, f"{name}_red_all", scope="local")
+    first = tirx.BufferLoad(scratch, [u * T + simplify(_subst(partner, c, 0))])
+    body = seq([
+        tirx.BufferStore(total, first, [u]),
+        tirx.For(c, i32(1), i32(combos - 1), tirx.ForKind.SERIAL,
+                 tirx.BufferStore(total, combine(tirx.BufferLoad(total, [u]),
+                                                 tirx.BufferLoad(scratch, [u * T + simplify(partner)])), [u]),
+                 annotations={"pragma_unroll": True}) if combos > 1 else None,
+        tirx.BufferStore(acc, tirx.BufferLoad(total, [u]), [u]),
+    ])
+    out += [tirx.AllocBuffer(total), _for(u, n_out, body)]
+    return out
+
+
+def _subst(expr, var, value):
+    from tilelang.transform.ir_utils import substitute
+
+    return substitute(expr, {var: i32(value)})
+
+
+def lower_cumsum(lw, stmt):
+    """Inclusive scan along ``dim``: rows in parallel over threads, each row scanned serially."""
+    args = stmt.value.args
+    src, dst = decode_region(args[0]), decode_region(args[1])
+    dim, reverse = int(args[2].value), bool(int(args[3].value))
+    for r in (src, dst):
+        if scope_of(r.buffer) not in SHARED_SCOPES or not r.is_whole():
+            raise LoweringError("TL0002", "T.cumsum currently works on whole shared-memory buffers; "
+                                "copy the fragment to shared memory first", stmt.span)
+    shape = [const_int(s) for s in src.buffer.shape]
+    if dim < 0:
+        dim += len(shape)
+    other = [d for d in range(len(shape)) if d != dim]
+    rows = math.prod(shape[d] for d in other) if other else 1
+    n = shape[dim]
+    row = lw.tid
+    k = tirx.Var("k", "int32")
+    acc = tirx.decl_buffer((1,), str(dst.buffer.dtype), "cumsum_acc", scope="local")
+    idx_row, rest = [], row
+    for d in reversed(other):
+        idx_row.append((d, tirx.floormod(rest, i32(shape[d]))))
+        rest = tirx.floordiv(rest, i32(shape[d]))
+    pos = (n - 1 - k) if reverse else k
+
+    def at(buf):
+        idx = [i32(0)] * len(shape)
+        for d, e in idx_row:
+            idx[d] = e
+        idx[dim] = pos
+        return lw.smem_views[buf], [lw.shared_offset(buf, idx)]
+
+    s_buf, s_idx = at(src.buffer)
+    d_buf, d_idx = at(dst.buffer)
+    val = tirx.BufferLoad(s_buf, s_idx)
+    if str(src.buffer.dtype) != str(dst.buffer.dtype):
+        val = tirx.Cast(str(dst.buffer.dtype), val)
+    body = seq([tirx.BufferStore(acc, tirx.BufferLoad(acc, [i32(0)]) + val, [i32(0)]),
+                tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [i32(0)]), d_idx)])
+    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, tirx.const(0, str(dst.buffer.dtype)), [i32(0)]),
+                tirx.For(k, i32(0), i32(n), tirx.ForKind.SERIAL, body)])
+    sync = evaluate_extern("__syncthreads")
+    return seq([sync, tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None), sync])

@@ -1,0 +1,397 @@
+"""Lower tile operators to thread-level TIR: the heart of the compiler.
+
+Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations) and its
+``Layouts``. Output: a PrimFunc body where
+
+* each fragment is a per-thread ``local`` array of ``layout.local_size`` registers;
+* all shared buffers are views into one dynamic shared allocation (multi-buffered by the
+  pipelining pass), indexed through their ``SharedLayout`` (swizzle);
+* copies are vectorised per-thread loops (``cp.async`` for global->shared), gemms are calls into
+  ``src/tl/gemm_sm80.h``, reductions are in-thread loops + warp shuffles + shared memory,
+  ``T.Parallel`` nests are unrolled per-thread loops over the loop layout's registers;
+* ``__syncthreads()`` separates conflicting shared-memory accesses (see ``thread_sync``).
+
+Every new statement carries the span of the user statement it came from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import ir, tirx
+
+from tilelang.language._ops import is_tl_call
+from tilelang.language.dtypes import nbytes
+from tilelang.transform import lower_copy, lower_reduce, pipeline, thread_sync
+from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, i32, seq,
+                                         simplify)
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
+                                       decode_region, is_parallel_nest, op_name, parallel_nest,
+                                       scope_of)
+from tilelang.transform.layout_inference import Layouts
+
+SMEM_ALIGN = 128
+
+
+class Lowerer:
+    def __init__(self, info: KernelInfo, layouts: Layouts, pass_configs: dict):
+        self.info = info
+        self.layouts = layouts
+        self.configs = pass_configs or {}
+        self.T = info.num_threads
+        self.tid = info.tid
+        self.an = tvm.sym.Analyzer()
+        for iv, extent in info.launch:
+            self.an.bind(iv.var, tvm.ir.Range(0, extent))
+        self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
+        self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
+        self.stages = pipeline.plan_stages(info)
+        self.frag = {}          # fragment buffer -> local array buffer
+        self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
+        self.smem_bytes = 0
+        self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
+        self.extra_allocs = []
+        self._plan_memory()
+
+    # ----- memory ------------------------------------------------------------------------
+    def _plan_memory(self):
+        for buf in self.info.shared_buffers():
+            size = _elems(buf) * self.stages.get(buf, 1)
+            self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype))
+        for buf in self.info.fragment_buffers():
+            layout = self.layouts.fragments[buf]
+            self.frag[buf] = tirx.decl_buffer((max(layout.local_size, 1),), str(buf.dtype),
+                                              buf.name, scope="local")
+
+    def _carve(self, name, elems, dtype):
+        esize = nbytes(dtype)
+        offset = -(-self.smem_bytes // SMEM_ALIGN) * SMEM_ALIGN
+        self.smem_bytes = offset + elems * esize
+        view = tirx.decl_buffer((elems,), dtype, name, data=self.smem.data,
+                                elem_offset=offset // esize, scope="shared.dyn")
+        return view
+
+    def scratch(self, name, elems, dtype):
+        """A fresh shared-memory region (reduction workspace), allocated for the whole kernel."""
+        view = self._carve(name, elems, dtype)
+        self.extra_allocs.append(view)
+        return view
+
+    def shared_offset(self, buf, indices):
+        """Flat element offset of ``buf[indices]`` in its view (swizzle and stage included)."""
+        off = self.layouts.shared[buf].offset(indices)
+        stage = self.stage.get(buf)
+        if stage is not None:
+            off = off + stage * _elems(buf)
+        return simplify(off)
+
+    def shared_ptr(self, buf, indices):
+        view = self.smem_views[buf]
+        return tirx.address_of(tirx.BufferLoad(view, [self.shared_offset(buf, indices)]))
+
+    # ----- expressions -------------------------------------------------------------------
+    def rewrite(self, expr, loop=None):
+        return _AccessRewriter(self, loop).visit(expr)
+
+    def store(self, buf, indices, value, loop=None, span=None):
+        rw = _AccessRewriter(self, loop)
+        value = rw.visit(value)
+        exact = rw._exact_local(buf, indices) if loop is not None else None
+        if exact is not None:
+            return tirx.BufferStore(self.frag[buf], value, [exact], span=span)
+        indices = [rw.visit(i) for i in indices]
+        target, idx = rw.element(buf, indices)
+        return tirx.BufferStore(target, value, idx, span=span)
+
+    def prove(self, cond) -> bool:
+        return bool(self.an.can_prove(cond))
+
+    def bind_loop(self, var, extent):
+        self.an.bind(var, tvm.ir.Range(0, extent))
+
+    # ----- statements --------------------------------------------------------------------
+    def lower(self, stmt):
+        if isinstance(stmt, tirx.SeqStmt):
+            return thread_sync.lower_sequence(self, list(stmt.seq))
+        if isinstance(stmt, tirx.AllocBuffer):
+            scope = scope_of(stmt.buffer)
+            if scope in SHARED_SCOPES:
+                return None
+            if scope == FRAGMENT_SCOPE:
+                return tirx.AllocBuffer(self.frag[stmt.buffer])
+            return stmt
+        if isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value):
+            return self.lower_op(stmt)
+        if isinstance(stmt, tirx.Evaluate):
+            return tirx.Evaluate(self.rewrite(stmt.value), span=stmt.span)
+        if is_parallel_nest(stmt):
+            return self.lower_parallel(stmt)
+        if isinstance(stmt, tirx.For):
+            return self.lower_for(stmt)
+        if isinstance(stmt, tirx.BufferStore):
+            return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
+        if isinstance(stmt, tirx.IfThenElse):
+            other = self.lower(stmt.else_case) if stmt.else_case is not None else None
+            return tirx.IfThenElse(self.rewrite(stmt.condition), seq([self.lower(stmt.then_case)]), other,
+                                   span=stmt.span)
+        if isinstance(stmt, tirx.Bind):
+            return tirx.Bind(stmt.var, self.rewrite(stmt.value), span=stmt.span)
+        if isinstance(stmt, tirx.AttrStmt):
+            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([self.lower(stmt.body)]), span=stmt.span)
+        if isinstance(stmt, tirx.DeclBuffer):
+            return stmt
+        if isinstance(stmt, tirx.AssertStmt):
+            return stmt
+        raise LoweringError("TL0002", f"unsupported statement {type(stmt).__name__} in a kernel", stmt.span)
+
+    def lower_for(self, loop):
+        if "tl.num_stages" in loop.annotations:
+            return pipeline.lower_pipelined(self, loop)
+        if const_int(loop.min) == 0:
+            self.bind_loop(loop.loop_var, self.rewrite(loop.extent))
+        body = thread_sync.lower_loop_body(self, loop.body)
+        ann = {k: v for k, v in loop.annotations.items() if not k.startswith("tl.")}
+        return tirx.For(loop.loop_var, self.rewrite(loop.min), self.rewrite(loop.extent), loop.kind, body,
+                        thread_binding=loop.thread_binding, annotations=ann, step=loop.step, span=loop.span)
+
+    def lower_op(self, stmt):
+        name = op_name(stmt)
+        if name == "copy":
+            return lower_copy.lower_copy(self, stmt)
+        if name == "fill":
+            return lower_copy.lower_fill(self, stmt)
+        if name == "gemm":
+            return self.lower_gemm(stmt)
+        if name == "reduce":
+            return lower_reduce.lower_reduce(self, stmt)
+        if name == "cumsum":
+            return lower_reduce.lower_cumsum(self, stmt)
+        if name == "atomic":
+            return lower_copy.lower_atomic(self, stmt)
+        if name in ("annotate_layout",):
+            return None
+        if name == "use_swizzle":
+            return None
+        raise LoweringError("TL0002", f"T.{name} has no lowering yet", stmt.span)
+
+    # ----- T.Parallel --------------------------------------------------------------------
+    def lower_parallel(self, stmt):
+        loop_vars, extents, body = parallel_nest(stmt)
+        layout = self.layouts.loops[loop_vars[0]]
+        v = tirx.Var("v", "int32")
+        self.bind_loop(v, max(layout.local_size, 1))
+        idx = layout.index(self.tid, v)
+        loop = _LoopContext(loop_vars, idx, layout, v)
+        saved = dict(self.vmap)
+        for var, e in zip(loop_vars, idx):
+            self.vmap[var] = e
+        new_body = self._lower_parallel_body(body, loop)
+        self.vmap = saved
+        if layout.replication > 1 and _writes_memory(body):
+            new_body = tirx.IfThenElse(tirx.EQ(layout.replica_index(self.tid), i32(0)), new_body, None)
+        n = max(layout.local_size, 1)
+        if n == 1:
+            return _subst_stmt(new_body, v, i32(0))
+        return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, new_body,
+                        annotations={"pragma_unroll": True}, span=stmt.span)
+
+    def _lower_parallel_body(self, body, loop):
+        if isinstance(body, tirx.SeqStmt):
+            return seq([self._lower_parallel_body(s, loop) for s in body.seq])
+        if isinstance(body, tirx.BufferStore):
+            return self.store(body.buffer, list(body.indices), body.value, loop=loop, span=body.span)
+        if isinstance(body, tirx.IfThenElse):
+            other = self._lower_parallel_body(body.else_case, loop) if body.else_case is not None else None
+            return tirx.IfThenElse(self.rewrite(body.condition, loop), self._lower_parallel_body(body.then_case, loop),
+                                   other, span=body.span)
+        if isinstance(body, tirx.Evaluate):
+            return tirx.Evaluate(self.rewrite(body.value, loop), span=body.span)
+        if isinstance(body, tirx.AllocBuffer):
+            return body
+        if isinstance(body, tirx.Bind):
+            return tirx.Bind(body.var, self.rewrite(body.value, loop), span=body.span)
+        if isinstance(body, tirx.For):
+            inner = self._lower_parallel_body(body.body, loop)
+            return tirx.For(body.loop_var, self.rewrite(body.min, loop), self.rewrite(body.extent, loop), body.kind,
+                            inner, annotations={k: v for k, v in body.annotations.items() if not k.startswith("tl.")},
+                            span=body.span)
+        raise LoweringError("TL0002", f"unsupported statement {type(body).__name__} inside T.Parallel", body.span)
+
+    # ----- T.gemm ------------------------------------------------------------------------
+    def lower_gemm(self, stmt):
+        plan = self.layouts.gemms[stmt]
+        args = stmt.value.args
+        a, b, c = (decode_region(x) for x in args[:3])
+        clear = args[6]
+        if scope_of(b.buffer) not in SHARED_SCOPES:
+            raise LoweringError("TL0002", "T.gemm's B operand must be in shared memory", stmt.span)
+        b_ptr = self.shared_ptr(b.buffer, [self.rewrite(s) for s in b.starts])
+        c_ptr = tirx.address_of(tirx.BufferLoad(self.frag[c.buffer], [i32(0)]))
+        ldb = const_int(b.buffer.shape[-1])
+        common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+        if scope_of(a.buffer) in SHARED_SCOPES:
+            a_ptr = self.shared_ptr(a.buffer, [self.rewrite(s) for s in a.starts])
+            lda = const_int(a.buffer.shape[-1])
+            make = lambda cl: evaluate_extern(f"tl::gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                                              span=stmt.span)
+        else:
+            a_ptr = tirx.address_of(tirx.BufferLoad(self.frag[a.buffer], [i32(0)]))
+            make = lambda cl: evaluate_extern(f"tl::gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                                              span=stmt.span)
+        flag = const_int(clear)
+        if flag is not None:
+            return make("true" if flag else "false")
+        return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    # ----- the kernel --------------------------------------------------------------------
+    def run(self):
+        body = self.info.body
+        swz = _find_swizzle(body)
+        prelude = []
+        if swz is not None:
+            prelude = self._block_swizzle(*swz)
+        lowered = self.lower(body)
+        # The declared extent of a dynamic shared allocation is irrelevant: the launch passes
+        # the real size (``smem_bytes``).
+        allocs = [tirx.AllocBuffer(self.smem)]
+        allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
+        allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
+        inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
+        for iv, extent in reversed(self.info.launch):
+            inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
+        return inner
+
+    def _block_swizzle(self, panel, order):
+        bx = self.info.block_vars.get("blockIdx.x")
+        by = self.info.block_vars.get("blockIdx.y")
+        if bx is None or by is None:
+            return []
+        gx = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.x"]
+        gy = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.y"]
+        if order == "col":
+            bx, by, gx, gy = by, bx, gy, gx
+        lin = by * gx + bx
+        per_group = gx * panel
+        group = tirx.floordiv(lin, per_group)
+        first = group * panel
+        size = tirx.min(gy - first, i32(panel))
+        rem = tirx.floormod(lin, per_group)
+        new_by = tirx.Var(f"{by.name}_swz", "int32")
+        new_bx = tirx.Var(f"{bx.name}_swz", "int32")
+        self.vmap[by] = new_by
+        self.vmap[bx] = new_bx
+        return [tirx.Bind(new_by, first + tirx.floormod(rem, size)), tirx.Bind(new_bx, tirx.floordiv(rem, size))]
+
+
+class _LoopContext:
+    def __init__(self, loop_vars, idx, layout, v):
+        self.loop_vars, self.idx, self.layout, self.v = loop_vars, idx, layout, v
+
+
+class _AccessRewriter(ExprRewriter):
+    """Substitute variables and redirect fragment/shared accesses to their lowered storage."""
+
+    def __init__(self, lw: Lowerer, loop: _LoopContext | None):
+        self.lw, self.loop = lw, loop
+
+    def visit_var(self, var):
+        for k, v in self.lw.vmap.items():
+            if k.same_as(var):
+                return v
+        return var
+
+    def visit_TensorLoad(self, e):
+        if self.loop is not None:
+            exact = self._exact_local(e.source, list(e.indices))
+            if exact is not None:
+                return tirx.BufferLoad(self.lw.frag[e.source], [exact])
+        indices = [self.visit(i) for i in e.indices]
+        buf, idx = self.element(e.source, indices)
+        return tirx.BufferLoad(buf, idx)
+
+    def _exact_local(self, buf, indices):
+        loop = self.loop
+        if buf not in self.lw.frag or len(indices) != len(loop.loop_vars):
+            return None
+        if not all(isinstance(i, tirx.Var) and i.same_as(v) for i, v in zip(indices, loop.loop_vars)):
+            return None
+        if self.lw.layouts.fragments[buf] is not loop.layout and not self.lw.layouts.fragments[buf].same_as(loop.layout):
+            return None
+        return loop.v
+
+    def element(self, buf, indices):
+        lw = self.lw
+        if buf in lw.frag:
+            layout = lw.layouts.fragments[buf]
+            local = lw.an.simplify(layout.local_of(indices))
+            return lw.frag[buf], [local]
+        if buf in lw.smem_views:
+            return lw.smem_views[buf], [lw.an.simplify(lw.shared_offset(buf, indices))]
+        return buf, [lw.an.simplify(i) for i in indices]
+
+
+def _subst_stmt(stmt, var, value):
+    """Substitute ``var`` in a lowered statement (used to inline a 1-iteration loop)."""
+    from tilelang.transform.ir_utils import substitute
+
+    class S(ExprRewriter):
+        def visit_var(self, x):
+            return value if x.same_as(var) else x
+
+    rw = S()
+
+    def go(s):
+        if isinstance(s, tirx.SeqStmt):
+            return seq([go(x) for x in s.seq])
+        if isinstance(s, tirx.BufferStore):
+            return tirx.BufferStore(s.buffer, rw.visit(s.value), [rw.visit(i) for i in s.indices], span=s.span)
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(rw.visit(s.condition), go(s.then_case),
+                                   go(s.else_case) if s.else_case is not None else None, span=s.span)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.Evaluate(rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.Bind):
+            return tirx.Bind(s.var, rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, rw.visit(s.min), rw.visit(s.extent), s.kind, go(s.body),
+                            annotations=s.annotations, span=s.span)
+        return s
+
+    return go(stmt)
+
+
+def _writes_memory(body) -> bool:
+    found = []
+
+    def visit(s):
+        if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) not in (FRAGMENT_SCOPE, "local"):
+            found.append(s)
+        if isinstance(s, tirx.Evaluate) and isinstance(s.value, ir.Call):
+            found.append(s)
+
+    from tilelang.transform.ir_utils import walk_stmts
+
+    walk_stmts(body, visit)
+    return bool(found)
+
+
+def _find_swizzle(body):
+    from tilelang.transform.ir_utils import walk_stmts
+
+    found = []
+
+    def visit(s):
+        if op_name(s) == "use_swizzle":
+            found.append((int(s.value.args[0].value), str(s.value.args[1].value)))
+
+    walk_stmts(body, visit)
+    return found[0] if found else None
+
+
+def _elems(buf) -> int:
+    return math.prod(const_int(s) for s in buf.shape)
+
+
+def _b(flag: bool) -> str:
+    return "true" if flag else "false"

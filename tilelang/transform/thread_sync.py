@@ -1,0 +1,97 @@
+"""Barrier insertion: a ``__syncthreads()`` wherever one statement's shared-memory accesses can
+race with an earlier statement's (read-after-write, write-after-read, write-after-write between
+different statements), and at the end of a loop body when the next iteration's first accesses
+race with this iteration's last ones.
+
+The analysis runs on the tile-level statements before lowering: a tile op's operands say which
+shared buffers it reads and writes, so no per-element reasoning is needed. It is conservative:
+two statements touching the same buffer are assumed to use different thread mappings.
+"""
+
+from __future__ import annotations
+
+from tvm import ir, tirx
+
+from tilelang.language._ops import is_tl_call
+from tilelang.transform.ir_utils import evaluate_extern, seq, walk_stmts
+from tilelang.transform.kernel import SHARED_SCOPES, decode_region, scope_of
+
+
+def shared_rw(stmt):
+    """(reads, writes): sets of shared buffers a statement (and everything in it) touches."""
+    reads, writes = set(), set()
+    import tvm_ffi
+
+    def on_stmt(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            for arg in s.value.args:
+                if is_tl_call(arg, "region"):
+                    r = decode_region(arg)
+                    if scope_of(r.buffer) in SHARED_SCOPES:
+                        if r.access & 1:
+                            reads.add(r.buffer)
+                        if r.access & 2:
+                            writes.add(r.buffer)
+            if s.value.op.name in ("tl.reduce", "tl.cumsum"):
+                writes.add("__scratch__")
+                reads.add("__scratch__")
+        elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
+            writes.add(s.buffer)
+
+    def on_load(e):
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+            reads.add(e.source)
+        return None
+
+    walk_stmts(stmt, on_stmt)
+    tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load)], order="pre")
+    return reads, writes
+
+
+def _conflict(r, w, pend_r, pend_w) -> bool:
+    return bool((r & pend_w) or (w & pend_r) or (w & pend_w))
+
+
+def sync_stmt():
+    return evaluate_extern("__syncthreads")
+
+
+def plan_sequence(stmts):
+    """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
+    accesses made before the first barrier."""
+    syncs, pend_r, pend_w = [], set(), set()
+    head_r, head_w, head_open = set(), set(), True
+    touching = 0
+    for k, s in enumerate(stmts):
+        r, w = shared_rw(s)
+        if r or w:
+            touching += 1
+        if _conflict(r, w, pend_r, pend_w):
+            syncs.append(k)
+            pend_r, pend_w = set(), set()
+            head_open = False
+        if head_open:
+            head_r |= r
+            head_w |= w
+        pend_r |= r
+        pend_w |= w
+    return syncs, (pend_r, pend_w), (head_r, head_w), touching
+
+
+def lower_sequence(lw, stmts):
+    syncs, _, _, _ = plan_sequence(stmts)
+    out = []
+    for k, s in enumerate(stmts):
+        if k in syncs:
+            out.append(sync_stmt())
+        out.append(lw.lower(s))
+    return seq(out)
+
+
+def lower_loop_body(lw, body):
+    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts)
+    lowered = lower_sequence(lw, stmts)
+    if touching > 1 and _conflict(head_r, head_w, tail_r, tail_w):
+        lowered = seq([lowered, sync_stmt()])
+    return lowered
