@@ -86,7 +86,7 @@ TL_DEVICE unsigned short bits16(half x) { return __half_as_ushort(x); }
 TL_DEVICE unsigned short bits16(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
 template <class T>
 TL_DEVICE T from_bits16(unsigned short b) {
-  if constexpr (std::is_same<T, half>::value) {
+  if constexpr (detail::is_same_v<T, half>) {
     return __ushort_as_half(b);
   } else {
     return __ushort_as_bfloat16(b);

@@ -16,6 +16,7 @@
 // parked while the system headers are read and restored afterwards.  The
 // library itself never uses an identifier that any of these macros could
 // rewrite into something different in meaning.
+#if !defined(__CUDACC_RTC__)
 #pragma push_macro("uint")
 #pragma push_macro("uchar")
 #pragma push_macro("ushort")
@@ -29,14 +30,37 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
-#include <type_traits>
 #pragma pop_macro("uint64_t")
 #pragma pop_macro("int64_t")
 #pragma pop_macro("ushort")
 #pragma pop_macro("uchar")
 #pragma pop_macro("uint")
+#else
+// NVRTC knows neither push_macro nor a C++ standard library.  Its CUDA
+// headers are not affected by the macros, and the fixed-width integer types
+// the library uses are declared here (NVRTC targets are LP64 or LLP64, where
+// these are the right widths).  Redeclaring an identical typedef is legal,
+// so this coexists with code that declares them too; the 64-bit ones are
+// skipped when TVM's macros already stand in for them.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+#ifndef int64_t
+typedef long long int64_t;
+#endif
+#ifndef uint64_t
+typedef unsigned long long uint64_t;
+#endif
+#endif
 
+#ifndef TL_DEVICE
 #define TL_DEVICE __device__ __forceinline__
+#endif
 
 namespace tl {
 
@@ -46,17 +70,33 @@ namespace tl {
 using half_t = half;
 using bfloat16_t = __nv_bfloat16;
 
-// Trait that tells whether T is one of the two 16-bit floating point types.
-// They need explicit intrinsics for arithmetic and conversion because the
-// kernels may be compiled with __CUDA_NO_HALF_OPERATORS__ and friends.
-template <class T>
-struct is_16bit_float : std::false_type {};
-template <>
-struct is_16bit_float<half> : std::true_type {};
-template <>
-struct is_16bit_float<__nv_bfloat16> : std::true_type {};
-
 namespace detail {
+
+// Minimal type traits.  The library defines its own instead of using
+// <type_traits> so that it also compiles under NVRTC, which ships no C++
+// standard library.
+template <class A, class B>
+constexpr bool is_same_v = false;
+template <class A>
+constexpr bool is_same_v<A, A> = true;
+
+template <class T>
+constexpr bool is_integral_v =
+    is_same_v<T, bool> || is_same_v<T, char> || is_same_v<T, signed char> ||
+    is_same_v<T, unsigned char> || is_same_v<T, short> ||
+    is_same_v<T, unsigned short> || is_same_v<T, int> || is_same_v<T, unsigned> ||
+    is_same_v<T, long> || is_same_v<T, unsigned long> || is_same_v<T, long long> ||
+    is_same_v<T, unsigned long long>;
+
+template <class T>
+constexpr bool is_signed_integral_v =
+    is_integral_v<T> && (static_cast<T>(-1) < static_cast<T>(0));
+
+// Whether T is one of the two 16-bit floating point types.  They need
+// explicit intrinsics for arithmetic and conversion because kernels may be
+// compiled with __CUDA_NO_HALF_OPERATORS__ and friends.
+template <class T>
+constexpr bool is_16bit_float_v = is_same_v<T, half> || is_same_v<T, __nv_bfloat16>;
 
 // Widening a 16-bit float to float is exact, so every conversion out of a
 // 16-bit float goes through float first.
@@ -65,9 +105,9 @@ TL_DEVICE float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <class To>
 TL_DEVICE To from_float(float x) {
-  if constexpr (std::is_same<To, half>::value) {
+  if constexpr (detail::is_same_v<To, half>) {
     return __float2half_rn(x);
-  } else if constexpr (std::is_same<To, __nv_bfloat16>::value) {
+  } else if constexpr (detail::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(x);
   } else {
     return static_cast<To>(x);
@@ -77,33 +117,33 @@ TL_DEVICE To from_float(float x) {
 template <class To, class From>
 struct Cvt {
   static TL_DEVICE To run(From x) {
-    if constexpr (std::is_same<To, From>::value) {
+    if constexpr (detail::is_same_v<To, From>) {
       return x;
-    } else if constexpr (is_16bit_float<From>::value &&
-                         is_16bit_float<To>::value) {
+    } else if constexpr (detail::is_16bit_float_v<From> &&
+                         detail::is_16bit_float_v<To>) {
       // half <-> bf16: float holds either exactly, so there is one rounding.
       return from_float<To>(to_float(x));
-    } else if constexpr (is_16bit_float<From>::value) {
+    } else if constexpr (detail::is_16bit_float_v<From>) {
       // Integer targets truncate toward zero like a C cast does; the
       // round-to-zero intrinsics avoid a double rounding through float.
-      if constexpr (std::is_same<To, int>::value &&
-                    std::is_same<From, half>::value) {
+      if constexpr (detail::is_same_v<To, int> &&
+                    detail::is_same_v<From, half>) {
         return __half2int_rz(x);
-      } else if constexpr (std::is_same<To, int>::value) {
+      } else if constexpr (detail::is_same_v<To, int>) {
         return __bfloat162int_rz(x);
       } else {
         return static_cast<To>(to_float(x));
       }
-    } else if constexpr (is_16bit_float<To>::value) {
+    } else if constexpr (detail::is_16bit_float_v<To>) {
       // int -> half/bf16 has a direct correctly rounded intrinsic; other
       // sources are rounded to float first, which is exact for float itself.
-      if constexpr (std::is_same<From, int>::value &&
-                    std::is_same<To, half>::value) {
+      if constexpr (detail::is_same_v<From, int> &&
+                    detail::is_same_v<To, half>) {
         return __int2half_rn(x);
-      } else if constexpr (std::is_same<From, int>::value) {
+      } else if constexpr (detail::is_same_v<From, int>) {
         return __int2bfloat16_rn(x);
-      } else if constexpr (std::is_same<From, double>::value &&
-                           std::is_same<To, half>::value) {
+      } else if constexpr (detail::is_same_v<From, double> &&
+                           detail::is_same_v<To, half>) {
         return __double2half(x);
       } else {
         return from_float<To>(static_cast<float>(x));
@@ -118,7 +158,7 @@ struct Cvt {
 // without --expt-relaxed-constexpr, so they are computed here directly.
 template <class T>
 TL_DEVICE T int_max() {
-  if constexpr (std::is_signed<T>::value) {
+  if constexpr (detail::is_signed_integral_v<T>) {
     return static_cast<T>((1ull << (8 * sizeof(T) - 1)) - 1);
   } else {
     return static_cast<T>(~0ull);
@@ -126,7 +166,7 @@ TL_DEVICE T int_max() {
 }
 template <class T>
 TL_DEVICE T int_lowest() {
-  if constexpr (std::is_signed<T>::value) {
+  if constexpr (detail::is_signed_integral_v<T>) {
     return static_cast<T>(-int_max<T>() - 1);
   } else {
     return static_cast<T>(0);
@@ -151,16 +191,16 @@ TL_DEVICE void sync_threads() { __syncthreads(); }
 // largest value, which is the identity that max/min reductions need.
 template <class T>
 TL_DEVICE T infinity() {
-  if constexpr (std::is_same<T, float>::value) {
+  if constexpr (detail::is_same_v<T, float>) {
     return __int_as_float(0x7f800000);
-  } else if constexpr (std::is_same<T, double>::value) {
+  } else if constexpr (detail::is_same_v<T, double>) {
     return __longlong_as_double(0x7ff0000000000000LL);
-  } else if constexpr (std::is_same<T, half>::value) {
+  } else if constexpr (detail::is_same_v<T, half>) {
     return __ushort_as_half(static_cast<unsigned short>(0x7c00));
-  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+  } else if constexpr (detail::is_same_v<T, __nv_bfloat16>) {
     return __ushort_as_bfloat16(static_cast<unsigned short>(0x7f80));
   } else {
-    static_assert(std::is_integral<T>::value, "infinity<T>: unsupported type");
+    static_assert(detail::is_integral_v<T>, "infinity<T>: unsupported type");
     return detail::int_max<T>();
   }
 }
@@ -168,16 +208,16 @@ TL_DEVICE T infinity() {
 // Largest finite value of T.
 template <class T>
 TL_DEVICE T max_value() {
-  if constexpr (std::is_same<T, float>::value) {
+  if constexpr (detail::is_same_v<T, float>) {
     return __int_as_float(0x7f7fffff);
-  } else if constexpr (std::is_same<T, double>::value) {
+  } else if constexpr (detail::is_same_v<T, double>) {
     return __longlong_as_double(0x7fefffffffffffffLL);
-  } else if constexpr (std::is_same<T, half>::value) {
+  } else if constexpr (detail::is_same_v<T, half>) {
     return __ushort_as_half(static_cast<unsigned short>(0x7bff));
-  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+  } else if constexpr (detail::is_same_v<T, __nv_bfloat16>) {
     return __ushort_as_bfloat16(static_cast<unsigned short>(0x7f7f));
   } else {
-    static_assert(std::is_integral<T>::value, "max_value<T>: unsupported type");
+    static_assert(detail::is_integral_v<T>, "max_value<T>: unsupported type");
     return detail::int_max<T>();
   }
 }
@@ -187,16 +227,16 @@ TL_DEVICE T max_value() {
 // identity of a max-reduction over finite data.
 template <class T>
 TL_DEVICE T min_value() {
-  if constexpr (std::is_same<T, float>::value) {
+  if constexpr (detail::is_same_v<T, float>) {
     return __int_as_float(static_cast<int>(0xff7fffffu));
-  } else if constexpr (std::is_same<T, double>::value) {
+  } else if constexpr (detail::is_same_v<T, double>) {
     return __longlong_as_double(static_cast<long long>(0xffefffffffffffffULL));
-  } else if constexpr (std::is_same<T, half>::value) {
+  } else if constexpr (detail::is_same_v<T, half>) {
     return __ushort_as_half(static_cast<unsigned short>(0xfbff));
-  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+  } else if constexpr (detail::is_same_v<T, __nv_bfloat16>) {
     return __ushort_as_bfloat16(static_cast<unsigned short>(0xff7f));
   } else {
-    static_assert(std::is_integral<T>::value, "min_value<T>: unsupported type");
+    static_assert(detail::is_integral_v<T>, "min_value<T>: unsupported type");
     return detail::int_lowest<T>();
   }
 }
@@ -204,11 +244,11 @@ TL_DEVICE T min_value() {
 // Negative infinity, the identity of a max-reduction.
 template <class T>
 TL_DEVICE T neg_infinity() {
-  if constexpr (std::is_integral<T>::value) {
+  if constexpr (detail::is_integral_v<T>) {
     return detail::int_lowest<T>();
-  } else if constexpr (std::is_same<T, half>::value) {
+  } else if constexpr (detail::is_same_v<T, half>) {
     return __ushort_as_half(static_cast<unsigned short>(0xfc00));
-  } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+  } else if constexpr (detail::is_same_v<T, __nv_bfloat16>) {
     return __ushort_as_bfloat16(static_cast<unsigned short>(0xff80));
   } else {
     return -infinity<T>();

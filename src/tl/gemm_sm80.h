@@ -49,6 +49,15 @@
 // (k%16)/4, index (((mi*KI + ki)*2 + k/16)*2 + r/8)*4 + k%4.  For tf32:
 // lane (r%8)*4 + k%4, index ((mi*KI + ki)*2 + k/4)*2 + r/8.  Warps that share
 // wm hold identical copies.  TRANS_A is accepted for symmetry and ignored.
+//
+// Requirements.  Every thread of the block calls the function (ldmatrix and
+// mma are warp-synchronous).  It contains no barrier: the caller
+// synchronizes between writing the shared memory tiles and the call, and
+// before overwriting them afterwards.  A and B must be 16-byte aligned and,
+// on the ldmatrix paths, rows must be a multiple of 16 bytes; aligning the
+// tiles to 128 bytes makes the swizzle bank-conflict free.  C and A_frag are
+// best kept as local arrays that are only indexed with compile-time
+// constants, so that they stay in registers.
 #pragma once
 
 #include "common.h"
@@ -146,25 +155,26 @@ TL_DEVICE uint32_t to_tf32(float x) {
   return r;
 }
 
-TL_DEVICE uint32_t bits_of(half x) { return __half_as_ushort(x); }
-TL_DEVICE uint32_t bits_of(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-TL_DEVICE uint32_t bits_of(int8_t x) { return static_cast<uint8_t>(x); }
-TL_DEVICE uint32_t bits_of(uint8_t x) { return x; }
-TL_DEVICE uint32_t bits_of(float x) { return to_tf32(x); }
-TL_DEVICE uint32_t bits_of(int x) { return static_cast<uint32_t>(x); }
-
 // Packs P = 4 / sizeof(T) consecutive elements into one mma operand
-// register, element 0 in the low bits.  Reading element by element (rather
-// than through a uint32_t pointer) keeps this valid for arrays that are only
-// aligned to their element size.
+// register, element 0 in the low bits.  Narrow elements are moved with a
+// 4-byte memcpy rather than assembled one by one: the memcpy is valid for
+// arrays that are only aligned to their element size, and it lets the
+// compiler keep such an array in 32-bit registers, so that repeated mma on
+// an f16 accumulator need no pack/unpack instructions in the main loop.
+// Floats are rounded to tf32 on the way.
 template <class T>
 TL_DEVICE uint32_t pack_reg(const T* p) {
-  constexpr int P = 4 / static_cast<int>(sizeof(T));
-  uint32_t r = 0;
-#pragma unroll
-  for (int e = 0; e < P; ++e) r |= bits_of(p[e]) << (8 * sizeof(T) * e);
-  return r;
+  if constexpr (detail::is_same_v<T, float>) {
+    return to_tf32(*p);
+  } else {
+    uint32_t r;
+    memcpy(&r, p, 4);
+    return r;
+  }
 }
+
+// The inverse of pack_reg for the f16 accumulator.
+TL_DEVICE void unpack_reg(uint32_t r, half* p) { memcpy(p, &r, 4); }
 
 // One m16n8kKS tensor core operation: c += a * b, with the accumulator
 // registers in the standard m16n8 layout.
@@ -210,10 +220,8 @@ struct Mma<half, half, half> {
         "{%2, %3, %4, %5}, {%6, %7}, {%0, %1};\n"
         : "+r"(c0), "+r"(c1)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    c[0] = __ushort_as_half(static_cast<unsigned short>(c0 & 0xffffu));
-    c[1] = __ushort_as_half(static_cast<unsigned short>(c0 >> 16));
-    c[2] = __ushort_as_half(static_cast<unsigned short>(c1 & 0xffffu));
-    c[3] = __ushort_as_half(static_cast<unsigned short>(c1 >> 16));
+    unpack_reg(c0, c);
+    unpack_reg(c1, c + 2);
   }
 };
 
@@ -221,8 +229,8 @@ template <class TA, class TB>
 struct MmaInt8 {
   static constexpr int kK = 32;
   static TL_DEVICE void run(int* c, const uint32_t* a, const uint32_t* b) {
-    constexpr bool sa = std::is_same<TA, int8_t>::value;
-    constexpr bool sb = std::is_same<TB, int8_t>::value;
+    constexpr bool sa = detail::is_same_v<TA, int8_t>;
+    constexpr bool sb = detail::is_same_v<TB, int8_t>;
 #define TL_MMA_I8(TYPES)                                                   \
   asm("mma.sync.aligned.m16n8k32.row.col.s32." TYPES                       \
       ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" \

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tilelang.jit.adapter_args import ArgPlan
-from tilelang.jit.artifact import KernelArtifact, ParamSpec
+from tilelang.jit.artifact import ArtifactError, KernelArtifact, ParamSpec
 from tilelang.jit.kernel import JITKernel
 
 SRC = 'extern "C" __global__ void k() {}'
@@ -186,6 +186,10 @@ def test_misaligned_view_rejected():
 
 def test_correct_call_without_gpu_raises_no_cuda():
     k = JITKernel(vec_add_artifact())
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"'A' \(#0\) must be a CUDA tensor, got one on cpu"):
+            k(h(8), h(8))
+        return
     with pytest.raises(RuntimeError, match=r"^no CUDA device: .*vec_add"):
         k(h(8), h(8))
     with pytest.raises(RuntimeError, match=r"^no CUDA device"):
@@ -238,8 +242,20 @@ def test_empty_grid_skips_launch_and_negative_grid_raises():
         name="neg", source=SRC, params=[ParamSpec("n", "scalar", "int32", [])], kernel_args=["n"],
         grid=["n", "1", "1"], block=[1, 1, 1], dynamic_smem=0, arch="sm_80", symbols={}, out_idx=[])
     plan, rec = cpu_plan(art)
-    with pytest.raises(RuntimeError, match="no CUDA device"):
-        plan.entry(3)  # no tensor at all: the device comes from torch.cuda
+    with pytest.raises(ValueError, match=r"grid \(-3, 1, 1\) .* is negative"):
+        plan.entry(-3)
+    assert not rec.calls
+    plan.entry(0)
+    assert not rec.calls
+    # ctypes would silently truncate an oversized grid dim: it must be an error instead
+    art.grid = ["n * 4", "n", "1"]
+    plan, rec = cpu_plan(art)
+    with pytest.raises(ValueError, match=r"grid \(4294967296, 1073741824, 1\) .* exceeds CUDA's limits"):
+        plan.entry(2**30)
+    art.grid = ["n * 2", "1", "1"]
+    plan, rec = cpu_plan(art)
+    plan.entry(2**30 - 1)
+    assert rec.calls[-1][0] == (2**31 - 2, 1, 1)
 
 
 def _mutations(valid: list) -> list:
@@ -307,3 +323,30 @@ def test_kernel_introspection_without_gpu(tmp_path):
     host = (tmp_path / "host.txt").read_text()
     assert "grid: ((M + 127) // 128, 1, 1)" in host and "#2 C: float32[M, 64]" in host and "(output)" in host
     assert "gemm(" in repr(k)
+
+
+def test_declared_kernel_arg_types_decide_the_abi():
+    art = vec_add_artifact()
+    art.kernel_arg_types = ["ptr", "ptr", "ptr", "int64"]  # e.g. an int64 shape var in the signature
+    plan, rec = cpu_plan(art)
+    assert plan.arg_kinds == ["ptr", "ptr", "ptr", "int64"]
+    plan.entry(h(8), h(8))
+    assert rec.calls[-1][2][3] == 8
+    art.kernel_arg_types = ["ptr", "int32", "ptr", "int64"]
+    with pytest.raises(ArtifactError, match="kernel argument 'B' cannot be passed as 'int32'"):
+        cpu_plan(art)
+
+
+def test_symbol_range_follows_its_declared_type():
+    art = KernelArtifact(
+        name="r", source=SRC,
+        params=[ParamSpec("x", "tensor", "int8", ["n"]), ParamSpec("s", "scalar", "int64", [])],
+        kernel_args=["x", "n", "s"], grid=["1", "1", "1"], block=[1, 1, 1], dynamic_smem=0, arch="sm_80",
+        symbols={}, out_idx=[], kernel_arg_types=["ptr", "uint16", "int8"])
+    plan, rec = cpu_plan(art)
+    plan.entry(torch.zeros(300, dtype=torch.int8), -128)
+    assert rec.calls[-1][2][1:] == (300, -128)
+    with pytest.raises(ValueError, match=r"symbol n = 70000 \(from x.shape\[0\]\) is outside \[0, 65535\]"):
+        plan.entry(torch.zeros(70000, dtype=torch.int8), 0)
+    with pytest.raises(ValueError, match=r"'s' \(#1\): value 200 is out of range for int64 as the kernel takes it \(\[-128, 127\]\)"):
+        plan.entry(torch.zeros(3, dtype=torch.int8), 200)

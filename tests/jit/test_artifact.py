@@ -60,6 +60,8 @@ def test_check_accepts_good_artifact():
     ({"grid": ["M / 64", "1", "1"]}, "use //"),
     ({"grid": ["K", "1", "1"]}, "unknown name"),
     ({"index_bits": 16}, "index_bits"),
+    ({"grid": ["1", "70000", "1"]}, r"grid\[1\] = '70000' is outside"),
+    ({"grid": ["-1", "1", "1"]}, r"grid\[0\] = '-1' is outside"),
 ])
 def test_check_rejects_inconsistent_artifacts(overrides, match):
     with pytest.raises(ArtifactError, match=match):
@@ -98,3 +100,10 @@ def test_arch_number():
     assert arch_number("sm_100f") == (100, "f")
     with pytest.raises(ArtifactError):
         arch_number("compute_90")
+
+
+def test_arg_types_match_what_the_driver_packs():
+    from tilelang.jit.artifact import ARG_TYPES
+    from tilelang.jit.driver import ARG_FORMATS
+
+    assert set(ARG_TYPES) == set(ARG_FORMATS)

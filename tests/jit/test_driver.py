@@ -42,8 +42,8 @@ class FakeDriver:
         self.current = current_ctx
         self.launches, self.pushed, self.rc = [], [], 0
 
-    def cuCtxGetCurrent(self, addr):
-        ctypes.c_void_p.from_address(addr).value = self.current
+    def fast_get_current(self, ptr):
+        ptr.contents.value = self.current
         return 0
 
     def cuCtxPushCurrent_v2(self, ctx):
@@ -60,9 +60,16 @@ class FakeDriver:
     def describe(self, rc):
         return f"CUDA_ERROR_FAKE: fake error {rc}"
 
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        self.launches.append(dict(f=f, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream,
-                                  params=params, extra=extra, pushed=list(self.pushed)))
+    def fast_launch(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        # the real call has no argtypes: every argument must already be a C int, a ctypes
+        # object or None, or ctypes would truncate it to 32 bits
+        for v in (gx, gy, gz, bx, by, bz, smem):
+            assert type(v) is int and 0 <= v < 2**31
+        assert isinstance(f, ctypes.c_void_p) and isinstance(params, ctypes.c_void_p)
+        assert stream is None or isinstance(stream, ctypes.c_void_p)
+        self.launches.append(dict(f=f.value, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem,
+                                  stream=stream.value if stream else 0, params=params.value,
+                                  extra=extra, pushed=list(self.pushed)))
         return self.rc
 
 
@@ -90,7 +97,7 @@ def fake_driver(monkeypatch):
 
 def make_launcher(kinds):
     launcher = KernelLauncher(b"cubin", "k", kinds, (128, 1, 1), 1024, "sm_90a")
-    launcher._funcs[0] = (0xF0, 0xC0)  # as if already loaded on device 0 in context 0xC0
+    launcher._funcs[0] = (ctypes.c_void_p(0xF0), 0xC0)  # as if loaded on device 0 in context 0xC0
     return launcher
 
 
@@ -98,10 +105,10 @@ def test_launch_packs_every_kind(fake_driver):
     kinds = ["ptr", "int32", "float32", "int64", "bool", "float16", "tensormap"]
     launcher = make_launcher(kinds)
     tmap = bytes(range(128))
-    launcher(0, 3, 2, 1, 77, (0xDEADBEEF000, -5, 1.5, 2**40, True, 1.0, tmap))
+    launcher(0, 3, 2, 1, 0x7F0000001234, (0xDEADBEEF000, -5, 1.5, 2**40, True, 1.0, tmap))
     (call,) = fake_driver.launches
     assert call["f"] == 0xF0 and call["grid"] == (3, 2, 1) and call["block"] == (128, 1, 1)
-    assert call["smem"] == 1024 and call["stream"] == 77 and call["extra"] is None
+    assert call["smem"] == 1024 and call["stream"] == 0x7F0000001234 and call["extra"] is None
     assert call["pushed"] == []  # the primary context was already current: no push
     vals = read_params(call["params"], kinds)
     assert vals[:5] == [0xDEADBEEF000, -5, 1.5, 2**40, True]
@@ -133,3 +140,4 @@ def test_no_gpu_gives_clear_error(monkeypatch):
     monkeypatch.setattr(driver, "_driver", None)
     with pytest.raises(driver.NoCudaError, match="^no CUDA device"):
         driver.get_driver()
+

@@ -23,7 +23,20 @@ class CudaKernelSource:
     args: list          # [(c_type, name)] in kernel parameter order
 
 
+_STUB_PTX = b".version 8.0\n.target sm_80\n.address_size 64\n"
+
+
+def _skip_tvm_device_compile() -> None:
+    """On a machine with CUDA, TVM compiles the device module while building it (NVRTC, without
+    our headers). We only want the source, so its compile callback returns an empty module."""
+    import tvm.support.nvcc  # noqa: F401 - registers TVM's callback first, so ours overrides it
+    import tvm_ffi
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda *args: _STUB_PTX, override=True)
+
+
 def emit_cuda(func, arch: str, name: str = "main") -> CudaKernelSource:
+    _skip_tvm_device_compile()
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     func = func.with_attr("global_symbol", name)
     mod = tvm.IRModule({name: func})

@@ -37,6 +37,7 @@ import torch
 from tilelang.jit.artifact import KNOWN_DTYPES, ArtifactError, KernelArtifact, parse_int_expr
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
 _F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
 
@@ -85,15 +86,38 @@ def _bool_ok(x) -> bool:
     return type(x) is bool or (isinstance(x, numbers.Integral) and x in (0, 1))
 
 
-def scalar_predicate(dtype: str):
+def int_range(dtype: str) -> tuple[int, int]:
     size, cat = KNOWN_DTYPES[dtype]
-    if cat == "bool":
-        return _bool_ok
-    if cat == "int":
-        return _int_pred(-(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1)
     if cat == "uint":
-        return _int_pred(0, 2 ** (8 * size) - 1)
-    return _float_pred({"float16": _F16_MAX, "float32": _F32_MAX}.get(dtype, math.inf))
+        return 0, 2 ** (8 * size) - 1
+    return -(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1
+
+
+def float_limit(dtype: str) -> float:
+    return {"float16": _F16_MAX, "float32": _F32_MAX}.get(dtype, math.inf)
+
+
+def scalar_rule(dtype: str, passed_as=()) -> tuple:
+    """("bool",) | ("int", lo, hi) | ("float", limit): the values a scalar param accepts, given
+    its dtype and the (possibly narrower) C types it is passed to the kernel as."""
+    cat = KNOWN_DTYPES[dtype][1]
+    if cat == "bool":
+        return ("bool",)
+    if cat in ("int", "uint"):
+        lo, hi = int_range(dtype)
+        for t in passed_as:
+            tlo, thi = int_range(t)
+            lo, hi = max(lo, tlo), min(hi, thi)
+        return ("int", lo, hi)
+    return ("float", min([float_limit(dtype)] + [float_limit(t) for t in passed_as]))
+
+
+def scalar_predicate(rule: tuple):
+    if rule[0] == "bool":
+        return _bool_ok
+    if rule[0] == "int":
+        return _int_pred(rule[1], rule[2])
+    return _float_pred(rule[1])
 
 
 def _span(shape, strides) -> int:
@@ -132,13 +156,15 @@ class ArgPlan:
         self.inputs = artifact.input_indices()
         self.all = list(range(len(self.params)))
         self.dtypes = [torch_dtype(p.dtype) if p.kind == "tensor" else None for p in self.params]
-        self.preds = [scalar_predicate(p.dtype) if p.kind == "scalar" else None for p in self.params]
         self.symbols = artifact.all_symbols()
         self.scalar_syms = {}  # param index -> symbols it defines
-        for sym, (pi, di) in artifact.symbols.items():
+        for sym, (pi, di) in artifact.symbol_sources().items():
             if di == -1:
                 self.scalar_syms.setdefault(pi, []).append(sym)
         self.arg_refs, self.arg_kinds = self._kernel_arg_refs()
+        self.sym_ranges = self._symbol_ranges()
+        self.rules = [self._scalar_rule(i) if p.kind == "scalar" else None for i, p in enumerate(self.params)]
+        self.preds = [scalar_predicate(r) if r else None for r in self.rules]
         self.alloc_problem = self._alloc_problem()
         self.launch = launch
         self.stream = stream or _stream_getter()
@@ -158,7 +184,8 @@ class ArgPlan:
         """For each kernel arg: ('ptr', i) | ('scalar', i) | ('sym', name), and its driver kind."""
         by_name = {p.name: i for i, p in enumerate(self.params)}
         refs, kinds = [], []
-        for a in self.art.kernel_args:
+        declared = self.art.kernel_arg_types
+        for n, a in enumerate(self.art.kernel_args):
             i = by_name.get(a)
             if i is not None and self.params[i].kind == "tensor":
                 refs.append(("ptr", i))
@@ -173,7 +200,30 @@ class ArgPlan:
             else:
                 refs.append(("sym", a))
                 kinds.append("int32")
+            if declared is not None:
+                kinds[-1] = declared[n]  # the generated signature is the authority on the ABI
         return refs, kinds
+
+    def _scalar_rule(self, i: int) -> tuple:
+        passed_as = [t for (kind, ref), t in zip(self.arg_refs, self.arg_kinds) if kind == "scalar" and ref == i]
+        return scalar_rule(self.params[i].dtype, passed_as)
+
+    def _symbol_ranges(self) -> dict:
+        """symbol -> (lo, hi): the values it may take, from the int types it is passed as
+        (and int32 when the kernel indexes with 32 bits)."""
+        ranges = {}
+        for (kind, ref), t in zip(self.arg_refs, self.arg_kinds):
+            if kind == "sym":
+                size, cat = KNOWN_DTYPES[t]
+                lo, hi = (0, 2 ** (8 * size) - 1) if cat == "uint" else (-(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1)
+                old = ranges.get(ref, (-(2**63), 2**64))
+                ranges[ref] = (max(lo, old[0]), min(hi, old[1]))
+        for sym in self.symbols:
+            lo, hi = ranges.get(sym, (INT32_MIN, INT32_MAX) if self.art.index_bits == 32 else (-(2**63), 2**63 - 1))
+            if self.art.index_bits == 32:
+                lo, hi = max(lo, INT32_MIN), min(hi, INT32_MAX)
+            ranges[sym] = (lo, hi)
+        return ranges
 
     def occurrences(self, indices) -> list[tuple[str, int, int, object]]:
         """(where, param index, dim, entry) for every shape/stride entry and scalar symbol source."""
@@ -204,7 +254,7 @@ class ArgPlan:
     def _namespace(self) -> dict:
         ns = {"_T": torch.Tensor, "_fail": self.fail, "_empty": torch.empty,
               "_empty_strided": torch.empty_strided, "_index": operator.index,
-              "_span": _span, "_cur_dev": _current_device, "_empty_grid": self._empty_grid,
+              "_span": _span, "_cur_dev": _current_device, "_odd_grid": self._odd_grid,
               "_no_alloc": self._no_alloc, "_launch": self.launch, "_stream": self.stream,
               "_IMAX": INT32_MAX, "_IMIN": INT32_MIN}
         for i, dt in enumerate(self.dtypes):
@@ -234,9 +284,10 @@ class ArgPlan:
             out += self._emit_entry(where, i, d, e, var, fail)
         scalar_bound = {e for w, _, _, e in self.occurrences(indices) if w == "scalar"}
         for sym, v in var.items():
+            lo, hi = self.sym_ranges[sym]
             # shape/stride values are never negative; scalar-bound symbols may be
-            low = f" or {v} < _IMIN" if sym in scalar_bound else ""
-            out.append(f"if {v} > _IMAX{low}: {fail}")
+            low = f" or {v} < {lo}" if sym in scalar_bound or lo > 0 else ""
+            out.append(f"if {v} > {hi}{low}: {fail}")
         out += self._emit_span_checks(indices, var, fail)
         out += self._emit_device(indices, fail)
         for kind, i in self.arg_refs:
@@ -280,17 +331,14 @@ class ArgPlan:
     def _inline_scalar_check(self, i: int) -> str:
         """A cheap test accepting the common case (a plain int/float in range); anything it
         rejects goes to the shared predicate, so the accepted set is unchanged."""
-        p = self.params[i]
-        size, cat = KNOWN_DTYPES[p.dtype]
-        if cat == "int":
-            lo, hi = -(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1
-        elif cat == "uint":
-            lo, hi = 0, 2 ** (8 * size) - 1
-        elif p.dtype == "float32":
-            return f"(type(a{i}) is float and -{_F32_MAX!r} <= a{i} <= {_F32_MAX!r})"
-        else:
-            return "False"
-        return f"(type(a{i}) is int and {lo} <= a{i} <= {hi})"
+        rule = self.rules[i]
+        if rule[0] == "int":
+            return f"(type(a{i}) is int and {rule[1]} <= a{i} <= {rule[2]})"
+        if rule[0] == "float" and rule[1] != math.inf:
+            return f"(type(a{i}) is float and -{rule[1]!r} <= a{i} <= {rule[1]!r})"
+        if rule[0] == "float":
+            return f"type(a{i}) is float"
+        return f"type(a{i}) is bool"
 
     def _emit_span_checks(self, indices, var, fail) -> list[str]:
         if self.art.index_bits != 32:
@@ -313,7 +361,7 @@ class ArgPlan:
     def _emit_device(self, indices, fail) -> list[str]:
         tensors = [i for i in indices if self.params[i].kind == "tensor"]
         if not tensors:
-            return ["d = _cur_dev()"]
+            return ["d = _cur_dev()" if self.device_type == "cuda" else "d = -1"]
         first, attr = tensors[0], f"is_{self.device_type}"
         lines = [f"if not a{first}.{attr}: {fail}", f"d = a{first}.get_device()"]
         lines += [f"if not a{i}.{attr} or a{i}.get_device() != d: {fail}" for i in tensors[1:]]
@@ -363,19 +411,26 @@ class ArgPlan:
             values.append(f"p{ref}" if kind == "ptr" else f"a{ref}" if kind == "scalar" else var[ref])
         outs = [f"a{o}" for o in self.outputs]
         ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-        dynamic = [f"g{k} <= 0" for k, c in enumerate(grid) if not c.lstrip("-").isdigit() or int(c) <= 0]
+        # ctypes would silently truncate an oversized grid dim, so the limits are checked here
+        limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
+        dynamic = [f"not 0 < g{k} <= {limits[k]}" for k, c in enumerate(grid)
+                   if not c.isdigit() or not 0 < int(c) <= limits[k]]
         if dynamic:
-            lines.append(f"if {' or '.join(dynamic)}: return _empty_grid(args, (g0, g1, g2), {ret})")
+            lines.append(f"if {' or '.join(dynamic)}: return _odd_grid(args, (g0, g1, g2), {ret})")
         tup = "(" + "".join(f"{v}, " for v in values) + ")"
         lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup})")
         lines.append(f"return {ret}")
         return lines
 
     # ------------------------------------------------------------ runtime helpers
-    def _empty_grid(self, args, grid, ret):
+    def _odd_grid(self, args, grid, ret):
+        """A grid outside (0, limit]: empty grids skip the launch; the rest are errors."""
         if any(g < 0 for g in grid):
             raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} is negative; "
                              "check the scalar arguments")
+        if grid[0] > GRID_X_MAX or grid[1] > GRID_YZ_MAX or grid[2] > GRID_YZ_MAX:
+            raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} exceeds "
+                             f"CUDA's limits (x <= {GRID_X_MAX}, y and z <= {GRID_YZ_MAX})")
         return ret  # a zero-sized grid has no work: skip the launch
 
     def _no_alloc(self, args):
@@ -426,9 +481,10 @@ class ArgPlan:
         for i in indices:
             self._diag_param(i, vals[i], env, indices)
         for sym, (v, src) in env.items():
-            if not INT32_MIN <= v <= INT32_MAX:
-                raise ValueError(f"{self.name}: symbol {sym} = {v} (from {src}) does not fit in int32, "
-                                 "which the kernel uses for it")
+            lo, hi = self.sym_ranges[sym]
+            if not lo <= v <= hi:
+                raise ValueError(f"{self.name}: symbol {sym} = {v} (from {src}) is outside [{lo}, {hi}], "
+                                 "the range of the integer type the kernel uses for it")
         self._diag_spans(indices, vals, env)
         self._diag_devices(indices, vals)
         self._diag_alignment(indices, vals)
@@ -440,7 +496,9 @@ class ArgPlan:
                 cat = KNOWN_DTYPES[p.dtype][1]
                 if not isinstance(x, numbers.Integral if cat in ("int", "uint", "bool") else numbers.Real):
                     raise TypeError(f"{w} expects a {p.dtype} scalar, got {type(x).__name__} {x!r}")
-                raise ValueError(f"{w}: value {x!r} is out of range for {p.dtype}")
+                rule = self.rules[i]
+                where = f"[{rule[1]}, {rule[2]}]" if rule[0] == "int" else f"+-{rule[1]}"
+                raise ValueError(f"{w}: value {x!r} is out of range for {p.dtype} as the kernel takes it ({where})")
             for sym in self.scalar_syms.get(i, []):
                 self._diag_entry(env, w, f"{p.name} (#{i})", operator.index(x), sym, p)
             return

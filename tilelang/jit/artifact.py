@@ -23,7 +23,15 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
 - ``symbols``: symbol -> [param index, dim index] reading the symbol from that
   tensor's shape, or [param index, -1] for an int scalar param.  A symbol that
   appears in shapes/strides but not here is read from its first occurrence.
+  An entry ``name -> [i, -1]`` for a non-integer scalar param of that same
+  name is allowed and ignored (it names the param, not a symbol).
 - ``out_idx``: non-negative indices of output tensor params (may be empty).
+- ``kernel_arg_types`` (optional): the C type of each kernel argument as one
+  of ``ARG_TYPES`` ("ptr", "int32", "int64", "float32", ...), taken from the
+  generated signature.  When None: "ptr" for tensors, the scalar's dtype for
+  scalars, "int32" for symbols.  Give it whenever a symbol is not an int32
+  in the signature (e.g. an int64 shape var), since arguments are passed by
+  raw bytes.
 - ``index_bits`` (optional, default 32): width of the element-index arithmetic
   in the generated code; with 32 every tensor must have < 2**31 elements.
 - ``cubin``: the compiled binary, or None (then it is compiled on demand).
@@ -56,6 +64,11 @@ KNOWN_DTYPES: dict[str, tuple[int, str]] = {
     "float8_e4m3fnuz": (1, "float"), "float8_e5m2fnuz": (1, "float"),
     "float8_e8m0fnu": (1, "float"),
 }
+
+# C-level kinds a kernel argument can have (driver.ARG_FORMATS packs each of them)
+ARG_TYPES = ("ptr", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+             "float16", "float32", "float64", "tensormap")
+_INT_ARG_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARCH = re.compile(r"^sm_(\d+)([af]?)$")
@@ -94,6 +107,7 @@ class KernelArtifact:
     cubin: bytes | None = None
     compile_flags: list = field(default_factory=list)
     index_bits: int = 32
+    kernel_arg_types: list | None = None
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict:
@@ -136,6 +150,18 @@ class KernelArtifact:
         outs = set(self.out_idx)
         return [i for i in range(len(self.params)) if i not in outs]
 
+    def symbol_sources(self) -> dict:
+        """``symbols`` without the ignored entries naming non-integer scalar params."""
+        out = {}
+        for sym, src in self.symbols.items():
+            pi, di = src
+            if di == -1 and 0 <= pi < len(self.params):
+                p = self.params[pi]
+                if p.kind == "scalar" and p.name == sym and KNOWN_DTYPES.get(p.dtype, (0, ""))[1] not in ("int", "uint"):
+                    continue
+            out[sym] = src
+        return out
+
     def all_symbols(self) -> list[str]:
         """Every symbol name, in first-occurrence order (shapes, then strides, then ``symbols``)."""
         seen: dict[str, None] = {}
@@ -143,7 +169,7 @@ class KernelArtifact:
             for entry in list(p.shape) + list(p.strides or []):
                 if isinstance(entry, str):
                     seen.setdefault(entry, None)
-        for name in self.symbols:
+        for name in self.symbol_sources():
             seen.setdefault(name, None)
         return list(seen)
 
@@ -155,8 +181,12 @@ class KernelArtifact:
         _check_symbols(self)
         _check_kernel_args(self)
         for i, expr in enumerate(self.grid):
-            parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self),
-                           what=f"grid[{i}]")
+            tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self),
+                                  what=f"grid[{i}]")
+            names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("min", "max")]
+            limit = 2**31 - 1 if i == 0 else 65535
+            if not names and not 0 <= eval(compile(tree, "grid", "eval"), {"__builtins__": {}, "min": min, "max": max}) <= limit:
+                raise ArtifactError(f"grid[{i}] = {expr!r} is outside CUDA's range [0, {limit}]")
         return self
 
 
@@ -224,6 +254,8 @@ def _check_param(i: int, p: ParamSpec) -> None:
 
 def _check_symbols(art: KernelArtifact) -> None:
     for sym, src in art.symbols.items():
+        if sym not in art.symbol_sources():
+            continue  # a non-integer scalar param naming itself: not a symbol
         if not _IDENT.match(sym):
             raise ArtifactError(f"symbol {sym!r} is not an identifier")
         if len(src) != 2 or not all(type(x) is int for x in src):
@@ -251,6 +283,24 @@ def _check_kernel_args(art: KernelArtifact) -> None:
     for a in art.kernel_args:
         if a not in params and a not in symbols:
             raise ArtifactError(f"kernel_args entry {a!r} is neither a parameter nor a symbol")
+    if art.kernel_arg_types is None:
+        return
+    if len(art.kernel_arg_types) != len(art.kernel_args):
+        raise ArtifactError(f"kernel_arg_types {art.kernel_arg_types} and kernel_args {art.kernel_args} "
+                            "differ in length")
+    kinds = {p.name: p for p in art.params}
+    for a, t in zip(art.kernel_args, art.kernel_arg_types):
+        p = kinds.get(a)
+        if p is not None and p.kind == "tensor":
+            ok = t == "ptr"
+        elif p is not None:
+            cat = KNOWN_DTYPES[p.dtype][1]
+            ok = t in (_INT_ARG_TYPES if cat in ("int", "uint") else ("bool",) if cat == "bool"
+                       else ("float16", "float32", "float64"))
+        else:
+            ok = t in _INT_ARG_TYPES
+        if not ok:
+            raise ArtifactError(f"kernel argument {a!r} cannot be passed as {t!r}")
 
 
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)

@@ -14,7 +14,8 @@ Contract:
   ctypes array such as a CUtensorMap) passed by value; the caller must have
   the function's context current (``with context(device):``).
 - ``KernelLauncher`` is the fast path for one kernel: the argument layout is
-  fixed at construction; a call packs all values with one ``struct.pack_into``
+  fixed at construction; the caller guarantees 0 < grid dims within CUDA's
+  limits (x < 2**31, y, z <= 65535); a call packs all values with one ``struct.pack_into``
   into a preallocated buffer and makes one cuLaunchKernel call.  Modules are
   loaded lazily per device index and never unloaded (a kernel may still be
   running when its Python owner dies).  Calls are thread-safe (one lock).
@@ -87,6 +88,12 @@ class _Driver:
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = argtypes, ctypes.c_int
             setattr(self, name, fn)
+        # The two per-launch calls go through a second handle without argtypes: ctypes then
+        # skips per-argument conversion (about 1 us per launch); callers pass only C ints,
+        # ctypes objects and None, so nothing is truncated.
+        fast = ctypes.CDLL("libcuda.so.1")
+        self.fast_launch, self.fast_get_current = fast.cuLaunchKernel, fast.cuCtxGetCurrent
+        self.fast_launch.restype = self.fast_get_current.restype = ctypes.c_int
         rc = self.cuInit(0)
         if rc != 0:
             raise NoCudaError(f"no CUDA device: cuInit failed with {self.describe(rc)}")
@@ -262,9 +269,11 @@ class KernelLauncher:
         start = ctypes.addressof(self._buf) + self._base
         self._params = (ctypes.c_void_p * max(1, len(offsets)))(*[start + o for o in offsets])
         self._params_addr = ctypes.addressof(self._params)
+        self._params_vp = ctypes.c_void_p(self._params_addr)
         self._cur = ctypes.c_void_p()
         self._cur_addr = ctypes.addressof(self._cur)
-        self._funcs: dict[int, tuple[int, int]] = {}  # device -> (CUfunction, primary ctx)
+        self._cur_ptr = ctypes.pointer(self._cur)
+        self._funcs: dict[int, tuple] = {}  # device -> (CUfunction as c_void_p, primary ctx)
         self._lock = threading.Lock()
 
     def __call__(self, device: int, gx: int, gy: int, gz: int, stream: int, values: tuple) -> None:
@@ -274,14 +283,17 @@ class KernelLauncher:
         func, ctx = entry
         drv = _driver
         bx, by, bz = self.block
+        # Without argtypes ctypes passes ints as C ints and silently truncates larger ones, so
+        # callers must keep grid dims in CUDA's range (x < 2**31, y, z < 2**16): ArgPlan does.
+        # The stream handle is a pointer and is wrapped (None for the NULL stream).
+        hstream = ctypes.c_void_p(stream) if stream else None
         with self._lock:
             self._pack(self._buf, self._base, *values)
-            drv.cuCtxGetCurrent(self._cur_addr)
+            drv.fast_get_current(self._cur_ptr)
             if self._cur.value == ctx:
-                rc = drv.cuLaunchKernel(func, gx, gy, gz, bx, by, bz, self.smem, stream,
-                                        self._params_addr, None)
+                rc = drv.fast_launch(func, gx, gy, gz, bx, by, bz, self.smem, hstream, self._params_vp, None)
             else:
-                rc = self._launch_pushed(drv, func, ctx, (gx, gy, gz), stream)
+                rc = self._launch_pushed(drv, func, ctx, (gx, gy, gz), hstream)
         if rc:
             self._raise(drv, rc, device, (gx, gy, gz))
 
@@ -289,7 +301,7 @@ class KernelLauncher:
         """Launch with the primary context pushed (fresh thread, or another device current)."""
         drv.check(drv.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
         try:
-            return drv.cuLaunchKernel(func, *grid, *self.block, self.smem, stream, self._params_addr, None)
+            return drv.fast_launch(func, *grid, *self.block, self.smem, stream, self._params_vp, None)
         finally:
             drv.cuCtxPopCurrent_v2(self._cur_addr)
 
@@ -312,7 +324,7 @@ class KernelLauncher:
             with context(device):
                 func = get_function(load_module(self.cubin), self.name)
                 self._configure(func, device)
-            self._funcs[device] = entry = (func, ctx)
+            self._funcs[device] = entry = (ctypes.c_void_p(func), ctx)
             return entry
 
     def _configure(self, func: int, device: int) -> None:

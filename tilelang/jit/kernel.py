@@ -3,7 +3,9 @@
 Contract:
 - ``JITKernel(artifact, ir=None, prim_func=None, include_dirs=())`` checks the
   artifact and prepares the argument plan; it needs no GPU, no nvcc and no
-  tvm, so kernels can be built and introspected anywhere.
+  tvm, so kernels can be built and introspected anywhere.  torch is imported
+  only to build the argument plan; without torch the kernel can still be
+  introspected and the first call raises ImportError.
 - ``kernel(*args)``: pass every parameter, or (when ``out_idx`` is non-empty)
   only the inputs, and the outputs are allocated with torch.empty on the
   inputs' device.  Returns the output tensor (one), a tuple (several), or None
@@ -23,7 +25,6 @@ import threading
 from pathlib import Path
 
 from tilelang.jit import nvcc
-from tilelang.jit.adapter_args import ArgPlan
 from tilelang.jit.artifact import KernelArtifact
 
 
@@ -35,15 +36,37 @@ class JITKernel:
         self.ir = ir
         self.prim_func = prim_func
         self.include_dirs = list(include_dirs)
-        self._plan = ArgPlan(artifact, launch=self._first_launch)
         self._launcher = None
         self._lock = threading.Lock()
         self._ptx: str | None = None
         self._sass: str | None = None
+        artifact.check()
+        self._plan = None
+        self._entry = self._build_and_call
+        try:
+            self._build_plan()
+        except ImportError:
+            pass  # no torch here: introspection still works; calling will say why it cannot
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args):
-        return self._plan.entry(*args)
+        return self._entry(*args)
+
+    def _build_plan(self):
+        from tilelang.jit.adapter_args import ArgPlan  # imports torch
+
+        with self._lock:
+            if self._plan is None:
+                self._plan = ArgPlan(self.artifact, launch=self._first_launch)
+                self._entry = self._plan.entry
+        return self._plan
+
+    def _build_and_call(self, *args):
+        try:
+            self._build_plan()
+        except ImportError as e:
+            raise ImportError(f"calling a TileLang kernel needs torch, which failed to import: {e}") from e
+        return self._entry(*args)
 
     def _first_launch(self, device, gx, gy, gz, stream, values) -> None:
         """Build the launcher once, then route every later call straight to it."""
@@ -84,11 +107,12 @@ class JITKernel:
     @property
     def arg_plan_source(self) -> str:
         """The generated fast-path argument checker (for debugging)."""
-        return self._plan.source
+        return self._build_plan().source
 
     def __repr__(self) -> str:
-        return (f"JITKernel({self.name}({self._plan.describe_params()}), out_idx={self.out_idx}, "
-                f"arch={self.artifact.arch})")
+        sig = ", ".join(f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if p.kind == "tensor"
+                        else f"{p.name}: {p.dtype}" for p in self.params)
+        return f"JITKernel({self.name}({sig}), out_idx={self.out_idx}, arch={self.artifact.arch})"
 
     # ------------------------------------------------------------ introspection
     def get_kernel_source(self) -> str:

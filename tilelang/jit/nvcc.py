@@ -161,11 +161,12 @@ def build_command(mode: str, arch: str, flags=(), include_dirs=(), src: str = "k
 
 def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[bytes, str]:
     """Compile in a fresh temp dir; return (output bytes, combined compiler log)."""
+    build_command(mode, arch, flags, include_dirs)  # fail on a missing nvcc/bad arch before making files
     tmp = Path(tempfile.mkdtemp(prefix="tilelang-nvcc-"))
     src, out = tmp / "kernel.cu", tmp / f"kernel.{mode}"
     src.write_text(source)
     cmd = build_command(mode, arch, flags, include_dirs, str(src), str(out))
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=tmp)
     log = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0 or not out.is_file():
         (tmp / "nvcc.log").write_text(log + "\n")
@@ -199,13 +200,19 @@ def _nvrtc_module():
 def nvrtc_options(arch: str, flags=(), include_dirs=()) -> list[str]:
     """Translate our nvcc options into NVRTC's; nvcc-only flags are dropped."""
     num, suffix = arch_number(arch)
-    opts = [f"--gpu-architecture=sm_{num}{suffix}", "-std=c++17", "--expt-relaxed-constexpr",
-            "-lineinfo", "-default-device"]
+    # NVRTC (13.0) rejects --expt-relaxed-constexpr; constexpr host functions then need __device__
+    opts = [f"--gpu-architecture=sm_{num}{suffix}", "-std=c++17", "-lineinfo", "-default-device"]
     for d in dict.fromkeys([str(knobs.src_dir())] + [str(x) for x in include_dirs]):
         opts.append(f"-I{d}")
-    home = knobs.cuda_home()
-    if home:
-        opts.append(f"-I{home / 'include'}")
+    # NVRTC does not know where the toolkit headers are; point it at the toolkit in use
+    toolkits = [knobs.cuda_home()]
+    try:
+        toolkits.append(Path(find_nvcc()).resolve().parent.parent)
+    except NVCCError:
+        pass
+    for home in dict.fromkeys(t for t in toolkits if t):
+        if (home / "include").is_dir():
+            opts.append(f"-I{home / 'include'}")
     nvcc_only = {"-O3", "-O2", "-O1", "-O0", "-lineinfo", "-std=c++17", "--expt-relaxed-constexpr"}
     opts += [str(f) for f in flags if str(f) not in nvcc_only]
     return opts
@@ -313,7 +320,7 @@ def disassemble_sass(cubin: bytes) -> str:
         path.write_bytes(cubin)
         errors = []
         for tool, args in tools:
-            proc = subprocess.run([tool, *args, str(path)], capture_output=True, text=True)
+            proc = subprocess.run([tool, *args, str(path)], capture_output=True, text=True, errors="replace")
             if proc.returncode == 0:
                 return proc.stdout
             errors.append(f"{tool}: {proc.stderr.strip()}")

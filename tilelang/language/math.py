@@ -63,7 +63,8 @@ def cast(value, dtype):
     dtype = normalize_dtype(dtype)
     if isinstance(value, (int, float, bool)):
         return tirx.const(value, dtype)
-    return tirx.Cast(dtype, value) if str(value.dtype) != dtype else value
+    current = str(getattr(value.ty, "dtype", value.ty))
+    return tirx.Cast(dtype, value) if current != dtype else value
 
 
 def if_then_else(cond, true_value, false_value):

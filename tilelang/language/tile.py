@@ -144,7 +144,7 @@ def _atomic(kind, dst, value, memory_order=None, return_prev=False):
         # Element-wise atomic: lower straight to the device library call.
         dtype = dst_u.source.dtype
         val = as_expr(val_u)
-        if hasattr(val, "dtype") and str(val.dtype) != str(dtype):
+        if hasattr(val, "ty") and str(getattr(val.ty, "dtype", val.ty)) != str(dtype):
             val = tirx.Cast(str(dtype), val)
         return tirx.call_extern(str(dtype), f"tl::atomic_{kind}", tirx.address_of(dst_u), val)
     src_shape = _shape_of(val_u)

@@ -184,6 +184,7 @@ def _digit(value, axis: Axis, by_coef: bool = False):
 
 # ----- constructors ------------------------------------------------------------------------
 def _build(shape, num_threads, axes, name):
+    axes = [a for a in axes if a.extent > 1]  # a digit with one value carries no information
     return Fragment(tuple(int(s) for s in shape), int(num_threads), tuple(axes), name)
 
 

@@ -24,14 +24,13 @@ Contract:
 
 from __future__ import annotations
 
-import torch
-
-from tilelang.profiler.bench import do_bench
+from tilelang.profiler.bench import _torch, do_bench
 
 __all__ = ["Profiler", "do_bench"]
 
 
-def _random_tensor(shape, dtype: torch.dtype, device) -> torch.Tensor:
+def _random_tensor(shape, dtype, device):
+    torch = _torch()
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, device=device).bool()
     if dtype.is_floating_point:
@@ -58,6 +57,7 @@ class Profiler:
     def _make_param(self, i: int, symbols: dict, device, empty: bool):
         from tilelang.jit.adapter_args import torch_dtype
 
+        torch = _torch()
         p = self.kernel.params[i]
         if p.kind == "scalar":
             if p.name not in symbols:
@@ -76,6 +76,7 @@ class Profiler:
 
     def make_args(self, symbols=None, with_outputs: bool = False, device=None) -> list:
         """Arguments for one call: all params if ``with_outputs`` or no out_idx, else inputs only."""
+        torch = _torch()
         symbols = dict(symbols or {})
         if device is None:
             device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
@@ -103,6 +104,7 @@ class Profiler:
 
     def assert_allclose(self, reference_program, atol: float = 1e-2, rtol: float = 1e-2,
                         symbols=None, outputs=None) -> None:
+        torch = _torch()
         args = self.make_args(symbols)
         ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         result = self.kernel(*args)
@@ -118,6 +120,7 @@ class Profiler:
             _compare(name, g, e, atol, rtol)
 
     def _outputs(self, args, result, outputs):
+        torch = _torch()
         params = self.kernel.params
         if self.kernel.out_idx and outputs is None:
             got = [result] if isinstance(result, torch.Tensor) else list(result)
@@ -128,7 +131,8 @@ class Profiler:
         return [params[i].name for i in outputs], [args[i] for i in outputs]
 
 
-def _compare(name: str, got: torch.Tensor, expected, atol: float, rtol: float) -> None:
+def _compare(name: str, got, expected, atol: float, rtol: float) -> None:
+    torch = _torch()
     expected = torch.as_tensor(expected, device=got.device)
     if tuple(got.shape) != tuple(expected.shape):
         raise AssertionError(f"output {name!r}: shape {tuple(got.shape)} != reference {tuple(expected.shape)}")

@@ -17,20 +17,26 @@ from __future__ import annotations
 
 import statistics
 
-import torch
-
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-_flush_buffers: dict[int, torch.Tensor] = {}
+_flush_buffers: dict = {}  # device index -> flush buffer
+
+
+def _torch():
+    import torch  # imported on use: `import tilelang` must work without torch
+
+    return torch
 
 
 def _require_cuda() -> int:
+    torch = _torch()
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: torch.cuda.is_available() is False, so nothing can be timed")
     return torch.cuda.current_device()
 
 
-def l2_flush_buffer(device: int) -> torch.Tensor:
+def l2_flush_buffer(device: int):
     """A reusable 256 MB int8 buffer on ``device``; zeroing it evicts the L2 cache."""
+    torch = _torch()
     buf = _flush_buffers.get(device)
     if buf is None:
         buf = _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
@@ -39,6 +45,7 @@ def l2_flush_buffer(device: int) -> torch.Tensor:
 
 def _summarise(times: list[float], return_mode: str, quantiles):
     if quantiles is not None:
+        torch = _torch()
         ordered = torch.tensor(times, dtype=torch.float64)
         return [float(q) for q in torch.quantile(ordered, torch.tensor(list(quantiles), dtype=torch.float64))]
     if return_mode == "all":
@@ -52,6 +59,7 @@ def _summarise(times: list[float], return_mode: str, quantiles):
 def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "median",
              quantiles=None, flush_l2: bool = True):
     """Time ``fn()`` on the GPU; returns milliseconds (see module docstring)."""
+    torch = _torch()
     device = _require_cuda()
     cache = l2_flush_buffer(device) if flush_l2 else None
     fn()

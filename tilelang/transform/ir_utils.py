@@ -50,7 +50,7 @@ def i32(v):
 
 
 _BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE",
-           "LT", "LE", "GT", "GE", "And", "Or")
+           "LT", "LE", "GT", "GE", "And", "Or", "BitwiseXor", "BitwiseAnd", "BitwiseOr")
 
 
 class ExprRewriter:
@@ -194,3 +194,33 @@ def loop(var_name: str, extent, body_fn: Callable, kind=None, annotations=None, 
 
 def unrolled(var_name: str, extent, body_fn: Callable, span=None):
     return loop(var_name, extent, body_fn, kind=tirx.ForKind.UNROLLED, span=span)
+
+
+def eval_int(expr, env: dict | None = None) -> int:
+    """Evaluate an integer TIR expression with Python ints (variables by name from ``env``)."""
+    env = env or {}
+    if isinstance(expr, int):
+        return expr
+    name = type(expr).__name__
+    if name == "IntImm":
+        return int(expr.value)
+    if name == "Var":
+        return int(env[expr.name])
+    ops = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+           "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,
+           "Min": min, "Max": max, "BitwiseXor": lambda a, b: a ^ b,
+           "BitwiseAnd": lambda a, b: a & b, "BitwiseOr": lambda a, b: a | b}
+    if name in ops:
+        return ops[name](eval_int(expr.a, env), eval_int(expr.b, env))
+    if name == "Call":
+        args = [eval_int(a, env) for a in expr.args]
+        op = expr.op.name
+        if op.endswith("bitwise_xor"):
+            return args[0] ^ args[1]
+        if op.endswith("bitwise_and"):
+            return args[0] & args[1]
+        if op.endswith("shift_right"):
+            return args[0] >> args[1]
+    if name == "Cast":
+        return eval_int(expr.value, env)
+    raise ValueError(f"cannot evaluate {expr}")

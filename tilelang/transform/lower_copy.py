@@ -203,43 +203,78 @@ def _zero_fill(lw, region, idx, vec, span):
     return evaluate_extern(f"tl::zero_vec<{vec * nbytes(region.dtype)}>", _ptr(lw, region, idx), span=span)
 
 
+def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
+    """Registers moved per vector access: the run of consecutive columns a thread holds,
+    capped at 16 bytes and by the alignment of the memory side."""
+    if scope_of(other.buffer) == FRAGMENT_SCOPE or not fd or not od:
+        return 1
+    if fd[-1] != len(frag_side.buffer.shape) - 1 or od[-1] != len(other.buffer.shape) - 1:
+        return 1
+    axis = [a for a in layout.local_axes if a.stride == 1 and a.dim == fd[-1] and a.coef == 1]
+    if not axis:
+        return 1
+    vec = axis[0].extent
+    vec = vec & -vec
+    vec = min(vec, max(1, 16 // nbytes(other.dtype)))
+    start = lw.rewrite(other.starts[od[-1]])
+    fstart = frag_side.starts[fd[-1]]
+    while vec > 1:
+        ok = tile[-1] % vec == 0 and const_int(fstart) is not None and const_int(fstart) % vec == 0
+        ms = lw.an.modular_set(start)
+        ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
+        if scope_of(other.buffer) == "global":
+            row = const_int(other.buffer.shape[-1])
+            ok = ok and row is not None and row % vec == 0
+        if ok:
+            return vec
+        vec //= 2
+    return 1
+
+
 def _copy_fragment(lw, src, dst, stmt):
-    """Each thread moves the fragment elements it holds."""
+    """Each thread moves the fragment elements it holds, in vectors of consecutive columns."""
     frag_side = src if scope_of(src.buffer) == FRAGMENT_SCOPE else dst
     other = dst if frag_side is src else src
     layout = lw.layouts.fragments[frag_side.buffer]
     sd, dd, tile = _match(lw, src, dst, stmt.span)
     fd, od = (sd, dd) if frag_side is src else (dd, sd)
-    v = tirx.Var("v", "int32")
-    lw.bind_loop(v, max(layout.local_size, 1))
-    elem = layout.index(lw.tid, v)
+    n = max(layout.local_size, 1)
+    vec = _fragment_vector(lw, layout, frag_side, other, fd, od, tile)
+    w, lane = tirx.Var("w", "int32"), tirx.Var("l", "int32")
+    lw.bind_loop(w, n // vec)
+    base = w * vec if vec > 1 else w
+    elem = layout.index(lw.tid, base)
     pos = [elem[d] for d in fd] if len(fd) == len(tile) else elem[-len(tile):]
-    f_idx = _indices(frag_side, fd, pos, lw) if fd else [i32(0)] * len(frag_side.buffer.shape)
-    o_idx = _indices(other, od, pos, lw)
-    f_buf, f_flat = lw.frag[frag_side.buffer], [v] if frag_side.is_whole() else [
+    lane_pos = list(pos)
+    if vec > 1:
+        lane_pos[-1] = lane_pos[-1] + lane
+    f_idx = _indices(frag_side, fd, lane_pos, lw) if fd else [i32(0)] * len(frag_side.buffer.shape)
+    o_idx = _indices(other, od, lane_pos, lw)
+    o_idx0 = _indices(other, od, pos, lw)
+    f_buf = lw.frag[frag_side.buffer]
+    f_flat = [base + lane if vec > 1 else base] if frag_side.is_whole() else [
         lw.an.simplify(layout.local_of(f_idx))]
-    if scope_of(other.buffer) == FRAGMENT_SCOPE:
-        o_layout = lw.layouts.fragments[other.buffer]
-        o_store = (lw.frag[other.buffer], [lw.an.simplify(o_layout.local_of(o_idx))])
-    else:
-        o_store = None
+    guard = _in_bounds(lw, other, o_idx0, od)
     if frag_side is src:
         value = tirx.BufferLoad(f_buf, f_flat)
         if src.dtype != dst.dtype:
             value = tirx.Cast(dst.dtype, value)
-        if o_store is not None:
-            body = tirx.BufferStore(o_store[0], value, o_store[1], span=stmt.span)
+        if scope_of(other.buffer) == FRAGMENT_SCOPE:
+            o_layout = lw.layouts.fragments[other.buffer]
+            body = tirx.BufferStore(lw.frag[other.buffer], value, [lw.an.simplify(o_layout.local_of(o_idx))],
+                                    span=stmt.span)
         else:
             body = _store_raw(lw, other, o_idx, value, stmt.span)
-        guard = _in_bounds(lw, other, o_idx, od)
-        if layout.replication > 1 and scope_of(other.buffer) != FRAGMENT_SCOPE:
-            rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
-            guard = rep if guard is None else tirx.And(rep, guard)
+            if layout.replication > 1:
+                rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
+                guard = rep if guard is None else tirx.And(rep, guard)
+        body = _lanes(lane, vec, body)
         if guard is not None:
             body = tirx.IfThenElse(guard, body, None)
     else:
-        if o_store is not None:
-            value = tirx.BufferLoad(*o_store)
+        if scope_of(other.buffer) == FRAGMENT_SCOPE:
+            o_layout = lw.layouts.fragments[other.buffer]
+            value = tirx.BufferLoad(lw.frag[other.buffer], [lw.an.simplify(o_layout.local_of(o_idx))])
         else:
             from tilelang.transform.lower_tile_ops import _AccessRewriter
 
@@ -247,13 +282,28 @@ def _copy_fragment(lw, src, dst, stmt):
             value = tirx.BufferLoad(buf, flat)
         if src.dtype != dst.dtype:
             value = tirx.Cast(dst.dtype, value)
-        guard = _in_bounds(lw, other, o_idx, od)
+        body = _lanes(lane, vec, tirx.BufferStore(f_buf, value, f_flat, span=stmt.span))
         if guard is not None:
-            value = tirx.Select(guard, value, tirx.const(0, dst.dtype)) if False else tirx.if_then_else(
-                guard, value, tirx.const(0, dst.dtype))
-        body = tirx.BufferStore(f_buf, value, f_flat, span=stmt.span)
-    n = max(layout.local_size, 1)
-    return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True}, span=stmt.span)
+            # A serial loop: TVM's codegen mis-prints wide float broadcasts (make_ulonglong4 of 8).
+            zero = _lanes(lane, vec, tirx.BufferStore(f_buf, tirx.const(0, dst.dtype), f_flat), serial=True)
+            body = tirx.IfThenElse(guard, body, zero)
+    if n // vec == 1:
+        from tilelang.transform.lower_tile_ops import _subst_stmt
+
+        return _subst_stmt(body, w, i32(0))
+    return tirx.For(w, i32(0), i32(n // vec), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
+                    span=stmt.span)
+
+
+def _lanes(lane, vec, body, serial=False):
+    """``for lane in vectorized(vec): body`` with a fresh loop variable."""
+    from tilelang.transform.lower_tile_ops import _subst_stmt
+
+    if vec == 1:
+        return _subst_stmt(body, lane, i32(0))
+    fresh = tirx.Var(lane.name, "int32")
+    kind = tirx.ForKind.UNROLLED if serial else tirx.ForKind.VECTORIZED
+    return tirx.For(fresh, i32(0), i32(vec), kind, _subst_stmt(body, lane, fresh))
 
 
 def lower_fill(lw, stmt):

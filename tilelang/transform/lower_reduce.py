@@ -81,16 +81,9 @@ def lower_reduce(lw, stmt):
                     annotations={"pragma_unroll": True})
     init = tirx.BufferStore(acc, _init(kind, dtype), [u])
     stmts = [tirx.AllocBuffer(acc), _for(u, n_out, seq([init, fold]))]
-    in_warp, cross = [], []
-    for a in F.thread_axes:
-        if a.dim != dim or a.extent == 1:
-            continue
-        if a.stride * a.extent <= 32 and (a.extent & (a.extent - 1)) == 0:
-            in_warp.append(a)
-        else:
-            cross.append(a)
-    for a in in_warp:
-        shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {a.stride}, {a.stride * a.extent}>",
+    in_warp, cross = _split_thread_axes([a for a in F.thread_axes if a.dim == dim and a.extent > 1])
+    for stride, extent in in_warp:
+        shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {stride}, {stride * extent}>",
                                     tirx.BufferLoad(acc, [u]))
         stmts.append(_for(u, n_out, tirx.BufferStore(acc, shuffled, [u])))
     if cross:
@@ -106,12 +99,31 @@ def lower_reduce(lw, stmt):
     return seq(stmts)
 
 
-def _for(var, n, body):
-    if n == 1:
-        from tilelang.transform.lower_tile_ops import _subst_stmt
+def _split_thread_axes(axes):
+    """Split reduced thread axes into the part inside a warp (XOR butterfly) and the part across
+    warps (shared memory). Returns ([(stride, extent)], [(stride, extent)])."""
+    in_warp, cross = [], []
+    for a in axes:
+        s, e = a.stride, a.extent
+        inner = min(e, max(32 // s, 1)) if s < 32 else 1
+        if inner > 1 and (inner & (inner - 1)) == 0 and e % inner == 0:
+            in_warp.append((s, inner))
+            if e // inner > 1:
+                cross.append((s * inner, e // inner))
+        else:
+            cross.append((s, e))
+    return in_warp, cross
 
+
+def _for(var, n, body):
+    """``for var in range(n): body`` with a fresh loop variable (TIR loop variables are unique)."""
+    from tilelang.transform.lower_tile_ops import _subst_stmt
+
+    if n == 1:
         return _subst_stmt(body, var, i32(0))
-    return tirx.For(var, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+    fresh = tirx.Var(var.name, "int32")
+    return tirx.For(fresh, i32(0), i32(n), tirx.ForKind.SERIAL, _subst_stmt(body, var, fresh),
+                    annotations={"pragma_unroll": True})
 
 
 def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
@@ -122,15 +134,15 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     sync = evaluate_extern("__syncthreads")
     out = [sync, _for(u, n_out, tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [u * T + lw.tid])), sync]
     # For every combination of the cross-warp digits, read the partner's partial.
-    combos = math.prod(a.extent for a in axes)
+    combos = math.prod(e for _, e in axes)
     c = tirx.Var("c", "int32")
     base = lw.tid
-    for a in axes:
-        base = base - _digit(lw.tid, a.stride, a.extent) * a.stride
+    for stride, extent in axes:
+        base = base - _digit(lw.tid, stride, extent) * stride
     partner, rs = base, 1
-    for a in axes:
-        partner = partner + _digit(c, rs, a.extent) * a.stride
-        rs *= a.extent
+    for stride, extent in axes:
+        partner = partner + _digit(c, rs, extent) * stride
+        rs *= extent
     total = tirx.decl_buffer((n_out,), dtype, f"{name}_red_all", scope="local")
     first = tirx.BufferLoad(scratch, [u * T + simplify(_subst(partner, c, 0))])
     body = seq([

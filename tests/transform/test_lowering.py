@@ -1,0 +1,155 @@
+"""Passes: layout inference results, and the structure of the lowered IR (before -> after)."""
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.diagnostics import TileLangCompileError
+from tilelang.transform.kernel import analyze_kernel
+from tilelang.transform.layout_inference import infer_layouts
+
+
+def gemm(M, N, K, bm=128, bn=128, bk=32, stages=3, threads=128, C_shape=None):
+    C_shape = C_shape or (bm, bn)
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment(C_shape, "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return kernel
+
+
+def lowered_text(func, arch="sm_90a"):
+    from tilelang.engine.lower import LowerState
+    from tilelang.engine.pipeline import PASSES
+
+    st = LowerState(func, arch, "main")
+    for name, run in PASSES:
+        if name == "emit_cuda":
+            break
+        run(st)
+    return st.lowered.script()
+
+
+def test_gemm_layouts():
+    layouts = infer_layouts(analyze_kernel(gemm(256, 256, 256)))
+    (plan,) = layouts.gemms.values()
+    assert (plan.M, plan.N, plan.K, plan.warp_m, plan.warp_n) == (128, 128, 32, 2, 2)
+    frags = {b.name: f for b, f in layouts.fragments.items()}
+    assert frags["C_l"].local_size == 128
+    shared = {b.name: s for b, s in layouts.shared.items()}
+    assert shared["A_s"].group == 4 and shared["B_s"].group == 8
+
+
+def test_pipeline_structure():
+    text = lowered_text(gemm(256, 256, 256, stages=3))
+    # Two prologue stages, then one producer per iteration with wait_group(S-1).
+    assert text.count("tl::cp_async_commit") == 3
+    assert "tl::cp_async_wait<2>" in text
+    assert text.count("__syncthreads") >= 2
+    assert "tl::gemm_ss<128, 128, 32, 2, 2, false, false, false, 32, 128>" in text
+    # Three stages of A (128x32) and B (32x128) fp16 = 3 * 16 KiB.
+    from tilelang.engine import lower
+    assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2
+
+
+def test_single_stage_pipeline_waits_every_iteration():
+    text = lowered_text(gemm(256, 256, 256, stages=1))
+    assert "tl::cp_async_wait<0>" in text
+    assert "wait<2>" not in text
+
+
+def test_unaligned_shape_gets_guards_and_no_wide_vectors():
+    text = lowered_text(gemm(1000, 1000, 1001))
+    # K = 1001 breaks 16-byte alignment of A's rows: element copies with bounds guards.
+    assert "tl::cp_async_gs<16>" not in text.split("B_s")[0] or "cp_async_gs<2>" in text
+    assert "< 1001" in text or "<= 1001" in text
+
+
+def test_gemm_k_mismatch_is_located():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 32), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(C_l)
+            T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "TL0101"
+    assert diag.span.line == test_gemm_k_mismatch_is_located.__code__.co_firstlineno + 10
+    assert "K mismatch" in diag.message
+    assert "T.gemm(A_s, B_s, C_l)" in str(info.value)
+
+
+def test_layout_conflict_names_buffer_and_both_layouts():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.clear(C_l)
+            T.gemm(A_s, A_s, C_l)
+            T.gemm(A_s, A_s, C_l, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(C_l, C)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "TL0201"
+    assert "C_l" in diag.message
+    assert diag.span.line == test_layout_conflict_names_buffer_and_both_layouts.__code__.co_firstlineno + 9
+
+
+def test_non_bijective_fragment_index_is_rejected_at_its_loop():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((64, 64), "float32")
+            y = T.alloc_fragment((64, 64), "float32")
+            for i, j in T.Parallel(64, 64):
+                y[i, j] = x[i, j // 2]
+            T.copy(y, B)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    (diag,) = info.value.diagnostics
+    assert diag.code == "TL0203"
+    assert "'x'" in diag.message
+
+
+def test_reduce_shape_mismatch():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((64, 64), "float32")
+            r = T.alloc_fragment((32,), "float32")
+            T.copy(A, x)
+            T.reduce_sum(x, r, dim=1)
+            T.copy(r, B)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    assert info.value.diagnostics[0].code == "TL0604"
+
+
+def test_warp_policy_impossible():
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(gemm(256, 256, 256, bm=16, bn=8, threads=256), "sm_90a")
+    assert info.value.diagnostics[0].code == "TL0103"

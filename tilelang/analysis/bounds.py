@@ -1,0 +1,152 @@
+"""Element accesses of global tensors that can fall outside the tensor (TL0602).
+
+Input: a ``Kernel`` with concrete shapes. Tile operators are not checked: the compiler guards
+partial tiles itself. Plain accesses (``C[idx] = A[idx] + B[idx]``, loads and stores inside
+``T.Parallel``) are not guarded, so each index is checked under what is known where it runs:
+the block and thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value
+of scalar locals assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only
+when the index is not provably inside and its bound does reach outside; indices that depend on
+loaded data are skipped (no false alarms). Loads under ``T.if_then_else`` count as guarded.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import ir, tirx
+
+from tilelang.diagnostics import Note
+from tilelang.transform.ir_utils import ExprRewriter, const_int, walk_stmts
+from tilelang.transform.kernel import op_name
+
+
+def check_bounds(k, rep) -> None:
+    _Bounds(k, rep).run()
+
+
+class _Scalars(ExprRewriter):
+    """Replace loads of single-assignment scalar locals by their value."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def visit_load(self, load, indices):
+        value = self.values.get(load.source)
+        if value is not None:
+            return self.visit(value)
+        return super().visit_load(load, indices)
+
+
+class _Bounds:
+    def __init__(self, k, rep):
+        self.k, self.rep = k, rep
+        self.an = tvm.sym.Analyzer()
+        for iv, extent in k.info.launch:
+            self.an.bind(iv.var, tvm.ir.Range(0, extent))
+        self.scalars = _Scalars(_single_assignments(k))
+        self.reported = set()
+
+    def run(self):
+        self.visit(self.k.info.body)
+
+    def visit(self, s):
+        if isinstance(s, tirx.SeqStmt):
+            for c in s.seq:
+                self.visit(c)
+        elif isinstance(s, tirx.For):
+            if const_int(s.extent) is not None and const_int(s.min) is not None:
+                self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, s.extent))
+            self.visit(s.body)
+        elif isinstance(s, tirx.IfThenElse):
+            cond = self.scalars.visit(s.condition)
+            with self.an.constraint_scope(cond):
+                self.visit(s.then_case)
+            if s.else_case is not None:
+                with self.an.constraint_scope(tirx.Not(cond)):
+                    self.visit(s.else_case)
+        elif isinstance(s, (tirx.AttrStmt, tirx.AllocBuffer, tirx.DeclBuffer)):
+            if getattr(s, "body", None) is not None:
+                self.visit(s.body)
+        elif op_name(s) is None:
+            self.leaf(s)
+
+    def leaf(self, s):
+        accesses = []
+        if isinstance(s, tirx.BufferStore):
+            accesses.append((s.buffer, list(s.indices), True))
+            exprs = [s.value, *s.indices]
+        else:
+            exprs = [getattr(s, "value", None)]
+        for e in exprs:
+            if e is not None and not isinstance(e, (int, float, str)):
+                accesses += [(ld.source, list(ld.indices), False) for ld in _unguarded_loads(e)]
+        for buf, indices, store in accesses:
+            if self.k.scope(buf) == "global" and buf not in self.reported:
+                self.check_access(s, buf, indices, store)
+
+    def check_access(self, stmt, buf, indices, store):
+        for d, (index, extent) in enumerate(zip(indices, buf.shape)):
+            n = const_int(extent)
+            e = self.scalars.visit(index)
+            if n is None or _has_load(e):
+                continue
+            bound = self.an.const_int_bound(e)
+            high = not self.an.can_prove(tirx.LT(e, extent)) and bound.max_value >= n
+            low = not self.an.can_prove(tirx.GE(e, 0)) and bound.min_value < 0
+            if high or low:
+                self.reported.add(buf)
+                self.report(stmt, buf, d, index, n, bound, store)
+                return
+
+    def report(self, stmt, buf, d, index, n, bound, store):
+        verb = "writes" if store else "reads"
+        reach = bound.max_value if bound.max_value >= n else bound.min_value
+        where = f"dimension {d} of " if len(buf.shape) > 1 else ""
+        self.rep.emit("TL0602", f"this statement {verb} '{buf.name}' at index {index}, which can reach "
+                      f"{reach}, but {where}'{buf.name}' has {n} elements and nothing guards the access",
+                      self.rep.span(stmt),
+                      notes=[Note(f"guard it: `if {index} < {n}:` (or bind only sizes that are "
+                                  f"multiples of the tile)")])
+
+
+def _unguarded_loads(expr) -> list:
+    """TensorLoads in ``expr`` that are not under a ``T.if_then_else``."""
+    found = []
+
+    def on_call(node):
+        if isinstance(node.op, ir.Op) and node.op.name == "tirx.if_then_else":
+            return tvm_ffi.WalkResult.SKIP
+        return None
+
+    def on_load(node):
+        found.append(node)
+        return None
+
+    tvm_ffi.structural_walk(expr, [(ir.Call, on_call), (ir.TensorLoad, on_load)], order="pre")
+    return found
+
+
+def _has_load(expr) -> bool:
+    """Whether ``expr`` reads memory anywhere (guarded or not)."""
+    if isinstance(expr, (int, float)):
+        return False
+    found = []
+    tvm_ffi.structural_walk(expr, [(ir.TensorLoad, lambda n: (found.append(n), None)[1])], order="pre")
+    return bool(found)
+
+
+def _single_assignments(k) -> dict:
+    """Scalar locals stored exactly once, with a value that reads no memory: buffer -> value."""
+    stores = {}
+
+    def visit(s):
+        if isinstance(s, tirx.BufferStore) and s.buffer in k.allocs and k.scope(s.buffer) == "local":
+            stores.setdefault(s.buffer, []).append(s)
+
+    walk_stmts(k.info.body, visit)
+    out = {}
+    for buf, items in stores.items():
+        shape = [const_int(x) for x in buf.shape]
+        if len(items) == 1 and shape in ([1], []) and not _has_load(items[0].value):
+            out[buf] = items[0].value
+    return out

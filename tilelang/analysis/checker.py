@@ -1,0 +1,101 @@
+"""``check(func, target_arch, context)``: every IR-level check of one parsed kernel, in order.
+
+Contract: returns diagnostics sorted by position and never raises on a user mistake; a bug in a
+check becomes one TL0003 diagnostic (``Reporter.guard``). Order matters only for deduplication:
+the specific checks run first, then layout inference (``transform.layout_inference``), whose
+``LoweringError`` becomes a diagnostic at its own span unless a check already reported an error
+on those lines; register pressure needs the inferred layouts and runs last.
+"""
+
+from __future__ import annotations
+
+from tilelang.analysis import targets
+from tilelang.analysis.alignment import check_alignment
+from tilelang.analysis.bounds import check_bounds
+from tilelang.analysis.dataflow import check_dataflow
+from tilelang.analysis.fragments import check_fragment_reads
+from tilelang.analysis.gemm import check_gemms
+from tilelang.analysis.kernel import Kernel
+from tilelang.analysis.report import CheckContext, Reporter
+from tilelang.analysis.resources import check_registers, check_resources
+from tilelang.analysis.shapes import check_shapes
+from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
+from tilelang.transform.kernel import LoweringError, analyze_kernel
+from tilelang.transform.layout_inference import infer_layouts
+
+CHECKS = (
+    ("gemm", check_gemms),              # TL0101 TL0102 TL0103
+    ("shapes", check_shapes),           # TL0601 TL0603 TL0604
+    ("bounds", check_bounds),           # TL0602
+    ("alignment", check_alignment),     # TL0301 TL0302
+    ("dataflow", check_dataflow),       # TL0401 TL0402 TL0403
+    ("resources", check_resources),     # TL0501 TL0503
+)
+
+
+def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None) -> list[Diagnostic]:
+    """All diagnostics for one kernel on ``target_arch``; see the module docstring."""
+    ctx = context or CheckContext()
+    rep = Reporter(func, ctx)
+    try:
+        targets.parse_arch(target_arch)
+        info = analyze_kernel(func)
+    except LoweringError as err:
+        _report_lowering(rep, err)
+        return sort_diagnostics(rep.finish())
+    except Exception as err:  # noqa: BLE001 - reported as TL0003 by finish()
+        rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
+        return sort_diagnostics(rep.finish())
+    k = Kernel.build(func, info, target_arch, ctx)
+    rep.allocs = k.allocs
+    for _, fn in CHECKS:
+        fn(k, rep)
+    rep.guard("out_idx check", check_out_idx, k, rep)
+    k.layouts = rep.guard("layout inference", _infer, k, rep)
+    check_registers(k, rep)            # TL0502
+    check_fragment_reads(k, rep)       # TL0203
+    return sort_diagnostics(rep.finish())
+
+
+def _infer(k, rep):
+    try:
+        return infer_layouts(k.info)
+    except LoweringError as err:
+        _report_lowering(rep, err)
+        return None
+
+
+def _report_lowering(rep, err: LoweringError) -> None:
+    """A compiler ``LoweringError`` as a diagnostic at its span (an error: the kernel won't build)."""
+    span = Span.from_tvm(err.span, rep.ctx.source(_file_of(err.span))) if err.span is not None else None
+    if rep.has_error_near(span):
+        return
+    narrowed = None
+    if err.span is not None:
+        narrowed = rep.header_span(_SpanHolder(err.span))
+    rep.emit(err.code, err.message, narrowed or span or rep.kernel_span(),
+             notes=[Note(n) for n in err.notes], severity=Severity.ERROR)
+
+
+def _file_of(tvm_span) -> str | None:
+    name = getattr(getattr(tvm_span, "source_name", None), "name", None)
+    return str(name) if name else None
+
+
+class _SpanHolder:
+    """Lets ``Reporter.header_span`` narrow a bare TVM span (a loop's span to its header)."""
+
+    def __init__(self, span):
+        self.span = span
+
+
+def check_out_idx(k, rep) -> None:
+    """TL0701: every ``out_idx`` entry names a parameter (negative entries count from the end)."""
+    if not k.ctx.out_idx:
+        return
+    n = len(k.func.params)
+    for i in k.ctx.out_idx:
+        if not -n <= int(i) < n:
+            rep.emit("TL0701", f"out_idx {i} is out of range for a kernel with {n} parameters "
+                     f"(valid: 0..{n - 1} or -{n}..-1)", k.ctx.out_idx_span or rep.kernel_span(),
+                     notes=[Note(f"the parameters are {', '.join(p.name for p in k.func.params)}")])

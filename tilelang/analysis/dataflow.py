@@ -1,0 +1,263 @@
+"""Data flow: registers read before they are written (TL0401), outputs never written (TL0402),
+fragments computed and never used (TL0403).
+
+Input: a ``Kernel``. TL0401 is a forward "definitely initialised" analysis over fragments and
+thread-local buffers, whole buffers at a time (a write to any element initialises the buffer; a
+warning must never be a false alarm):
+
+- writes: ``T.fill``/``T.clear``, a copy or reduction into the buffer, ``T.gemm`` with
+  ``clear_accum`` other than the constant False (``clear_accum=(k == 0)`` counts), an assignment;
+- reads: ``T.gemm`` accumulating into C, ``T.reduce_*(..., clear=False)``, any load (``+=``);
+- ``if`` joins both branches (a write on one branch only does not count), except that a branch
+  taken on the first iteration of its loop (``if k == 0:``) counts as taken; a loop runs at
+  least once, and since writes never undo one another, the first iteration decides.
+
+TL0402/TL0403 classify every statement by the buffers it writes and reads. A buffer is *used*
+when another buffer, an address or a condition reads it; reading itself (``C += ...``, a gemm
+accumulating into C) does not count.
+"""
+
+from __future__ import annotations
+
+from tvm import ir, tirx
+
+from tilelang.diagnostics import Note
+from tilelang.transform.ir_utils import const_int, tvm_ffi_walk
+from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name
+
+TRACKED = (FRAGMENT_SCOPE, "local")
+
+
+def loads(expr) -> list:
+    """Buffers read by ``expr`` (TensorLoads), outside ``address_of``."""
+    if expr is None or isinstance(expr, (int, float, str)):
+        return []
+    found = []
+
+    def visit(node):
+        if isinstance(node, ir.TensorLoad):
+            found.append(node.source)
+
+    tvm_ffi_walk(expr, visit)
+    return found
+
+
+def effects(stmt):
+    """(reads, writes, read_first): buffers one leaf statement reads and writes; ``read_first``
+    lists the written buffers whose old value the statement reads (accumulation)."""
+    if isinstance(stmt, tirx.BufferStore):
+        reads = loads(stmt.value) + [b for i in stmt.indices for b in loads(i)]
+        first = [stmt.buffer] if any(b.same_as(stmt.buffer) for b in reads) else []
+        return reads, [stmt.buffer], first
+    name = op_name(stmt)
+    if name is None:
+        value = getattr(stmt, "value", None)
+        writes = _address_targets(value) if isinstance(stmt, tirx.Evaluate) else []
+        return loads(value), writes, []
+    args = stmt.value.args
+    regions = [decode_region(a) for a in args if isinstance(a, ir.Call) and a.op.name == "tl.region"]
+    index_reads = [b for r in regions for s in r.starts for b in loads(s)]
+    reads = [r.buffer for r in regions if r.access & 1] + index_reads
+    writes = [r.buffer for r in regions if r.access & 2]
+    first = []
+    if name == "gemm":
+        first = [regions[2].buffer] if const_int(args[6]) == 0 else []
+        reads = [regions[0].buffer, regions[1].buffer] + first + index_reads
+    elif name == "reduce":
+        first = [regions[1].buffer] if const_int(args[4]) == 0 else []
+        reads = reads + first
+    elif name == "atomic":
+        first = [regions[0].buffer]
+    return reads, writes, first
+
+
+def _address_targets(value) -> list:
+    """Buffers whose element address is passed to an extern call (``T.atomic_add(C[i], v)``)."""
+    out = []
+
+    def visit(node):
+        if isinstance(node, ir.Call) and isinstance(node.op, ir.Op) and node.op.name == "tirx.address_of":
+            out.extend(loads(node.args[0]))
+
+    if value is not None:
+        tvm_ffi_walk(value, visit)
+    return out
+
+
+def check_dataflow(k, rep) -> None:
+    rep.guard("initialisation check", _Init(k, rep).run)
+    rep.guard("write-back check", _check_outputs, k, rep)
+
+
+class _Init:
+    """The TL0401 analysis (module docstring)."""
+
+    def __init__(self, k, rep):
+        self.k, self.rep = k, rep
+        self.tracked = {b for b in k.allocs if k.scope(b) in TRACKED}
+        self.reported = set()
+        self.loops = []          # enclosing loops, innermost last
+
+    def run(self):
+        self.visit(self.k.info.body, frozenset())
+
+    def visit(self, s, state):
+        if isinstance(s, tirx.SeqStmt):
+            for c in s.seq:
+                state = self.visit(c, state)
+            return state
+        if isinstance(s, tirx.AllocBuffer):
+            return state - {s.buffer}
+        if isinstance(s, tirx.For):
+            return self.visit_for(s, state)
+        if isinstance(s, tirx.IfThenElse):
+            return self.visit_if(s, state)
+        if isinstance(s, (tirx.AttrStmt, tirx.DeclBuffer)):
+            return self.visit(s.body, state) if getattr(s, "body", None) is not None else state
+        if isinstance(s, tirx.Bind):
+            self.read(s, loads(s.value), state)
+            return state
+        reads, writes, first = effects(s)
+        self.read(s, reads, state, accumulates=first)
+        return state | {w for w in writes if w in self.tracked}
+
+    def visit_for(self, s, state):
+        self.read(s, loads(s.min) + loads(s.extent), state)
+        if const_int(s.extent) == 0:
+            return state
+        self.loops.append(s)
+        try:
+            return self.visit(s.body, state)
+        finally:
+            self.loops.pop()
+
+    def visit_if(self, s, state):
+        self.read(s, loads(s.condition), state)
+        then = self.visit(s.then_case, state)
+        other = self.visit(s.else_case, state) if s.else_case is not None else state
+        if self._first_iteration(s.condition):
+            return then
+        return then & other
+
+    def _first_iteration(self, cond) -> bool:
+        """``k == min`` for an enclosing loop variable ``k``: taken on that loop's first iteration."""
+        if not isinstance(cond, tirx.EQ):
+            return False
+        for loop in self.loops:
+            for var, other in ((cond.a, cond.b), (cond.b, cond.a)):
+                if isinstance(var, tirx.Var) and var.same_as(loop.loop_var) and \
+                        const_int(other) is not None and const_int(other) == const_int(loop.min):
+                    return True
+        return False
+
+    def read(self, stmt, buffers, state, accumulates=()):
+        for buf in buffers:
+            if buf in self.tracked and buf not in state and buf not in self.reported:
+                self.reported.add(buf)
+                self.report(stmt, buf, any(buf.same_as(a) for a in accumulates))
+
+    def report(self, stmt, buf, accumulates: bool):
+        rep, name = self.rep, buf.name
+        kind = "fragment" if self.k.scope(buf) == FRAGMENT_SCOPE else "local buffer"
+        if op_name(stmt) == "gemm":
+            span = rep.operand_span(stmt, 2)
+            message = (f"T.gemm accumulates into {kind} '{name}', which nothing has initialised: "
+                       f"registers start with garbage, so the result is undefined")
+        elif accumulates:
+            span = rep.span(stmt)
+            message = f"'{name}' is updated from its own value, but nothing has initialised the {kind}"
+        else:
+            span = rep.span(stmt)
+            message = f"{kind} '{name}' is read before anything writes it"
+        anchor = self._anchor(stmt, buf)
+        fix = rep.insertion_before(anchor, f"T.clear({name})") if self.k.scope(buf) == FRAGMENT_SCOPE else None
+        notes = [Note(f"'{name}' is allocated here", rep.alloc_span(buf))]
+        if op_name(stmt) == "gemm":
+            notes.append(Note("T.gemm reads its accumulator unless called with clear_accum=True"))
+        rep.emit("TL0401", message, span, notes=notes, fix=fix)
+
+
+    def _anchor(self, stmt, buf):
+        """Where a ``T.clear`` belongs: before the outermost loop entered after the allocation."""
+        alloc = self.rep.span(self.k.allocs[buf]) if buf in self.k.allocs else None
+        for loop in self.loops:
+            span = self.rep.span(loop)
+            if alloc is None or (span is not None and span.line > alloc.line):
+                return loop
+        return stmt
+
+
+def _walk_leaves(stmt, fn, conds=()):
+    """Call ``fn(leaf, extra_reads)`` for every leaf statement; loop bounds and conditions are
+    passed as reads of a pseudo statement."""
+    if isinstance(stmt, tirx.SeqStmt):
+        for c in stmt.seq:
+            _walk_leaves(c, fn)
+    elif isinstance(stmt, tirx.For):
+        fn(None, loads(stmt.min) + loads(stmt.extent))
+        _walk_leaves(stmt.body, fn)
+    elif isinstance(stmt, tirx.IfThenElse):
+        fn(None, loads(stmt.condition))
+        _walk_leaves(stmt.then_case, fn)
+        if stmt.else_case is not None:
+            _walk_leaves(stmt.else_case, fn)
+    elif isinstance(stmt, (tirx.AttrStmt, tirx.AllocBuffer, tirx.DeclBuffer)):
+        if getattr(stmt, "body", None) is not None:
+            _walk_leaves(stmt.body, fn)
+    elif isinstance(stmt, tirx.Bind):
+        fn(None, loads(stmt.value))
+    else:
+        fn(stmt, [])
+
+
+def usage(k):
+    """(written, used, written_at) over the kernel: see the module docstring for *used*."""
+    written, used, written_at = set(), set(), {}
+
+    def on_leaf(stmt, extra):
+        used.update(extra)
+        if stmt is None:
+            return
+        reads, writes, _ = effects(stmt)
+        for w in writes:
+            written.add(w)
+            written_at.setdefault(w, stmt)
+        others = [r for r in reads if not any(r.same_as(w) for w in writes)]
+        used.update(others)
+        if not writes:
+            used.update(reads)
+
+    _walk_leaves(k.info.body, on_leaf)
+    return written, used, written_at
+
+
+def _check_outputs(k, rep) -> None:
+    written, used, written_at = usage(k)
+    params = k.params()
+    outs = _out_params(k, params)
+    for p in params:
+        if p in written:
+            continue
+        if p in outs:
+            rep.emit("TL0402", f"output '{p.name}' is never written: the kernel returns uninitialised "
+                     f"memory", rep.param_span(p.name),
+                     notes=[Note(f"out_idx={list(k.ctx.out_idx)} makes '{p.name}' an output")])
+        elif outs is None and p not in used:
+            rep.emit("TL0402", f"tensor '{p.name}' is neither read nor written: if it is the kernel's "
+                     f"output, the result is never written back", rep.param_span(p.name))
+    for buf, stmt in written_at.items():
+        scope = k.scope(buf)
+        if buf in k.allocs and (scope == FRAGMENT_SCOPE or scope in SHARED_SCOPES) and buf not in used:
+            rep.emit("TL0403", f"'{buf.name}' is computed but its value is never used",
+                     rep.alloc_span(buf), notes=[Note(f"'{buf.name}' is written here", rep.span(stmt))])
+
+
+def _out_params(k, params):
+    if k.ctx.out_idx is None:
+        return None
+    out = set()
+    for i in k.ctx.out_idx:
+        j = i + len(k.func.params) if i < 0 else i
+        if 0 <= j < len(k.func.params) and k.func.params[j] in params:
+            out.add(k.func.params[j])
+    return out

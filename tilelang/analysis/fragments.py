@@ -1,0 +1,117 @@
+"""Fragment reads the inferred layouts cannot serve (TL0203), checked by enumeration.
+
+Input: a ``Kernel`` whose ``layouts`` were inferred. Layout inference verifies the accesses
+indexed by plain loop variables; an access such as ``x[i, j // 2]`` inside ``T.Parallel`` is
+lowered as "this thread's register for that element", which is only right if the thread that
+runs iteration (i, j) holds the element. This check evaluates the index for every iteration of
+the loop's layout and compares with the fragment's layout; a mismatch would read another
+thread's register, so it is an error. Loops too large to enumerate cheaply are skipped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import tirx
+
+from tilelang.diagnostics import Note, Severity
+from tilelang.transform.ir_utils import const_int
+from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
+
+LIMIT = 1 << 24
+_OPS = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "FloorDiv": np.floor_divide,
+    "FloorMod": np.mod, "Min": np.minimum, "Max": np.maximum,
+}
+
+
+def check_fragment_reads(k, rep) -> None:
+    if k.layouts is None:
+        return
+    for nest in k.nests:
+        rep.guard("fragment access check", _check_nest, k, rep, nest)
+
+
+def evaluate(expr, env: dict):
+    """Evaluate an integer index expression on numpy arrays; None when it has other nodes."""
+    value = const_int(expr) if isinstance(expr, tirx.IntImm) else None
+    if value is not None:
+        return value
+    if isinstance(expr, tirx.Var):
+        for var, arr in env.items():
+            if var.same_as(expr):
+                return arr
+        return None
+    name = type(expr).__name__
+    if name == "Cast":
+        return evaluate(expr.value, env)
+    op = _OPS.get(name)
+    if op is None:
+        return None
+    a, b = evaluate(expr.a, env), evaluate(expr.b, env)
+    if a is None or b is None:
+        return None
+    return op(a, b)
+
+
+def _check_nest(k, rep, nest) -> None:
+    loop_vars, extents, body = parallel_nest(nest)
+    loop = k.layouts.loops.get(loop_vars[0])
+    if loop is None:
+        return
+    owners = loop.owners()                            # [T, L] flat iteration index
+    coords = np.unravel_index(owners, loop.shape)     # per loop dimension, [T, L]
+    env = dict(zip(loop_vars, coords))
+    seen = set()
+    for buf, idx, _ in buffer_accesses(body):
+        layout = k.layouts.fragments.get(buf)
+        if k.scope(buf) != FRAGMENT_SCOPE or layout is None or buf in seen or _plain(idx, loop_vars):
+            continue
+        if owners.shape[0] * int(np.prod(layout.shape)) > LIMIT:
+            continue
+        bad = _first_miss(layout, idx, env)
+        if bad is not None:
+            seen.add(buf)
+            _report(k, rep, nest, buf, idx, loop_vars, bad)
+
+
+def _plain(idx, loop_vars) -> bool:
+    return all(isinstance(i, tirx.Var) and any(v.same_as(i) for v in loop_vars) for i in idx)
+
+
+def _first_miss(layout, idx, env):
+    """(thread, iteration coordinates) of the first iteration whose thread lacks the element."""
+    values = [evaluate(i, env) for i in idx]
+    if any(v is None for v in values):
+        return None
+    shape = tuple(layout.shape)
+    T = layout.num_threads
+    arrays = [np.broadcast_to(np.asarray(v), env_shape(env)) for v in values]
+    inside = np.ones(env_shape(env), dtype=bool)
+    for a, n in zip(arrays, shape):
+        inside &= (a >= 0) & (a < n)
+    flat = np.ravel_multi_index(tuple(np.clip(a, 0, n - 1) for a, n in zip(arrays, shape)), shape)
+    held = np.zeros((T, int(np.prod(shape))), dtype=bool)
+    held[np.arange(T)[:, None], layout.owners()] = True
+    ok = held[np.arange(flat.shape[0])[:, None], flat] & inside
+    if ok.all():
+        return None
+    t, l = map(int, np.argwhere(~ok)[0])
+    return t, [int(c[t, l]) for c in env.values()]
+
+
+def env_shape(env):
+    return next(iter(env.values())).shape
+
+
+def _report(k, rep, nest, buf, idx, loop_vars, bad) -> None:
+    tid, coords = bad
+    access = f"{buf.name}[{', '.join(str(i) for i in idx)}]"
+    iteration = ", ".join(f"{v.name}={c}" for v, c in zip(loop_vars, coords))
+    origin = k.layouts.origin.get(buf, "layout inference")
+    rep.emit("TL0203", f"fragment '{buf.name}' is read as {access} inside T.Parallel, but the thread "
+             f"that runs an iteration does not always hold that element (thread {tid} runs {iteration}): "
+             f"it would read another thread's register", rep.header_span(nest),
+             notes=[Note(f"'{buf.name}' has its layout from {origin}", rep.alloc_span(buf)),
+                    Note(f"read '{buf.name}' from shared memory instead (T.copy it to a T.alloc_shared "
+                         f"buffer), or index it with the loop variables of a loop over its own shape")],
+             severity=Severity.ERROR)

@@ -1,0 +1,37 @@
+"""The checker inside the JIT: the first entry of ``engine/pipeline.PASSES``.
+
+Errors stop the compile with ``TileLangCompileError`` (the caret snippet at the user's line);
+the other findings go to ``warnings.warn`` as ``TileLangWarning`` with the same rendering, and the
+compile continues. A TL0003 (a bug in the checker itself) is only a warning here: the compiler
+proper may still handle the kernel. Source text is read through ``linecache`` so the
+operand-level spans work for kernels defined in files.
+"""
+
+from __future__ import annotations
+
+import linecache
+import warnings
+
+from tilelang.diagnostics import Severity, TileLangCompileError, render_text
+
+
+class TileLangWarning(UserWarning):
+    """A non-fatal checker finding about a kernel being compiled."""
+
+
+def _read(file: str) -> str | None:
+    lines = linecache.getlines(file)
+    return "".join(lines) if lines else None
+
+
+def run_check_pass(state) -> None:
+    from tilelang.analysis.checker import check
+    from tilelang.analysis.report import CheckContext
+
+    ctx = CheckContext(out_idx=getattr(state, "out_idx", None), read_source=_read)
+    diagnostics = check(state.func, state.arch, ctx)
+    errors = [d for d in diagnostics if d.severity is Severity.ERROR and d.code != "TL0003"]
+    if errors:
+        raise TileLangCompileError(errors)
+    for d in diagnostics:
+        warnings.warn(TileLangWarning(render_text([d])), stacklevel=2)

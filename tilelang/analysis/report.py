@@ -1,0 +1,260 @@
+"""Where diagnostics go and where they point: ``CheckContext``, ``Reporter`` and source lookup.
+
+Contract:
+- ``CheckContext`` carries what a check cannot learn from the PrimFunc: the JIT's ``out_idx``, the
+  binding that produced the kernel (copied onto every diagnostic) and the text of the source
+  files, which is only used to narrow a statement's span to an operand, a loop header or a
+  parameter name. Without source text every diagnostic still points at its statement.
+- ``Reporter`` collects diagnostics and turns a failing check into a single TL0003 diagnostic
+  (``guard``): a bug in one check never hides the others' findings and never raises.
+- Positions: TVM stamps 1-based UTF-8 byte columns; CPython's ``ast`` uses 0-based byte
+  offsets; both become character columns through ``Span.from_tvm``/``Span.from_ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from tvm import tirx
+
+from tilelang.diagnostics import Diagnostic, Fix, Note, Severity, Span
+
+
+@dataclass
+class CheckContext:
+    """Inputs of ``check`` beyond the PrimFunc (see the module docstring)."""
+
+    out_idx: list | None = None
+    binding: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+    read_source: Callable[[str], str | None] | None = None
+    out_idx_span: Span | None = None
+
+    def source(self, file: str | None) -> str | None:
+        if not file:
+            return None
+        text = self.sources.get(file)
+        if text is None and self.read_source is not None:
+            try:
+                text = self.read_source(file)
+            except OSError:
+                text = None
+        return text
+
+
+@functools.lru_cache(maxsize=32)
+def source_index(text: str) -> "SourceIndex":
+    return SourceIndex(text)
+
+
+class SourceIndex:
+    """The ``ast`` nodes of a file, found by the (line, byte column) where they start."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.by_pos: dict[tuple[int, int], list[ast.AST]] = {}
+        self.functions: list[ast.FunctionDef] = []
+        self.assign_by_value: dict[tuple[int, int], ast.Assign] = {}
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return
+        for node in ast.walk(tree):  # breadth first: outer nodes come before inner ones
+            if hasattr(node, "lineno") and hasattr(node, "col_offset"):
+                self.by_pos.setdefault((node.lineno, node.col_offset), []).append(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append(node)
+            if isinstance(node, ast.Assign):
+                self.assign_by_value[(node.value.lineno, node.value.col_offset)] = node
+
+    def at(self, line: int, byte_col: int, kind=None):
+        """The outermost node of type ``kind`` starting at ``line``:``byte_col`` (1-based)."""
+        for node in self.by_pos.get((line, byte_col - 1), ()):
+            if kind is None or isinstance(node, kind):
+                return node
+        return None
+
+    def enclosing_function(self, line: int):
+        """The innermost function definition whose body contains ``line``."""
+        best = None
+        for fn in self.functions:
+            if fn.lineno <= line <= (fn.end_lineno or fn.lineno):
+                if best is None or fn.lineno > best.lineno:
+                    best = fn
+        return best
+
+
+def call_argument(call: ast.Call, index: int, keyword: str | None = None):
+    """The ``index``-th positional argument of ``call``, or its ``keyword`` argument."""
+    if index < len(call.args) and not isinstance(call.args[index], ast.Starred):
+        return call.args[index]
+    for kw in call.keywords:
+        if keyword is not None and kw.arg == keyword:
+            return kw.value
+    return None
+
+
+class Reporter:
+    """Collects the diagnostics of one ``check`` call; see the module docstring."""
+
+    def __init__(self, func, context: CheckContext):
+        self.func = func
+        self.ctx = context
+        self.diagnostics: list[Diagnostic] = []
+        self.crashes: list[str] = []
+        self.allocs = {}  # buffer -> AllocBuffer statement
+        self._fallback = _first_stmt_span(func)
+
+    # ----- spans -------------------------------------------------------------------------
+    def _lookup(self, tvm_span):
+        """(file, source text, SourceIndex) for a TVM span, or Nones without source."""
+        if tvm_span is None:
+            return None, None, None
+        file = str(getattr(getattr(tvm_span, "source_name", None), "name", "") or "")
+        text = self.ctx.source(file)
+        return file, text, (source_index(text) if text else None)
+
+    def span(self, node) -> Span | None:
+        """The span of a statement (its full extent), in character columns."""
+        tvm_span = getattr(node, "span", None)
+        file, text, _ = self._lookup(tvm_span)
+        return Span.from_tvm(tvm_span, text) if tvm_span is not None else None
+
+    def ast_node(self, stmt, kind=None):
+        tvm_span = getattr(stmt, "span", None)
+        file, text, index = self._lookup(tvm_span)
+        if index is None:
+            return None
+        return index.at(int(tvm_span.line), int(tvm_span.column), kind)
+
+    def ast_span(self, stmt, node) -> Span | None:
+        file, text, _ = self._lookup(getattr(stmt, "span", None))
+        return Span.from_ast(node, file, text) if node is not None else None
+
+    def header_span(self, stmt) -> Span | None:
+        """A one-line span for a compound statement: the loop's iterator, the ``with`` item..."""
+        node = self.ast_node(stmt)
+        inner = None
+        if isinstance(node, ast.For):
+            inner = node.iter
+        elif isinstance(node, ast.With):
+            inner = node.items[0].context_expr
+        elif isinstance(node, ast.If):
+            inner = node.test
+        span = self.ast_span(stmt, inner) if inner is not None else None
+        return span or _first_line(self.span(stmt))
+
+    def operand_span(self, stmt, index: int, keyword: str | None = None) -> Span | None:
+        """The span of argument ``index`` (or ``keyword``) of a tile-op call, else the statement's."""
+        node = self.ast_node(stmt, ast.Expr)
+        call = node.value if node is not None else None
+        if isinstance(call, ast.Call):
+            arg = call_argument(call, index, keyword)
+            if arg is not None:
+                return self.ast_span(stmt, arg)
+        return self.span(stmt)
+
+    def call_node(self, stmt):
+        node = self.ast_node(stmt, ast.Expr)
+        return node.value if node is not None and isinstance(node.value, ast.Call) else None
+
+    def alloc_span(self, buf) -> Span | None:
+        """The name assigned by ``name = T.alloc_*(...)``, else the allocation call."""
+        stmt = self.allocs.get(buf)
+        if stmt is None:
+            return None
+        tvm_span = stmt.span
+        file, text, index = self._lookup(tvm_span)
+        if index is not None:
+            line = int(tvm_span.line)
+            assign = index.assign_by_value.get((line, int(tvm_span.column) - 1))
+            if assign is not None:
+                return Span.from_ast(assign.targets[0], file, text)
+            ann = index.at(line, int(tvm_span.column), ast.AnnAssign)
+            if ann is not None:
+                return Span.from_ast(ann.target, file, text)
+        return self.span(stmt)
+
+    def param_span(self, name: str) -> Span | None:
+        """The parameter ``name`` in the ``def`` of the kernel, else the kernel's first line."""
+        body_span = getattr(self.func.body, "span", None)
+        file, text, index = self._lookup(body_span)
+        if index is not None:
+            fn = index.enclosing_function(int(body_span.line))
+            if fn is not None:
+                for arg in fn.args.args + fn.args.kwonlyargs:
+                    if arg.arg == name:
+                        return Span.from_ast(arg, file, text)
+        return self.kernel_span()
+
+    def kernel_span(self) -> Span | None:
+        """The ``T.Kernel(...)`` of the kernel (the launch), or its first statement."""
+        return self.header_span(self.func.body) if getattr(self.func.body, "span", None) else self._fallback
+
+    def insertion_before(self, stmt, text_line: str) -> Fix | None:
+        """A TextEdit inserting ``text_line`` (indented like ``stmt``) on the line above ``stmt``."""
+        span = self.span(stmt)
+        file, text, _ = self._lookup(getattr(stmt, "span", None))
+        if span is None or text is None:
+            return None
+        lines = text.splitlines()
+        if span.line > len(lines):
+            return None
+        current = lines[span.line - 1]
+        indent = current[: len(current) - len(current.lstrip())]
+        from tilelang.diagnostics import TextEdit
+
+        at = Span(span.file, span.line, 1, span.line, 1)
+        return Fix(f"add `{text_line}` before line {span.line}", [TextEdit(at, f"{indent}{text_line}\n")])
+
+    # ----- emission ----------------------------------------------------------------------
+    def emit(self, code: str, message: str, span: Span | None, notes=(), fix: Fix | None = None,
+             severity: Severity | str | None = None) -> Diagnostic:
+        notes = [n if isinstance(n, Note) else Note(str(n)) for n in notes]
+        diag = Diagnostic.from_code(code, message, span or self._fallback, notes=notes, fix=fix,
+                                    binding=self.ctx.binding, severity=severity)
+        self.diagnostics.append(diag)
+        return diag
+
+    def has_error_near(self, span: Span | None) -> bool:
+        """Whether an error is already reported on the lines of ``span``."""
+        if span is None:
+            return any(d.severity is Severity.ERROR for d in self.diagnostics)
+        return any(d.severity is Severity.ERROR and d.span is not None and d.span.file == span.file
+                   and span.line <= d.span.line <= span.end_line for d in self.diagnostics)
+
+    def guard(self, name: str, fn: Callable, *args):
+        """Run one check; an exception becomes (at most one) TL0003 instead of escaping."""
+        try:
+            return fn(*args)
+        except Exception as err:  # noqa: BLE001 - a bug in the checker, reported as such
+            self.crashes.append(f"{name}: {type(err).__name__}: {err}\n{traceback.format_exc(limit=-3)}")
+            return None
+
+    def finish(self) -> list[Diagnostic]:
+        if self.crashes:
+            first = self.crashes[0].splitlines()[0]
+            notes = [Note("this is a bug in the TileLang checker; please report it with the kernel")]
+            notes += [Note(f"also failed: {c.splitlines()[0]}") for c in self.crashes[1:]]
+            self.emit("TL0003", f"internal checker error in {first}", self.kernel_span(), notes)
+        return self.diagnostics
+
+
+def _first_line(span: Span | None) -> Span | None:
+    if span is None or not span.is_multiline:
+        return span
+    return Span(span.file, span.line, span.column, span.line, span.column + 1)
+
+
+def _first_stmt_span(func) -> Span | None:
+    stmt = func.body
+    while stmt is not None:
+        span = getattr(stmt, "span", None)
+        if span is not None and int(getattr(span, "line", 0) or 0) > 0:
+            return _first_line(Span.from_tvm(span))
+        stmt = stmt.seq[0] if isinstance(stmt, tirx.SeqStmt) and len(stmt.seq) else getattr(stmt, "body", None)
+    return None

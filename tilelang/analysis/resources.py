@@ -1,0 +1,94 @@
+"""Per-block resources: shared memory against the target's budget (TL0501), registers per
+thread of each fragment (TL0502) and the block's thread count (TL0503).
+
+Input: a ``Kernel``; TL0502 needs its ``layouts``. Shared memory is counted the way the
+compiler lays it out (``transform.lower_tile_ops``): every shared buffer, 128-byte aligned,
+times the number of pipeline stages ``transform.pipeline.plan_stages`` gives it. The notes list
+every buffer with its share, largest first.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilelang.analysis import targets
+from tilelang.diagnostics import Note
+from tilelang.language.dtypes import nbytes
+from tilelang.transform.ir_utils import const_int
+from tilelang.transform.kernel import FRAGMENT_SCOPE
+from tilelang.transform.pipeline import plan_stages
+
+SMEM_ALIGN = 128
+
+
+def check_resources(k, rep) -> None:
+    rep.guard("shared memory check", _check_smem, k, rep)
+    rep.guard("thread count check", _check_threads, k, rep)
+
+
+def check_registers(k, rep) -> None:
+    if k.layouts is not None:
+        rep.guard("register check", _check_registers, k, rep)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n % 1024 else f"{n // 1024} KiB"
+
+
+def shared_usage(k):
+    """[(buffer, bytes per copy, stages)] of the kernel's shared buffers; None if one is symbolic."""
+    stages = plan_stages(k.info)
+    out = []
+    for buf in k.info.shared_buffers():
+        shape = [const_int(s) for s in buf.shape]
+        if None in shape:
+            return None
+        out.append((buf, math.prod(shape) * nbytes(str(buf.dtype)), stages.get(buf, 1)))
+    return out
+
+
+def _check_smem(k, rep) -> None:
+    usage = shared_usage(k)
+    if not usage:
+        return
+    total = sum(-(-size * n // SMEM_ALIGN) * SMEM_ALIGN for _, size, n in usage)
+    limit = targets.smem_per_block(k.arch)
+    if total <= limit:
+        return
+    usage.sort(key=lambda u: -u[1] * u[2])
+    notes = []
+    for buf, size, n in usage:
+        shape = "x".join(str(const_int(s)) for s in buf.shape)
+        times = f" x {n} pipeline stages = {_kib(size * n)}" if n > 1 else ""
+        notes.append(Note(f"'{buf.name}' {shape} {buf.dtype}: {_kib(size)}{times}", rep.alloc_span(buf)))
+    staged = any(n > 1 for _, _, n in usage)
+    hint = "use smaller tiles (often block_K)" + (", fewer pipeline stages (num_stages)" if staged else "")
+    rep.emit("TL0501", f"the kernel needs {_kib(total)} ({total} bytes) of shared memory per block, "
+             f"but {targets.gpu_name(k.arch)} allows {_kib(limit)} ({limit} bytes): {hint}, or "
+             f"lower-precision staging buffers", rep.alloc_span(usage[0][0]), notes=notes)
+
+
+def _check_registers(k, rep) -> None:
+    for buf, layout in k.layouts.fragments.items():
+        if k.scope(buf) != FRAGMENT_SCOPE:
+            continue
+        regs = -(-layout.local_size * nbytes(str(buf.dtype)) // 4)
+        if regs <= targets.MAX_REGISTERS_PER_THREAD:
+            continue
+        shape = "x".join(str(s) for s in layout.shape)
+        rep.emit("TL0502", f"fragment '{buf.name}' ({shape} {buf.dtype}) needs {regs} registers per "
+                 f"thread over {layout.num_threads} threads, more than the {targets.MAX_REGISTERS_PER_THREAD} "
+                 f"a thread can address: it spills to local memory", rep.alloc_span(buf),
+                 notes=[Note(f"its layout: {layout.describe()}"),
+                        Note("use more threads per block, a smaller tile, or a 16-bit type")])
+
+
+def _check_threads(k, rep) -> None:
+    threads = k.info.num_threads
+    if threads > targets.MAX_THREADS_PER_BLOCK:
+        rep.emit("TL0503", f"the block has {threads} threads, more than the {targets.MAX_THREADS_PER_BLOCK} "
+                 f"a GPU allows", rep.kernel_span())
+    elif threads % 32 and k.tile_ops("reduce"):
+        rep.emit("TL0503", f"the block has {threads} threads, not a multiple of the 32-thread warp: "
+                 f"T.reduce_* combines partial results with warp shuffles over whole warps",
+                 rep.kernel_span())
