@@ -9,7 +9,7 @@ from _harness import copy_bandwidth, has_gpu, report
 
 
 @tilelang.jit(out_idx=[-1])
-def rmsnorm(M, N, block_M=4, eps=1e-6, dtype="float16", accum_dtype="float32", threads=128):
+def rmsnorm(M, N, block_M=1, eps=1e-6, dtype="float16", accum_dtype="float32", threads=256):
     @T.prim_func
     def kernel(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:

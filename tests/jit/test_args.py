@@ -350,3 +350,14 @@ def test_symbol_range_follows_its_declared_type():
         plan.entry(torch.zeros(70000, dtype=torch.int8), 0)
     with pytest.raises(ValueError, match=r"'s' \(#1\): value 200 is out of range for int64 as the kernel takes it \(\[-128, 127\]\)"):
         plan.entry(torch.zeros(3, dtype=torch.int8), 200)
+
+
+def test_float_scalar_listed_in_symbols_is_just_a_param():
+    """The compiler lists every scalar param in ``symbols``; a float one is not a symbol."""
+    art = gemm_artifact()
+    art.symbols = {**art.symbols, "alpha": [3, -1], "steps": [4, -1]}
+    art.grid = ["(M + 127) // 128", "steps", "1"]
+    plan, rec = cpu_plan(art)
+    plan.entry(h((4, 8)), h((8, 64)), 0.25, 2)
+    grid, _, values = rec.calls[-1]
+    assert grid == (1, 2, 1) and values[-2:] == (0.25, 2)

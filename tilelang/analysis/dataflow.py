@@ -238,7 +238,7 @@ def _check_outputs(k, rep) -> None:
     for p in params:
         if p in written:
             continue
-        if p in outs:
+        if outs is not None and p in outs:
             rep.emit("TL0402", f"output '{p.name}' is never written: the kernel returns uninitialised "
                      f"memory", rep.param_span(p.name),
                      notes=[Note(f"out_idx={list(k.ctx.out_idx)} makes '{p.name}' an output")])

@@ -33,6 +33,7 @@ def _emit(st):
 
 
 PASSES = [
+    ("check", __import__("tilelang.analysis", fromlist=["check_pass"]).check_pass),  # static checks (TL codes)
     ("analyze_kernel", _analyze),
     ("infer_layouts", _layouts),
     ("lower_tile_ops", _lower),

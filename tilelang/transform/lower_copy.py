@@ -168,11 +168,11 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
                 one = tirx.IfThenElse(tirx.LT(q, i32(total)), one, None)
     else:
         if vec == 1:
-            value = lw.rewrite(tirx.BufferLoad(src.buffer, s_idx))
+            # s_idx is already rewritten: map storage only (substituting again would shift a
+            # pipelined loop variable twice).
+            value = _load_raw(lw, src, s_idx)
             if src.dtype != dst.dtype:
                 value = tirx.Cast(dst.dtype, value)
-            one = lw.store(dst.buffer, d_idx, value, span=span)
-            # Rewriting already happened for indices; lw.store maps shared/fragment storage.
             one = _store_raw(lw, dst, d_idx, value, span)
         else:
             one = evaluate_extern(f"tl::copy_vec<{nbytes_vec}>", d_ptr, s_ptr, span=span)
@@ -189,12 +189,18 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
 
 
 def _store_raw(lw, region, idx, value, span):
+    """Store to ``region.buffer[idx]`` (idx already rewritten), through its lowered storage."""
     from tilelang.transform.lower_tile_ops import _AccessRewriter
 
-    rw = _AccessRewriter(lw, None)
-    value = rw.visit(value) if False else value
-    buf, flat = rw.element(region.buffer, idx)
+    buf, flat = _AccessRewriter(lw, None).element(region.buffer, idx)
     return tirx.BufferStore(buf, value, flat, span=span)
+
+
+def _load_raw(lw, region, idx):
+    from tilelang.transform.lower_tile_ops import _AccessRewriter
+
+    buf, flat = _AccessRewriter(lw, None).element(region.buffer, idx)
+    return tirx.BufferLoad(buf, flat)
 
 
 def _zero_fill(lw, region, idx, vec, span):

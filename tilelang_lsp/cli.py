@@ -1,0 +1,263 @@
+"""``tilelang-check PATH...``: the checker on the command line and as a pre-commit hook.
+
+Usage: ``tilelang-check [options] PATH...`` where a PATH is a file, a folder (searched for
+``*.py``, skipping hidden folders, virtual environments and ``__pycache__``) or a glob.
+
+Output (``--format``): ``text`` (rustc-style caret snippets and a summary line), ``json``
+(schema in ``tilelang.diagnostics.render``; 1-based lines and columns, exclusive end), ``sarif``
+(2.1.0) or ``github`` (workflow commands; the default when ``GITHUB_ACTIONS=true``). Paths are
+shown relative to the current directory when they lie under it.
+
+Exit status, the first that applies: 4 bad usage (unknown option, bad ``--target``, a PATH that
+matches nothing); 3 bad configuration (``[tool.tilelang.check]`` or a check pragma is invalid);
+2 an internal error (TL0003, or the checker itself failed); 1 a warning or an error remains
+after ``--select``/``--ignore`` and ignore comments; 0 otherwise (infos and hints do not fail).
+
+Kernel factories are built in a worker process (``tilelang_lsp.worker``) started before this
+process imports anything heavy, so the two tvm imports overlap. ``--no-exec`` runs no user code
+and only the checks that need no values. No GPU and no CUDA driver are needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_CONFIG, EXIT_USAGE = 0, 1, 2, 3, 4
+_SKIP_DIRS = {"__pycache__", "node_modules", "build", "dist", "site-packages"}
+FORMATS = ("text", "json", "sarif", "github")
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilelang-check", description="Check TileLang kernels without a GPU.",
+        epilog="Exit status: 0 clean, 1 findings, 2 internal error, 3 bad configuration, 4 bad usage.")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, folders or globs to check")
+    parser.add_argument("--format", "--output-format", dest="format", choices=FORMATS,
+                        help="output format (default: text; github under GitHub Actions)")
+    parser.add_argument("--target", help="GPU architecture to check for, e.g. sm_90a, sm_89, sm_80 "
+                        "(default: [tool.tilelang.check] target, else sm_90a)")
+    parser.add_argument("--select", action="append", default=[], metavar="CODES",
+                        help="only report these codes or prefixes (comma-separated; repeatable), e.g. TL01,TL0401")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODES",
+                        help="never report these codes or prefixes (comma-separated; repeatable)")
+    parser.add_argument("--no-exec", action="store_true", help="run no user code: only checks that need no values")
+    parser.add_argument("--timeout", type=float, help="seconds allowed per kernel build (default 20)")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
+    parser.add_argument("--statistics", action="store_true", help="print the time taken and files checked (stderr)")
+    return parser
+
+
+def _codes(values) -> list:
+    out = []
+    for value in values:
+        out += [v.strip().upper() for v in value.split(",") if v.strip()]
+    return out
+
+
+def _validate_codes(codes, what) -> None:
+    import re
+
+    for code in codes:
+        if not re.fullmatch(r"TL\d{0,4}", code):
+            raise UsageError(f"{what}: {code!r} is not a code or a code prefix (like TL0401 or TL04)")
+
+
+def expand_paths(paths) -> list:
+    """Files to check for the PATH arguments; ``UsageError`` for one that matches nothing."""
+    files = []
+    for raw in paths:
+        matches = sorted(glob.glob(raw, recursive=True)) if glob.has_magic(raw) else [raw]
+        found = []
+        for m in matches:
+            p = Path(m)
+            if p.is_dir():
+                found += _python_files(p)
+            elif p.is_file():
+                found.append(p)
+        if not found:
+            raise UsageError(f"{raw}: no such file, folder or matching Python file")
+        files += found
+    unique, seen = [], set()
+    for f in files:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def _python_files(folder: Path) -> list:
+    out = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
+                         and not (Path(root) / d / "pyvenv.cfg").exists())
+        out += [Path(root) / n for n in sorted(names) if n.endswith(".py")]
+    return out
+
+
+def _matches(code: str, patterns) -> bool:
+    return any(code.startswith(p) for p in patterns)
+
+
+def filter_codes(diagnostics, select, ignore) -> list:
+    return [d for d in diagnostics if (not select or _matches(d.code, select)) and not _matches(d.code, ignore)]
+
+
+def _display_path(file: str) -> str:
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        return file
+    return file if rel.startswith("..") else rel
+
+
+def _relativize(diagnostics) -> list:
+    import dataclasses
+
+    def fix(span):
+        return span if span is None else span.with_file(_display_path(span.file))
+
+    out = []
+    for d in diagnostics:
+        notes = [dataclasses.replace(n, span=fix(n.span)) for n in d.notes]
+        out.append(dataclasses.replace(d, span=fix(d.span), notes=notes))
+    return out
+
+
+def render(diagnostics, fmt: str, color: bool) -> str:
+    from tilelang.diagnostics import render_github, render_json, render_sarif, render_summary, render_text
+
+    if fmt == "json":
+        return render_json(diagnostics)
+    if fmt == "sarif":
+        return render_sarif(diagnostics, root=os.getcwd())
+    if fmt == "github":
+        return render_github(diagnostics, root=os.getcwd())
+    body = render_text(diagnostics, color=color)
+    summary = render_summary(diagnostics)
+    return f"{body}\n\n{summary}" if body else summary
+
+
+def exit_status(diagnostics, config_error: bool) -> int:
+    from tilelang.diagnostics import Severity
+
+    if config_error or any(d.code == "TL0004" for d in diagnostics):
+        return EXIT_CONFIG
+    if any(d.code == "TL0003" for d in diagnostics):
+        return EXIT_INTERNAL
+    if any(d.severity in (Severity.ERROR, Severity.WARNING) for d in diagnostics):
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def main(argv=None, *, worker=None) -> int:
+    """Run the command line; ``worker`` lets tests and the language server share a started worker."""
+    start = time.perf_counter()
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_CLEAN if exc.code == 0 else EXIT_USAGE
+    try:
+        return _run(args, start, worker)
+    except UsageError as err:
+        print(f"tilelang-check: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as other command-line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLEAN
+    except Exception as err:  # noqa: BLE001 - the checker itself failed
+        import traceback
+
+        traceback.print_exc()
+        print(f"tilelang-check: internal error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _run(args, start, shared_worker) -> int:
+    from tilelang_lsp.worker import Session, Worker
+
+    files = expand_paths(args.paths)
+    _check_target_spelling(args.target)
+    worker = shared_worker
+    if worker is None and not args.no_exec:
+        worker = Worker()
+        worker.start()  # imports tvm in the background while this process does the same
+    try:
+        return _check_files(args, files, start, Session, worker)
+    finally:
+        if worker is not None and worker is not shared_worker:
+            worker.stop()
+
+
+def _check_files(args, files, start, Session, worker) -> int:
+    from tilelang_lsp.binding import ConfigError, load_config
+
+    configs = {}
+
+    def config_for(path):
+        directory = Path(path).parent
+        if directory not in configs:
+            configs[directory] = load_config(directory)
+        return configs[directory]
+
+    try:
+        base = config_for(files[0].resolve())
+    except ConfigError as err:
+        print(f"tilelang-check: configuration error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    target = args.target or base.target or "sm_90a"
+    _check_target(target)
+    select = _codes(args.select) or [c.upper() for c in base.select]
+    ignore = _codes(args.ignore) + [c.upper() for c in base.ignore]
+    _validate_codes(select, "--select")
+    _validate_codes(ignore, "--ignore")
+    exec_code = not args.no_exec and base.exec is not False
+    timeout = args.timeout or base.timeout or 20.0
+    session = Session(target, timeout, exec_code, config_for, worker)
+    diagnostics = []
+    try:
+        for f in files:
+            diagnostics += session.check_file(str(f.resolve())).diagnostics
+    except ConfigError as err:
+        print(f"tilelang-check: configuration error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    diagnostics = _relativize(filter_codes(diagnostics, select, ignore))
+    fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    print(render(diagnostics, fmt, color))
+    if args.statistics:
+        print(f"checked {len(files)} file(s) in {time.perf_counter() - start:.2f} s", file=sys.stderr)
+    return exit_status(diagnostics, False)
+
+
+def _check_target_spelling(target) -> None:
+    """Reject a malformed ``--target`` before starting anything (no heavy import needed)."""
+    import re
+
+    if target is not None and not re.fullmatch(r"(sm_)?\d{2,3}[af]?", target):
+        raise UsageError(f"unknown target {target!r}: expected sm_XX, e.g. sm_90a, sm_89 or sm_80")
+
+
+def _check_target(target: str) -> None:
+    from tilelang.analysis.targets import parse_arch
+
+    try:
+        parse_arch(target)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
