@@ -28,7 +28,7 @@ from tilelang.analysis.source import FileModel
 from tilelang.diagnostics import Diagnostic, Note, Span
 
 MAX_CALL_SITES = 4
-_PRAGMA = re.compile(r"#\s*tilelang\s*:\s*check\b\s*(?P<call>.*)$")
+_PRAGMA = re.compile(r"^#\s*tilelang\s*:\s*check\b\s*(?P<call>.*)$")
 _KEYS = {"target", "timeout", "exec", "select", "ignore", "bind"}
 
 
@@ -157,7 +157,7 @@ def find_pragmas(path: str, text: str) -> list:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return out
     for tok in tokens:
-        match = _PRAGMA.search(tok.string) if tok.type == tokenize.COMMENT else None
+        match = _PRAGMA.match(tok.string) if tok.type == tokenize.COMMENT else None
         if match is None:
             continue
         line, col = tok.start

@@ -261,13 +261,32 @@ def _failure(err, path, what, binding) -> list:
     if isinstance(err, TileLangCompileError):
         return [_with_binding(d, binding).to_dict() for d in err.diagnostics]
     if isinstance(err, ParseError):
-        diag = err.to_diagnostic()
+        diag = _narrow_undefined(err.to_diagnostic())
         for needle, code in _PARSE_CODES:
             if needle in err.message:
                 diag.code = code
         diag.severity = Severity.ERROR
         return [_with_binding(diag, binding).to_dict()]
     return [_raised(err, path, what, binding).to_dict()]
+
+
+def _narrow_undefined(diag):
+    """Point "Undefined variable: x" at the name ``x`` inside the statement's span."""
+    import re
+
+    from tilelang.diagnostics import Span
+
+    match = re.match(r"Undefined variable: (\w+)", diag.message)
+    span = diag.span
+    if match is None or span is None:
+        return diag
+    text = linecache_line(span.file, span.line)
+    end = span.end_column - 1 if not span.is_multiline else len(text)
+    found = re.search(rf"\b{re.escape(match.group(1))}\b", text[span.column - 1:end])
+    if found is not None:
+        start = span.column + found.start()
+        diag.span = Span(span.file, span.line, start, span.line, start + len(match.group(1)))
+    return diag
 
 
 def _with_binding(diag, binding):

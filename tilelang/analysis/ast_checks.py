@@ -120,7 +120,8 @@ def _keyword(call, name):
 
 def _initialises(node, name) -> bool:
     if isinstance(node, ast.Assign):
-        return any(_name(t) == name for t in node.targets)
+        allocation = isinstance(node.value, ast.Call) and _attr(node.value).startswith("alloc_")
+        return not allocation and any(_name(t) == name for t in node.targets)
     if not isinstance(node, ast.Call):
         return False
     op, args = _attr(node), node.args

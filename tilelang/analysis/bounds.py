@@ -114,7 +114,7 @@ def _unguarded_loads(expr) -> list:
     found = []
 
     def on_call(node):
-        if isinstance(node.op, ir.Op) and node.op.name == "tirx.if_then_else":
+        if isinstance(node.op, ir.Op) and node.op.name.endswith(".if_then_else"):
             return tvm_ffi.WalkResult.SKIP
         return None
 

@@ -47,11 +47,16 @@ def merge_bindings(runs) -> list:
 
 
 def dedupe(diagnostics) -> list:
-    """Drop exact repeats (same code and span), keeping the first."""
-    seen, out = set(), []
+    """Drop a diagnostic whose code an earlier one already reports at an overlapping span (a
+    value-free fallback repeating what a failed build said, an AST check repeating an IR check)."""
+    out = []
     for d in diagnostics:
-        k = _key(d)
-        if k not in seen:
-            seen.add(k)
+        if not any(o.code == d.code and _overlap(o.span, d.span) for o in out):
             out.append(d)
     return out
+
+
+def _overlap(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a == b or a.overlaps(b)

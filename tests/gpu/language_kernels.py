@@ -1,0 +1,156 @@
+"""Small kernels exercising the language surface; shared by the GPU tests (which run them against
+torch) and the CPU tests (which lower and compile them)."""
+
+import tilelang
+import tilelang.language as T
+
+
+def dynamic_gemm(N=256, K=256, block_M=64, block_N=64, block_K=32):
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return kernel
+
+
+def split_k_gemm(M=128, N=128, K=512, splits=4, block_M=64, block_N=64, block_K=32):
+    k_per = K // splits
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), splits, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(k_per // block_K, num_stages=2):
+                T.copy(A[by * block_M, bz * k_per + k * block_K], A_s)
+                T.copy(B[bz * k_per + k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.atomic_add(C[by * block_M, bx * block_N], C_l)
+
+    return kernel
+
+
+def element_atomic(N=4096, bins=16):
+    @T.prim_func
+    def kernel(X: T.Tensor((N,), "int32"), H: T.Tensor((bins,), "int32")):
+        with T.Kernel(T.ceildiv(N, 256), threads=256) as bx:
+            tx = T.get_thread_binding(0)
+            i = bx * 256 + tx
+            if i < N:
+                T.atomic_add(H[X[i] % bins], 1)
+
+    return kernel
+
+
+def reductions(M=64, N=256):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Mn: T.Tensor((M,), "float32"), As: T.Tensor((M,), "float32"),
+               Am: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((M, N), "float32")
+            a = T.alloc_fragment((M,), "float32")
+            b = T.alloc_fragment((M,), "float32")
+            c = T.alloc_fragment((M,), "float32")
+            T.copy(X, x)
+            T.reduce_min(x, a, dim=1)
+            T.reduce_abssum(x, b, dim=1)
+            T.reduce_absmax(x, c, dim=-1)
+            T.copy(a, Mn)
+            T.copy(b, As)
+            T.copy(c, Am)
+
+    return kernel
+
+
+def column_reduce(M=128, N=64):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), S: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((M, N), "float32")
+            s = T.alloc_fragment((N,), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, s, dim=0)
+            T.copy(s, S)
+
+    return kernel
+
+
+def cumsum_rows(M=32, N=128):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((M, N), "float32")
+            T.copy(X, s)
+            T.cumsum(s, dim=1)
+            T.copy(s, Y)
+
+    return kernel
+
+
+def scalar_features(N=1024):
+    """alloc_var, T.serial / T.unroll / T.vectorized, if_then_else, max_value, thread tuple."""
+
+    @T.prim_func
+    def kernel(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 256), threads=(32, 8)) as bx:
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            base = bx * 256 + ty * 32 + tx
+            acc = T.alloc_var("float32")
+            acc = 0.0
+            for r in T.serial(4):
+                acc = acc + T.cast(r, "float32")
+            tmp = T.alloc_local((4,), "float32")
+            for v in T.vectorized(4):
+                tmp[v] = 1.0
+            for u in T.unroll(4):
+                acc = acc + tmp[u]
+            if base < N:
+                Y[base] = T.if_then_else(X[base] > 0, X[base] + acc, T.min(X[base], T.max_value("float32")))
+
+    return kernel
+
+
+def grid_3d(B=2, H=3, S=64):
+    @T.prim_func
+    def kernel(X: T.Tensor((B, H, S), "float16"), Y: T.Tensor((B, H, S), "float16")):
+        with T.Kernel(S // 32, H, B, threads=32) as (bs, bh, bb):
+            s = T.alloc_shared((32,), "float16")
+            T.copy(X[bb, bh, bs * 32:(bs + 1) * 32], s)
+            for i in T.Parallel(32):
+                s[i] = s[i] * 2.0
+            T.copy(s, Y[bb, bh, bs * 32:(bs + 1) * 32])
+
+    return kernel
+
+
+def annotated_swizzle(M=64, N=64):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((M, N), "float16")
+            T.annotate_layout({s: tilelang.layout.make_swizzled_layout(s)})
+            T.copy(X, s)
+            T.copy(s, Y)
+
+    return kernel
+
+
+ALL = {
+    "dynamic_gemm": dynamic_gemm, "split_k_gemm": split_k_gemm, "element_atomic": element_atomic,
+    "reductions": reductions, "column_reduce": column_reduce, "cumsum_rows": cumsum_rows,
+    "scalar_features": scalar_features, "grid_3d": grid_3d, "annotated_swizzle": annotated_swizzle,
+}
