@@ -185,6 +185,24 @@ def main(argv=None, *, worker=None) -> int:
         return EXIT_INTERNAL
 
 
+def _light_tilelang() -> None:
+    """Make ``import tilelang.<pure module>`` work without running ``tilelang/__init__.py``.
+
+    That ``__init__`` imports tvm (seconds). This process only reads source and renders
+    diagnostics; tvm is imported once, in the worker. So, when nothing has imported tilelang
+    yet, register the package object without executing it: ``tilelang.diagnostics``,
+    ``tilelang.analysis.source`` and the other value-free modules then import on their own.
+    """
+    import importlib.util
+
+    if "tilelang" in sys.modules:
+        return
+    spec = importlib.util.find_spec("tilelang")
+    if spec is None:
+        return
+    sys.modules["tilelang"] = importlib.util.module_from_spec(spec)
+
+
 def _run(args, start, shared_worker) -> int:
     from tilelang_lsp.worker import Session, Worker
 
@@ -193,7 +211,9 @@ def _run(args, start, shared_worker) -> int:
     worker = shared_worker
     if worker is None and not args.no_exec:
         worker = Worker()
-        worker.start()  # imports tvm in the background while this process does the same
+        worker.start()  # the worker imports tvm; this process does not need it
+    if shared_worker is None:
+        _light_tilelang()
     try:
         return _check_files(args, files, start, Session, worker)
     finally:

@@ -15,12 +15,20 @@ Contract (shared by the JIT, ``tilelang-check`` and the language server):
 
 from __future__ import annotations
 
-from tilelang.analysis.report import CheckContext
-
 __all__ = ["CheckContext", "check", "check_pass"]
 
 
-def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None):
+def __getattr__(name):
+    # Lazy, so that the value-free modules (source, ast_checks, suppress, merge, targets) can be
+    # imported without tvm: the command line's own process never needs it.
+    if name == "CheckContext":
+        from tilelang.analysis.report import CheckContext
+
+        return CheckContext
+    raise AttributeError(f"module 'tilelang.analysis' has no attribute {name!r}")
+
+
+def check(func, target_arch: str = "sm_90a", context=None):
     """All diagnostics for ``func`` on ``target_arch`` (see ``tilelang.analysis.checker``)."""
     from tilelang.analysis.checker import check as _check
 

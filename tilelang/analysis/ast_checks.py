@@ -43,12 +43,14 @@ def _check_out_idx(model, factory) -> list:
     if factory.out_idx is None or n is None:
         return []
     out = []
-    for i in factory.out_idx:
+    node = factory.out_idx_node
+    elements = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node] * len(factory.out_idx)
+    for i, element in zip(factory.out_idx, elements):
         if not isinstance(i, int) or not -n <= i < n:
             params = ", ".join(a.arg for a in factory.kernel_def.args.args)
             out.append(Diagnostic.from_code(
                 "TL0701", f"out_idx {i!r} is out of range for kernel '{factory.kernel_def.name}' with {n} "
-                f"parameters (valid: 0..{n - 1} or -{n}..-1)", model.span(factory.out_idx_node),
+                f"parameters (valid: 0..{n - 1} or -{n}..-1)", model.span(element),
                 notes=[Note(f"the kernel's parameters are {params}", model.span(factory.kernel_def.args))]))
     return out
 

@@ -48,12 +48,12 @@ def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None
         return sort_diagnostics(rep.finish())
     k = Kernel.build(func, info, target_arch, ctx)
     rep.allocs = k.allocs
-    for _, fn in CHECKS:
-        fn(k, rep)
+    for name, fn in CHECKS:
+        rep.guard(f"{name} checks", fn, k, rep)
     rep.guard("out_idx check", check_out_idx, k, rep)
     k.layouts = rep.guard("layout inference", _infer, k, rep)
-    check_registers(k, rep)            # TL0502
-    check_fragment_reads(k, rep)       # TL0203
+    rep.guard("register checks", check_registers, k, rep)            # TL0502
+    rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
     return sort_diagnostics(rep.finish())
 
 

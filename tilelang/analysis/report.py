@@ -112,6 +112,7 @@ class Reporter:
     # ----- spans -------------------------------------------------------------------------
     def _lookup(self, tvm_span):
         """(file, source text, SourceIndex) for a TVM span, or Nones without source."""
+        tvm_span = plain_span(tvm_span)
         if tvm_span is None:
             return None, None, None
         file = str(getattr(getattr(tvm_span, "source_name", None), "name", "") or "")
@@ -125,7 +126,7 @@ class Reporter:
         return Span.from_tvm(tvm_span, text) if tvm_span is not None else None
 
     def ast_node(self, stmt, kind=None):
-        tvm_span = getattr(stmt, "span", None)
+        tvm_span = plain_span(getattr(stmt, "span", None))
         file, text, index = self._lookup(tvm_span)
         if index is None:
             return None
@@ -167,7 +168,7 @@ class Reporter:
         stmt = self.allocs.get(buf)
         if stmt is None:
             return None
-        tvm_span = stmt.span
+        tvm_span = plain_span(stmt.span)
         file, text, index = self._lookup(tvm_span)
         if index is not None:
             line = int(tvm_span.line)
@@ -181,7 +182,7 @@ class Reporter:
 
     def param_span(self, name: str) -> Span | None:
         """The parameter ``name`` in the ``def`` of the kernel, else the kernel's first line."""
-        body_span = getattr(self.func.body, "span", None)
+        body_span = plain_span(getattr(self.func.body, "span", None))
         file, text, index = self._lookup(body_span)
         if index is not None:
             fn = index.enclosing_function(int(body_span.line))
@@ -242,6 +243,16 @@ class Reporter:
             notes += [Note(f"also failed: {c.splitlines()[0]}") for c in self.crashes[1:]]
             self.emit("TL0003", f"internal checker error in {first}", self.kernel_span(), notes)
         return self.diagnostics
+
+
+def plain_span(span):
+    """A TVM span with a location: the first located member of a ``SequentialSpan``, else None."""
+    if span is None:
+        return None
+    inner = getattr(span, "spans", None)
+    if inner is not None:
+        return next((s for s in (plain_span(x) for x in inner) if s is not None), None)
+    return span if int(getattr(span, "line", 0) or 0) > 0 else None
 
 
 def _first_line(span: Span | None) -> Span | None:

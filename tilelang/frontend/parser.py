@@ -87,6 +87,31 @@ def _visit_for(self, node):
     _original_visit_for(self, node)
 
 
+_original_bind_assign = _tparser.bind_assign_value
+
+
+def _is_pure_index(value) -> bool:
+    """A PrimExpr reading no buffer: safe to substitute wherever its name is used."""
+    import tvm
+    import tvm_ffi
+    from tvm import ir
+
+    if not tvm.ir.is_prim_expr(value) or isinstance(value, tvm.tirx.Var):
+        return False
+    found = []
+    tvm_ffi.structural_walk(value, [(ir.TensorLoad, lambda e: (found.append(e), None)[1])], order="pre")
+    return not found
+
+
+def _bind_assign_value(self, node, var_name, value, prim_var_declarations=None):
+    """``x = <pure integer/float expression>`` binds ``x`` to the expression itself (a let), as
+    TileLang code expects; TVM 0.27 would allocate a one-element local buffer, which hides index
+    arithmetic from the compiler (e.g. a pipelined copy's offset computed in the loop body)."""
+    if _is_pure_index(value):
+        return value
+    return _original_bind_assign(self, node, var_name, value, prim_var_declarations)
+
+
 _installed = False
 
 
@@ -97,6 +122,7 @@ def install() -> None:
         return
     _diag.Diagnostics.error = _structured_error
     dispatch.register(token="tirx", type_name="For")(_visit_for)
+    _tparser.bind_assign_value = _bind_assign_value
     _installed = True
 
 

@@ -224,3 +224,16 @@ def eval_int(expr, env: dict | None = None) -> int:
     if name == "Cast":
         return eval_int(expr.value, env)
     raise ValueError(f"cannot evaluate {expr}")
+
+
+def span_line(span):
+    """The line of a span (the first located part of a macro's SequentialSpan), or '?'."""
+    if span is None:
+        return "?"
+    parts = getattr(span, "spans", None)
+    if parts is not None:
+        for part in parts:
+            if getattr(part, "line", 0):
+                return part.line
+        return "?"
+    return getattr(span, "line", "?") or "?"

@@ -23,7 +23,7 @@ from tvm import tirx
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import (Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
-from tilelang.transform.ir_utils import const_int, walk_stmts
+from tilelang.transform.ir_utils import const_int, span_line, walk_stmts
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name,
                                        parallel_nest, scope_of)
@@ -120,11 +120,11 @@ class _Inference:
         wm, wn = warp_partition(M, N, self.T // 32, policy, span)
         plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
         self.out.gemms[stmt] = plan
-        self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {span.line})")
+        self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {span_line(span)})")
         if scope_of(a.buffer) == FRAGMENT_SCOPE:
             if trans_a:
                 raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
-            self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {span.line})")
+            self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {span_line(span)})")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
                 self.set_shared(r.buffer, True)
@@ -159,7 +159,7 @@ class _Inference:
                 return False
             layout = self.default_loop_layout(body, ext, frags)
         self.out.loops[loop_vars[0]] = layout
-        line = stmt.span.line if stmt.span else "?"
+        line = span_line(stmt.span)
         for b, idx in frags:
             dims = _plain_dims(idx, loop_vars)
             if dims is None:
@@ -225,22 +225,36 @@ class _Inference:
             raise LoweringError("TL0604", f"reduction of '{src.buffer.name}' {list(s.shape)} over dim {dim} "
                                 f"gives shape {expect}, but '{dst.buffer.name}' has shape {got}", stmt.span)
         self.assign(dst.buffer, drop_dim(s, dim, keep_unit=keep), stmt.span,
-                    f"the reduction at line {stmt.span.line if stmt.span else '?'}")
+                    f"the reduction at line {span_line(stmt.span)}")
         return True
 
     def try_copy(self, stmt) -> bool:
         src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+        line = span_line(stmt.span)
+        if scope_of(src.buffer) == FRAGMENT_SCOPE and scope_of(dst.buffer) == FRAGMENT_SCOPE:
+            return self._fragment_to_fragment(src, dst, stmt, line)
         for frag, other in ((dst, src), (src, dst)):
             if scope_of(frag.buffer) == FRAGMENT_SCOPE and self.known(frag.buffer) is None:
-                if scope_of(other.buffer) == FRAGMENT_SCOPE:
-                    if self.known(other.buffer) is None:
-                        return False
                 shape = [const_int(s) for s in frag.buffer.shape]
                 vec = max(1, 16 // max(nbytes(other.dtype), 1))
                 while vec > 1 and shape[-1] % vec:
                     vec //= 2
                 self.assign(frag.buffer, default_fragment(shape, self.T, vec), stmt.span,
-                            f"the copy at line {stmt.span.line if stmt.span else '?'}")
+                            f"the copy at line {line}")
+        return True
+
+    def _fragment_to_fragment(self, src, dst, stmt, line):
+        """A register copy keeps each element in its thread: both sides share one layout."""
+        s, d = self.known(src.buffer), self.known(dst.buffer)
+        if s is None and d is None:
+            return False
+        if not (src.is_whole() and dst.is_whole()):
+            raise LoweringError("TL0002", "copies between parts of fragments are not supported yet; "
+                                "copy whole fragments", stmt.span)
+        if s is None:
+            self.assign(src.buffer, d, stmt.span, f"the copy at line {line}")
+        else:
+            self.assign(dst.buffer, s, stmt.span, f"the copy at line {line}")
         return True
 
     def run(self) -> Layouts:

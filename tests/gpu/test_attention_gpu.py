@@ -1,0 +1,69 @@
+"""The attention family and the issue-5 examples against torch on the GPU."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+
+
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B,H,S,D,groups", [(2, 4, 256, 64, 1), (1, 8, 1000, 128, 4), (1, 2, 64, 128, 2)])
+def test_flash_attention(B, H, S, D, groups, causal, layout):
+    import flash_attention as fa
+
+    fa.run(B, H, S, D, causal, groups, layout)
+
+
+@pytest.mark.parametrize("B,H,HK,S,D", [(2, 32, 2, 1000, 128), (1, 8, 1, 4096, 64), (1, 16, 16, 300, 64)])
+def test_flash_decoding(B, H, HK, S, D):
+    import flash_decoding as fd
+
+    q = torch.randn(B, H, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(B, S, HK, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(B, S, HK, D, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(fd.flash_decode(q, k, v), fd.ref_program(q, k, v), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("B,H,S,D", [(1, 2, 256, 64), (2, 4, 1000, 64), (1, 1, 64, 64)])
+def test_linear_attention(B, H, S, D):
+    import linear_attention as la
+
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) * 0.1 for _ in range(3))
+    torch.testing.assert_close(la.linear_attention(B, H, S, D)(q, k, v), la.ref_program(q, k, v),
+                               rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("M,N", [(1001, 1024), (4096, 4096), (3, 512)])
+def test_layernorm(M, N):
+    import layernorm as ln
+
+    x = torch.randn(M, N, device="cuda", dtype=torch.float16)
+    w = torch.randn(N, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(ln.layernorm(M, N)(x, w, b), ln.ref_program(x, w, b), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("M,N,K,s", [(512, 512, 4096, 4), (256, 384, 2048, 8), (200, 130, 1000, 3)])
+def test_gemm_splitk(M, N, K, s):
+    import gemm_splitk as gs
+
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.zeros(M, N, device="cuda")
+    gs.matmul_splitk(M, N, K, s)(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
+def test_gemm_dynamic_m():
+    import gemm_dynamic as gd
+
+    kernel = gd.matmul_dynamic_m(512, 256)
+    b = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+    for M in (1, 17, 128, 1000):
+        a = torch.randn(M, 256, device="cuda", dtype=torch.float16)
+        torch.testing.assert_close(kernel(a, b), (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-1)
