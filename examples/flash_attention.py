@@ -16,7 +16,7 @@ import tilelang.language as T
 from _harness import has_gpu, report
 
 
-@tilelang.jit(out_idx=[3])
+@tilelang.jit(out_idx=[3], pass_configs={"tl.enable_fast_math": True})
 def flashattn(batch, heads, seq_len, dim, is_causal=False, groups=1, layout="bshd",
               block_M=128, block_N=64, num_stages=2, threads=256):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # fold log2(e) so the softmax can use exp2

@@ -11,7 +11,9 @@ from _harness import has_gpu, report
 @tilelang.jit
 def matmul_splitk(M, N, K, split_k=4, block_M=128, block_N=128, block_K=32, dtype="float16",
                   accum_dtype="float32"):
-    k_per_split = T.ceildiv(K, split_k)
+    # Each split covers a whole number of block_K tiles so that splits never overlap; the last
+    # one may run past K, where the copies read zeros.
+    k_per_split = T.ceildiv(T.ceildiv(K, split_k), block_K) * block_K
 
     @T.prim_func
     def kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), accum_dtype)):

@@ -87,7 +87,13 @@ def find_pyproject(start: Path) -> Path | None:
 
 def load_config(start: Path) -> CheckConfig:
     """The ``[tool.tilelang.check]`` table of the nearest pyproject.toml (empty if none)."""
-    import tomllib
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ConfigError("reading pyproject.toml needs Python 3.11 or the tomli package") from None
 
     path = find_pyproject(start.resolve())
     if path is None:

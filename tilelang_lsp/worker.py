@@ -172,6 +172,9 @@ def _load(message: dict, modules: dict) -> dict:
         sys.path.insert(0, directory)
     model = parse_file(path, text)
     jitted = {n for n, f in model.factories.items() if f.jit}
+    previous = modules.pop(path, None)
+    if previous is not None:
+        sys.modules.pop(previous.__name__, None)
     key = f"_tilelang_check_{abs(hash(path)):x}_{len(modules)}"
     module = types.ModuleType(key)
     module.__file__ = path
@@ -363,10 +366,9 @@ class Session:
         runs, failures, complete = self._build_all(model, plan, diags)
         for fp in plan.factories:
             name = fp.factory.name
-            if runs.get(name):
-                diags += merge_bindings(runs[name])
-            else:
-                diags += merge_bindings(failures.get(name, [])) + fallback_checks(model, fp.factory)
+            diags += merge_bindings(runs.get(name, [])) + merge_bindings(failures.get(name, []))
+            if not runs.get(name):
+                diags += fallback_checks(model, fp.factory)
                 complete = False
             if fp.unbound and self.exec_code:
                 diags.append(unbound_diagnostic(model, fp))

@@ -99,6 +99,7 @@ class _Bounds:
                 return
 
     def report(self, stmt, buf, d, index, n, bound, store):
+        index = _source_index(self.rep.ast_node(stmt), buf.name, d, store) or index
         verb = "writes" if store else "reads"
         reach = bound.max_value if bound.max_value >= n else bound.min_value
         where = f"dimension {d} of " if len(buf.shape) > 1 else ""
@@ -107,6 +108,20 @@ class _Bounds:
                       self.rep.span(stmt),
                       notes=[Note(f"guard it: `if {index} < {n}:` (or bind only sizes that are "
                                   f"multiples of the tile)")])
+
+
+def _source_index(node, name, d, store):
+    """The user's spelling of index ``d`` of ``name[...]`` in the statement's source, if found."""
+    import ast
+
+    if node is None:
+        return None
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == name \
+                and isinstance(sub.ctx, ast.Store) == store:
+            items = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            return ast.unparse(items[d]) if d < len(items) else None
+    return None
 
 
 def _unguarded_loads(expr) -> list:

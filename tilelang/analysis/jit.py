@@ -34,4 +34,6 @@ def run_check_pass(state) -> None:
     if errors:
         raise TileLangCompileError(errors)
     for d in diagnostics:
-        warnings.warn(TileLangWarning(render_text([d])), stacklevel=2)
+        # Attribute the warning to the user's line, not to this module.
+        file, line = (d.span.file, d.span.line) if d.span is not None else ("<kernel>", 0)
+        warnings.warn_explicit(TileLangWarning(render_text([d])), TileLangWarning, file, line)

@@ -2,8 +2,8 @@
 
 ``parse_file(path, text)`` finds:
 - *factories*: module-level functions decorated with ``tilelang.jit`` (any spelling, with or
-  without arguments, under other decorators such as ``autotune``) or containing a nested
-  ``@T.prim_func`` they return, with their parameters, literal ``out_idx`` and inner kernel
+  without arguments, under other decorators such as ``autotune``) or returning a nested
+  ``@T.prim_func`` they define, with their parameters, literal ``out_idx`` and inner kernel
   definition; module-level ``@T.prim_func`` kernels count as factories without parameters;
 - *call sites*: ``matmul(...)`` and ``matmul.get_prim_func(...)`` anywhere in the file, with each
   argument kept as source text and marked *static* when it only uses literals and module-level
@@ -191,7 +191,9 @@ def _factory(node: ast.FunctionDef) -> Factory | None:
     inner = [n for n in ast.walk(node) if isinstance(n, ast.FunctionDef) and n is not node and
              "prim_func" in [_decorator_name(d) for d in n.decorator_list]]
     jit = any(n in _JIT_NAMES for n in names)
-    if not jit and not inner:
+    if not jit and not _returns_one_of(node, {n.name for n in inner}):
+        # An undecorated function is a factory only when it returns its kernel: a test or a
+        # script that merely defines a kernel inside is not something to call.
         return None
     factory = Factory(node.name, node, params, jit=jit, star_args=star,
                       kernel_def=inner[0] if len(inner) == 1 else None)
@@ -204,6 +206,11 @@ def _factory(node: ast.FunctionDef) -> Factory | None:
                         factory.out_idx = [value] if isinstance(value, int) else list(value)
                         factory.out_idx_node = kw.value
     return factory
+
+
+def _returns_one_of(fn, names: set) -> bool:
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in names
+               for n in ast.walk(fn))
 
 
 def _params(node: ast.FunctionDef):

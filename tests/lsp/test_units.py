@@ -1,0 +1,146 @@
+"""Unit tests of the server's pure parts: positions, settings, source model, completion context,
+build-cache keys, PTX counting, occupancy and fix builders. No server process, no tvm."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsp_testing import FIXTURES
+from tilelang_lsp import completion, convert, hover, lenses
+from tilelang_lsp.handlers.code_action import add_missing_fixes
+from tilelang_lsp.lsp_check import BuildKeys
+from tilelang_lsp.lsp_source import SourceModel, parse_tolerant
+from tilelang_lsp.lsp_state import Result, Settings, syntax_result
+from tilelang_lsp.lsp_tools import count_ptx
+
+
+def test_positions_count_utf16_units_and_clamp():
+    index = convert.LineIndex("x = '😋é'\nabc")
+    assert index.position(1, 7) == convert.lsp.Position(0, 7)   # after the emoji (2 units) and é
+    assert index.position(1, 99) == convert.lsp.Position(0, 9)  # clamped to the line's end
+    assert index.position(9, 1) == convert.lsp.Position(1, 3)   # past the last line
+    assert index.from_position(convert.lsp.Position(0, 7)) == (1, 6)
+    assert index.from_position(convert.lsp.Position(5, 0)) == (2, 0)
+
+
+def test_diagnostic_conversion_keeps_code_link_notes_and_fix():
+    span = {"file": "/k.py", "line": 2, "column": 5, "end_line": 2, "end_column": 9}
+    data = {"code": "TL0401", "severity": "warning", "message": "m", "span": span, "binding": "f(M=1)",
+            "url": "https://tilelang.dev/diagnostics#tl0401", "fix": {"title": "t", "edits": []},
+            "notes": [{"message": "here", "span": span}, {"message": "plain", "span": None}]}
+    d = convert.to_lsp_diagnostic(data, convert.LineIndex("a\nbbbbbbbbbb\n"), "/k.py", "file:///k.py")
+    assert (d.range.start.line, d.range.start.character, d.range.end.character) == (1, 4, 8)
+    assert d.code == "TL0401" and d.code_description.href.endswith("#tl0401") and d.source == "tilelang"
+    assert d.message == "m\nnote: plain\nchecked with f(M=1)"
+    assert d.related_information[0].message == "here"
+    assert d.data == {"fix": {"title": "t", "edits": []}}
+
+
+def test_settings_accept_both_shapes_and_report_bad_values():
+    s = Settings()
+    assert s.update({"tilelang": {"allowExecution": False, "target": "sm_80"}}) == []
+    assert (s.allow_execution, s.target) == (False, "sm_80")
+    problems = s.update({"target": "gfx90a", "timeout": -1, "diagnosticMode": "sometimes"})
+    assert len(problems) == 3 and s.target == "sm_80"
+
+
+def test_syntax_errors_point_at_the_error():
+    r = syntax_result("/k.py", "x = (1,\ny = 2\n", 3)
+    d = r.diagnostics[0]
+    assert d["code"] == "TL0001" and r.version == 3
+    assert d["span"]["line"] == 1 and d["span"]["column"] == 5
+    assert syntax_result("/k.py", "a\x00b", 1).diagnostics[0]["code"] == "TL0001"
+    assert syntax_result("/k.py", "x = 1\n", 1) is None
+
+
+def test_tolerant_parse_blanks_the_broken_line():
+    tree, repaired = parse_tolerant("def f():\n    x = T.\n    return 1\n")
+    assert tree is not None and repaired
+    model = SourceModel((FIXTURES / "gemm_kernel.py").read_text().replace("T.clear(C_local)", "T."))
+    assert model.ok and [f.name for f in model.factories] == ["matmul"]
+    assert set(model.factories[0].buffers()) == {"A", "B", "C", "A_shared", "B_shared", "C_local"}
+
+
+def test_call_context_on_half_typed_code():
+    ctx = completion.call_context("x = f(1)\nT.gemm(A_s, B_s[0, (1, 2)], 'a,b', transpose_B=True, po")
+    assert ctx.callee == "T.gemm" and ctx.arg_index == 4 and ctx.keywords == ["transpose_B"]
+    assert completion.call_context("T.gemm(A, B)\n") is None
+    ctx = completion.call_context("for k in T.Pipelined(n, num_stages=")
+    assert ctx.callee == "T.Pipelined" and ctx.current_keyword == "num_stages"
+
+
+def test_keyword_items_fall_back_to_the_built_in_list():
+    ctx = completion.CallContext("T.Pipelined", 1, [])
+    labels = [i["label"] for i in completion.keyword_items(ctx, None)]
+    assert labels[0] == "num_stages="
+
+
+def test_build_keys_change_only_for_the_edited_factory():
+    text = (FIXTURES / "gemm_kernel.py").read_text() + "\n\ndef other(n):\n    return n\n"
+    msg = {"factory": "matmul", "args": ["1024", "1024", "1024"], "kwargs": [], "binding": "b", "target": "sm_90a"}
+    before = BuildKeys("/k.py", text).key(msg)
+    assert BuildKeys("/k.py", text.replace("return n", "return n + 1")).key(msg) == before
+    assert BuildKeys("/k.py", text.replace("block_K=32", "block_K=64")).key(msg) != before
+    assert BuildKeys("/k.py", "\n" + text).key(msg) != before   # lines moved: spans would be stale
+
+
+def test_ptx_instruction_counts():
+    ptx = """
+    mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1}, {%r1}, {%r2}, {%f2};
+    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1}, [%r2];
+    @%p1 cp.async.cg.shared.global [%r3], [%rd1], 16;
+    cp.async.commit_group;
+    // mma.sync in a comment
+    bar.sync 0;
+    """
+    counts = count_ptx(ptx)
+    assert counts["mma.sync"] == 1 and counts["ldmatrix"] == 1 and counts["cp.async"] == 1
+    assert counts["cp.async.commit/wait"] == 1 and counts["bar.sync"] == 1 and counts["wgmma"] == 0
+
+
+def test_occupancy_estimate_names_the_limit():
+    occ = hover.occupancy("sm_90a", 128, 48 * 1024, 202)
+    assert occ["blocks"] == 2 and occ["limited_by"] == ["registers"]
+    assert hover.occupancy("sm_90a", 128, 48 * 1024, None)["limited_by"] == ["shared memory"]
+    assert hover.occupancy("sm_80", 1024, None, None)["blocks"] == 2
+
+
+def _budget_summary(stages: int) -> dict:
+    shared = {"scope": "shared.dyn", "bytes": 32768, "stages": stages}
+    return {"arch": "sm_90a", "smem_limit": 232448, "buffers": {"A_shared": dict(shared), "B_shared": dict(shared)},
+            "pipelines": [{"line": 16, "stages": stages, "producers": ["A_shared", "B_shared"]}]}
+
+
+def test_stages_fix_edits_the_default_of_the_factory_parameter():
+    text = (FIXTURES / "smem_budget.py").read_text()
+    span = {"file": "/k.py", "line": 12, "column": 13, "end_line": 12, "end_column": 21}
+    diag = {"code": "TL0501", "message": "m", "span": span, "fix": None, "binding": "deep_pipeline(M=4096)"}
+    result = Result(1, [diag], {"deep_pipeline": [{"binding": "deep_pipeline(M=4096)", "summary": _budget_summary(4)}]})
+    add_missing_fixes(result, text, "/k.py")
+    edit = diag["fix"]["edits"][0]
+    assert diag["fix"]["title"].startswith("lower num_stages from 4 to 3")
+    assert edit["new_text"] == "3" and edit["span"]["line"] == 8
+
+
+def test_clear_fix_lands_before_the_loop_that_accumulates():
+    text = (FIXTURES / "no_clear.py").read_text()
+    span = {"file": "/k.py", "line": 18, "column": 44, "end_line": 18, "end_column": 51}
+    diag = {"code": "TL0401", "message": "T.gemm accumulates into fragment 'C_local'", "span": span, "fix": None}
+    add_missing_fixes(Result(1, [diag], {}), text, "/k.py")
+    assert diag["fix"]["title"] == "add `T.clear(C_local)` before line 15"
+    assert diag["fix"]["edits"][0]["new_text"] == "            T.clear(C_local)\n"
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"error": "boom"}, "**Compile failed**: boom"),
+    ({"factory": "f", "target": "sm_90a", "compile_ms": 1500, "registers": 90, "spill_stores": 0,
+      "spill_loads": 0, "dynamic_smem": 1024, "static_smem": 0, "grid": ["1"], "block": [128],
+      "instructions": {"mma.sync": 4}, "binding": "f()"}, "registers: **90**/thread, spills: none"),
+])
+def test_compile_report(data, expected):
+    assert expected in lenses.compile_report(data)
+
+
+def test_command_result_offers_the_cuda_source():
+    out = lenses.command_result("compile", {"ok": True, "error": "x", "cuda_source": "__global__"})
+    assert out["ok"] is False and out["cuda_source"] == "__global__" and "cuda_source" not in out["data"]

@@ -1,0 +1,201 @@
+"""Hover text (Markdown) from the hover data the worker computed with the diagnostics.
+
+Inputs are ``lsp_kernels.summarize`` dicts (one per kernel build) and, for the kernel hover, the
+last Compile lens result of the factory (registers from ptxas). Every function here is pure
+formatting: no IO, no LSP types, no tvm. What each hover shows:
+
+- fragment: shape, dtype, where its layout came from, the layout in words, a thread x register
+  table of the first threads, registers per thread and replication;
+- shared buffer: bytes x pipeline stages, swizzle, and the kernel's total against the target's
+  per-block budget;
+- ``T.gemm``: the instruction (mma.sync m16n8k16 with ldmatrix via ``tl::gemm_ss``/``gemm_rs``)
+  and the warp partition;
+- ``T.Pipelined``: stages and copy mechanism;
+- ``T.Kernel``: grid, threads, shared memory, registers and an occupancy estimate.
+
+Occupancy per SM follows the CUDA C Programming Guide's per-compute-capability limits (threads,
+blocks, shared memory, 64K registers; 1 KiB of shared memory reserved per block; registers
+allocated per warp in units of 256).
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+# cc -> (max threads per SM, max blocks per SM, shared memory per SM in bytes)
+SM_LIMITS = {70: (2048, 32, 96 * KIB), 75: (1024, 16, 64 * KIB), 80: (2048, 32, 164 * KIB),
+             86: (1536, 16, 100 * KIB), 87: (2048, 32, 164 * KIB), 89: (1536, 24, 100 * KIB),
+             90: (2048, 32, 228 * KIB), 100: (2048, 32, 228 * KIB), 120: (1536, 32, 100 * KIB)}
+REGISTERS_PER_SM = 65536
+RESERVED_SMEM = 1 * KIB
+
+
+def kib(n) -> str:
+    if n is None:
+        return "unknown"
+    return f"{n // KIB} KiB" if n % KIB == 0 else f"{n / KIB:.1f} KiB"
+
+
+def _shape(entry) -> str:
+    return f"{entry['dtype']}[{', '.join(str(s) for s in entry['shape'])}]"
+
+
+def _footer(binding: str | None, others: int = 0) -> str:
+    if not binding:
+        return ""
+    more = f" (and {others} other binding{'s' if others > 1 else ''})" if others else ""
+    return f"\n\n_checked with {binding}{more}_"
+
+
+def _cc(arch: str) -> int:
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return int(digits) if digits else 90
+
+
+# ----- buffers ------------------------------------------------------------------------------------
+
+def buffer_markdown(name: str, entry: dict, summary: dict, binding: str | None, others: int = 0) -> str:
+    scope = entry["scope"]
+    if "fragment" in entry:
+        body = fragment_markdown(name, entry)
+    elif scope.startswith("shared"):
+        body = shared_markdown(name, entry, summary)
+    else:
+        size = f" · {kib(entry['bytes'])}" if entry.get("bytes") else ""
+        body = f"**{name}** · {scope} `{_shape(entry)}`{size}"
+        if scope == "local.fragment":
+            body += "\n\nNo layout was inferred for this fragment (see the diagnostics)."
+    return body + _footer(binding, others)
+
+
+def fragment_markdown(name: str, entry: dict) -> str:
+    frag = entry["fragment"]
+    per_thread = frag["local_size"]
+    lines = [f"**{name}** · fragment `{_shape(entry)}` · {kib(entry['bytes'])} over {frag['num_threads']} threads",
+             "",
+             f"- layout from {frag['origin'] or 'the default for parallel loops'}",
+             f"- **{per_thread} value{'s' if per_thread != 1 else ''} per thread = {frag['registers']} "
+             f"register{'s' if frag['registers'] != 1 else ''}/thread** ({entry['dtype']})",
+             f"- replication {frag['replication']}: " + ("each element lives in exactly one thread"
+                                                          if frag["replication"] == 1 else
+                                                          f"each element is held by {frag['replication']} threads")]
+    lines += [f"- {w}" for w in frag["axes"]]
+    lines += ["", _table(frag["table"]), "", f"```text\n{frag['describe']}\n```"]
+    return "\n".join(lines)
+
+
+def _table(rows: list) -> str:
+    if not rows or not rows[0]:
+        return ""
+    width = max(len(r) for r in rows)
+    head = "| thread | " + " | ".join(f"r{i}" for i in range(width)) + " |"
+    sep = "|---" * (width + 1) + "|"
+    body = ["| t" + str(t) + " | " + " | ".join("(" + ",".join(map(str, c)) + ")" for c in row) + " |"
+            for t, row in enumerate(rows)]
+    return "\n".join([head, sep, *body])
+
+
+def shared_markdown(name: str, entry: dict, summary: dict) -> str:
+    size, stages = entry["bytes"], entry["stages"]
+    staged = f"{kib(size)} × {stages} pipeline stages = **{kib(size * stages)}**" if size and stages > 1 \
+        else f"**{kib(size)}**" + (" (not staged by a pipeline)" if size else "")
+    lines = [f"**{name}** · shared `{_shape(entry)}`", "", f"- {staged}"]
+    if entry.get("swizzle"):
+        lines.append(f"- swizzle: {entry['swizzle']}")
+    lines.append("- " + budget_line(summary))
+    return "\n".join(lines)
+
+
+def budget_line(summary: dict) -> str:
+    total, limit, arch = summary.get("smem_total"), summary.get("smem_limit"), summary.get("arch", "?")
+    if total is None or not limit:
+        return "kernel total: unknown (a shared buffer has a symbolic shape)"
+    share = 100.0 * total / limit
+    verdict = "**over budget**" if total > limit else f"{share:.0f}%"
+    return f"kernel total: {kib(total)} of {kib(limit)} per block on {arch} ({verdict})"
+
+
+# ----- tile ops ------------------------------------------------------------------------------------
+
+def gemm_markdown(g: dict, binding: str | None, others: int = 0) -> str:
+    wm, wn = g["warp_m"], g["warp_n"]
+    tile_m, tile_n = g["M"] // wm, g["N"] // wn
+    mmas = (tile_m // 16) * (tile_n // 8) * max(g["K"] // g["k_step"], 1)
+    lines = [f"**T.gemm** `{g['c']}[{g['M']}×{g['N']}] += {g['a']}[{g['M']}×{g['K']}] · {g['b']}[{g['K']}×{g['N']}]`"
+             f" ({g['a_dtype']} → {g['c_dtype']})", "",
+             f"- instruction: `{g['instruction']}`",
+             f"- via `{g['variant']}`",
+             f"- warp partition: **{wm} × {wn} warps**, each computes a {tile_m}×{tile_n} tile "
+             f"({tile_m // 16}×{tile_n // 8} mma tiles of 16×8, {mmas} mma per warp per call)",
+             f"- transpose_A={g['trans_a']}, transpose_B={g['trans_b']}"]
+    return "\n".join(lines) + _footer(binding, others)
+
+
+def pipeline_markdown(p: dict, summary: dict, binding: str | None, others: int = 0) -> str:
+    staged = [summary["buffers"][n] for n in p["producers"] if n in summary.get("buffers", {})]
+    ring = sum((b["bytes"] or 0) * b["stages"] for b in staged)
+    lines = [f"**T.Pipelined** · {p['extent']} iterations · **num_stages={p['stages']}**", "",
+             f"- copies: {p['mechanism']}"]
+    if p["producers"]:
+        lines.append(f"- staged tiles: {', '.join(p['producers'])} ({kib(ring)} of shared memory in all)")
+    lines.append("- " + budget_line(summary))
+    return "\n".join(lines) + _footer(binding, others)
+
+
+# ----- the kernel ----------------------------------------------------------------------------------
+
+def occupancy(arch: str, threads: int, smem: int | None, registers: int | None) -> dict:
+    """Resident blocks per SM and what limits them (an estimate)."""
+    cc = _cc(arch)
+    known = [k for k in SM_LIMITS if k <= cc]
+    max_threads, max_blocks, smem_sm = SM_LIMITS[max(known)] if known else SM_LIMITS[80]
+    limits = {"blocks": max_blocks, "threads": max_threads // max(threads, 1)}
+    if smem:
+        limits["shared memory"] = smem_sm // (smem + RESERVED_SMEM)
+    if registers:
+        warps = -(-threads // 32)
+        per_warp = -(-registers * 32 // 256) * 256
+        limits["registers"] = REGISTERS_PER_SM // (per_warp * warps)
+    blocks = min(limits.values())
+    by = sorted(k for k, v in limits.items() if v == blocks)
+    return {"blocks": blocks, "limited_by": by, "warps": blocks * (-(-threads // 32)),
+            "max_warps": max_threads // 32, "limits": limits}
+
+
+def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, others: int = 0) -> str:
+    launch = summary.get("launch") or {}
+    threads = launch.get("num_threads") or 0
+    grid = " × ".join(str(g) for g in launch.get("grid", []))
+    smem = summary.get("smem_total")
+    regs = compiled.get("registers") if compiled else None
+    lines = [f"**T.Kernel** · grid {grid} · **{threads} threads** ({threads // 32} warps)", "",
+             "- shared memory: " + budget_line(summary)]
+    if regs is not None:
+        spill = compiled.get("spill_stores") or 0
+        lines.append(f"- registers: **{regs}/thread** from ptxas ({compiled.get('target')})"
+                     + (f", {spill} bytes spilled" if spill else ", no spills"))
+    else:
+        lines.append(f"- registers: at least {summary.get('fragment_registers', 0)}/thread for fragments "
+                     "(run the Compile lens for the ptxas count)")
+    occ = occupancy(summary.get("arch", "sm_90a"), threads, smem, regs)
+    lines.append(f"- occupancy estimate: **{occ['blocks']} block{'s' if occ['blocks'] != 1 else ''}/SM** "
+                 f"({occ['warps']} of {occ['max_warps']} warps), limited by {', '.join(occ['limited_by'])}"
+                 + ("" if regs is not None else "; registers not counted yet"))
+    flops = summary.get("flops_per_launch")
+    if flops:
+        lines.append(f"- work: {flops / 1e9:.2f} GFLOP per launch (T.gemm)")
+    return "\n".join(lines) + _footer(binding, others)
+
+
+# ----- T members and fallbacks ----------------------------------------------------------------------
+
+def member_markdown(prefix: str, member: dict) -> str:
+    sig = member.get("signature") or ""
+    text = f"```python\n{prefix}.{member['name']}{sig}\n```"
+    if member.get("doc"):
+        text += "\n\n" + member["doc"]
+    return text
+
+
+def pending_markdown(name: str, detail: str, reason: str) -> str:
+    head = f"**{name}**" + (f" = `{detail}`" if detail else "")
+    return f"{head}\n\n_{reason}_"

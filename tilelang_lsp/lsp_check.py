@@ -1,0 +1,245 @@
+"""The worker's ``check`` request: the checker's ``Session`` run in-process, plus a build cache.
+
+``CheckService.check({"path", "text", "target", "exec", "timeout"})`` returns::
+
+    {"ok": True, "diagnostics": [Diagnostic.to_dict() + {"url"}], "target", "exec",
+     "kernels": {factory: [{"binding", "summary"}]}, "elapsed_ms", "hits", "misses"}
+
+It reuses the checker end to end (``tilelang_lsp.worker.Session``: binding plans, merging of
+bindings, value-free fallback checks, ignore comments) and acts itself as the Session's worker,
+so the user's code runs in this (worker) process, never in the server's:
+
+- ``load`` executes the document's definitions (``worker._load``) and indexes the text for the
+  cache keys below;
+- ``build`` builds one bound kernel, runs ``tilelang.analysis.check`` on it (the checker's own
+  ``_call_factory``/``_check``/``_failure`` helpers) and computes its hover data
+  (``lsp_kernels.summarize``) in the same step, so layouts are computed once per version.
+
+A build's result is cached under a key made of the target, the binding's argument texts, the
+factory's source with its line numbers and, transitively, the module-level statements whose
+names it (or the binding) uses, plus every import. Typing inside one kernel therefore rebuilds
+only that kernel. A key includes line numbers, so results never point at moved lines.
+
+Time limits: each load/build runs under ``SIGALRM`` (``WorkerTimeout``, which the Session turns
+into TL0803); the server also bounds the whole request and kills this process past it.
+``[tool.tilelang.check]`` applies as in ``tilelang-check`` (target, exec, timeout, select,
+ignore, bind); an explicit target from the editor wins over it.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import signal
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+from tilelang_lsp import worker as checker_worker
+from tilelang_lsp.worker import WorkerTimeout
+
+CACHE_SIZE = 512
+DEFAULT_TARGET = "sm_90a"
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise ``WorkerTimeout`` in this (main) thread after ``seconds``; no-op elsewhere."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise WorkerTimeout(f"no answer within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class BuildKeys:
+    """Cache keys of the builds of one document text (see the module docstring)."""
+
+    def __init__(self, path: str, text: str):
+        self.path = path
+        lines = text.splitlines(True)
+        tree = ast.parse(text)
+        self.always, self.defs = [], {}
+        for stmt in tree.body:
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            piece = (first, "".join(lines[first - 1: stmt.end_lineno]), _names_used(stmt))
+            if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
+                self.always.append(piece[:2])
+            for name in _names_defined(stmt):
+                self.defs.setdefault(name, []).append(piece)
+
+    def key(self, message: dict) -> str:
+        roots = {message["factory"]}
+        for text in list(message.get("args", ())) + [v for _, v in message.get("kwargs", ())]:
+            roots |= _names_in_text(text)
+        seen, pieces, todo = set(), [], list(roots)
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for first, text, used in self.defs.get(name, ()):
+                pieces.append((first, text))
+                todo.extend(used - seen)
+        fields = (self.path, message.get("target"), message.get("factory"), tuple(message.get("args", ())),
+                  tuple(map(tuple, message.get("kwargs", ()))), message.get("binding"),
+                  message.get("prim_func"), repr(message.get("out_idx_span")), sorted(set(pieces)), self.always)
+        return hashlib.sha1(repr(fields).encode()).hexdigest()
+
+
+def _names_defined(stmt) -> set:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    targets = []
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _names_used(stmt) -> set:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+
+
+def _names_in_text(text: str) -> set:
+    try:
+        return _names_used(ast.parse(text, mode="eval"))
+    except SyntaxError:
+        return set()
+
+
+class CheckService:
+    """Serves ``check`` requests; acts as the checker Session's worker (``request``)."""
+
+    def __init__(self):
+        self.modules = {}           # path -> module object (``worker._load``'s table)
+        self.loaded = {}            # Session's view: path -> module name
+        self._cache = OrderedDict()  # build key -> (reply, summary)
+        self._keys = None
+        self._kernels = {}
+        self.hits = self.misses = 0
+
+    # ----- the Session's worker protocol --------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def request(self, message: dict, timeout: float) -> dict:
+        with time_limit(timeout):
+            if message["op"] == "load":
+                return self._load(message)
+            if message["op"] == "build":
+                return self._build(message)
+        raise ValueError(f"unknown request {message['op']!r}")
+
+    def _load(self, message: dict) -> dict:
+        self._keys = BuildKeys(message["path"], message["text"])
+        return checker_worker._load(message, self.modules)
+
+    def _build(self, message: dict) -> dict:
+        key = self._keys.key(message) if self._keys is not None and self._keys.path == message["path"] else None
+        cached = self._cache.get(key) if key else None
+        if cached is not None:
+            self._cache.move_to_end(key)
+            self.hits += 1
+            self._record(message, cached[1])
+            return cached[0]
+        self.misses += 1
+        reply, summary = self._build_uncached(message)
+        if key:
+            self._cache[key] = (reply, summary)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        self._record(message, summary)
+        return reply
+
+    def _build_uncached(self, message: dict):
+        from tvm import tirx
+
+        from tilelang_lsp.lsp_kernels import summarize
+
+        module = self.modules.get(message["path"])
+        if module is None:
+            raise RuntimeError(f"{message['path']} was not loaded")
+        binding = message["binding"]
+        try:
+            func = checker_worker._call_factory(module, message)
+        except Exception as err:  # noqa: BLE001 - the user's factory failed: report where
+            what = f"{message['factory']} raised while building the kernel:"
+            return {"ok": True, "built": False,
+                    "diagnostics": checker_worker._failure(err, message["path"], what, binding)}, None
+        if not isinstance(func, tirx.PrimFunc):
+            return {"ok": True, "built": False, "diagnostics": []}, None
+        diagnostics = checker_worker._check(func, module, message)
+        try:
+            summary = summarize(func, message["target"])
+        except Exception as err:  # noqa: BLE001 - hover data are optional; never fail the check
+            summary = {"error": f"{type(err).__name__}: {err}"}
+        return {"ok": True, "built": True, "diagnostics": diagnostics}, summary
+
+    def _record(self, message: dict, summary) -> None:
+        if summary is not None:
+            entry = {"binding": message["binding"], "summary": summary}
+            self._kernels.setdefault(message["factory"], []).append(entry)
+
+    # ----- the ``check`` request ----------------------------------------------------------
+    def check(self, message: dict) -> dict:
+        from tilelang_lsp.cli import filter_codes
+        from tilelang_lsp.worker import Session
+
+        start = time.perf_counter()
+        path, text = message["path"], message["text"]
+        config, problems = _config(path)
+        target = message.get("target") or config.target or DEFAULT_TARGET
+        exec_code = bool(message.get("exec", True)) and config.exec is not False
+        timeout = float(message.get("timeout") or config.timeout or 20.0)
+        self._kernels, hits, misses = {}, self.hits, self.misses
+        session = Session(target, timeout, exec_code, lambda p: config, worker=self)
+        report = session.check_file(path, text)
+        select = [c.upper() for c in config.select]
+        ignore = [c.upper() for c in config.ignore]
+        found = problems + filter_codes(report.diagnostics, select, ignore)
+        return {"ok": True, "diagnostics": [_to_dict(d) for d in found], "kernels": self._kernels,
+                "target": target, "exec": exec_code, "elapsed_ms": (time.perf_counter() - start) * 1e3,
+                "hits": self.hits - hits, "misses": self.misses - misses}
+
+
+def _config(path: str):
+    """(CheckConfig, [TL0004 diagnostic]) for the file; a malformed table counts as empty."""
+    from tilelang.diagnostics import Diagnostic, Span
+    from tilelang_lsp.binding import CheckConfig, ConfigError, load_config
+
+    try:
+        return load_config(Path(path).parent), []
+    except ConfigError as err:
+        return CheckConfig(), [Diagnostic.from_code("TL0004", f"[tool.tilelang.check] is ignored: {err}",
+                                                    Span.point(path, 1))]
+
+
+def _to_dict(diag) -> dict:
+    data = diag.to_dict()
+    data["url"] = diag.url
+    return data
+
+
+def module_for(service: CheckService, message: dict):
+    """Load the document into ``service`` (for the compile/run requests); returns the module."""
+    reply = service.request({"op": "load", "path": message["path"], "text": message["text"]}, None)
+    if not reply.get("ok"):
+        raise RuntimeError("the document could not be loaded")
+    return service.modules[message["path"]]
+

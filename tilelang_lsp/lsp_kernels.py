@@ -1,0 +1,259 @@
+"""Hover data of one built kernel, computed in the worker: plain JSON-able dicts.
+
+``summarize(func, arch)`` runs the compiler's own analyses on a parsed kernel
+(``transform.kernel.analyze_kernel``, ``transform.layout_inference.infer_layouts``,
+``transform.pipeline.plan_stages``) and returns::
+
+    {"arch", "smem_limit", "smem_total", "error": str|None,
+     "launch":    {"line", "grid": [str], "threads": [int], "num_threads"},
+     "buffers":   {name: {"scope", "shape", "dtype", "bytes", "stages", "line",
+                          "swizzle"?: str, "fragment"?: {...}}},
+     "gemms":     [{"line", "M", "N", "K", "warp_m", "warp_n", "trans_a", "trans_b",
+                    "variant", "a_scope", "a_dtype", "b_dtype", "c_dtype", "instruction"}],
+     "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
+     "fragment_registers": int, "flops_per_launch": int|None}
+
+Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
+name, where it came from, ``describe()``, words per axis, registers per thread, replication and
+a table of the first threads' first registers (``table[t][r]`` = tile coordinates). Nothing here
+raises: a failing analysis leaves its part empty and says why in ``error``.
+"""
+
+from __future__ import annotations
+
+import math
+
+TABLE_THREADS = 4
+TABLE_REGISTERS = 8
+SMEM_ALIGN = 128
+
+
+def summarize(func, arch: str) -> dict:
+    from tilelang.analysis import targets
+    from tilelang.transform.kernel import analyze_kernel
+
+    out = {"arch": arch, "error": None, "launch": None, "buffers": {}, "gemms": [], "pipelines": [],
+           "fragment_registers": 0, "smem_total": None, "flops_per_launch": None}
+    try:
+        out["smem_limit"] = targets.smem_per_block(arch)
+    except ValueError:
+        out["smem_limit"] = None
+    try:
+        info = analyze_kernel(func)
+    except Exception as err:  # noqa: BLE001 - a kernel the analyses reject: no hover data
+        out["error"] = f"{type(err).__name__}: {err}"
+        return out
+    out["launch"] = _launch(func, info)
+    layouts = _layouts(info, out)
+    _buffers(info, layouts, out)
+    if layouts is not None:
+        out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
+        out["gemms"].sort(key=lambda g: g["line"] or 0)
+    out["pipelines"] = _pipelines(info)
+    out["flops_per_launch"] = _gemm_flops(info, layouts)
+    return out
+
+
+def _line(span) -> int | None:
+    from tilelang.analysis.report import plain_span
+
+    span = plain_span(span)
+    return int(span.line) if span is not None else None
+
+
+def _int_or_text(expr):
+    from tilelang.transform.ir_utils import const_int
+
+    value = const_int(expr)
+    return value if value is not None else str(expr)
+
+
+def _launch(func, info) -> dict:
+    grid = {"blockIdx.x": 1, "blockIdx.y": 1, "blockIdx.z": 1}
+    for iv, extent in info.launch:
+        tag = str(iv.thread_tag)
+        if tag in grid:
+            grid[tag] = _int_or_text(extent)
+    return {"line": _line(getattr(func.body, "span", None)), "grid": list(grid.values()),
+            "threads": [t for t in info.threads], "num_threads": info.num_threads}
+
+
+def _layouts(info, out):
+    from tilelang.transform.layout_inference import infer_layouts
+
+    try:
+        return infer_layouts(info)
+    except Exception as err:  # noqa: BLE001 - LoweringError (reported as a diagnostic) or a bug
+        out["error"] = f"layout inference failed: {getattr(err, 'message', err)}"
+        return None
+
+
+def _buffers(info, layouts, out) -> None:
+    from tilelang.language.dtypes import nbytes
+    from tilelang.transform.ir_utils import walk_stmts
+    from tilelang.transform.pipeline import plan_stages
+    from tvm import tirx
+
+    stages = plan_stages(info)
+    allocs = []
+    walk_stmts(info.body, lambda s: allocs.append(s) if isinstance(s, tirx.AllocBuffer) else None)
+    total, known = 0, True
+    for stmt in allocs:
+        buf = stmt.buffer
+        entry = _buffer_entry(buf, stmt, stages.get(buf, 1), nbytes(str(buf.dtype)))
+        if layouts is not None:
+            _add_layout(entry, buf, layouts, out)
+        out["buffers"].setdefault(buf.name, entry)
+        if entry["scope"].startswith("shared"):
+            if entry["bytes"] is None:
+                known = False
+            else:
+                total += -(-entry["bytes"] * entry["stages"] // SMEM_ALIGN) * SMEM_ALIGN
+    out["smem_total"] = total if known else None
+
+
+def _buffer_entry(buf, stmt, stages, elem_bytes) -> dict:
+    shape = [_int_or_text(s) for s in buf.shape]
+    size = math.prod(shape) * elem_bytes if all(isinstance(s, int) for s in shape) else None
+    return {"scope": str(buf.scope()), "shape": shape, "dtype": str(buf.dtype), "bytes": size,
+            "elem_bytes": elem_bytes, "stages": stages, "line": _line(stmt.span)}
+
+
+def _add_layout(entry, buf, layouts, out) -> None:
+    frag = layouts.fragments.get(buf)
+    if frag is not None:
+        entry["fragment"] = fragment_summary(frag, entry["elem_bytes"], layouts.origin.get(buf))
+        out["fragment_registers"] += entry["fragment"]["registers"]
+    shared = layouts.shared.get(buf)
+    if shared is not None:
+        entry["swizzle"] = shared.describe()
+        entry["swizzle_group"] = shared.group
+
+
+def fragment_summary(frag, elem_bytes: int, origin) -> dict:
+    """Layout facts of one ``Fragment`` for the hover (see the module docstring)."""
+    owners = frag.owners()
+    shape = [int(s) for s in frag.shape]
+    rows = []
+    for tid in range(min(TABLE_THREADS, frag.num_threads)):
+        cells = [_coords(int(flat), shape) for flat in owners[tid][:TABLE_REGISTERS]]
+        rows.append(cells)
+    return {"name": frag.name, "origin": origin, "describe": frag.describe(), "axes": _axes_in_words(frag),
+            "local_size": frag.local_size, "replication": frag.replication, "num_threads": frag.num_threads,
+            "registers": -(-frag.local_size * elem_bytes // 4), "table": rows}
+
+
+def _coords(flat: int, shape: list) -> list:
+    out = []
+    for extent in reversed(shape):
+        out.append(flat % extent)
+        flat //= extent
+    return list(reversed(out))
+
+
+def _axes_in_words(frag) -> list:
+    words = []
+    for a in sorted(frag.thread_axes, key=lambda a: a.stride):
+        if a.extent == 1:
+            continue
+        digit = f"(tid / {a.stride}) % {a.extent}" if a.stride > 1 else f"tid % {a.extent}"
+        where = "replicates the tile" if a.dim is None else f"steps dim {a.dim} by {a.coef}"
+        words.append(f"thread digit {digit} {where}")
+    for a in sorted(frag.local_axes, key=lambda a: a.stride):
+        if a.extent == 1:
+            continue
+        digit = f"(reg / {a.stride}) % {a.extent}" if a.stride > 1 else f"reg % {a.extent}"
+        words.append(f"register digit {digit} steps dim {a.dim} by {a.coef}")
+    return words
+
+
+def _gemm(stmt, plan, arch) -> dict:
+    from tilelang.analysis import targets
+    from tilelang.transform.kernel import FRAGMENT_SCOPE, decode_region
+
+    a, b, c = (decode_region(x) for x in stmt.value.args[:3])
+    a_scope = str(a.buffer.scope())
+    k_step = targets.mma_k_granularity(a.dtype)
+    shape = f"m16n8k{k_step}"
+    instruction = f"mma.sync.aligned.{shape}"
+    if a.dtype in ("float16", "bfloat16") or a_scope != FRAGMENT_SCOPE:
+        instruction += " with ldmatrix loads from shared memory"
+    variant = "tl::gemm_rs (A in registers, B in shared)" if a_scope == FRAGMENT_SCOPE else \
+        "tl::gemm_ss (A and B in shared)"
+    return {"line": _line(stmt.span), "M": plan.M, "N": plan.N, "K": plan.K, "warp_m": plan.warp_m,
+            "warp_n": plan.warp_n, "trans_a": plan.trans_a, "trans_b": plan.trans_b, "variant": variant,
+            "a_scope": a_scope, "a": a.buffer.name, "b": b.buffer.name, "c": c.buffer.name,
+            "a_dtype": a.dtype, "b_dtype": b.dtype, "c_dtype": c.dtype, "instruction": instruction,
+            "mma_shape": shape, "k_step": k_step}
+
+
+def _pipelines(info) -> list:
+    from tilelang.transform.ir_utils import walk_stmts
+    from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
+    from tvm import tirx
+
+    out = []
+
+    def visit(s):
+        if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:
+            return
+        stages = int(s.annotations["tl.num_stages"])
+        body = list(s.body.seq) if isinstance(s.body, tirx.SeqStmt) else [s.body]
+        producers = []
+        for p in body:
+            if op_name(p) == "copy":
+                src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
+                if scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES:
+                    producers.append(dst.buffer.name)
+        out.append({"line": _line(s.span), "stages": stages, "producers": producers,
+                    "extent": _int_or_text(s.extent), "mechanism": _mechanism(stages, producers)})
+
+    walk_stmts(info.body, visit)
+    return out
+
+
+def _mechanism(stages: int, producers: list) -> str:
+    if not producers:
+        return "no global-to-shared copies at the top of the loop body: nothing to pipeline"
+    if stages < 2:
+        return "not pipelined (num_stages < 2): each copy waits before the compute that reads it"
+    return (f"cp.async (16-byte, L2-cached global-to-shared copies), a ring of {stages} shared-memory "
+            f"buffers per staged tile: the copies for iteration k+{stages - 1} are in flight while "
+            f"iteration k computes (commit_group, wait_group {stages - 1}, __syncthreads)")
+
+
+def _gemm_flops(info, layouts):
+    """2*M*N*K of every T.gemm times its enclosing constant loop trips, times the grid."""
+    if layouts is None or not layouts.gemms:
+        return None
+    from tilelang.transform.ir_utils import const_int
+    from tvm import tirx
+
+    total = 0
+
+    def visit(s, trips):
+        if s in layouts.gemms:
+            p = layouts.gemms[s]
+            total_add = 2 * p.M * p.N * p.K * trips
+            nonlocal total
+            total += total_add
+            return
+        if isinstance(s, tirx.For):
+            extent = const_int(s.extent)
+            trips = trips * extent if extent is not None else None
+            if trips is None:
+                return
+        from tilelang.transform.ir_utils import children
+
+        for c in children(s):
+            visit(c, trips)
+
+    visit(info.body, 1)
+    blocks = 1
+    for iv, extent in info.launch:
+        if str(iv.thread_tag).startswith("blockIdx"):
+            value = const_int(extent)
+            if value is None:
+                return None
+            blocks *= value
+    return total * blocks if total else None
