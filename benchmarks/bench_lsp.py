@@ -1,0 +1,213 @@
+"""Latency of the TileLang language server, measured over real stdio like an editor sees it.
+
+    python benchmarks/bench_lsp.py [--edits 50] [--hovers 200] [--starts 10]
+
+Builds a ~300-line kernel file from the factories of ``examples/`` (their bindings come from the
+examples' own ``kernels()`` functions), starts ``tilelang-lsp``, waits for the first diagnostics
+(the worker imports tvm once), warms up, then measures:
+
+- start-up: process start to the ``initialize`` response (fresh processes);
+- edit -> diagnostics: a ``didChange`` inside one kernel factory (a distinct edit each time, so
+  no cached result can answer) until ``publishDiagnostics`` for that version arrives; a single
+  edit after a pause, as when a user stops typing;
+- typing burst: six keystrokes 40 ms apart; from the last keystroke to its diagnostics (the
+  debounce coalesces the burst);
+- edit at the top of the file: every line below moves, so every kernel is rebuilt (worst case);
+- hover on a fragment, a shared buffer, ``T.gemm`` and ``T.Kernel``; completion after ``T.``.
+
+Goals (2-core CPU machine): edit -> diagnostics p95 < 150 ms, hover < 50 ms, start-up < 1.5 s.
+Prints a table; asserts nothing (benchmarks never fail a build).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tilelang_lsp.lsp_client import LspClient  # noqa: E402
+
+EXAMPLES = ["gemm", "gemm_epilogue", "softmax", "rmsnorm", "row_reduce", "softplus", "vector_add", "layernorm"]
+SKIP_FUNCTIONS = {"main", "run"}
+RENAMED = ("ref_program", "kernels")
+TARGET_LINES = 300
+
+
+def build_file(limit: int = TARGET_LINES) -> str:
+    """The factories, helpers and ``kernels()`` of the examples, concatenated up to ~``limit`` lines."""
+    imports = ["import torch", "", "import tilelang", "import tilelang.language as T", ""]
+    body = []
+    for name in EXAMPLES:
+        path = REPO / "examples" / f"{name}.py"
+        if not path.exists():
+            continue
+        body += _pieces(path.read_text(), name)
+        if len(imports) + sum(p.count("\n") + 3 for p in body) >= limit:
+            break
+    return "\n".join(imports) + "\n" + "\n\n\n".join(body) + "\n"
+
+
+def _pieces(text: str, suffix: str) -> list:
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    out = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.FunctionDef) or stmt.name in SKIP_FUNCTIONS:
+            continue
+        first = min([stmt.lineno] + [d.lineno for d in stmt.decorator_list])
+        piece = "\n".join(lines[first - 1: stmt.end_lineno])
+        for old in RENAMED:
+            piece = piece.replace(f"def {old}(", f"def {old}_{suffix}(")
+        out.append(piece)
+    return out
+
+
+def percentile(values, q) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def start(folder: Path) -> LspClient:
+    env = {"PYTHONPATH": str(REPO), "TILELANG_CACHE_DIR": str(folder / "cache")}
+    return LspClient([sys.executable, "-m", "tilelang_lsp.server"], cwd=str(REPO), env=env)
+
+
+def measure_startup(folder: Path, runs: int) -> list:
+    out = []
+    for _ in range(runs):
+        client = start(folder)
+        client.initialize(str(folder))
+        out.append(time.perf_counter() - client.started)
+        client.shutdown()
+    return out
+
+
+class Session:
+    def __init__(self, client: LspClient, path: Path, text: str):
+        self.client, self.uri, self.text, self.version = client, path.as_uri(), text, 1
+        client.open(self.uri, text)
+
+    def change(self, text: str) -> float:
+        self.version += 1
+        self.text = text
+        sent = time.perf_counter()
+        self.client.change(self.uri, self.version, text)
+        self.client.wait_diagnostics(self.uri, self.version, 120)
+        return time.perf_counter() - sent
+
+    def position(self, needle: str, offset: int) -> tuple:
+        start = self.text.index(needle)
+        line = self.text.count("\n", 0, start)
+        return line, start - (self.text.rfind("\n", 0, start) + 1) + offset
+
+    def timed(self, method: str, needle: str, offset: int) -> float:
+        line, ch = self.position(needle, offset)
+        sent = time.perf_counter()
+        self.client.at(method, self.uri, line, ch)
+        return time.perf_counter() - sent
+
+
+def edit_inside_factory(text: str, i: int) -> str:
+    """A distinct edit inside ``matmul``: the comment at the end of its ``T.clear`` line changes."""
+    marker = "T.clear(C_local)"
+    head, _, tail = text.partition(marker)
+    rest = tail.split("\n", 1)
+    return f"{head}{marker}  # edit {i}\n{rest[1] if len(rest) > 1 else ''}"
+
+
+def measure_edits(s: Session, n: int, pause: float) -> list:
+    out = []
+    for i in range(n):
+        time.sleep(pause)  # a user pausing between edits: each edit is checked on its own
+        out.append(s.change(edit_inside_factory(s.text, i)))
+    return out
+
+
+def measure_bursts(s: Session, n: int) -> list:
+    out = []
+    for i in range(n):
+        time.sleep(0.3)
+        for k in range(6):
+            s.version += 1
+            s.text = edit_inside_factory(s.text, f"b{i}-{k}")
+            sent = time.perf_counter()
+            s.client.change(s.uri, s.version, s.text)
+            if k < 5:
+                time.sleep(0.04)
+        s.client.wait_diagnostics(s.uri, s.version, 120)
+        out.append(time.perf_counter() - sent)
+    return out
+
+
+def measure_top_edits(s: Session, n: int) -> list:
+    out = []
+    for i in range(n):
+        time.sleep(0.3)
+        lines = s.text.split("\n")
+        lines.insert(0, f"# top edit {i}") if i % 2 == 0 else lines.pop(0)
+        out.append(s.change("\n".join(lines)))
+    return out
+
+
+def row(name: str, values: list, unit: float = 1e3, goal: str = "") -> str:
+    if not values:
+        return f"{name:<44} {'-':>8}"
+    return (f"{name:<44} {len(values):>5} {statistics.median(values) * unit:>9.1f} {percentile(values, 95) * unit:>9.1f} "
+            f"{max(values) * unit:>9.1f}  {goal}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--edits", type=int, default=50)
+    parser.add_argument("--hovers", type=int, default=200)
+    parser.add_argument("--starts", type=int, default=10)
+    parser.add_argument("--pause", type=float, default=0.3, help="seconds between measured edits")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="tilelang-bench-lsp-"))
+    text = build_file()
+    path = folder / "kernels_300.py"
+    path.write_text(text)
+    print(f"file: {path} ({text.count(chr(10))} lines, {sum(1 for _ in ast.walk(ast.parse(text)) if isinstance(_, ast.FunctionDef))} functions); "
+          f"{os.cpu_count()} CPUs")
+    startup = measure_startup(folder, args.starts)
+    client = start(folder)
+    client.initialize(str(folder))
+    opened = time.perf_counter()
+    s = Session(client, path, text)
+    first = client.wait_diagnostics(s.uri, 1, 300)
+    cold = time.perf_counter() - opened
+    print(f"first diagnostics (worker cold start, tvm import, every kernel built): {cold:.2f} s, "
+          f"{len(first)} diagnostics")
+    measure_edits(s, 5, 0.2)                               # warm-up
+    edits = measure_edits(s, args.edits, args.pause)
+    bursts = measure_bursts(s, max(args.edits // 5, 5))
+    tops = measure_top_edits(s, max(args.edits // 5, 5))
+    hovers = {what: [] for what in ("fragment", "shared buffer", "T.gemm", "T.Kernel")}
+    needles = {"fragment": ("C_local = ", 2), "shared buffer": ("A_shared = ", 2), "T.gemm": ("T.gemm(", 3),
+               "T.Kernel": ("T.Kernel(", 3)}
+    for _ in range(args.hovers // 4):
+        for what, (needle, offset) in needles.items():
+            hovers[what].append(s.timed("textDocument/hover", needle, offset))
+    completions = [s.timed("textDocument/completion", "T.gemm(", 2) for _ in range(args.hovers // 2)]
+    client.shutdown()
+    print()
+    print(f"{'measure (ms)':<44} {'n':>5} {'p50':>9} {'p95':>9} {'max':>9}  goal")
+    print(row("start-up (process start -> initialize reply)", startup, goal="< 1500"))
+    print(row("edit -> diagnostics (one kernel rebuilt)", edits, goal="p95 < 150"))
+    print(row("typing burst: last keystroke -> diagnostics", bursts))
+    print(row("edit at line 1 -> diagnostics (all rebuilt)", tops))
+    for what, values in hovers.items():
+        print(row(f"hover on {what}", values, goal="< 50"))
+    print(row("completion after T.", completions))
+
+
+if __name__ == "__main__":
+    main()
