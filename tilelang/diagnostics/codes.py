@@ -346,18 +346,19 @@ NO_FRAGMENT_LAYOUT = _define(
 FRAGMENT_NOT_BIJECTIVE = _define(
     "TL0203",
     "fragment-not-bijective",
-    W,
-    "A fragment's index map is not one-to-one, so every thread would hold the whole tile.",
+    E,
+    "A fragment is indexed with something other than loop variables where its layout cannot follow.",
     """
     ## What it does
-    Reports a fragment access whose index expression maps several loop iterations onto the same
-    element (for example `x[i, j // 2]`), which forces layout inference to replicate the fragment
-    across threads.
+    Reports a fragment access inside `T.Parallel` whose index is not a plain loop variable (for
+    example `x[i, j // 2]`) when the element it names is not held by the thread running that
+    iteration, or when the fragment has no layout yet to check against.
 
     ## Why is this bad?
-    Replication means each thread keeps the whole tile in registers: register use explodes,
-    everything spills to local memory, and nvcc can take a minute on the result (measured: 58 s
-    for a 128 x 128 tile).
+    A fragment lives in registers spread over the threads; a thread cannot read another thread's
+    register. Upstream TileLang replicates the whole tile into every thread instead: register use
+    explodes, everything spills to local memory, and nvcc can take a minute on the result
+    (measured: 58 s for a 128 x 128 tile). We refuse it at the user's line.
 
     ## Example
     ```python
