@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import re
 import signal
 import threading
 import time
@@ -41,6 +42,7 @@ from tilelang_lsp import worker as checker_worker
 from tilelang_lsp.worker import WorkerTimeout
 
 CACHE_SIZE = 512
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 DEFAULT_TARGET = "sm_90a"
 
 
@@ -66,18 +68,23 @@ def time_limit(seconds: float | None):
 class BuildKeys:
     """Cache keys of the builds of one document text (see the module docstring)."""
 
-    def __init__(self, path: str, text: str):
+    def __init__(self, path: str, text: str, tree=None):
         self.path = path
         lines = text.splitlines(True)
-        tree = ast.parse(text)
-        self.always, self.defs = [], {}
+        self.tree = tree = tree if tree is not None else ast.parse(text)
+        self.always, self.defs, self.statements = [], {}, []
         for stmt in tree.body:
             first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
             piece = (first, "".join(lines[first - 1: stmt.end_lineno]), _names_used(stmt))
+            self.statements.append((stmt, piece[:2]))
             if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
                 self.always.append(piece[:2])
             for name in _names_defined(stmt):
                 self.defs.setdefault(name, []).append(piece)
+
+    def fingerprints(self) -> dict:
+        """(first line, text) of each module-level statement -> the name it defines if a def/class."""
+        return {p: (stmt.name if isinstance(stmt, _DEFS) else None) for stmt, p in self.statements}
 
     def key(self, message: dict) -> str:
         roots = {message["factory"]}
@@ -120,14 +127,59 @@ def _names_in_text(text: str) -> set:
         return set()
 
 
+def speed_up_checker() -> None:
+    """Two equivalent shortcuts for the checker's per-check costs, in this worker process only.
+
+    - ``tilelang.analysis.source.parse_file`` reuses its result for the same text: one check
+      parses the document three times (the Session, the checker's ``_load``, the cache keys).
+      Callers import it at call time, so replacing the module attribute reaches them; the model
+      is never mutated after it is built, so sharing it is safe.
+    - ``find_pragmas`` and ``find_ignores`` tokenize the whole file to find comments matching
+      ``tilelang\\s*:``; text without that substring has none, so they return ``[]`` at once.
+      Applied only while their patterns still contain ``tilelang\\s*:`` (checked here).
+    """
+    import tilelang.analysis.source as source
+    import tilelang.analysis.suppress as suppress
+    from tilelang_lsp import binding
+
+    if getattr(source.parse_file, "memoized", False):
+        return
+    original, last = source.parse_file, {}
+
+    def parse_file(path, text):
+        if last.get("key") != (path, text):
+            last["model"] = original(path, text)
+            last["key"] = (path, text)
+        return last["model"]
+
+    parse_file.memoized = True
+    source.parse_file = parse_file
+    if _HINT.pattern in binding._PRAGMA.pattern:
+        binding.find_pragmas = _skip_without_directive(binding.find_pragmas)
+    if _HINT.pattern in suppress._DIRECTIVE.pattern:
+        suppress.find_ignores = _skip_without_directive(suppress.find_ignores)
+
+
+_HINT = re.compile(r"tilelang\s*:")
+
+
+def _skip_without_directive(find):
+    def wrapper(path, text):
+        return find(path, text) if _HINT.search(text) else []
+
+    return wrapper
+
+
 class CheckService:
     """Serves ``check`` requests; acts as the checker Session's worker (``request``)."""
 
     def __init__(self):
+        speed_up_checker()
         self.modules = {}           # path -> module object (``worker._load``'s table)
         self.loaded = {}            # Session's view: path -> module name
         self._cache = OrderedDict()  # build key -> (reply, summary)
         self._keys = None
+        self._statements = {}        # path -> fingerprints of the last clean full load
         self._kernels = {}
         self.hits = self.misses = 0
 
@@ -147,8 +199,46 @@ class CheckService:
         raise ValueError(f"unknown request {message['op']!r}")
 
     def _load(self, message: dict) -> dict:
-        self._keys = BuildKeys(message["path"], message["text"])
-        return checker_worker._load(message, self.modules)
+        import tilelang.analysis.source as source
+
+        tree = source.parse_file(message["path"], message["text"]).tree   # memoized: no new parse
+        self._keys = keys = BuildKeys(message["path"], message["text"], tree)
+        reply = self._load_changed_definitions(message, keys)
+        if reply is None:
+            reply = checker_worker._load(message, self.modules)
+            clean = not reply.get("diagnostics")
+            self._statements[message["path"]] = keys.fingerprints() if clean else None
+        return reply
+
+    def _load_changed_definitions(self, message: dict, keys: BuildKeys) -> dict | None:
+        """Re-execute only the module-level definitions whose text or position changed.
+
+        Applies when the previous load of the same path raised nothing and every statement that
+        differs (added, removed or moved) is a ``def`` or ``class``; otherwise None (do a full
+        load). Positions are part of a statement's fingerprint, so code objects keep true lines.
+        """
+        import linecache
+
+        path, text = message["path"], message["text"]
+        before, module = self._statements.get(path), self.modules.get(path)
+        if not before or module is None:
+            return None
+        now = keys.fingerprints()
+        added = [stmt for stmt, p in keys.statements if p not in before]
+        removed = [name for p, name in before.items() if p not in now]
+        if len(added) > 4 or not all(isinstance(s, _DEFS) for s in added) or None in removed:
+            return None
+        linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+        for stmt in added:
+            try:
+                exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__)  # noqa: S102
+            except BaseException:  # noqa: BLE001 - let the full load report it
+                self._statements[path] = None
+                return None
+        for name in set(removed) - set(now.values()):
+            module.__dict__.pop(name, None)
+        self._statements[path] = now
+        return {"ok": True, "module": module.__name__, "diagnostics": []}
 
     def _build(self, message: dict) -> dict:
         key = self._keys.key(message) if self._keys is not None and self._keys.path == message["path"] else None

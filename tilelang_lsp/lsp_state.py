@@ -180,7 +180,10 @@ class Checks:
                 if snapshot is None:
                     return
                 version, text = snapshot
+                started = time.perf_counter()
                 result = await self._compute(uri, version, text)
+                log.info("checked %s v%s: %s, %.1f ms (worker %.1f ms)", uri, version, result.origin,
+                         (time.perf_counter() - started) * 1e3, result.elapsed_ms)
                 current = self.server.snapshot(uri)
                 if uri not in self.docs or current is None:
                     return

@@ -20,10 +20,17 @@ with ``multiprocessing`` (spawn) through a pipe of pickled dicts:
 
   Every reply is a dict with ``ok``; an exception inside a handler becomes
   ``{"ok": False, "internal": "..."}`` and the child keeps serving.
+
+  Garbage collection: the child's heap (tvm, torch, cached kernels) is large, so an automatic
+  full collection in the middle of a check costs 100+ ms. Automatic collection is off; the
+  child collects after sending each reply, while the editor has its answer, and then freezes
+  the survivors (``gc.freeze``) so the next collections only visit new objects. Every
+  ``FULL_COLLECT_EVERY`` requests it unfreezes and collects everything once.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -32,6 +39,7 @@ import traceback
 from tilelang_lsp.worker import WorkerDied, WorkerTimeout
 
 READY_TIMEOUT = 180.0
+FULL_COLLECT_EVERY = 64
 
 __all__ = ["WorkerClient", "WorkerDied", "WorkerTimeout", "serve"]
 
@@ -134,7 +142,10 @@ def serve(conn) -> None:
     from tilelang_lsp.lsp_check import CheckService
 
     service = CheckService()
+    _collect(full=True)
+    gc.disable()
     conn.send({"op": "ready", "pid": os.getpid()})
+    served = 0
     while True:
         try:
             message = conn.recv()
@@ -150,6 +161,16 @@ def serve(conn) -> None:
             conn.send(reply)
         except (BrokenPipeError, OSError):
             return
+        served += 1
+        _collect(full=served % FULL_COLLECT_EVERY == 0)
+
+
+def _collect(full: bool) -> None:
+    """Collect garbage between requests (see the module docstring)."""
+    if full:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def _dispatch(service, message: dict) -> dict:
