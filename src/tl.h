@@ -12,3 +12,4 @@
 #include "tl/reduce.h"
 #include "tl/atomic.h"
 #include "tl/math.h"
+#include "tl/print.h"

@@ -195,7 +195,7 @@ class SourceModel:
             return None
         point = (line, self.byte_col(line, col))
         best, best_size = None, None
-        for node in ast.walk(self.tree):
+        for node in self._walk_statement_at(line):
             if not isinstance(node, kinds) or not hasattr(node, "lineno"):
                 continue
             start = (node.lineno, node.col_offset)
@@ -205,6 +205,14 @@ class SourceModel:
                 if best is None or size < best_size:
                     best, best_size = node, size
         return best
+
+    def _walk_statement_at(self, line: int):
+        """``ast.walk`` of the module-level statement covering ``line`` (decorators included)."""
+        for stmt in self.tree.body:
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            if first <= line <= (stmt.end_lineno or stmt.lineno):
+                return ast.walk(stmt)
+        return iter(())
 
     def call_at(self, line: int, col: int):
         """The innermost ``ast.Call`` whose callee covers the position (``T.gemm`` under the cursor)."""

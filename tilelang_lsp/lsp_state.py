@@ -9,8 +9,10 @@ Contract of the scheduler (``Checks``):
   document's is dropped (and the newest text is checked); a delivered result is pushed with
   ``textDocument/publishDiagnostics`` and its version (push mode) and resolves pending
   ``textDocument/diagnostic`` requests (pull mode).
-- Text that does not parse never reaches the worker: the server reports TL0001 at the
-  syntax error itself (the checker does the same), keeping the last kernels' hover data.
+- Syntax errors are found by the server itself (TL0001 with the parser's range, as the checker
+  reports it), in parallel with the worker's check of the same snapshot so that valid text
+  loses no time; for text that does not parse the server's result is delivered and the
+  worker's dropped, and the last kernels' hover data are kept.
 - A worker that times out or dies becomes a diagnostic (TL0803 / TL0003) and is restarted by
   the next request; nothing here raises into the LSP loop.
 - ``close`` cancels the document's check, forgets it and clears its diagnostics.
@@ -133,6 +135,11 @@ def failure_result(version, path: str, code: str, message: str) -> Result:
     return Result(version, [diag], None, origin="failure")
 
 
+def _ignore_outcome(task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class Checks:
     """Diagnostics scheduling for every open document (see the module docstring)."""
 
@@ -206,17 +213,28 @@ class Checks:
 
     async def _compute(self, uri: str, version, text: str) -> Result:
         path = self.server.path_of(uri)
-        found = syntax_result(path, text, version)
-        if found is not None:
-            return found
         if "tilelang" not in text and "prim_func" not in text:
-            return Result(version, [], {}, origin="skipped")
+            return syntax_result(path, text, version) or Result(version, [], {}, origin="skipped")
+        if not self.server.check_worker.ready:
+            found = syntax_result(path, text, version)
+            if found is not None:
+                return found
         settings = self.server.settings
         message = {"op": "check", "path": path, "text": text, "target": settings.target,
                    "exec": settings.allow_execution, "timeout": settings.timeout}
         limit = max(60.0, 4 * settings.timeout)
+        # The worker checks while this process looks for a syntax error (two cores, in parallel);
+        # for text that does not parse, the server's TL0001 wins and the worker's is dropped.
+        pending = asyncio.get_running_loop().create_task(self.server.request_check(message, limit))
+        found = syntax_result(path, text, version)
+        if found is not None:
+            pending.add_done_callback(_ignore_outcome)
+            return found
+        return await self._reply(pending, version, path, limit)
+
+    async def _reply(self, pending, version, path: str, limit: float) -> Result:
         try:
-            reply = await self.server.request_check(message, limit)
+            reply = await pending
         except WorkerTimeout:
             return failure_result(version, path, "TL0803", f"checking this file took longer than {limit:g} s; "
                                   "the checker's worker was restarted and the kernels were not checked")

@@ -154,3 +154,26 @@ ALL = {
     "reductions": reductions, "column_reduce": column_reduce, "cumsum_rows": cumsum_rows,
     "scalar_features": scalar_features, "grid_3d": grid_3d, "annotated_swizzle": annotated_swizzle,
 }
+
+
+def printed(M=4, N=8):
+    """The same computation with T.print of a fragment, a shared buffer and a scalar."""
+
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_shared((M, N), "float32")
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(X, s)
+            T.print(s, msg="s")
+            T.copy(s, x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] + 1.0
+            T.print(x, msg="x")
+            T.print(x[0, 0] if False else X[0, 0], msg="x00")
+            T.copy(x, Y)
+
+    return kernel
+
+
+ALL["printed"] = printed

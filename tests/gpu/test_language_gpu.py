@@ -89,3 +89,26 @@ def test_cache_hit_in_second_process(tmp_path):
     first = float(subprocess.check_output([sys.executable, "-c", code % str(Path(__file__).parent)], env=env))
     second = float(subprocess.check_output([sys.executable, "-c", code % str(Path(__file__).parent)], env=env))
     assert second < first
+
+
+def test_print_never_changes_results(capfd):
+    k = tilelang.compile(lk.printed(), out_idx=[-1])
+    x = cuda(4, 8)
+    y = k(x)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x + 1)
+    out = capfd.readouterr().out
+    assert "s[31] =" in out and "x[0] =" in out and "x00:" in out
+
+
+def test_eager_style_kernels():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jit"))
+    import eager_kernels as ek
+
+    a = cuda(256, 128, dtype=torch.float16)
+    b = cuda(128, 192, dtype=torch.float16)
+    torch.testing.assert_close(ek.matmul(a, b), (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-2)
+    x = cuda(256, 64)
+    y, s = ek.scale_rows(x, alpha=3.0)
+    torch.testing.assert_close(y, x * 3.0)
+    torch.testing.assert_close(s, (x * 3.0).sum(1), rtol=1e-4, atol=1e-3)

@@ -107,6 +107,10 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, compile_fl
         execution_backend=None, verbose=False, debug_root_path=None):
     """Decorate a kernel factory: ``@tilelang.jit(out_idx=[-1])``."""
     def wrap(factory):
+        from tilelang.jit.eager import EagerJit, is_eager
+
+        if is_eager(factory):
+            return EagerJit(factory, target, pass_configs, compile_flags)
         return _JitFactory(factory, out_idx, target, pass_configs, compile_flags)
 
     if func is not None and callable(func):

@@ -13,10 +13,10 @@ from tvm.tirx.script.parser.entry import BufferProxy as _BufferProxy
 from tilelang.frontend.parser import install as _install_parser
 from tilelang.frontend.parser import prim_func
 
-from .alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var, empty
+from .alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var, const, empty
 from .annotate import (annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
-                       no_set_max_nreg, sync_threads, use_swizzle)
+                       no_set_max_nreg, print, sync_threads, use_swizzle)  # noqa: A004
 from .dtypes import normalize_dtype
 from .kernel import (Kernel, get_block_binding, get_block_bindings, get_thread_binding,
                      get_thread_bindings, get_thread_extent)

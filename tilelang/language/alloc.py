@@ -52,5 +52,13 @@ def alloc_global(shape, dtype="float32"):
 
 
 def empty(shape, dtype="float32"):
-    """Eager-style output declaration; supported through T.Tensor parameters for now."""
-    raise NotImplementedError("T.empty (eager style) is not supported yet: declare the output as a parameter")
+    """Eager style: ``C = T.empty((M, N), dtype)`` declares an output of an ``@tilelang.jit``
+    function; the decorator turns it into an output parameter."""
+    raise RuntimeError("T.empty declares an output of an eager-style @tilelang.jit function "
+                       "(a function taking tensors); use it there, at the top level of the body")
+
+
+def const(names: str, dtype="int32"):
+    """Eager style: ``M, N = T.const("M, N")`` names dimensions bound from the tensors' shapes."""
+    raise RuntimeError("T.const names the dimensions of an eager-style @tilelang.jit function "
+                       "(a function taking tensors); use it there, at the top level of the body")

@@ -24,6 +24,27 @@ def annotate_layout(layout_map: dict):
         emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape)), layout.encode()])
 
 
+def print(obj, msg: str = "", warp_group_id: int = 0, warp_id: int = 0):  # noqa: A001 - T.print
+    """Print a value (every thread) or a buffer (each element once) from the device.
+
+    Printing only reads: it never changes what the kernel computes."""
+    from tvm.tirx import is_buffer_var
+
+    from .tile import READ, _to_region
+
+    scalar = getattr(obj, "scalar", None)
+    obj = scalar if scalar is not None else obj
+    if is_buffer_var(obj) or isinstance(obj, ir.TensorRegion):
+        emit("print", [_to_region(obj, READ, what="print"), ir.StringImm(msg or _name(obj))])
+        return None
+    value = as_expr(obj)
+    return tirx.call_extern("int32", "tl::print_value", ir.StringImm(msg or "value"), value)
+
+
+def _name(obj):
+    return getattr(obj, "name", None) or getattr(getattr(obj, "source", None), "name", "buffer")
+
+
 def sync_threads():
     """Block-wide barrier (``__syncthreads()``)."""
     return tirx.call_extern("int32", "__syncthreads")

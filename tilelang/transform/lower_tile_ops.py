@@ -169,6 +169,10 @@ class Lowerer:
             return lower_reduce.lower_cumsum(self, stmt)
         if name == "atomic":
             return lower_copy.lower_atomic(self, stmt)
+        if name == "print":
+            from tilelang.transform.lower_print import lower_print
+
+            return lower_print(self, stmt)
         if name in ("annotate_layout",):
             return None
         if name == "use_swizzle":
