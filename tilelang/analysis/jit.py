@@ -24,12 +24,23 @@ def _read(file: str) -> str | None:
     return "".join(lines) if lines else None
 
 
+def _silenced(configs) -> set:
+    """Codes the user switched off through pass configs (see tilelang.transform.pass_config)."""
+    off = set()
+    if configs.get("tl.disable_buffer_init_check"):
+        off.add("TL0401")
+    if configs.get("tl.disable_out_of_bound_warning"):
+        off.update({"TL0601", "TL0602"})
+    return off
+
+
 def run_check_pass(state) -> None:
     from tilelang.analysis.checker import check
     from tilelang.analysis.report import CheckContext
 
     ctx = CheckContext(out_idx=getattr(state, "out_idx", None), read_source=_read)
-    diagnostics = check(state.func, state.arch, ctx)
+    diagnostics = [d for d in check(state.func, state.arch, ctx)
+                   if d.code not in _silenced(getattr(state, "pass_configs", None) or {})]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR and d.code != "TL0003"]
     if errors:
         raise TileLangCompileError(errors)

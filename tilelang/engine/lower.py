@@ -26,6 +26,7 @@ class LowerState:
     arch: str
     name: str
     pass_configs: dict = field(default_factory=dict)
+    out_idx: list = field(default_factory=list)
     info: object = None
     layouts: object = None
     lowered: object = None
@@ -78,7 +79,7 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, name=None) -> Ke
     """Compile a parsed kernel (PrimFunc) to a KernelArtifact (source only; nvcc runs later)."""
     arch = normalize_target(target)
     kname = name or _func_name(func)
-    st = LowerState(func, arch, kname, dict(pass_configs or {}))
+    st = LowerState(func, arch, kname, dict(pass_configs or {}), out_idx=list(out_idx or []))
     try:
         for _, run in PASSES:
             run(st)

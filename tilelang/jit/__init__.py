@@ -43,7 +43,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
     from tilelang.engine.lower import lower as _lower, normalize_target
 
     arch = normalize_target(target)
-    configs = {str(k): v for k, v in dict(pass_configs or {}).items()}
+    from tilelang.transform.pass_config import normalize
+
+    configs = normalize(pass_configs)
     flags = list(compile_flags or [])
     outs = _normalize_out_idx(out_idx)
     key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)

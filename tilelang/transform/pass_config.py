@@ -1,0 +1,64 @@
+"""Pass configuration keys (``pass_configs={...}`` of ``@tilelang.jit`` / ``tilelang.compile``).
+
+Every key upstream TileLang code passes is accepted; each has a documented effect here. Unknown
+keys produce a warning naming the key (a typo must not be silently ignored).
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+
+
+class PassConfigKey(str, enum.Enum):
+    TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
+    TL_DISABLE_ASYNC_COPY = "tl.disable_async_copy"
+    TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
+    TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
+
+
+EFFECTS = {
+    PassConfigKey.TL_ENABLE_FAST_MATH: "compile with nvcc --use_fast_math (exp/exp2/log map to the SFU "
+                                       "approximations; division and sqrt lose IEEE rounding)",
+    PassConfigKey.TL_DISABLE_ASYNC_COPY: "global->shared copies use plain vector loads/stores instead of cp.async "
+                                         "(pipelined loops then overlap less)",
+    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "accepted; no effect yet: the current sm_80-style path never "
+                                               "warp-specialises (the Hopper path of issue 6 will honour it)",
+    PassConfigKey.TL_DISABLE_TMA_LOWER: "accepted; no effect yet: copies never use TMA today (issue 6)",
+    PassConfigKey.TL_DISABLE_WGMMA: "accepted; no effect yet: T.gemm always lowers to mma.sync today (issue 6)",
+    PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "accepted; bounds guards are always emitted where the compiler "
+                                                 "cannot prove a tile fits (correctness first)",
+    PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",
+    PassConfigKey.TL_DISABLE_BUFFER_INIT_CHECK: "drops the checker's TL0401 (read before initialisation) findings",
+    PassConfigKey.TL_DISABLE_OUT_OF_BOUND_WARNING: "drops the checker's TL0601/TL0602 bound findings",
+    PassConfigKey.TIR_DISABLE_VECTORIZE: "accepted; vector widths are chosen by alignment analysis",
+}
+
+KNOWN = {k.value for k in PassConfigKey}
+
+
+def normalize(configs) -> dict:
+    """Plain ``{str: python value}``; warns about keys we do not know."""
+    out = {}
+    for key, value in dict(configs or {}).items():
+        name = key.value if isinstance(key, PassConfigKey) else str(key)
+        if name not in KNOWN:
+            warnings.warn(f"unknown pass config key {name!r}; known keys: {', '.join(sorted(KNOWN))}",
+                          stacklevel=3)
+        out[name] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    return out
+
+
+def markdown() -> str:
+    lines = ["# Pass configuration keys", "",
+             "Pass them as `pass_configs={key: value}` to `@tilelang.jit` or `tilelang.compile` "
+             "(`tilelang.PassConfigKey` has them as an enum). They are part of the kernel cache key.", "",
+             "| key | effect |", "|---|---|"]
+    lines += [f"| `{k.value}` | {EFFECTS[k]} |" for k in PassConfigKey]
+    return "\n".join(lines) + "\n"
