@@ -53,9 +53,6 @@ def emit_cuda(func, arch: str, name: str = "main") -> CudaKernelSource:
             continue
         tokens = part.replace("*", " * ").split()
         args.append((" ".join(tokens[:-1]), tokens[-1]))
-    source = '#include "tl.h"\n' + _strip_forward_decl(source)
+    source = '#include "tl.h"\n' + source
     return CudaKernelSource(match.group(1), source, args)
 
-
-def _strip_forward_decl(source: str) -> str:
-    return source

@@ -25,8 +25,6 @@ import ast
 import inspect
 import textwrap
 
-from tilelang.language.dtypes import normalize_dtype
-
 
 class EagerError(TypeError):
     """The eager function cannot be specialised for these arguments."""
@@ -224,6 +222,3 @@ class EagerJit:
         kernel, tensors = self._specialise(args, kwargs)
         return kernel(*tensors)
 
-
-def eager_dtype(dtype):
-    return normalize_dtype(dtype)

@@ -80,9 +80,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
 
 def fill(buffer, value):
     """Set every element of a buffer (or a slice of one) to ``value``."""
-    r = _to_region(buffer, WRITE, what="fill")
-    dtype = _unwrap(buffer)
-    emit("fill", [r, value])
+    emit("fill", [_to_region(buffer, WRITE, what="fill"), value])
 
 
 def clear(buffer):

@@ -145,17 +145,8 @@ def walk_stmts(stmt, fn: Callable) -> None:
         walk_stmts(c, fn)
 
 
-def walk_exprs(stmt, fn: Callable) -> None:
-    """Call ``fn`` on every expression node reachable from ``stmt`` (pre-order)."""
-
-    def visit(obj):
-        fn(obj)
-        return None
-
-    tvm_ffi_walk(stmt, visit)
-
-
 def tvm_ffi_walk(node, fn):
+    """Call ``fn`` on every expression node reachable from ``node`` (pre-order)."""
     import tvm_ffi
 
     tvm_ffi.structural_walk(node, [(ir.Expr, lambda n: (fn(n), None)[1])], order="pre")

@@ -28,30 +28,18 @@ def _match(lw, src: Region, dst: Region, span):
     if None in se_c or None in de_c:
         raise LoweringError("TL0601", "T.copy extents must be compile-time constants", span)
     if se_c != de_c:
-        if math.prod(se_c) == math.prod(de_c) and (len(se_c) == 1 or len(de_c) == 1):
-            pass
-        else:
-            raise LoweringError("TL0601", f"T.copy extent mismatch: source {src.buffer.name} {se_c} vs "
-                                f"destination {dst.buffer.name} {de_c}", span)
-    return sd, dd, (se_c if len(se_c) >= len(de_c) else de_c)
+        raise LoweringError("TL0601", f"T.copy extent mismatch: source {src.buffer.name} {se_c} vs "
+                            f"destination {dst.buffer.name} {de_c} (dimensions of extent 1 are ignored; "
+                            f"the others must match in order)", span)
+    return sd, dd, se_c
 
 
 def _indices(region: Region, dims, pos, lw):
     """Full index list of ``region`` at tile position ``pos`` (one entry per non-unit dim)."""
     idx = [lw.rewrite(s) for s in region.starts]
-    if len(dims) == len(pos):
-        for d, p in zip(dims, pos):
-            idx[d] = idx[d] + p
-    else:  # A 1-D side against an n-D side: linearise.
-        flat = i32(0)
-        for p, e in zip(pos, _shape_tail(region, dims, pos)):
-            flat = flat * e + p
-        idx[dims[0]] = idx[dims[0]] + flat
+    for d, p in zip(dims, pos):
+        idx[d] = idx[d] + p
     return [simplify(i) for i in idx]
-
-
-def _shape_tail(region, dims, pos):
-    return [1 for _ in pos]
 
 
 def _in_bounds(lw, region: Region, idx, dims, span_vec=1):
@@ -250,7 +238,7 @@ def _copy_fragment(lw, src, dst, stmt):
     lw.bind_loop(w, n // vec)
     base = w * vec if vec > 1 else w
     elem = layout.index(lw.tid, base)
-    pos = [elem[d] for d in fd] if len(fd) == len(tile) else elem[-len(tile):]
+    pos = [elem[d] for d in fd]
     lane_pos = list(pos)
     if vec > 1:
         lane_pos[-1] = lane_pos[-1] + lane
