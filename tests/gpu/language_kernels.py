@@ -177,3 +177,21 @@ def printed(M=4, N=8):
 
 
 ALL["printed"] = printed
+
+
+def custom_layout(M=32, N=64):
+    """A padded shared layout (one extra column per row, the classic bank-conflict fix)."""
+
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N, M), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((M, N), "float32")
+            T.annotate_layout({s: T.Layout((M, N), lambda i, j: [i, j + i % 2])})
+            T.copy(X, s)
+            for j, i in T.Parallel(N, M):
+                Y[j, i] = s[i, j]
+
+    return kernel
+
+
+ALL["custom_layout"] = custom_layout

@@ -112,3 +112,9 @@ def test_eager_style_kernels():
     y, s = ek.scale_rows(x, alpha=3.0)
     torch.testing.assert_close(y, x * 3.0)
     torch.testing.assert_close(s, (x * 3.0).sum(1), rtol=1e-4, atol=1e-3)
+
+
+def test_custom_shared_layout_transpose():
+    k = tilelang.compile(lk.custom_layout(), out_idx=[-1])
+    x = cuda(32, 64)
+    torch.testing.assert_close(k(x), x.T.contiguous())

@@ -153,3 +153,34 @@ def test_warp_policy_impossible():
     with pytest.raises(TileLangCompileError) as info:
         tilelang.lower(gemm(256, 256, 256, bm=16, bn=8, threads=256), "sm_90a")
     assert info.value.diagnostics[0].code == "TL0103"
+
+
+def test_custom_shared_layout_pads_rows_and_disables_wide_vectors():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+    import language_kernels as lk
+
+    art = tilelang.lower(lk.custom_layout(), "sm_90a")
+    # 32 rows of 64 floats, physical rows of 65: (31 * 65 + 64) floats.
+    assert art.dynamic_smem == (31 * 65 + 64 + 1) * 4 or art.dynamic_smem == 32 * 65 * 4
+    assert "cp_async_gs<16>" not in art.source
+
+
+def test_custom_layout_on_gemm_operand_is_rejected():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            T.annotate_layout({A_s: T.Layout((64, 64), lambda i, j: [j, i])})
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.clear(C_l)
+            T.gemm(A_s, A_s, C_l)
+            T.copy(C_l, C)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    assert info.value.diagnostics[0].code == "TL0201"
+    assert "swizzled" in info.value.diagnostics[0].message

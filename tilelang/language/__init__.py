@@ -63,6 +63,13 @@ FragmentBuffer = Tensor
 SharedBuffer = Tensor
 
 
+def Layout(shape, forward_fn):  # noqa: N802 - mirrors upstream's T.Layout class
+    """A shared-memory layout: ``T.Layout((M, N), lambda i, j: [i, j ^ (i % 8)])``."""
+    from tilelang.layout import Layout as _Layout
+
+    return _Layout(shape, forward_fn)
+
+
 def dynamic(name: str, dtype="int32"):
     """A symbolic dimension, bound from the tensors' shapes at call time."""
     from tvm import tirx

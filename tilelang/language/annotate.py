@@ -21,7 +21,7 @@ def annotate_layout(layout_map: dict):
     for buf, layout in layout_map.items():
         if not isinstance(layout, Layout):
             raise TypeError(f"T.annotate_layout expects tilelang layouts, got {type(layout).__name__} for {buf.name}")
-        emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape)), layout.encode()])
+        emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape))] + layout.encode())
 
 
 def print(obj, msg: str = "", warp_group_id: int = 0, warp_id: int = 0):  # noqa: A001 - T.print

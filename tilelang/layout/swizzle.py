@@ -67,3 +67,40 @@ class SharedLayout:
         if s == 1:
             return "row-major (no swizzle)"
         return f"row-major, 16-byte chunks XOR-swizzled in groups of {s} ({s * 16}-byte pattern)"
+
+
+class CustomSharedLayout:
+    """A user's ``T.Layout``: physical index = forward(logical index), stored row-major over the
+    physical index space (whose extents come from bounding the forward expressions). Each output
+    index is a (variables, expression) pair over the logical indices."""
+
+    def __init__(self, shape, elem_bytes, lambdas):
+        import math
+
+        import tvm
+
+        self.shape = tuple(shape)
+        self.elem_bytes = elem_bytes
+        self.lambdas = list(lambdas)
+        self.physical = []
+        for variables, expr in self.lambdas:
+            an = tvm.sym.Analyzer()
+            for var, extent in zip(variables, self.shape):
+                an.bind(var, tvm.ir.Range(0, extent))
+            bound = an.const_int_bound(expr)
+            if bound.min_value < 0:
+                raise ValueError(f"layout output {expr} can be negative")
+            self.physical.append(int(bound.max_value) + 1)
+        self.size = math.prod(self.physical)
+        self.group = 1
+
+    def offset(self, indices):
+        from tilelang.transform.ir_utils import substitute
+
+        flat = i32(0)
+        for (variables, expr), extent in zip(self.lambdas, self.physical):
+            flat = flat * extent + substitute(expr, dict(zip(variables, indices)))
+        return simplify(flat)
+
+    def describe(self) -> str:
+        return f"custom layout onto {list(self.physical)} ({', '.join(str(e) for _, e in self.lambdas)})"

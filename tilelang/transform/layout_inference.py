@@ -21,7 +21,8 @@ import numpy as np
 from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.layout import (Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
+from tilelang.layout import unpack_layout_expr
+from tilelang.layout import (CustomSharedLayout, Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
 from tilelang.transform.ir_utils import const_int, span_line, walk_stmts
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
@@ -76,6 +77,7 @@ class _Inference:
         self.info = info
         self.T = info.num_threads
         self.out = Layouts()
+        self.gemm_operands = set()
 
     # ----- assignment with conflict detection -------------------------------------------
     def assign(self, buf, layout: Fragment, span, why: str):
@@ -127,17 +129,43 @@ class _Inference:
             self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {span_line(span)})")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
+                self.require_gemm_layout(r.buffer, span)
                 self.set_shared(r.buffer, True)
+                self.gemm_operands.add(r.buffer)
 
     def set_shared(self, buf, swizzle: bool):
         shape = tuple(const_int(s) for s in buf.shape)
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle)
 
+    def require_gemm_layout(self, buf, span):
+        have = self.out.shared.get(buf)
+        if have is not None and (isinstance(have, CustomSharedLayout) or have.group != SharedLayout(
+                have.shape, have.elem_bytes, True).group):
+            raise LoweringError("TL0201", f"'{buf.name}' is a T.gemm operand, which needs the swizzled shared "
+                                f"layout, but T.annotate_layout gave it {have.describe()}", span,
+                                notes=["Drop the annotation (gemm operands are swizzled automatically) or use "
+                                       "tilelang.layout.make_swizzled_layout."])
+
     def annotate(self, stmt):
-        buf = stmt.value.args[0].source
-        kind = str(stmt.value.args[1].value)
-        if scope_of(buf) in SHARED_SCOPES:
+        args = stmt.value.args
+        buf = args[0].source
+        kind = str(args[1].value)
+        if scope_of(buf) not in SHARED_SCOPES:
+            raise LoweringError("TL0002", f"T.annotate_layout on '{buf.name}': only shared-memory layouts can be "
+                                "annotated so far (fragment layouts are inferred)", stmt.span)
+        if kind == "custom":
+            n = int(args[2].value)
+            shape = [const_int(x) for x in buf.shape]
+            try:
+                outputs = [unpack_layout_expr(e, n) for e in args[3:]]
+                layout = CustomSharedLayout(shape, nbytes(str(buf.dtype)), outputs)
+            except ValueError as err:
+                raise LoweringError("TL0201", f"T.Layout for '{buf.name}': {err}", stmt.span) from None
+            self.out.shared[buf] = layout
+        else:
             self.set_shared(buf, kind == "swizzle")
+        if buf in self.gemm_operands:
+            self.require_gemm_layout(buf, stmt.span)
 
     # ----- phase 2: consumers --------------------------------------------------------------
     def try_parallel(self, stmt, force: bool) -> bool:

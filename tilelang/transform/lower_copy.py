@@ -67,7 +67,7 @@ def _vector_width(lw, src, dst, sd, dd, tile):
     vec = max(1, 16 // esize)
     inner = tile[-1]
     for region, dims in ((src, sd), (dst, dd)):
-        if not dims:
+        if not dims or _custom_layout(lw, region):
             return 1
         d = dims[-1]
         if d != len(region.buffer.shape) - 1:
@@ -86,6 +86,13 @@ def _vector_width(lw, src, dst, sd, dd, tile):
                 break
             vec //= 2
     return vec
+
+
+def _custom_layout(lw, region) -> bool:
+    """A user layout gives no guarantee that a run of columns stays contiguous and aligned."""
+    from tilelang.layout import CustomSharedLayout
+
+    return isinstance(lw.layouts.shared.get(region.buffer), CustomSharedLayout)
 
 
 def _strides(buffer):
@@ -200,7 +207,7 @@ def _zero_fill(lw, region, idx, vec, span):
 def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
     """Registers moved per vector access: the run of consecutive columns a thread holds,
     capped at 16 bytes and by the alignment of the memory side."""
-    if scope_of(other.buffer) == FRAGMENT_SCOPE or not fd or not od:
+    if scope_of(other.buffer) == FRAGMENT_SCOPE or not fd or not od or _custom_layout(lw, other):
         return 1
     if fd[-1] != len(frag_side.buffer.shape) - 1 or od[-1] != len(other.buffer.shape) - 1:
         return 1

@@ -57,7 +57,7 @@ class Lowerer:
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
         for buf in self.info.shared_buffers():
-            size = _elems(buf) * self.stages.get(buf, 1)
+            size = getattr(self.layouts.shared[buf], "size", _elems(buf)) * self.stages.get(buf, 1)
             self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype))
         for buf in self.info.fragment_buffers():
             layout = self.layouts.fragments[buf]
@@ -83,7 +83,7 @@ class Lowerer:
         off = self.layouts.shared[buf].offset(indices)
         stage = self.stage.get(buf)
         if stage is not None:
-            off = off + stage * _elems(buf)
+            off = off + stage * getattr(self.layouts.shared[buf], "size", _elems(buf))
         return simplify(off)
 
     def shared_ptr(self, buf, indices):

@@ -44,8 +44,15 @@ def shared_rw(stmt):
         return None
 
     walk_stmts(stmt, on_stmt)
-    tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load)], order="pre")
+    if not _is_annotation(stmt):
+        tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load)], order="pre")
     return reads, writes
+
+
+def _is_annotation(stmt) -> bool:
+    """Annotations name a buffer without touching its contents."""
+    return isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value) and stmt.value.op.name in (
+        "tl.annotate_layout", "tl.use_swizzle")
 
 
 def _conflict(r, w, pend_r, pend_w) -> bool:
