@@ -69,7 +69,7 @@ def test_memory_bound_kernels_use_16_byte_accesses():
 
 @needs_nvcc
 @pytest.mark.parametrize("name", ["dynamic_gemm", "split_k_gemm", "element_atomic", "reductions", "column_reduce", "printed",
-                                  "cumsum_rows", "scalar_features", "grid_3d", "annotated_swizzle", "custom_layout"])
+                                  "cumsum_rows", "scalar_features", "grid_3d", "annotated_swizzle", "custom_layout", "strided_copy"])
 def test_language_kernels_compile(name):
     import language_kernels as lk
 

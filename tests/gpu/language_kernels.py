@@ -195,3 +195,19 @@ def custom_layout(M=32, N=64):
 
 
 ALL["custom_layout"] = custom_layout
+
+
+def strided_copy(M=64, N=64, ld=80):
+    """Read a (M, N) view of a wider tensor (row stride ld) through T.StridedTensor."""
+
+    @T.prim_func
+    def kernel(X: T.StridedTensor((M, N), (ld, 1), "float16"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((M, N), "float16")
+            T.copy(X, s)
+            T.copy(s, Y)
+
+    return kernel
+
+
+ALL["strided_copy"] = strided_copy

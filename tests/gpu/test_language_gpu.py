@@ -118,3 +118,9 @@ def test_custom_shared_layout_transpose():
     k = tilelang.compile(lk.custom_layout(), out_idx=[-1])
     x = cuda(32, 64)
     torch.testing.assert_close(k(x), x.T.contiguous())
+
+
+def test_strided_tensor_view():
+    k = tilelang.compile(lk.strided_copy(), out_idx=[-1])
+    base = cuda(64, 80, dtype=torch.float16)
+    torch.testing.assert_close(k(base[:, :64]), base[:, :64].contiguous())

@@ -184,3 +184,15 @@ def test_custom_layout_on_gemm_operand_is_rejected():
         tilelang.lower(bad, "sm_90a")
     assert info.value.diagnostics[0].code == "TL0201"
     assert "swizzled" in info.value.diagnostics[0].message
+
+
+def test_strided_tensor_indexes_with_its_strides():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+    import language_kernels as lk
+
+    art = tilelang.lower(lk.strided_copy(), "sm_90a")
+    assert art.params[0].strides == [80, 1]
+    assert "* 80)" in art.source  # rows of X are 80 elements apart, not 64

@@ -58,7 +58,17 @@ class _TensorProxy(_BufferProxy):
 
 Tensor = _TensorProxy()
 Buffer = Tensor
-StridedTensor = Tensor
+
+
+def StridedTensor(shape, strides, dtype="float32", scope="global"):  # noqa: N802 - upstream name
+    """A tensor parameter with explicit element strides (a view of a larger tensor)."""
+    if not isinstance(shape, (list, tuple)):
+        shape = (shape,)
+    if not isinstance(strides, (list, tuple)) or len(strides) != len(shape):
+        raise ValueError(f"T.StridedTensor needs one stride per dimension, got shape {shape} and strides {strides}")
+    return _BufferProxy.__call__(Tensor, tuple(shape), normalize_dtype(dtype), strides=list(strides), scope=scope)
+
+
 FragmentBuffer = Tensor
 SharedBuffer = Tensor
 

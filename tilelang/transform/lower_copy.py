@@ -76,10 +76,10 @@ def _vector_width(lw, src, dst, sd, dd, tile):
         while vec > 1:
             ok = inner % vec == 0
             if scope_of(region.buffer) == "global":
+                strides = _strides(region.buffer)
                 row = const_int(region.buffer.shape[-1])
-                ok = ok and row is not None and row % vec == 0
-                ok = ok and all(const_int(st) is not None and const_int(st) % vec == 0
-                                for st in _strides(region.buffer)[:-1])
+                ok = ok and row is not None and row % vec == 0 and strides[-1] == 1
+                ok = ok and all(st is not None and st % vec == 0 for st in strides[:-1])
             ms = lw.an.modular_set(start)
             ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
             if ok:
@@ -96,6 +96,9 @@ def _custom_layout(lw, region) -> bool:
 
 
 def _strides(buffer):
+    """Element strides of a buffer (declared ones for T.StridedTensor, else row-major)."""
+    if buffer.strides:
+        return [const_int(s) for s in buffer.strides]
     shape = [const_int(s) for s in buffer.shape]
     out, s = [], 1
     for e in reversed(shape):
@@ -107,7 +110,7 @@ def _strides(buffer):
 def _ptr(lw, region, idx):
     if scope_of(region.buffer) in SHARED_SCOPES:
         return lw.shared_ptr(region.buffer, idx)
-    return tirx.address_of(tirx.BufferLoad(region.buffer, idx))
+    return tirx.address_of(_load_raw(lw, region, idx))
 
 
 def lower_copy(lw, stmt):
@@ -224,8 +227,10 @@ def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
         ms = lw.an.modular_set(start)
         ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
         if scope_of(other.buffer) == "global":
+            strides = _strides(other.buffer)
             row = const_int(other.buffer.shape[-1])
-            ok = ok and row is not None and row % vec == 0
+            ok = ok and row is not None and row % vec == 0 and strides[-1] == 1
+            ok = ok and all(st is not None and st % vec == 0 for st in strides[:-1])
         if ok:
             return vec
         vec //= 2

@@ -59,6 +59,12 @@ class Lowerer:
         for buf in self.info.shared_buffers():
             size = getattr(self.layouts.shared[buf], "size", _elems(buf)) * self.stages.get(buf, 1)
             self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype))
+        self.strided = {}       # strided parameter -> (flat view, strides)
+        for param in self.info.func.params:
+            if tirx.is_buffer_var(param) and param.strides:
+                extent = param.shape[0] * param.strides[0]
+                view = tirx.decl_buffer((extent,), str(param.dtype), f"{param.name}_flat", data=param.data)
+                self.strided[param] = (view, list(param.strides))
         for buf in self.info.fragment_buffers():
             layout = self.layouts.fragments[buf]
             self.frag[buf] = tirx.decl_buffer((max(layout.local_size, 1),), str(buf.dtype),
@@ -259,6 +265,7 @@ class Lowerer:
         # The declared extent of a dynamic shared allocation is irrelevant: the launch passes
         # the real size (``smem_bytes``).
         allocs = [tirx.AllocBuffer(self.smem)]
+        prelude = prelude + [tirx.DeclBuffer(v, data=p.data) for p, (v, _) in self.strided.items()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
         inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
@@ -332,6 +339,11 @@ class _AccessRewriter(ExprRewriter):
             return lw.frag[buf], [local]
         if buf in lw.smem_views:
             return lw.smem_views[buf], [lw.an.simplify(lw.shared_offset(buf, indices))]
+        if buf in lw.strided:
+            # TVM 0.27 flattens parameters row-major whatever their declared strides: index a flat
+            # view of the same data explicitly.
+            view, strides = lw.strided[buf]
+            return view, [lw.an.simplify(sum((i * s for i, s in zip(indices, strides)), i32(0)))]
         return buf, [lw.an.simplify(i) for i in indices]
 
 
