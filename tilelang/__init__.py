@@ -16,6 +16,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from tilelang import language  # noqa: F401 - installs the parser hooks
+from tilelang import layout  # noqa: F401 - tilelang.layout.make_swizzled_layout, tilelang.layout.Layout
 from tilelang.diagnostics import TileLangCompileError
 from tilelang.jit import JITKernel, compile, jit, lower  # noqa: A004
 from tilelang.profiler import Profiler, do_bench

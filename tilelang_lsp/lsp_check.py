@@ -46,20 +46,28 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 DEFAULT_TARGET = "sm_90a"
 
 
+class Deadline:
+    """Whether a ``time_limit`` expired (its ``WorkerTimeout`` may have been caught by user code)."""
+
+    expired = False
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float | None):
     """Raise ``WorkerTimeout`` in this (main) thread after ``seconds``; no-op elsewhere."""
+    deadline = Deadline()
     if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
+        yield deadline
         return
 
     def expired(signum, frame):
+        deadline.expired = True
         raise WorkerTimeout(f"no answer within {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
+        yield deadline
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -191,11 +199,11 @@ class CheckService:
         pass
 
     def request(self, message: dict, timeout: float) -> dict:
-        with time_limit(timeout):
+        with time_limit(timeout) as deadline:
             if message["op"] == "load":
                 return self._load(message)
             if message["op"] == "build":
-                return self._build(message)
+                return self._build(message, deadline)
         raise ValueError(f"unknown request {message['op']!r}")
 
     def _load(self, message: dict) -> dict:
@@ -240,7 +248,7 @@ class CheckService:
         self._statements[path] = now
         return {"ok": True, "module": module.__name__, "diagnostics": []}
 
-    def _build(self, message: dict) -> dict:
+    def _build(self, message: dict, deadline: Deadline) -> dict:
         key = self._keys.key(message) if self._keys is not None and self._keys.path == message["path"] else None
         cached = self._cache.get(key) if key else None
         if cached is not None:
@@ -250,6 +258,8 @@ class CheckService:
             return cached[0]
         self.misses += 1
         reply, summary = self._build_uncached(message)
+        if deadline.expired:  # user code or a check caught the timeout: report it, cache nothing
+            raise WorkerTimeout("the kernel build ran past its time limit")
         if key:
             self._cache[key] = (reply, summary)
             while len(self._cache) > CACHE_SIZE:
@@ -268,6 +278,8 @@ class CheckService:
         binding = message["binding"]
         try:
             func = checker_worker._call_factory(module, message)
+        except WorkerTimeout:
+            raise
         except Exception as err:  # noqa: BLE001 - the user's factory failed: report where
             what = f"{message['factory']} raised while building the kernel:"
             return {"ok": True, "built": False,

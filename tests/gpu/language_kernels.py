@@ -211,3 +211,103 @@ def strided_copy(M=64, N=64, ld=80):
 
 
 ALL["strided_copy"] = strided_copy
+
+
+# Seed-style kernels written without looking at the compiler (coverage of unseen patterns).
+def gemm_bias(M, N, K, block_M=128, block_N=128, block_K=64, threads=256):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), Bias: T.Tensor((N,), "float32"),
+               C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), "float16")
+            B_shared = T.alloc_shared((block_N, block_K), "float16")
+            C_local = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[bx * block_N, k * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] += Bias[bx * block_N + j]
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return kernel
+
+
+def elementwise_global(N, BLOCK=256):
+    @T.prim_func
+    def kernel(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=128) as bx:
+            for i in T.Parallel(BLOCK):
+                if bx * BLOCK + i < N:
+                    C[bx * BLOCK + i] = A[bx * BLOCK + i] * B[bx * BLOCK + i]
+    return kernel
+
+
+def reduce_shared(M, N, block_M=64, block_N=128):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            X_shared = T.alloc_shared((block_M, block_N), "float16")
+            X_local = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M,), "float32")
+            part = T.alloc_fragment((block_M,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(N, block_N), num_stages=2):
+                T.copy(X[bx * block_M, k * block_N], X_shared)
+                T.copy(X_shared, X_local)
+                T.reduce_sum(X_local, part, dim=1)
+                for i in T.Parallel(block_M):
+                    acc[i] += part[i]
+            T.copy(acc, Y[bx * block_M])
+    return kernel
+
+
+def serial_inner(M, N, block_M=64):
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            acc = T.alloc_fragment((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], acc)
+            for r in T.serial(3):
+                for i, j in T.Parallel(block_M, N):
+                    acc[i, j] = acc[i, j] * 0.5 + T.cast(r, "float32")
+            T.copy(acc, Y[bx * block_M, 0])
+    return kernel
+
+
+def local_vec(N):
+    @T.prim_func
+    def kernel(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 512), threads=128) as bx:
+            tx = T.get_thread_binding()
+            buf = T.alloc_local((4,), "float32")
+            for v in T.vectorized(4):
+                buf[v] = X[bx * 512 + tx * 4 + v]
+            for v in T.unroll(4):
+                buf[v] = buf[v] * 2.0
+            for v in T.vectorized(4):
+                Y[bx * 512 + tx * 4 + v] = buf[v]
+    return kernel
+
+
+def gemm_rs_square(M, N, K):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((128, 32), "float16")
+            A_local = T.alloc_fragment((128, 32), "float16")
+            B_shared = T.alloc_shared((32, 128), "float16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+                T.copy(A[by * 128, k * 32], A_shared)
+                T.copy(A_shared, A_local)
+                T.copy(B[k * 32, bx * 128], B_shared)
+                T.gemm(A_local, B_shared, C_local)
+            T.copy(C_local, C[by * 128, bx * 128])
+    return kernel
+
+
+ALL.update({"gemm_bias": lambda: gemm_bias(512, 512, 512), "elementwise_global": lambda: elementwise_global(1000),
+            "reduce_shared": lambda: reduce_shared(1000, 1000), "serial_inner": lambda: serial_inner(256, 64),
+            "local_vec": lambda: local_vec(4096), "gemm_rs_square": lambda: gemm_rs_square(512, 512, 512)})

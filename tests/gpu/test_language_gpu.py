@@ -124,3 +124,31 @@ def test_strided_tensor_view():
     k = tilelang.compile(lk.strided_copy(), out_idx=[-1])
     base = cuda(64, 80, dtype=torch.float16)
     torch.testing.assert_close(k(base[:, :64]), base[:, :64].contiguous())
+
+
+def test_seed_style_patterns():
+    a = cuda(512, 512, dtype=torch.float16)
+    bt = cuda(512, 512, dtype=torch.float16)
+    bias = cuda(512)
+    k = tilelang.compile(lk.ALL["gemm_bias"](), out_idx=[-1])
+    torch.testing.assert_close(k(a, bt, bias), a.float() @ bt.float().T + bias, rtol=1e-2, atol=1e-2)
+
+    x, y = cuda(1000), cuda(1000)
+    torch.testing.assert_close(tilelang.compile(lk.ALL["elementwise_global"](), out_idx=[-1])(x, y), x * y)
+
+    x16 = cuda(1000, 1000, dtype=torch.float16)
+    torch.testing.assert_close(tilelang.compile(lk.ALL["reduce_shared"](), out_idx=[-1])(x16), x16.float().sum(1),
+                               rtol=1e-3, atol=1e-2)
+
+    x = cuda(256, 64)
+    expect = x.clone()
+    for r in range(3):
+        expect = expect * 0.5 + r
+    torch.testing.assert_close(tilelang.compile(lk.ALL["serial_inner"](), out_idx=[-1])(x), expect)
+
+    x = cuda(4096)
+    torch.testing.assert_close(tilelang.compile(lk.ALL["local_vec"](), out_idx=[-1])(x), x * 2)
+
+    b = cuda(512, 512, dtype=torch.float16)
+    k = tilelang.compile(lk.ALL["gemm_rs_square"](), out_idx=[-1])
+    torch.testing.assert_close(k(a, b), (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-1)

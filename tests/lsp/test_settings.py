@@ -50,3 +50,92 @@ def test_allow_execution_false_runs_no_user_code(tmp_path):
         client.wait_for(lambda c: marker.exists(), 90, "the kernel build after allowing execution")
     finally:
         assert client.shutdown() == 0
+
+
+def test_tcp_transport(tmp_path):
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from lsp_testing import REPO
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TILELANG_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tilelang_lsp.server", "--tcp", f"127.0.0.1:{port}"], env=env,
+                            cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # connect as soon as the server listens
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "the server never listened"
+                assert proc.poll() is None, "the server exited"
+                time.sleep(0.05)
+        with sock:
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            reply = sock.makefile("rb")
+            length = None
+            while (line := reply.readline().strip()):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            result = json.loads(reply.read(length))["result"]
+        assert result["serverInfo"]["name"] == "tilelang-lsp"
+        assert "hoverProvider" in result["capabilities"]
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+SLOW = '''import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def slow(N):
+    while True:
+        pass
+
+
+kernel = slow(1024)
+'''
+
+CRASH = '''import os
+import signal
+
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def crash(N):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+kernel = crash(1024)
+'''
+
+
+def test_a_hung_build_times_out_and_a_dead_worker_is_replaced(tmp_path):
+    client = start_server(tmp_path, options={"timeout": 2}, name="limits")
+    try:
+        doc = Doc(client, tmp_path / "limits.py", SLOW)
+        found = doc.diagnostics()
+        assert [d["code"] for d in found] == ["TL0803"]
+        assert "took longer than 2 s" in found[0]["message"]
+        doc.replace(CRASH)
+        found = doc.diagnostics()
+        assert [d["code"] for d in found] == ["TL0003"]
+        assert "worker process" in found[0]["message"]
+        doc.replace((FIXTURES / "no_clear.py").read_text())
+        assert [d["code"] for d in doc.diagnostics()] == ["TL0401"]
+    finally:
+        assert client.shutdown() == 0
