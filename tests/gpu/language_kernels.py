@@ -311,3 +311,20 @@ def gemm_rs_square(M, N, K):
 ALL.update({"gemm_bias": lambda: gemm_bias(512, 512, 512), "elementwise_global": lambda: elementwise_global(1000),
             "reduce_shared": lambda: reduce_shared(1000, 1000), "serial_inner": lambda: serial_inner(256, 64),
             "local_vec": lambda: local_vec(4096), "gemm_rs_square": lambda: gemm_rs_square(512, 512, 512)})
+
+
+def cumsum_fragment(M=64, N=32):
+    """Prefix sums on a fragment (staged through shared memory), reversed, along dim 0."""
+
+    @T.prim_func
+    def kernel(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(X, x)
+            T.cumsum(x, dim=0, reverse=True)
+            T.copy(x, Y)
+
+    return kernel
+
+
+ALL["cumsum_fragment"] = cumsum_fragment

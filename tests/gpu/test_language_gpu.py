@@ -152,3 +152,9 @@ def test_seed_style_patterns():
     b = cuda(512, 512, dtype=torch.float16)
     k = tilelang.compile(lk.ALL["gemm_rs_square"](), out_idx=[-1])
     torch.testing.assert_close(k(a, b), (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-1)
+
+
+def test_cumsum_fragment_reverse():
+    k = tilelang.compile(lk.cumsum_fragment(), out_idx=[-1])
+    x = cuda(64, 32)
+    torch.testing.assert_close(k(x), x.flip(0).cumsum(0).flip(0), rtol=1e-4, atol=1e-3)

@@ -164,44 +164,76 @@ def _subst(expr, var, value):
 
 
 def lower_cumsum(lw, stmt):
-    """Inclusive scan along ``dim``: rows in parallel over threads, each row scanned serially."""
+    """Inclusive scan along ``dim``: rows spread over threads, each row scanned serially in
+    shared memory. Fragment operands are staged through a shared workspace (each thread writes
+    the elements it holds, then reads back the ones it holds)."""
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
     dim, reverse = int(args[2].value), bool(int(args[3].value))
     for r in (src, dst):
-        if scope_of(r.buffer) not in SHARED_SCOPES or not r.is_whole():
-            raise LoweringError("TL0002", "T.cumsum currently works on whole shared-memory buffers; "
-                                "copy the fragment to shared memory first", stmt.span)
-    shape = [const_int(s) for s in src.buffer.shape]
+        if scope_of(r.buffer) not in SHARED_SCOPES + (FRAGMENT_SCOPE,) or not r.is_whole():
+            raise LoweringError("TL0002", "T.cumsum works on whole shared-memory buffers or fragments", stmt.span)
+    shape = [const_int(x) for x in src.buffer.shape]
     if dim < 0:
         dim += len(shape)
+    sync = evaluate_extern("__syncthreads")
+    stmts = [sync]
+    s_at = _scan_operand(lw, src, shape, "src", stmts)
+    d_at = _scan_operand(lw, dst, shape, "dst", [])
+    stmts += [sync, _scan(lw, shape, dim, reverse, s_at, d_at, str(src.buffer.dtype), str(dst.buffer.dtype)), sync]
+    if scope_of(dst.buffer) == FRAGMENT_SCOPE:
+        stmts.append(_fragment_io(lw, dst.buffer, shape, d_at, load=True))
+    return seq(stmts)
+
+
+def _scan_operand(lw, region, shape, role, stmts):
+    """An accessor ``at(indices) -> (buffer, [flat index])`` over shared memory for one operand;
+    a fragment gets a scratch buffer (filled by ``stmts`` for the source)."""
+    buf = region.buffer
+    if scope_of(buf) in SHARED_SCOPES:
+        return lambda idx: (lw.smem_views[buf], [lw.shared_offset(buf, idx)])
+    scratch = lw.scratch(f"{buf.name}_scan_{role}", math.prod(shape), str(buf.dtype))
+    at = lambda idx: (scratch, [sum((e * math.prod(shape[d + 1:]) for d, e in enumerate(idx)), i32(0))])  # noqa: E731
+    if role == "src":
+        stmts.append(_fragment_io(lw, buf, shape, at, load=False))
+    return at
+
+
+def _fragment_io(lw, buf, shape, at, load):
+    layout = lw.layouts.fragments[buf]
+    v = tirx.Var("v", "int32")
+    target, idx = at(layout.index(lw.tid, v))
+    if load:
+        body = tirx.BufferStore(lw.frag[buf], tirx.BufferLoad(target, idx), [v])
+    else:
+        body = tirx.BufferStore(target, tirx.BufferLoad(lw.frag[buf], [v]), idx)
+    return tirx.For(v, i32(0), i32(max(layout.local_size, 1)), tirx.ForKind.SERIAL, body,
+                    annotations={"pragma_unroll": True})
+
+
+def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype):
     other = [d for d in range(len(shape)) if d != dim]
     rows = math.prod(shape[d] for d in other) if other else 1
     n = shape[dim]
-    row = lw.tid
-    k = tirx.Var("k", "int32")
-    acc = tirx.decl_buffer((1,), str(dst.buffer.dtype), "cumsum_acc", scope="local")
-    idx_row, rest = [], row
+    rounds = -(-rows // lw.T)
+    r0, k = tirx.Var("r0", "int32"), tirx.Var("k", "int32")
+    row = r0 * lw.T + lw.tid if rounds > 1 else lw.tid
+    acc = tirx.decl_buffer((1,), d_dtype, "cumsum_acc", scope="local")
+    idx, rest = [i32(0)] * len(shape), row
     for d in reversed(other):
-        idx_row.append((d, tirx.floormod(rest, i32(shape[d]))))
+        idx[d] = tirx.floormod(rest, i32(shape[d]))
         rest = tirx.floordiv(rest, i32(shape[d]))
-    pos = (n - 1 - k) if reverse else k
-
-    def at(buf):
-        idx = [i32(0)] * len(shape)
-        for d, e in idx_row:
-            idx[d] = e
-        idx[dim] = pos
-        return lw.smem_views[buf], [lw.shared_offset(buf, idx)]
-
-    s_buf, s_idx = at(src.buffer)
-    d_buf, d_idx = at(dst.buffer)
+    idx[dim] = (n - 1 - k) if reverse else k
+    s_buf, s_idx = s_at(idx)
+    d_buf, d_idx = d_at(idx)
     val = tirx.BufferLoad(s_buf, s_idx)
-    if str(src.buffer.dtype) != str(dst.buffer.dtype):
-        val = tirx.Cast(str(dst.buffer.dtype), val)
+    if s_dtype != d_dtype:
+        val = tirx.Cast(d_dtype, val)
     body = seq([tirx.BufferStore(acc, tirx.BufferLoad(acc, [i32(0)]) + val, [i32(0)]),
                 tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [i32(0)]), d_idx)])
-    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, tirx.const(0, str(dst.buffer.dtype)), [i32(0)]),
+    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, tirx.const(0, d_dtype), [i32(0)]),
                 tirx.For(k, i32(0), i32(n), tirx.ForKind.SERIAL, body)])
-    sync = evaluate_extern("__syncthreads")
-    return seq([sync, tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None), sync])
+    guarded = tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None) if rows % lw.T else scan
+    if rounds == 1:
+        return guarded
+    return tirx.For(r0, i32(0), i32(rounds), tirx.ForKind.SERIAL, guarded)
