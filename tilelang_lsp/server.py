@@ -43,6 +43,7 @@ class TileLangServer(LanguageServer):
         self.tools_worker = WorkerClient("tilelang-lsp-tools")
         self.checks = Checks(self)
         self.pull_mode = False
+        self.init_problems: list = []              # settings problems found at initialize
         self.language: dict | None = None          # {"T": [member], "tilelang": [member]}
         self.compile_results: dict = {}            # (uri, factory) -> compile lens result
         self._models: dict = {}                    # uri -> (version, SourceModel)

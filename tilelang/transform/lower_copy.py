@@ -124,7 +124,7 @@ def lower_copy(lw, stmt):
     use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec * nbytes(src.dtype) >= 4
                  and not lw.configs.get("tl.disable_async_copy", False))
     body = _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, stmt.span)
-    if use_async and not getattr(lw, "in_producer", False):
+    if use_async and not lw.in_producer:
         body = seq([body, evaluate_extern("tl::cp_async_commit"), evaluate_extern("tl::cp_async_wait<0>")])
     return body
 

@@ -46,6 +46,7 @@ class Lowerer:
             self.an.bind(iv.var, tvm.ir.Range(0, extent))
         self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
+        self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
         self.stages = pipeline.plan_stages(info)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
