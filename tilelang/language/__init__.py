@@ -88,3 +88,9 @@ def dynamic(name: str, dtype="int32"):
 
 
 symbolic = dynamic
+
+
+# Last in the module, since they shadow builtins: C-style aliases upstream code uses (T.float is float32, T.half float16, ...).
+float, half, double = float32, float16, float64  # noqa: A001
+int, long, short, uint = int32, int64, int16, uint32  # noqa: A001
+dtype = __import__("tvm_ffi").dtype
