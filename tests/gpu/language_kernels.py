@@ -328,3 +328,45 @@ def cumsum_fragment(M=64, N=32):
 
 
 ALL["cumsum_fragment"] = cumsum_fragment
+
+
+def gemm_generic(M, N, K, dtype, accum, out_dtype, bm=64, bn=64, bk=32, threads=128, stages=2):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_l = T.alloc_fragment((bm, bn), accum)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return kernel
+
+
+def batched_gemm(Bt, M, N, K, bm=64, bn=64, bk=32):
+    @T.prim_func
+    def kernel(A: T.Tensor((Bt, M, K), "float16"), B: T.Tensor((Bt, K, N), "float16"), C: T.Tensor((Bt, M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), Bt, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[bz, by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s)
+                T.copy(B[bz, k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[bz, by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+    return kernel
+
+
+ALL.update({
+    "gemm_bf16_f32": lambda: gemm_generic(256, 256, 256, "bfloat16", "float32", "float32"),
+    "gemm_int8": lambda: gemm_generic(256, 256, 256, "int8", "int32", "int32", bk=64),
+    "gemm_tf32": lambda: gemm_generic(256, 256, 256, "float32", "float32", "float32"),
+    "gemm_fp16_accum": lambda: gemm_generic(256, 256, 256, "float16", "float16", "float16"),
+    "gemm_bk16_2warps": lambda: gemm_generic(256, 256, 256, "float16", "float32", "float16", bk=16, threads=64),
+    "batched_gemm": lambda: batched_gemm(4, 256, 256, 128),
+})

@@ -158,3 +158,25 @@ def test_cumsum_fragment_reverse():
     k = tilelang.compile(lk.cumsum_fragment(), out_idx=[-1])
     x = cuda(64, 32)
     torch.testing.assert_close(k(x), x.flip(0).cumsum(0).flip(0), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("name,dtype,rtol,atol", [
+    ("gemm_bf16_f32", torch.bfloat16, 1e-2, 1e-2), ("gemm_tf32", torch.float32, 2e-2, 5e-2),
+    ("gemm_fp16_accum", torch.float16, 2e-2, 2e-1), ("gemm_bk16_2warps", torch.float16, 1e-2, 1e-1)])
+def test_gemm_dtypes(name, dtype, rtol, atol):
+    k = tilelang.compile(lk.ALL[name](), out_idx=[-1])
+    a, b = cuda(256, 256, dtype=dtype), cuda(256, 256, dtype=dtype)
+    torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), rtol=rtol, atol=atol)
+
+
+def test_gemm_int8():
+    k = tilelang.compile(lk.ALL["gemm_int8"](), out_idx=[-1])
+    a = torch.randint(-8, 8, (256, 256), device="cuda", dtype=torch.int8)
+    b = torch.randint(-8, 8, (256, 256), device="cuda", dtype=torch.int8)
+    torch.testing.assert_close(k(a, b), a.int() @ b.int())
+
+
+def test_batched_gemm_slices():
+    k = tilelang.compile(lk.ALL["batched_gemm"](), out_idx=[-1])
+    a, b = cuda(4, 256, 128, dtype=torch.float16), cuda(4, 128, 256, dtype=torch.float16)
+    torch.testing.assert_close(k(a, b), torch.bmm(a.float(), b.float()).half(), rtol=1e-2, atol=1e-1)
