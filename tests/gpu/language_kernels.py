@@ -370,3 +370,18 @@ ALL.update({
     "gemm_bk16_2warps": lambda: gemm_generic(256, 256, 256, "float16", "float32", "float16", bk=16, threads=64),
     "batched_gemm": lambda: batched_gemm(4, 256, 256, 128),
 })
+
+
+def ragged_parallel(M=100, N=130, bm=64, bn=64):
+    """Global accesses straight from T.Parallel on a tile that overhangs the tensor."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            for i, j in T.Parallel(bm, bn):
+                C[by * bm + i, bx * bn + j] = A[by * bm + i, bx * bn + j] * 2.0
+
+    return kernel
+
+
+ALL["ragged_parallel"] = ragged_parallel

@@ -180,3 +180,9 @@ def test_batched_gemm_slices():
     k = tilelang.compile(lk.ALL["batched_gemm"](), out_idx=[-1])
     a, b = cuda(4, 256, 128, dtype=torch.float16), cuda(4, 128, 256, dtype=torch.float16)
     torch.testing.assert_close(k(a, b), torch.bmm(a.float(), b.float()).half(), rtol=1e-2, atol=1e-1)
+
+
+def test_ragged_parallel_is_safe():
+    k = tilelang.compile(lk.ragged_parallel(), out_idx=[-1])
+    a = cuda(100, 130)
+    torch.testing.assert_close(k(a), a * 2)

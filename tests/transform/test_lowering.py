@@ -196,3 +196,22 @@ def test_strided_tensor_indexes_with_its_strides():
     art = tilelang.lower(lk.strided_copy(), "sm_90a")
     assert art.params[0].strides == [80, 1]
     assert "* 80)" in art.source  # rows of X are 80 elements apart, not 64
+
+
+def test_parallel_global_accesses_are_guarded_only_when_needed():
+    def kernel_for(M, N, bm=64, bn=64):
+        @T.prim_func
+        def kernel(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+                for i, j in T.Parallel(bm, bn):
+                    C[by * bm + i, bx * bn + j] = A[by * bm + i, bx * bn + j] * 2.0
+
+        return kernel
+
+    ragged = lowered_text(kernel_for(100, 130))
+    assert "< 100" in ragged  # stores skipped and loads zeroed outside the tensor
+    assert "if_then_else" in ragged
+    exact = lowered_text(kernel_for(128, 128))
+    assert "if_then_else" not in exact and "< 128" not in exact
+    off = tilelang.lower(kernel_for(100, 130), "sm_90a", pass_configs={"tl.disable_safe_memory_access": True})
+    assert "< 100" not in off.source

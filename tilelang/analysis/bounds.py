@@ -1,8 +1,9 @@
 """Element accesses of global tensors that can fall outside the tensor (TL0602).
 
-Input: a ``Kernel`` with concrete shapes. Tile operators are not checked: the compiler guards
-partial tiles itself. Plain accesses (``C[idx] = A[idx] + B[idx]``, loads and stores inside
-``T.Parallel``) are not guarded, so each index is checked under what is known where it runs:
+Input: a ``Kernel`` with concrete shapes. Tile operators and element accesses inside
+``T.Parallel`` are not checked: the compiler guards partial tiles and parallel-loop accesses to
+global tensors itself (``Lowerer.global_guard``). Plain accesses (``C[idx] = A[idx] + B[idx]``
+in thread-indexed code) are not guarded, so each index is checked under what is known where it runs:
 the block and thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value
 of scalar locals assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only
 when the index is not provably inside and its bound does reach outside; indices that depend on
@@ -54,6 +55,8 @@ class _Bounds:
             for c in s.seq:
                 self.visit(c)
         elif isinstance(s, tirx.For):
+            if "tl.parallel" in s.annotations:
+                return  # the compiler guards global accesses of T.Parallel bodies
             if const_int(s.extent) is not None and const_int(s.min) is not None:
                 self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, s.extent))
             self.visit(s.body)

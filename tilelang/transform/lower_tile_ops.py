@@ -109,7 +109,23 @@ class Lowerer:
             return tirx.BufferStore(self.frag[buf], value, [exact], span=span)
         indices = [rw.visit(i) for i in indices]
         target, idx = rw.element(buf, indices)
-        return tirx.BufferStore(target, value, idx, span=span)
+        store = tirx.BufferStore(target, value, idx, span=span)
+        guard = self.global_guard(buf, indices) if loop is not None else None
+        return store if guard is None else tirx.IfThenElse(guard, store, None, span=span)
+
+    def global_guard(self, buf, indices):
+        """Inside T.Parallel, an element of a global tensor the analyzer cannot prove in bounds is
+        guarded (stores skipped, loads read 0): tiles that overhang a tensor stay safe, as
+        upstream's safe-memory-access pass makes them."""
+        if scope_of(buf) != "global" or self.configs.get("tl.disable_safe_memory_access"):
+            return None
+        conds = [tirx.LT(i, n) for i, n in zip(indices, buf.shape) if not self.prove(tirx.LT(i, n))]
+        if not conds:
+            return None
+        out = conds[0]
+        for c in conds[1:]:
+            out = tirx.And(out, c)
+        return out
 
     def prove(self, cond) -> bool:
         return bool(self.an.can_prove(cond))
@@ -320,7 +336,11 @@ class _AccessRewriter(ExprRewriter):
                 return tirx.BufferLoad(self.lw.frag[e.source], [exact])
         indices = [self.visit(i) for i in e.indices]
         buf, idx = self.element(e.source, indices)
-        return tirx.BufferLoad(buf, idx)
+        load = tirx.BufferLoad(buf, idx)
+        guard = self.lw.global_guard(e.source, indices) if self.loop is not None else None
+        if guard is None:
+            return load
+        return tirx.if_then_else(guard, load, tirx.const(0, str(e.source.dtype)))
 
     def _exact_local(self, buf, indices):
         loop = self.loop

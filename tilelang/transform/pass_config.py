@@ -32,8 +32,8 @@ EFFECTS = {
                                                "warp-specialises (the Hopper path of issue 6 will honour it)",
     PassConfigKey.TL_DISABLE_TMA_LOWER: "accepted; no effect yet: copies never use TMA today (issue 6)",
     PassConfigKey.TL_DISABLE_WGMMA: "accepted; no effect yet: T.gemm always lowers to mma.sync today (issue 6)",
-    PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "accepted; bounds guards are always emitted where the compiler "
-                                                 "cannot prove a tile fits (correctness first)",
+    PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
+                                                 "accessed inside T.Parallel (tile copies stay guarded)",
     PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",
     PassConfigKey.TL_DISABLE_BUFFER_INIT_CHECK: "drops the checker's TL0401 (read before initialisation) findings",
     PassConfigKey.TL_DISABLE_OUT_OF_BOUND_WARNING: "drops the checker's TL0601/TL0602 bound findings",
