@@ -33,7 +33,8 @@ def main():
         for cfg in ({"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256},
                     {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
                     {"block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256},
-                    {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128}):
+                    {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128},
+                    {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 128}):
             kern = fa.flashattn(B, H, S, D, causal, 1, "bhsd", **cfg)
             out = kern(q, k, v)
             torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal),

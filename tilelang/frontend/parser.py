@@ -96,6 +96,8 @@ def _is_pure_index(value) -> bool:
     import tvm_ffi
     from tvm import ir
 
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True  # a Python constant stays a constant
     if not tvm.ir.is_prim_expr(value) or isinstance(value, tvm.tirx.Var):
         return False
     found = []

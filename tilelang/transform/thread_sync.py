@@ -32,9 +32,6 @@ def shared_rw(stmt):
                             reads.add(r.buffer)
                         if r.access & 2:
                             writes.add(r.buffer)
-            if s.value.op.name in ("tl.reduce", "tl.cumsum"):
-                writes.add("__scratch__")
-                reads.add("__scratch__")
         elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
             writes.add(s.buffer)
 
