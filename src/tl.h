@@ -13,3 +13,8 @@
 #include "tl/atomic.h"
 #include "tl/math.h"
 #include "tl/print.h"
+// Hopper (sm_90) headers.  They compile for every target; their sm_90 / sm_90a
+// instructions are only emitted when compiling for such a target.
+#include "tl/barrier.h"
+#include "tl/tma.h"
+#include "tl/gemm_sm90.h"

@@ -19,7 +19,7 @@ from tilelang import language  # noqa: F401 - installs the parser hooks
 from tilelang import layout  # noqa: F401 - tilelang.layout.make_swizzled_layout, tilelang.layout.Layout
 from tilelang.diagnostics import TileLangCompileError
 from tilelang.jit import JITKernel, compile, jit, lower  # noqa: A004
-from tilelang.profiler import Profiler, do_bench
+from tilelang.profiler import Profiler, TensorSupplyType, do_bench
 from tilelang.transform.pass_config import PassConfigKey
 
 
@@ -36,5 +36,5 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-__all__ = ["JITKernel", "PassConfigKey", "Profiler", "TileLangCompileError", "cdiv", "compile", "do_bench", "jit",
+__all__ = ["JITKernel", "PassConfigKey", "Profiler", "TensorSupplyType", "TileLangCompileError", "cdiv", "compile", "do_bench", "jit",
            "language", "lower", "next_power_of_2"]

@@ -18,17 +18,16 @@ build), ``exec`` (bool), ``select``/``ignore`` (lists of codes or prefixes), ``b
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilelang.analysis.source import FileModel
+from tilelang.analysis.syntax import directive_comments
 from tilelang.diagnostics import Diagnostic, Note, Span
 
 MAX_CALL_SITES = 4
-_PRAGMA = re.compile(r"^#\s*tilelang\s*:\s*check\b\s*(?P<call>.*)$")
+_PRAGMA = re.compile(r"^#\s*tilelang\s*:\s*check\b\s*(?P<call>.*)$")   # needs syntax.DIRECTIVE_HINT
 _KEYS = {"target", "timeout", "exec", "select", "ignore", "bind"}
 
 
@@ -157,13 +156,10 @@ class Pragma:
 
 
 def find_pragmas(path: str, text: str) -> list:
+    """Every ``# tilelang: check`` comment of ``text`` (comments from ``syntax.directive_comments``)."""
     out = []
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return out
-    for tok in tokens:
-        match = _PRAGMA.match(tok.string) if tok.type == tokenize.COMMENT else None
+    for tok in directive_comments(text):
+        match = _PRAGMA.match(tok.string)
         if match is None:
             continue
         line, col = tok.start

@@ -6,14 +6,19 @@
      "kernels": {factory: [{"binding", "summary"}]}, "elapsed_ms", "hits", "misses"}
 
 It reuses the checker end to end (``tilelang_lsp.worker.Session``: binding plans, merging of
-bindings, value-free fallback checks, ignore comments) and acts itself as the Session's worker,
-so the user's code runs in this (worker) process, never in the server's:
+bindings, value-free fallback checks, ignore comments) and acts itself as the Session's worker
+(the worker protocol of ``tilelang_lsp.worker``), so the user's code runs in this (worker)
+process, never in the server's. It uses only the checker's public API:
 
-- ``load`` executes the document's definitions (``worker._load``) and indexes the text for the
-  cache keys below;
-- ``build`` builds one bound kernel, runs ``tilelang.analysis.check`` on it (the checker's own
-  ``_call_factory``/``_check``/``_failure`` helpers) and computes its hover data
-  (``lsp_kernels.summarize``) in the same step, so layouts are computed once per version.
+- ``load`` executes the document's definitions (``worker.load_module``) and indexes the text for
+  the cache keys below;
+- ``build`` builds one bound kernel and checks it (``worker.build_kernel``) and computes its
+  hover data (``lsp_kernels.summarize``) in the same step, so layouts are computed once per
+  version.
+
+The text of one check is parsed once: ``Session`` (``source.parse_file``), ``load_module``, the
+cache keys (``syntax.syntax_tree``) and the span lookups of the checks share the checker's
+per-text cache of the parse.
 
 A build's result is cached under a key made of the target, the binding's argument texts, the
 factory's source with its line numbers and, transitively, the module-level statements whose
@@ -31,7 +36,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-import re
 import signal
 import threading
 import time
@@ -76,14 +80,16 @@ def time_limit(seconds: float | None):
 class BuildKeys:
     """Cache keys of the builds of one document text (see the module docstring)."""
 
-    def __init__(self, path: str, text: str, tree=None):
+    def __init__(self, path: str, text: str):
+        from tilelang.analysis.syntax import syntax_tree
+
         self.path = path
+        syntax = syntax_tree(text, path)
         lines = text.splitlines(True)
-        self.tree = tree = tree if tree is not None else ast.parse(text)
         self.always, self.defs, self.statements = [], {}, []
-        for stmt in tree.body:
+        for stmt, used in zip(syntax.tree.body, syntax.names_by_statement()):
             first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-            piece = (first, "".join(lines[first - 1: stmt.end_lineno]), _names_used(stmt))
+            piece = (first, "".join(lines[first - 1: stmt.end_lineno]), used)
             self.statements.append((stmt, piece[:2]))
             if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
                 self.always.append(piece[:2])
@@ -135,55 +141,11 @@ def _names_in_text(text: str) -> set:
         return set()
 
 
-def speed_up_checker() -> None:
-    """Two equivalent shortcuts for the checker's per-check costs, in this worker process only.
-
-    - ``tilelang.analysis.source.parse_file`` reuses its result for the same text: one check
-      parses the document three times (the Session, the checker's ``_load``, the cache keys).
-      Callers import it at call time, so replacing the module attribute reaches them; the model
-      is never mutated after it is built, so sharing it is safe.
-    - ``find_pragmas`` and ``find_ignores`` tokenize the whole file to find comments matching
-      ``tilelang\\s*:``; text without that substring has none, so they return ``[]`` at once.
-      Applied only while their patterns still contain ``tilelang\\s*:`` (checked here).
-    """
-    import tilelang.analysis.source as source
-    import tilelang.analysis.suppress as suppress
-    from tilelang_lsp import binding
-
-    if getattr(source.parse_file, "memoized", False):
-        return
-    original, last = source.parse_file, {}
-
-    def parse_file(path, text):
-        if last.get("key") != (path, text):
-            last["model"] = original(path, text)
-            last["key"] = (path, text)
-        return last["model"]
-
-    parse_file.memoized = True
-    source.parse_file = parse_file
-    if _HINT.pattern in binding._PRAGMA.pattern:
-        binding.find_pragmas = _skip_without_directive(binding.find_pragmas)
-    if _HINT.pattern in suppress._DIRECTIVE.pattern:
-        suppress.find_ignores = _skip_without_directive(suppress.find_ignores)
-
-
-_HINT = re.compile(r"tilelang\s*:")
-
-
-def _skip_without_directive(find):
-    def wrapper(path, text):
-        return find(path, text) if _HINT.search(text) else []
-
-    return wrapper
-
-
 class CheckService:
     """Serves ``check`` requests; acts as the checker Session's worker (``request``)."""
 
     def __init__(self):
-        speed_up_checker()
-        self.modules = {}           # path -> module object (``worker._load``'s table)
+        self.modules = {}           # path -> module object (``worker.load_module``'s table)
         self.loaded = {}            # Session's view: path -> module name
         self._cache = OrderedDict()  # build key -> (reply, summary)
         self._keys = None
@@ -207,13 +169,10 @@ class CheckService:
         raise ValueError(f"unknown request {message['op']!r}")
 
     def _load(self, message: dict) -> dict:
-        import tilelang.analysis.source as source
-
-        tree = source.parse_file(message["path"], message["text"]).tree   # memoized: no new parse
-        self._keys = keys = BuildKeys(message["path"], message["text"], tree)
+        self._keys = keys = BuildKeys(message["path"], message["text"])
         reply = self._load_changed_definitions(message, keys)
         if reply is None:
-            reply = checker_worker._load(message, self.modules)
+            reply = checker_worker.load_module(message, self.modules)
             clean = not reply.get("diagnostics")
             self._statements[message["path"]] = keys.fingerprints() if clean else None
         return reply
@@ -268,30 +227,19 @@ class CheckService:
         return reply
 
     def _build_uncached(self, message: dict):
-        from tvm import tirx
-
         from tilelang_lsp.lsp_kernels import summarize
 
         module = self.modules.get(message["path"])
         if module is None:
             raise RuntimeError(f"{message['path']} was not loaded")
-        binding = message["binding"]
-        try:
-            func = checker_worker._call_factory(module, message)
-        except WorkerTimeout:
-            raise
-        except Exception as err:  # noqa: BLE001 - the user's factory failed: report where
-            what = f"{message['factory']} raised while building the kernel:"
-            return {"ok": True, "built": False,
-                    "diagnostics": checker_worker._failure(err, message["path"], what, binding)}, None
-        if not isinstance(func, tirx.PrimFunc):
-            return {"ok": True, "built": False, "diagnostics": []}, None
-        diagnostics = checker_worker._check(func, module, message)
+        reply, func = checker_worker.build_kernel(module, message)
+        if func is None:
+            return reply, None
         try:
             summary = summarize(func, message["target"])
         except Exception as err:  # noqa: BLE001 - hover data are optional; never fail the check
             summary = {"error": f"{type(err).__name__}: {err}"}
-        return {"ok": True, "built": True, "diagnostics": diagnostics}, summary
+        return reply, summary
 
     def _record(self, message: dict, summary) -> None:
         if summary is not None:
@@ -305,7 +253,7 @@ class CheckService:
 
         start = time.perf_counter()
         path, text = message["path"], message["text"]
-        config, problems = _config(path)
+        config, problems = file_config(path)
         target = message.get("target") or config.target or DEFAULT_TARGET
         exec_code = bool(message.get("exec", True)) and config.exec is not False
         timeout = float(message.get("timeout") or config.timeout or 20.0)
@@ -320,7 +268,7 @@ class CheckService:
                 "hits": self.hits - hits, "misses": self.misses - misses}
 
 
-def _config(path: str):
+def file_config(path: str):
     """(CheckConfig, [TL0004 diagnostic]) for the file; a malformed table counts as empty."""
     from tilelang.diagnostics import Diagnostic, Span
     from tilelang_lsp.binding import CheckConfig, ConfigError, load_config

@@ -114,14 +114,14 @@ def bound_kernel(service, message: dict):
     from tilelang.analysis.source import parse_file
     from tilelang_lsp import worker as checker_worker
     from tilelang_lsp.binding import plan_file
-    from tilelang_lsp.lsp_check import _config, module_for
+    from tilelang_lsp.lsp_check import file_config, module_for
 
     path, text, name = message["path"], message["text"], message["factory"]
     try:
         model = parse_file(path, text)
     except SyntaxError as err:
         raise LensError(f"the file does not parse (line {err.lineno}: {err.msg})") from None
-    plan = plan_file(model, _config(path)[0])
+    plan = plan_file(model, file_config(path)[0])
     fp = next((fp for fp in plan.factories if fp.factory.name == name), None)
     if fp is None:
         raise LensError(f"no kernel factory named '{name}' in this file")
@@ -133,7 +133,7 @@ def bound_kernel(service, message: dict):
     request = {"factory": name, "args": list(binding.args), "kwargs": [list(kv) for kv in binding.kwargs],
                "prim_func": fp.factory.is_prim_func}
     try:
-        func = checker_worker._call_factory(module, request)
+        func = checker_worker.call_factory(module, request)
     except Exception as err:  # noqa: BLE001 - the user's factory failed
         raise LensError(f"{binding.shown} raised {type(err).__name__}: {err}") from None
     if not isinstance(func, tirx.PrimFunc):
@@ -159,9 +159,9 @@ def compile_kernel(service, message: dict) -> dict:
     from tilelang.engine.lower import lower
     from tilelang.jit import nvcc
 
-    from tilelang_lsp.lsp_check import DEFAULT_TARGET, _config
+    from tilelang_lsp.lsp_check import DEFAULT_TARGET, file_config
 
-    target = message.get("target") or _config(message["path"])[0].target or DEFAULT_TARGET
+    target = message.get("target") or file_config(message["path"])[0].target or DEFAULT_TARGET
     try:
         func, binding, _ = bound_kernel(service, message)
         times = {}

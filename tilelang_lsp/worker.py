@@ -18,6 +18,26 @@ runs the analysis there, and sends back ``Diagnostic`` dicts. Requests:
 The parent side (``Worker``) applies a time limit to every request; on timeout or death it kills
 the process (only its own), and the next request starts a fresh one. Nothing here imports
 tilelang at module level: the spawned child imports this module first.
+
+Public API (stable; the language server's worker, ``tilelang_lsp.lsp_check``, runs the same steps
+in its own process through it):
+
+- ``Session(target, timeout, exec_code, config_for, worker=None)``: checks one file end to end
+  (``check_file(path, text=None) -> FileReport``). ``worker`` is any object with ``start()``,
+  ``stop()``, ``request(message, timeout) -> reply dict`` (raising ``WorkerTimeout`` /
+  ``WorkerDied``) and a ``loaded`` dict (path -> module name of the last successful load); by
+  default a ``Worker`` process.
+- Messages: ``{"op": "load", "path", "text"}`` and ``{"op": "build", "path", "factory", "args",
+  "kwargs", "binding", "target", "prim_func", "out_idx_span"}`` (``args``/``kwargs``: source
+  texts; ``binding``: ``Binding.describe()``; ``out_idx_span``: a ``Span`` dict or None).
+  Replies: ``{"ok": True, "module", "diagnostics"}`` and ``{"ok": True, "built", "diagnostics"}``
+  with ``Diagnostic.to_dict()`` dicts, or ``{"ok": False, "internal": traceback}``.
+- The request handlers, for a worker that executes user code itself:
+  ``load_module(message, modules)`` (``modules``: path -> module object, updated in place),
+  ``build_kernel(module, message) -> (reply, PrimFunc or None)``, and its steps
+  ``call_factory(module, message)``, ``check_kernel(func, module, message)`` and
+  ``failure_diagnostics(err, path, what, binding)``. None of them raises on a mistake in user
+  code (it becomes a diagnostic), except that ``WorkerTimeout`` always propagates.
 """
 
 from __future__ import annotations
@@ -129,7 +149,7 @@ def serve(conn) -> None:
 
 def _handle(message: dict, modules: dict) -> dict:
     if message["op"] == "load":
-        return _load(message, modules)
+        return load_module(message, modules)
     if message["op"] == "build":
         return _build(message, modules)
     raise ValueError(f"unknown request {message.get('op')!r}")
@@ -157,8 +177,12 @@ def _keep(stmt, jitted: set) -> bool:
     return isinstance(stmt, ast.Try)
 
 
-def _load(message: dict, modules: dict) -> dict:
-    """Execute the definitions of one file as a fresh module (see the module docstring)."""
+def load_module(message: dict, modules: dict) -> dict:
+    """The ``load`` request: execute the definitions of ``message["text"]`` as a fresh module.
+
+    ``modules[path]`` becomes the module (replacing, and unregistering, the previous one); the
+    reply's ``diagnostics`` are TL0802 for imports/definitions that raised (module docstring).
+    """
     import ast
     import linecache
     import types
@@ -187,7 +211,7 @@ def _load(message: dict, modules: dict) -> dict:
             exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__)  # noqa: S102
         except BaseException as err:  # noqa: BLE001 - user code may raise anything, even SystemExit
             if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
-                problems += _failure(err, path, f"line {stmt.lineno} raised while loading the file:", None)
+                problems += failure_diagnostics(err, path, f"line {stmt.lineno} raised while loading the file:", None)
     modules[path] = module
     return {"ok": True, "module": key, "diagnostics": problems}
 
@@ -226,24 +250,39 @@ def _factory_function(obj):
 
 
 def _build(message: dict, modules: dict) -> dict:
-    """Build one kernel for one binding and check it; returns diagnostic dicts."""
-    from tvm import tirx
-
+    """The ``build`` request of the worker process."""
     module = modules.get(message["path"])
     if module is None:
         raise RuntimeError(f"{message['path']} was not loaded")
+    return build_kernel(module, message)[0]
+
+
+def build_kernel(module, message: dict):
+    """Build one bound kernel of a loaded ``module`` and check it: ``(reply, PrimFunc or None)``.
+
+    The reply is the ``build`` request's; the PrimFunc is returned when one was built (for
+    callers that derive more from it, such as the language server's hover data).
+    """
+    from tvm import tirx
+
     binding = message["binding"]
     try:
-        func = _call_factory(module, message)
+        func = call_factory(module, message)
+    except WorkerTimeout:
+        raise
     except Exception as err:  # noqa: BLE001 - the user's factory failed: report where
         what = f"{message['factory']} raised while building the kernel:"
-        return {"ok": True, "built": False, "diagnostics": _failure(err, message["path"], what, binding)}
+        return {"ok": True, "built": False,
+                "diagnostics": failure_diagnostics(err, message["path"], what, binding)}, None
     if not isinstance(func, tirx.PrimFunc):
-        return {"ok": True, "built": False, "diagnostics": []}
-    return {"ok": True, "built": True, "diagnostics": _check(func, module, message)}
+        return {"ok": True, "built": False, "diagnostics": []}, None
+    return {"ok": True, "built": True, "diagnostics": check_kernel(func, module, message)}, func
 
 
-def _call_factory(module, message):
+def call_factory(module, message: dict):
+    """What ``message["factory"]`` of ``module`` returns for the binding's argument texts
+    (evaluated in the module's namespace); a module-level ``@T.prim_func`` itself. Raises what
+    the user's code raises."""
     namespace = module.__dict__
     obj = namespace[message["factory"]]
     if message.get("prim_func"):
@@ -256,8 +295,9 @@ def _call_factory(module, message):
 _PARSE_CODES = (("at most 1024 threads", "TL0503"),)
 
 
-def _failure(err, path, what, binding) -> list:
-    """Diagnostic dicts for an exception from user code: its own diagnostics, else TL0802."""
+def failure_diagnostics(err, path, what, binding) -> list:
+    """Diagnostic dicts for an exception from user code: its own diagnostics (a compile or parse
+    error), else TL0802 "``what`` <error>" at the deepest line of ``path`` in its traceback."""
     from tilelang.diagnostics import Severity, TileLangCompileError
     from tilelang.frontend import ParseError
 
@@ -297,7 +337,9 @@ def _with_binding(diag, binding):
     return diag
 
 
-def _check(func, module, message) -> list:
+def check_kernel(func, module, message: dict) -> list:
+    """``tilelang.analysis.check`` of a built kernel, as diagnostic dicts: the factory's
+    ``out_idx``, the binding and the file's text (from ``linecache``) go into the context."""
     import linecache
 
     from tilelang.analysis import CheckContext, check

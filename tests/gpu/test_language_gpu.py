@@ -186,3 +186,14 @@ def test_ragged_parallel_is_safe():
     k = tilelang.compile(lk.ragged_parallel(), out_idx=[-1])
     a = cuda(100, 130)
     torch.testing.assert_close(k(a), a * 2)
+
+
+def test_upstream_profiler_usage():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import gemm
+
+    kernel = gemm.matmul(512, 512, 512)
+    profiler = kernel.get_profiler(tensor_supply_type=tilelang.TensorSupplyType.Normal)
+    profiler.assert_allclose(lambda a, b: (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-2)
+    assert profiler.do_bench(lambda a, b: a @ b, warmup=5, rep=10) > 0
+    assert profiler.do_bench(warmup=5, rep=10) > 0

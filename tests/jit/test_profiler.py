@@ -91,3 +91,18 @@ def test_do_bench_without_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="^no CUDA device"):
         do_bench(lambda: None)
+
+
+def test_tensor_supply_types_upstream_names():
+    import torch
+
+    import tilelang
+    from tilelang.profiler import _supply_for
+
+    assert tilelang.TensorSupplyType.Normal.name == "Normal"
+    zeros = _supply_for(tilelang.TensorSupplyType.Zero)((2, 3), torch.float16, "cpu")
+    assert zeros.dtype == torch.float16 and not zeros.any()
+    ones = _supply_for(tilelang.TensorSupplyType.One)((4,), torch.float32, "cpu")
+    assert ones.sum().item() == 4
+    ints = _supply_for(tilelang.TensorSupplyType.Integer)((64,), torch.float32, "cpu")
+    assert (ints == ints.round()).all()

@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 
 from tvm import tirx
 
+from tilelang.analysis.syntax import syntax_tree
 from tilelang.diagnostics import Diagnostic, Fix, Note, Severity, Span
 
 
@@ -52,7 +53,11 @@ def source_index(text: str) -> "SourceIndex":
 
 
 class SourceIndex:
-    """The ``ast`` nodes of a file, found by the (line, byte column) where they start."""
+    """The ``ast`` nodes of a file, found by the (line, byte column) where they start.
+
+    Built from the shared parse of the text (``syntax.syntax_tree``): no parse of its own when
+    the file model of the same text was built already, and one pass over its walk order.
+    """
 
     def __init__(self, text: str):
         self.text = text
@@ -60,16 +65,18 @@ class SourceIndex:
         self.functions: list[ast.FunctionDef] = []
         self.assign_by_value: dict[tuple[int, int], ast.Assign] = {}
         try:
-            tree = ast.parse(text)
+            nodes = syntax_tree(text).nodes
         except (SyntaxError, ValueError):
             return
-        for node in ast.walk(tree):  # breadth first: outer nodes come before inner ones
-            if hasattr(node, "lineno") and hasattr(node, "col_offset"):
-                self.by_pos.setdefault((node.lineno, node.col_offset), []).append(node)
+        by_pos, functions, assigns = self.by_pos, self.functions, self.assign_by_value
+        for node in nodes:  # breadth first: outer nodes come before inner ones
+            line = getattr(node, "lineno", None)
+            if line is not None and hasattr(node, "col_offset"):
+                by_pos.setdefault((line, node.col_offset), []).append(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions.append(node)
-            if isinstance(node, ast.Assign):
-                self.assign_by_value[(node.value.lineno, node.value.col_offset)] = node
+                functions.append(node)
+            elif isinstance(node, ast.Assign):
+                assigns[(node.value.lineno, node.value.col_offset)] = node
 
     def at(self, line: int, byte_col: int, kind=None):
         """The outermost node of type ``kind`` starting at ``line``:``byte_col`` (1-based)."""

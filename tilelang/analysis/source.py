@@ -11,14 +11,23 @@
 - *kernel variables*: ``kernel = matmul(...)`` and the later ``kernel(a, b)`` calls in the same
   scope (for TL0702).
 Positions are ``ast`` positions; ``span`` converts them to ``Span``s with character columns.
+
+Caching: ``parse_file`` parses through ``syntax.syntax_tree`` (one parse and one tree walk per
+text, shared with the span lookups of the checks) and keeps the models of the last
+``MODEL_CACHE_SIZE`` (path, text) pairs, so every caller that reads the same text gets the same
+``FileModel``. A model is read-only once built: callers must not modify it or its tree.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
+from tilelang.analysis.syntax import SyntaxTree, syntax_tree
 from tilelang.diagnostics import Span
+
+MODEL_CACHE_SIZE = 8
 
 _JIT_NAMES = ("jit", "lazy_jit")
 
@@ -86,18 +95,38 @@ class FileModel:
 
 
 def parse_file(path: str, text: str) -> FileModel:
-    """The model of ``text``; ``SyntaxError`` propagates (the caller reports TL0001)."""
-    tree = ast.parse(text, filename=path)
+    """The model of ``text`` (shared, read-only); ``SyntaxError`` propagates (the caller reports TL0001)."""
+    return _parse_file(path, text)
+
+
+@functools.lru_cache(maxsize=MODEL_CACHE_SIZE)
+def _parse_file(path: str, text: str) -> FileModel:
+    syntax = syntax_tree(text, path)
+    tree = syntax.tree
     model = FileModel(path, text, tree)
     model.module_names = _module_names(tree)
     model.constants = _constants(tree, model.module_names)
-    for node in tree.body:
+    inner, returns = _nested_by_statement(syntax)
+    for index, node in enumerate(tree.body):
         if isinstance(node, ast.FunctionDef):
-            factory = _factory(node)
+            factory = _factory(node, inner.get(index, []), returns.get(index, []))
             if factory is not None:
                 model.factories[node.name] = factory
-    _find_calls(model)
+    _find_calls(model, syntax)
     return model
+
+
+def _nested_by_statement(syntax: SyntaxTree):
+    """({statement index: [nested @prim_func defs]}, {statement index: [returns]}) in walk order."""
+    nodes, owners = syntax.nodes, syntax.owners
+    inner, returns = {}, {}
+    for i in syntax.of_type(ast.FunctionDef):
+        if owners[i] >= 0 and nodes[i] is not syntax.tree.body[owners[i]] and \
+                "prim_func" in [_decorator_name(d) for d in nodes[i].decorator_list]:
+            inner.setdefault(owners[i], []).append(nodes[i])
+    for i in syntax.of_type(ast.Return):
+        returns.setdefault(owners[i], []).append(nodes[i])
+    return inner, returns
 
 
 def _module_names(tree) -> set:
@@ -183,15 +212,14 @@ def _decorator_name(dec) -> str:
     return target.id if isinstance(target, ast.Name) else ""
 
 
-def _factory(node: ast.FunctionDef) -> Factory | None:
+def _factory(node: ast.FunctionDef, inner: list, returns: list) -> Factory | None:
+    """``node``'s factory; ``inner``: its nested ``@prim_func`` defs, ``returns``: its returns."""
     names = [_decorator_name(d) for d in node.decorator_list]
     params, star = _params(node)
     if "prim_func" in names:
         return Factory(node.name, node, [], is_prim_func=True, kernel_def=node)
-    inner = [n for n in ast.walk(node) if isinstance(n, ast.FunctionDef) and n is not node and
-             "prim_func" in [_decorator_name(d) for d in n.decorator_list]]
     jit = any(n in _JIT_NAMES for n in names)
-    if not jit and not _returns_one_of(node, {n.name for n in inner}):
+    if not jit and not _returns_one_of(returns, {n.name for n in inner}):
         # An undecorated function is a factory only when it returns its kernel: a test or a
         # script that merely defines a kernel inside is not something to call.
         return None
@@ -208,9 +236,8 @@ def _factory(node: ast.FunctionDef) -> Factory | None:
     return factory
 
 
-def _returns_one_of(fn, names: set) -> bool:
-    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id in names
-               for n in ast.walk(fn))
+def _returns_one_of(returns: list, names: set) -> bool:
+    return any(isinstance(n.value, ast.Name) and n.value.id in names for n in returns)
 
 
 def _params(node: ast.FunctionDef):
@@ -236,16 +263,28 @@ def _call_target(call: ast.Call, factories: dict):
     return None, False
 
 
-def _find_calls(model: FileModel) -> None:
+def _find_calls(model: FileModel, syntax: SyntaxTree) -> None:
+    """Call sites of the factories, in walk order, and the kernel calls of every scope that binds
+    a kernel (``k = factory(...)``; the other scopes cannot have any)."""
     factories = {n: f for n, f in model.factories.items() if not f.is_prim_func}
-    scopes = [model.tree] + [n for n in ast.walk(model.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for node in ast.walk(model.tree):
-        if isinstance(node, ast.Call):
-            name, _ = _call_target(node, factories)
-            if name is not None and not _inside(node, factories[name].node):
-                model.calls.append(_call_site(model, name, node))
-    for scope in scopes:
-        _kernel_calls(model, scope, factories)
+    if not factories:
+        return
+    nodes = syntax.nodes
+    for i in syntax.of_type(ast.Call):
+        name, _ = _call_target(nodes[i], factories)
+        if name is not None and not _inside(nodes[i], factories[name].node):
+            model.calls.append(_call_site(model, name, nodes[i]))
+    binding_scopes = {syntax.scope_of(i) for i in syntax.of_type(ast.Assign) if _binds_kernel(nodes[i], factories)}
+    for scope in sorted(binding_scopes):
+        _kernel_calls(model, nodes[scope], factories)
+
+
+def _binds_kernel(stmt: ast.Assign, factories: dict) -> bool:
+    """Whether ``stmt`` is ``name = factory(...)`` (what ``_kernel_calls`` tracks)."""
+    if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or not isinstance(stmt.value, ast.Call):
+        return False
+    target, via_get = _call_target(stmt.value, factories)
+    return target is not None and not via_get
 
 
 def _inside(node, fn) -> bool:

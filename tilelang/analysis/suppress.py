@@ -8,19 +8,21 @@ Contract:
   ``report_unused`` is true, TL0901 for a code that suppressed nothing. The caller passes
   ``report_unused=False`` when the file was not fully analysed (``--no-exec``, unbound factories),
   since the diagnostic a comment targets may then simply not have been computed.
-- Comments are found with ``tokenize``, so ``#`` inside strings is never mistaken for one.
+- Comments are found with ``tokenize``, so ``#`` inside strings is never mistaken for one; the
+  tokens come from ``syntax.directive_comments`` (tokenized once per text, and not at all for a
+  text without ``tilelang:``). ``find_ignores`` returns new ``IgnoreComment`` objects on every
+  call: ``apply_ignores`` records in them which codes were used.
 """
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from dataclasses import dataclass, field
 
+from tilelang.analysis.syntax import directive_comments
 from tilelang.diagnostics import Diagnostic, Span, codes
 
-_DIRECTIVE = re.compile(r"#\s*tilelang\s*:\s*ignore\b(?P<rest>.*)$")
+_DIRECTIVE = re.compile(r"#\s*tilelang\s*:\s*ignore\b(?P<rest>.*)$")   # needs syntax.DIRECTIVE_HINT
 _BRACKET = re.compile(r"^\[(?P<codes>[^\]]*)\]")
 
 
@@ -37,15 +39,10 @@ class IgnoreComment:
 def find_ignores(path: str, text: str) -> list:
     """Every ``# tilelang: ignore`` comment of ``text``; see the module docstring."""
     out = []
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return out
-    for tok in tokens:
-        if tok.type == tokenize.COMMENT:
-            comment = _parse(path, tok)
-            if comment is not None:
-                out.append(comment)
+    for tok in directive_comments(text):
+        comment = _parse(path, tok)
+        if comment is not None:
+            out.append(comment)
     return out
 
 

@@ -172,10 +172,10 @@ class JITKernel:
                                "is the kernel declared extern \"C\"?")
         return infos[art.name]
 
-    def get_profiler(self, tensor_supply=None):
+    def get_profiler(self, tensor_supply=None, tensor_supply_type=None):
         from tilelang.profiler import Profiler
 
-        return Profiler(self, tensor_supply=tensor_supply)
+        return Profiler(self, tensor_supply=tensor_supply, tensor_supply_type=tensor_supply_type)
 
 
 def _symbol_source(art: KernelArtifact, src) -> str:

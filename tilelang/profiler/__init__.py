@@ -24,9 +24,38 @@ Contract:
 
 from __future__ import annotations
 
+import enum
+
 from tilelang.profiler.bench import _torch, do_bench
 
-__all__ = ["Profiler", "do_bench"]
+__all__ = ["Profiler", "TensorSupplyType", "do_bench"]
+
+
+class TensorSupplyType(enum.Enum):
+    """How ``Profiler`` fills generated inputs (upstream's names)."""
+
+    Auto = "auto"
+    Integer = "integer"
+    Uniform = "uniform"
+    Normal = "normal"
+    Randn = "randn"
+    Zero = "zero"
+    One = "one"
+
+
+def _supply_for(kind):
+    torch = _torch()
+    if kind in (None, TensorSupplyType.Auto, TensorSupplyType.Normal, TensorSupplyType.Randn):
+        return _random_tensor
+    if kind == TensorSupplyType.Zero:
+        return lambda shape, dtype, device: torch.zeros(shape, dtype=dtype, device=device)
+    if kind == TensorSupplyType.One:
+        return lambda shape, dtype, device: torch.ones(shape, dtype=dtype, device=device)
+    if kind == TensorSupplyType.Uniform:
+        return lambda shape, dtype, device: torch.rand(shape, device=device).to(dtype)
+    if kind == TensorSupplyType.Integer:
+        return lambda shape, dtype, device: torch.randint(-2, 3, shape, device=device).to(dtype)
+    raise ValueError(f"unknown tensor supply type {kind!r}")
 
 
 def _random_tensor(shape, dtype, device):
@@ -43,9 +72,9 @@ def _random_tensor(shape, dtype, device):
 
 
 class Profiler:
-    def __init__(self, kernel, tensor_supply=None):
+    def __init__(self, kernel, tensor_supply=None, tensor_supply_type=None):
         self.kernel = kernel
-        self.tensor_supply = tensor_supply or _random_tensor
+        self.tensor_supply = tensor_supply or _supply_for(tensor_supply_type)
 
     # ------------------------------------------------------------ inputs
     def _resolve(self, entries, symbols: dict, what: str) -> list[int]:
@@ -94,16 +123,25 @@ class Profiler:
 
     def do_bench(self, fn=None, warmup: float = 25, rep: float = 100, symbols=None,
                  return_mode: str = "median", **kwargs):
+        """Milliseconds per call of the kernel (all arguments preallocated), or of ``fn`` called
+        with the kernel's generated inputs (upstream style: ``profiler.do_bench(ref_program)``)."""
         if fn is None:
             args = self.make_args(symbols, with_outputs=True)
             kernel = self.kernel
 
-            def fn():
+            def call():
                 kernel(*args)
-        return do_bench(fn, warmup=warmup, rep=rep, return_mode=return_mode, **kwargs)
+        else:
+            inputs = self.make_args(symbols)
+
+            def call():
+                fn(*inputs)
+        for key in ("n_warmup", "n_repeat", "backend", "input_tensors"):
+            kwargs.pop(key, None)
+        return do_bench(call, warmup=warmup, rep=rep, return_mode=return_mode, **kwargs)
 
     def assert_allclose(self, reference_program, atol: float = 1e-2, rtol: float = 1e-2,
-                        symbols=None, outputs=None) -> None:
+                        symbols=None, outputs=None, max_mismatched_ratio=None) -> None:
         torch = _torch()
         args = self.make_args(symbols)
         ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
