@@ -5,8 +5,8 @@
 //   wgmma_gemm_ss<M, N, K, NUM_WARPGROUPS_M, TRANS_A, TRANS_B, CLEAR_ACCUM,
 //                 TA, TB, TC>(const TA* A_smem, const TB* B_smem, TC* C_frag)
 //   wgmma_gemm_rs<... same ...>(const TA* A_frag, const TB* B_smem, TC* C_frag)
-//   wgmma_gemm_ss_async / wgmma_gemm_rs_async (float accumulators only) and
-//   wgmma_wait<PENDING, COUNT>(C_frag): the same without the final wait
+//   wgmma_gemm_ss_async<... same, TC = float ...>(A_smem, B_smem, C_frag)
+//   and wgmma_wait<PENDING, COUNT>(C_frag): wgmma_gemm_ss without the wait
 //   wgmma_smem_offset<ROWS, COLS, E>(r, c): the shared memory layout below
 //
 // compute C += A * B (C = A * B when CLEAR_ACCUM) for one M x N x K block
@@ -43,7 +43,7 @@
 // wgmma_smem_offset<ROWS, COLS, E>(r, c) returns the element offset.
 // Requirements: A_smem and B_smem 1024-byte aligned; the contiguous extent
 // of each operand (K for K major, M or N for M/N major) a multiple of 16
-// elements, of 64 for M major A.  Shared memory written with ordinary stores
+// elements.  Shared memory written with ordinary stores
 // needs fence_proxy_async() in each writing thread before the barrier that
 // precedes the call; TMA-written tiles only need the mbarrier wait.
 //
@@ -87,7 +87,7 @@ struct conditional<false, T, F> {
 
 // The swizzle width in bytes for a contiguous extent of BYTES (0: none fits).
 template <int BYTES>
-constexpr int wgmma_swizzle_width() {
+__host__ __device__ constexpr int wgmma_swizzle_width() {
   return BYTES % 128 == 0 ? 128 : BYTES % 64 == 0 ? 64 : BYTES % 32 == 0 ? 32 : 0;
 }
 
@@ -372,6 +372,19 @@ struct WgmmaShape {
     const int k0 = ks * 16;
     return TRANS_B ? (k0 / WB) * N * SWB + (k0 % WB) * E : k0 * SWB;
   }
+
+  // Descriptors.  The start address field is (shared address >> 4) in bits
+  // [0, 14); adding a tile offset >> 4 never carries out of it because
+  // shared memory ends below 256 KB.  desc_a0 / desc_b0 are computed once per
+  // call, desc_a / desc_b add compile-time offsets per instruction.
+  static __host__ __device__ uint64_t desc_a0(uint32_t a_smem, uint32_t wg) {
+    return kDescA | ((a_smem + wg * kAWarpgroupBytes) >> 4);
+  }
+  static __host__ __device__ uint64_t desc_b0(uint32_t b_smem) { return kDescB | (b_smem >> 4); }
+  static __host__ __device__ uint64_t desc_a(uint64_t a0, int mi, int ks) {
+    return a0 + (a_offset(mi * 64, ks) >> 4);
+  }
+  static __host__ __device__ uint64_t desc_b(uint64_t b0, int ks) { return b0 + (b_offset(ks) >> 4); }
 };
 
 // The warpgroup index, made provably uniform with a shuffle so that ptxas
@@ -406,14 +419,6 @@ TL_DEVICE void fence_regs(R* r) {
   for (int i = 0; i < COUNT; ++i) fence_reg(r[i]);
 }
 
-TL_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-TL_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-TL_DEVICE void wgmma_wait_group() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define TL_WG_SYNC_ASM(...) asm volatile(__VA_ARGS__)
 #else
@@ -436,8 +441,8 @@ TL_DEVICE void wgmma_wait_sync() {
 template <class S, int NWG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, class TA>
 TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
   const uint32_t wg = static_cast<uint32_t>(warpgroup_index<NWG>());
-  const uint64_t da0 = S::kDescA | ((smem_addr(A) + wg * S::kAWarpgroupBytes) >> 4);
-  const uint64_t db0 = S::kDescB | (smem_addr(B) >> 4);
+  const uint64_t da0 = S::desc_a0(smem_addr(A), wg);
+  const uint64_t db0 = S::desc_b0(smem_addr(B));
   fence_regs<S::kRegs>(acc);
   wgmma_fence_sync();
 #pragma unroll
@@ -445,8 +450,8 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
 #pragma unroll
     for (int mi = 0; mi < S::MI; ++mi) {
       Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B>(
-          acc + mi * S::kBlockRegs, da0 + (S::a_offset(mi * 64, ks) >> 4),
-          db0 + (S::b_offset(ks) >> 4), (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+          acc + mi * S::kBlockRegs, S::desc_a(da0, mi, ks), S::desc_b(db0, ks),
+          (CLEAR_ACCUM && ks == 0) ? 0 : 1);
     }
   }
   wgmma_commit_sync();
@@ -519,7 +524,7 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
     detail::pack_pairs<S::kRegs>(acc_buf, C_frag);
     acc = acc_buf;
   }
-  const uint64_t db0 = S::kDescB | (smem_addr(B_smem) >> 4);
+  const uint64_t db0 = S::desc_b0(smem_addr(B_smem));
   detail::fence_regs<NA>(a);
   detail::fence_regs<S::kRegs>(acc);
   detail::wgmma_fence_sync();
@@ -529,7 +534,7 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
     for (int mi = 0; mi < S::MI; ++mi) {
       const uint32_t* ar = a + (mi * S::KI + ks) * 4;
       detail::Wgmma<N, R>::template rs<TA, !TRANS_B>(acc + mi * S::kBlockRegs, ar[0], ar[1],
-                                                     ar[2], ar[3], db0 + (S::b_offset(ks) >> 4),
+                                                     ar[2], ar[3], S::desc_b(db0, ks),
                                                      (CLEAR_ACCUM && ks == 0) ? 0 : 1);
     }
   }

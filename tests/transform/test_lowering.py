@@ -215,3 +215,21 @@ def test_parallel_global_accesses_are_guarded_only_when_needed():
     assert "if_then_else" not in exact and "< 128" not in exact
     off = tilelang.lower(kernel_for(100, 130), "sm_90a", pass_configs={"tl.disable_safe_memory_access": True})
     assert "< 100" not in off.source
+
+
+def test_gemm_on_misaligned_subtile_is_rejected():
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((16, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(A[0:16, :], B_s)
+            T.clear(C_l)
+            T.gemm(A_s[:, 16:32], B_s, C_l)
+            T.copy(C_l, C)
+
+    with pytest.raises(TileLangCompileError) as info:
+        tilelang.lower(bad, "sm_90a")
+    assert "sub-tile" in info.value.diagnostics[0].message

@@ -132,10 +132,26 @@ class _Inference:
                 self.require_gemm_layout(r.buffer, span)
                 self.set_shared(r.buffer, True)
                 self.gemm_operands.add(r.buffer)
+                self.check_subtile(r, span)
 
     def set_shared(self, buf, swizzle: bool):
         shape = tuple(const_int(s) for s in buf.shape)
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle)
+
+    def check_subtile(self, region, span):
+        """A gemm on part of a swizzled buffer must start where the XOR pattern restarts."""
+        layout = self.out.shared[region.buffer]
+        starts = [const_int(x) for x in region.starts]
+        if len(starts) < 2 or all(x == 0 for x in starts):
+            return
+        row, col = starts[-2], starts[-1]
+        col_period = layout.group * layout.vector
+        if row is None or col is None or row % 8 or col % col_period:
+            raise LoweringError(
+                "TL0002", f"T.gemm on a sub-tile of '{region.buffer.name}' starting at row {starts[-2]}, column "
+                f"{starts[-1]}: the swizzled layout needs constant starts with row % 8 == 0 and column % "
+                f"{col_period} == 0", span,
+                notes=["Use separate shared buffers per sub-tile, or align the slice."])
 
     def require_gemm_layout(self, buf, span):
         have = self.out.shared.get(buf)
