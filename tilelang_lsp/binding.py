@@ -316,7 +316,7 @@ def _relative(path: str, root: Path | None) -> str:
 def factory_name_span(model: FileModel, factory) -> Span | None:
     """The factory's name in its ``def`` line (where TL0801 points)."""
     node = factory.node
-    lines = model.text.splitlines()
+    lines = model.lines
     if node.lineno <= len(lines):
         line = lines[node.lineno - 1]
         col = line.find(f"def {node.name}")

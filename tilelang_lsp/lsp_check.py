@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import signal
 import threading
@@ -134,11 +135,12 @@ def _names_used(stmt) -> set:
     return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
 
 
-def _names_in_text(text: str) -> set:
+@functools.lru_cache(maxsize=1024)
+def _names_in_text(text: str) -> frozenset:
     try:
-        return _names_used(ast.parse(text, mode="eval"))
+        return frozenset(_names_used(ast.parse(text, mode="eval")))
     except SyntaxError:
-        return set()
+        return frozenset()
 
 
 class CheckService:

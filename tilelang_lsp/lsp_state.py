@@ -10,9 +10,11 @@ Contract of the scheduler (``Checks``):
   ``textDocument/publishDiagnostics`` and its version (push mode) and resolves pending
   ``textDocument/diagnostic`` requests (pull mode).
 - Syntax errors are found by the server itself (TL0001 with the parser's range, as the checker
-  reports it), in parallel with the worker's check of the same snapshot so that valid text
-  loses no time; for text that does not parse the server's result is delivered and the
-  worker's dropped, and the last kernels' hover data are kept.
+  reports it); for text that does not parse the server's result is delivered and the worker's
+  dropped, and the last kernels' hover data are kept. Valid text loses no time to it: when the
+  worker is idle it gets the text at once and finds a syntax error as fast as the server would,
+  so the server parses only when the worker reports TL0001 or fails; when the worker is busy
+  with another request the server parses while waiting for it.
 - A worker that times out or dies becomes a diagnostic (TL0803 / TL0003) and is restarted by
   the next request; nothing here raises into the LSP loop.
 - ``close`` cancels the document's check, forgets it and clears its diagnostics.
@@ -223,9 +225,15 @@ class Checks:
         message = {"op": "check", "path": path, "text": text, "target": settings.target,
                    "exec": settings.allow_execution, "timeout": settings.timeout}
         limit = max(60.0, 4 * settings.timeout)
-        # The worker checks while this process looks for a syntax error (two cores, in parallel);
-        # for text that does not parse, the server's TL0001 wins and the worker's is dropped.
+        idle = self.server.check_worker_idle()
         pending = asyncio.get_running_loop().create_task(self.server.request_check(message, limit))
+        if idle:
+            result = await self._reply(pending, version, path, limit)
+            if result.origin == "worker" and not any(d.get("code") == "TL0001" for d in result.diagnostics):
+                return result
+            return syntax_result(path, text, version) or result
+        # The worker is busy: look for a syntax error meanwhile; for text that does not parse,
+        # the server's TL0001 wins and the worker's is dropped.
         found = syntax_result(path, text, version)
         if found is not None:
             pending.add_done_callback(_ignore_outcome)

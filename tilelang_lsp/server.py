@@ -91,6 +91,10 @@ class TileLangServer(LanguageServer):
             self._locks[name] = asyncio.Lock()
         return self._locks[name]
 
+    def check_worker_idle(self) -> bool:
+        """Whether a check request would reach the (started) check worker at once."""
+        return self.check_worker.ready and not self._lock("check").locked()
+
     async def request_check(self, message: dict, timeout: float) -> dict:
         async with self._lock("check"):
             return await asyncio.to_thread(self.check_worker.request, message, timeout)
@@ -140,12 +144,22 @@ def _parse_args(argv):
     return parser.parse_args(argv)
 
 
+def _freeze_heap() -> None:
+    """Exempt what start-up built (modules, pygls, lsprotocol's types) from garbage collection, so
+    that a full collection during an edit only visits what the session created (~30 ms less).
+    No collection first: it would cost start-up ~20 ms to free a few kB."""
+    import gc
+
+    gc.freeze()
+
+
 def main(argv=None) -> int:
     args = _parse_args(argv)
     handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
     logging.basicConfig(level=args.log_level, handlers=[handler],
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server()
+    _freeze_heap()
     try:
         if args.tcp:
             host, _, port = args.tcp.rpartition(":")

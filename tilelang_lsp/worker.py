@@ -35,9 +35,10 @@ in its own process through it):
 - The request handlers, for a worker that executes user code itself:
   ``load_module(message, modules)`` (``modules``: path -> module object, updated in place),
   ``build_kernel(module, message) -> (reply, PrimFunc or None)``, and its steps
-  ``call_factory(module, message)``, ``check_kernel(func, module, message)`` and
-  ``failure_diagnostics(err, path, what, binding)``. None of them raises on a mistake in user
-  code (it becomes a diagnostic), except that ``WorkerTimeout`` always propagates.
+  ``call_factory(module, message)`` (raises what the user's code raises),
+  ``check_kernel(func, module, message)`` and ``failure_diagnostics(err, path, what, binding)``.
+  The others never raise on a mistake in user code (it becomes a diagnostic); ``WorkerTimeout``
+  always propagates.
 """
 
 from __future__ import annotations

@@ -41,3 +41,27 @@ def test_unsaved_text_is_checked_not_the_file_on_disk(session_for, tmp_path):
     report = session_for().check_file(str(path), text)
     assert [d.code for d in report.diagnostics] == ["TL0301"]
     assert report.diagnostics[0].span.file == str(path)
+
+
+def test_the_public_handlers_load_build_and_check_in_process(tmp_path):
+    """``load_module``/``build_kernel``: what the language server's worker runs in its own process."""
+    from tvm import tirx
+
+    from tilelang_lsp import worker
+
+    path = str(tmp_path / "tma.py")
+    text = (FIXTURES / "tma_alignment.py").read_text() + "\n\ndef broken(n):\n    raise ValueError('no')\n"
+    modules = {}
+    loaded = worker.load_module({"op": "load", "path": path, "text": text}, modules)
+    assert loaded["ok"] and loaded["diagnostics"] == [] and modules[path].__name__ == loaded["module"]
+    message = {"op": "build", "path": path, "factory": "matmul", "args": ["M", "N", "K"], "kwargs": [],
+               "binding": "matmul(M=1024, N=1024, K=1001)", "target": "sm_90a", "prim_func": False,
+               "out_idx_span": None}
+    reply, func = worker.build_kernel(modules[path], message)
+    assert isinstance(func, tirx.PrimFunc) and reply["built"]
+    assert [d["code"] for d in reply["diagnostics"]] == ["TL0301"]
+    assert reply["diagnostics"][0]["binding"] == message["binding"]
+    reply, func = worker.build_kernel(modules[path], {**message, "factory": "broken", "args": ["1"]})
+    assert func is None and not reply["built"]
+    assert [d["code"] for d in reply["diagnostics"]] == ["TL0802"]
+    assert reply["diagnostics"][0]["span"]["line"] == text.splitlines().index("    raise ValueError('no')") + 1

@@ -84,6 +84,19 @@ def test_build_keys_change_only_for_the_edited_factory():
     assert BuildKeys("/k.py", "\n" + text).key(msg) != before   # lines moved: spans would be stale
 
 
+def test_the_check_service_changes_nothing_in_the_checker():
+    import tilelang.analysis.source as source
+    import tilelang.analysis.suppress as suppress
+    from tilelang_lsp import binding, worker
+    from tilelang_lsp.lsp_check import CheckService
+
+    before = (source.parse_file, suppress.find_ignores, binding.find_pragmas, worker.load_module,
+              worker.build_kernel)
+    CheckService()
+    assert (source.parse_file, suppress.find_ignores, binding.find_pragmas, worker.load_module,
+            worker.build_kernel) == before
+
+
 def test_ptx_instruction_counts():
     ptx = """
     mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1}, {%r1}, {%r2}, {%f2};
@@ -144,3 +157,56 @@ def test_compile_report(data, expected):
 def test_command_result_offers_the_cuda_source():
     out = lenses.command_result("compile", {"ok": True, "error": "x", "cuda_source": "__global__"})
     assert out["ok"] is False and out["cuda_source"] == "__global__" and "cuda_source" not in out["data"]
+
+
+class _FakeServer:
+    """What ``Checks._compute`` uses of the server; the worker's replies are scripted."""
+
+    def __init__(self, reply, idle=True):
+        from types import SimpleNamespace
+
+        self.settings, self.reply, self.idle = Settings(), reply, idle
+        self.check_worker = SimpleNamespace(ready=True)
+        self.sent = []
+
+    def path_of(self, uri):
+        return "/k.py"
+
+    def check_worker_idle(self):
+        return self.idle
+
+    async def request_check(self, message, timeout):
+        import asyncio
+
+        self.sent.append(message["text"])
+        if self.reply is None:          # a busy worker: never answers within the test
+            await asyncio.sleep(3600)
+        return self.reply
+
+
+def _compute(server, text):
+    import asyncio
+
+    from tilelang_lsp.lsp_state import Checks
+
+    return asyncio.run(Checks(server)._compute("file:///k.py", 7, text))
+
+
+def test_an_idle_worker_gets_the_text_and_the_server_parses_only_for_its_tl0001():
+    clean = {"ok": True, "diagnostics": [{"code": "TL0301"}], "kernels": {}}
+    result = _compute(_FakeServer(clean), "import tilelang\nx = 1\n")
+    assert result.origin == "worker" and result.diagnostics == [{"code": "TL0301"}]
+    point = {"file": "/k.py", "line": 2, "column": 5, "end_line": 2, "end_column": 5}
+    broken = {"ok": True, "diagnostics": [{"code": "TL0001", "span": point}], "kernels": {}}
+    result = _compute(_FakeServer(broken), "import tilelang\nx = (1,\n")
+    assert result.origin == "syntax" and result.diagnostics[0]["span"]["end_column"] > 5
+    failed = {"ok": False, "internal": "ValueError: source code string cannot contain null bytes"}
+    result = _compute(_FakeServer(failed), "import tilelang\na\x00b\n")
+    assert result.origin == "syntax" and result.diagnostics[0]["code"] == "TL0001"
+    assert _compute(_FakeServer(failed), "import tilelang\n").origin == "failure"
+
+
+def test_with_a_busy_worker_a_syntax_error_does_not_wait_for_it():
+    server = _FakeServer(None, idle=False)
+    result = _compute(server, "import tilelang\nx = (1,\n")
+    assert result.origin == "syntax" and result.diagnostics[0]["code"] == "TL0001"

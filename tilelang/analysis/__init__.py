@@ -19,8 +19,8 @@ __all__ = ["CheckContext", "check", "check_pass"]
 
 
 def __getattr__(name):
-    # Lazy, so that the value-free modules (source, ast_checks, suppress, merge, targets) can be
-    # imported without tvm: the command line's own process never needs it.
+    # Lazy, so that the value-free modules (syntax, source, ast_checks, suppress, merge, targets)
+    # can be imported without tvm: the command line's own process never needs it.
     if name == "CheckContext":
         from tilelang.analysis.report import CheckContext
 

@@ -81,11 +81,13 @@ def fallback_checks(model: FileModel, factory: Factory) -> list:
     body = factory.kernel_def
     if body is None:
         return []
-    allocs = _allocations(body)
-    out = _check_clear(model, body, allocs)
-    out += _check_gemm_shapes(model, body, allocs)
+    nodes = list(ast.walk(body))   # one walk of the kernel, shared by the checks below
+    allocs = _allocations(nodes)
+    ordered = _in_order(nodes)
+    out = _check_clear(model, ordered, allocs)
+    out += _check_gemm_shapes(model, ordered, allocs)
     out += _check_outputs_mentioned(model, factory)
-    out += _check_threads(model, body)
+    out += _check_threads(model, nodes)
     return out
 
 
@@ -99,10 +101,10 @@ def _name(node) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _allocations(fn) -> dict:
+def _allocations(nodes) -> dict:
     """name -> (kind, shape element nodes or None) for ``name = T.alloc_*(shape, ...)``."""
     out = {}
-    for node in ast.walk(fn):
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and isinstance(node.value, ast.Call) and _attr(node.value).startswith("alloc_"):
             shape = node.value.args[0] if node.value.args else None
@@ -111,9 +113,10 @@ def _allocations(fn) -> dict:
     return out
 
 
-def _in_order(fn):
-    nodes = [n for n in ast.walk(fn) if isinstance(n, (ast.Call, ast.Assign, ast.AugAssign))]
-    return sorted(nodes, key=lambda n: (n.lineno, n.col_offset))
+def _in_order(nodes):
+    """The calls and assignments among ``nodes`` (the kernel's walk), in source order."""
+    found = [n for n in nodes if isinstance(n, (ast.Call, ast.Assign, ast.AugAssign))]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
 def _keyword(call, name):
@@ -137,10 +140,10 @@ def _initialises(node, name) -> bool:
     return False
 
 
-def _check_clear(model, fn, allocs) -> list:
+def _check_clear(model, ordered, allocs) -> list:
     done, out = set(), []
     fragments = {n for n, (kind, _) in allocs.items() if kind in ("alloc_fragment", "alloc_local")}
-    for node in _in_order(fn):
+    for node in ordered:
         for name in fragments - done:
             if _initialises(node, name):
                 done.add(name)
@@ -161,9 +164,9 @@ def _accumulates(node, name) -> bool:
         and _name(node.args[2]) == name and not _initialises(node, name)
 
 
-def _check_gemm_shapes(model, fn, allocs) -> list:
+def _check_gemm_shapes(model, ordered, allocs) -> list:
     out = []
-    for node in _in_order(fn):
+    for node in ordered:
         if not (isinstance(node, ast.Call) and _attr(node) == "gemm" and len(node.args) >= 3):
             continue
         shapes = [allocs.get(_name(a) or "", (None, None))[1] for a in node.args[:3]]
@@ -218,9 +221,9 @@ def _check_outputs_mentioned(model, factory) -> list:
     return out
 
 
-def _check_threads(model, fn) -> list:
+def _check_threads(model, nodes) -> list:
     out = []
-    for node in ast.walk(fn):
+    for node in nodes:
         if isinstance(node, ast.Call) and _attr(node) == "Kernel":
             threads = _keyword(node, "threads")
             ok, value = literal(threads, model.constants) if threads is not None else (False, None)

@@ -55,24 +55,35 @@ def source_index(text: str) -> "SourceIndex":
 class SourceIndex:
     """The ``ast`` nodes of a file, found by the (line, byte column) where they start.
 
-    Built from the shared parse of the text (``syntax.syntax_tree``): no parse of its own when
-    the file model of the same text was built already, and one pass over its walk order.
+    Built on the shared parse of the text (``syntax.syntax_tree``: no parse of its own when the
+    file model of the same text exists) and lazily: a lookup indexes only the module-level
+    statements whose lines contain the line asked for, the first time one is asked.
     """
 
     def __init__(self, text: str):
         self.text = text
-        self.by_pos: dict[tuple[int, int], list[ast.AST]] = {}
-        self.functions: list[ast.FunctionDef] = []
-        self.assign_by_value: dict[tuple[int, int], ast.Assign] = {}
+        self._by_pos: dict[tuple[int, int], list[ast.AST]] = {}
+        self._assigns: dict[tuple[int, int], ast.Assign] = {}
+        self._functions: list[ast.FunctionDef] = []
+        self._indexed: set[int] = set()
         try:
-            nodes = syntax_tree(text).nodes
+            self._body = syntax_tree(text).tree.body
         except (SyntaxError, ValueError):
-            return
-        by_pos, functions, assigns = self.by_pos, self.functions, self.assign_by_value
-        for node in nodes:  # breadth first: outer nodes come before inner ones
-            line = getattr(node, "lineno", None)
-            if line is not None and hasattr(node, "col_offset"):
-                by_pos.setdefault((line, node.col_offset), []).append(node)
+            self._body = []
+        self._ranges = [(min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", ())]),
+                         s.end_lineno or s.lineno) for s in self._body]
+
+    def _index(self, line: int) -> None:
+        for k, (first, last) in enumerate(self._ranges):
+            if first <= line <= last and k not in self._indexed:
+                self._indexed.add(k)
+                self._add(self._body[k])
+
+    def _add(self, stmt) -> None:
+        by_pos, assigns, functions = self._by_pos, self._assigns, self._functions
+        for node in ast.walk(stmt):  # breadth first: outer nodes come before inner ones
+            if hasattr(node, "lineno") and hasattr(node, "col_offset"):
+                by_pos.setdefault((node.lineno, node.col_offset), []).append(node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(node)
             elif isinstance(node, ast.Assign):
@@ -80,15 +91,22 @@ class SourceIndex:
 
     def at(self, line: int, byte_col: int, kind=None):
         """The outermost node of type ``kind`` starting at ``line``:``byte_col`` (1-based)."""
-        for node in self.by_pos.get((line, byte_col - 1), ()):
+        self._index(line)
+        for node in self._by_pos.get((line, byte_col - 1), ()):
             if kind is None or isinstance(node, kind):
                 return node
         return None
 
+    def assignment(self, line: int, byte_col: int):
+        """The ``ast.Assign`` whose value starts at ``line``:``byte_col`` (1-based), or None."""
+        self._index(line)
+        return self._assigns.get((line, byte_col - 1))
+
     def enclosing_function(self, line: int):
         """The innermost function definition whose body contains ``line``."""
+        self._index(line)
         best = None
-        for fn in self.functions:
+        for fn in self._functions:
             if fn.lineno <= line <= (fn.end_lineno or fn.lineno):
                 if best is None or fn.lineno > best.lineno:
                     best = fn
@@ -179,7 +197,7 @@ class Reporter:
         file, text, index = self._lookup(tvm_span)
         if index is not None:
             line = int(tvm_span.line)
-            assign = index.assign_by_value.get((line, int(tvm_span.column) - 1))
+            assign = index.assignment(line, int(tvm_span.column))
             if assign is not None:
                 return Span.from_ast(assign.targets[0], file, text)
             ann = index.at(line, int(tvm_span.column), ast.AnnAssign)

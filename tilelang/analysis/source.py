@@ -93,6 +93,11 @@ class FileModel:
     def span(self, node) -> Span | None:
         return Span.from_ast(node, self.path, self.text)
 
+    @functools.cached_property
+    def lines(self) -> tuple:
+        """The lines of the text (``str.splitlines``), split once."""
+        return tuple(self.text.splitlines())
+
 
 def parse_file(path: str, text: str) -> FileModel:
     """The model of ``text`` (shared, read-only); ``SyntaxError`` propagates (the caller reports TL0001)."""
