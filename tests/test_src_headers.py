@@ -146,7 +146,9 @@ def test_gemm_128x128x32_does_not_spill(arch, tmp_path):
 def test_umbrella_header_includes_every_header():
     umbrella = (SRC / "tl.h").read_text()
     included = set(re.findall(r'#include "tl/([^"]+)"', umbrella))
-    present = {p.name for p in (SRC / "tl").glob("*.h")}
+    # macros_park.h / macros_restore.h are fragments included around system headers, not
+    # library headers of their own.
+    present = {p.name for p in (SRC / "tl").glob("*.h") if not p.name.startswith("macros_")}
     assert included == present
 
 

@@ -17,24 +17,11 @@
 // library itself never uses an identifier that any of these macros could
 // rewrite into something different in meaning.
 #if !defined(__CUDACC_RTC__)
-#pragma push_macro("uint")
-#pragma push_macro("uchar")
-#pragma push_macro("ushort")
-#pragma push_macro("int64_t")
-#pragma push_macro("uint64_t")
-#undef uint
-#undef uchar
-#undef ushort
-#undef int64_t
-#undef uint64_t
+#include "macros_park.h"
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
-#pragma pop_macro("uint64_t")
-#pragma pop_macro("int64_t")
-#pragma pop_macro("ushort")
-#pragma pop_macro("uchar")
-#pragma pop_macro("uint")
+#include "macros_restore.h"
 #else
 // NVRTC knows neither push_macro nor a C++ standard library.  Its CUDA
 // headers are not affected by the macros, and the fixed-width integer types

@@ -48,22 +48,9 @@
 // NVRTC has no <cuda.h> of its own; there an ABI-identical stand-in is
 // declared unless cuda.h was included before this header.
 #if !defined(__CUDACC_RTC__)
-#pragma push_macro("uint")
-#pragma push_macro("uchar")
-#pragma push_macro("ushort")
-#pragma push_macro("int64_t")
-#pragma push_macro("uint64_t")
-#undef uint
-#undef uchar
-#undef ushort
-#undef int64_t
-#undef uint64_t
+#include "macros_park.h"
 #include <cuda.h>
-#pragma pop_macro("uint64_t")
-#pragma pop_macro("int64_t")
-#pragma pop_macro("ushort")
-#pragma pop_macro("uchar")
-#pragma pop_macro("uint")
+#include "macros_restore.h"
 #elif !defined(CUDA_VERSION)
 typedef struct CUtensorMap_st {
   alignas(64) unsigned long long opaque[16];
