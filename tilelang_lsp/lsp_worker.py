@@ -34,7 +34,6 @@ import gc
 import multiprocessing
 import os
 import threading
-import traceback
 
 from tilelang_lsp.worker import WorkerDied, WorkerTimeout
 
@@ -140,29 +139,19 @@ def serve(conn) -> None:
     import tilelang  # noqa: F401 - the heavy import (tvm), once per worker
 
     from tilelang_lsp.lsp_check import CheckService
+    from tilelang_lsp.worker import serve_requests
 
     service = CheckService()
     _collect(full=True)
     gc.disable()
     conn.send({"op": "ready", "pid": os.getpid()})
-    served = 0
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message.get("op") == "exit":
-            return
-        try:
-            reply = _dispatch(service, message)
-        except Exception as err:  # noqa: BLE001 - reported to the parent as an internal error
-            reply = {"ok": False, "internal": f"{type(err).__name__}: {err}\n{traceback.format_exc()}"}
-        try:
-            conn.send(reply)
-        except (BrokenPipeError, OSError):
-            return
-        served += 1
-        _collect(full=served % FULL_COLLECT_EVERY == 0)
+    served = [0]
+
+    def after_reply():
+        served[0] += 1
+        _collect(full=served[0] % FULL_COLLECT_EVERY == 0)
+
+    serve_requests(conn, lambda message: _dispatch(service, message), after_reply)
 
 
 def _collect(full: bool) -> None:

@@ -134,6 +134,13 @@ def serve(conn) -> None:
 
     conn.send({"op": "ready"})
     modules = {}
+    serve_requests(conn, lambda message: _handle(message, modules))
+
+
+def serve_requests(conn, handle, after_reply=None) -> None:
+    """Answer ``handle(message)`` for each request on ``conn`` until ``{"op": "exit"}`` or a closed
+    pipe; an exception in ``handle`` becomes ``{"ok": False, "internal": ...}``, never a dead
+    worker. ``after_reply()`` runs between requests (the LSP worker collects garbage there)."""
     while True:
         try:
             message = conn.recv()
@@ -142,10 +149,15 @@ def serve(conn) -> None:
         if message.get("op") == "exit":
             return
         try:
-            reply = _handle(message, modules)
+            reply = handle(message)
         except Exception as err:  # noqa: BLE001 - reported to the parent as an internal error
             reply = {"ok": False, "internal": f"{type(err).__name__}: {err}\n{traceback.format_exc()}"}
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+        if after_reply is not None:
+            after_reply()
 
 
 def _handle(message: dict, modules: dict) -> dict:
