@@ -20,6 +20,8 @@ from tilelang import layout  # noqa: F401 - tilelang.layout.make_swizzled_layout
 from tilelang.diagnostics import TileLangCompileError
 from tilelang.jit import JITKernel, compile, jit, lower  # noqa: A004
 from tilelang.profiler import Profiler, TensorSupplyType, do_bench
+from tilelang import autotuner  # noqa: F401 - tilelang.autotuner.AutoTuner, set_autotune_inputs
+from tilelang.autotuner import autotune
 from tilelang.transform.pass_config import PassConfigKey
 
 
@@ -36,5 +38,5 @@ def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
-__all__ = ["JITKernel", "PassConfigKey", "Profiler", "TensorSupplyType", "TileLangCompileError", "cdiv", "compile", "do_bench", "jit",
-           "language", "lower", "next_power_of_2"]
+__all__ = ["JITKernel", "PassConfigKey", "Profiler", "TensorSupplyType", "TileLangCompileError", "autotune", "autotuner", "cdiv",
+           "compile", "do_bench", "jit", "language", "lower", "next_power_of_2"]
