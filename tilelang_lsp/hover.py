@@ -8,7 +8,7 @@ formatting: no IO, no LSP types, no tvm. What each hover shows:
   table of the first threads, registers per thread and replication;
 - shared buffer: bytes x pipeline stages, swizzle, and the kernel's total against the target's
   per-block budget;
-- ``T.gemm``: the instruction (mma.sync m16n8k16 with ldmatrix via ``tl::gemm_ss``/``gemm_rs``)
+- ``T.gemm``: the instruction (wgmma on sm_90a, else mma.sync m16n8k16 with ldmatrix; ``tl::*gemm_ss/rs``)
   and the warp partition;
 - ``T.Pipelined``: stages and copy mechanism;
 - ``T.Kernel``: grid, threads, shared memory, registers and an occupancy estimate.
@@ -119,13 +119,19 @@ def budget_line(summary: dict) -> str:
 def gemm_markdown(g: dict, binding: str | None, others: int = 0) -> str:
     wm, wn = g["warp_m"], g["warp_n"]
     tile_m, tile_n = g["M"] // wm, g["N"] // wn
-    mmas = (tile_m // 16) * (tile_n // 8) * max(g["K"] // g["k_step"], 1)
+    if g.get("kind") == "wgmma":
+        per = (tile_m // 64) * max(g["K"] // 16, 1)
+        split = (f"- warpgroup partition: **{wm} warpgroup(s) along M**, each computes a {tile_m}×{tile_n} tile "
+                 f"({per} wgmma of 64×{tile_n}×16 per warpgroup per call)")
+    else:
+        mmas = (tile_m // 16) * (tile_n // 8) * max(g["K"] // g["k_step"], 1)
+        split = (f"- warp partition: **{wm} × {wn} warps**, each computes a {tile_m}×{tile_n} tile "
+                 f"({tile_m // 16}×{tile_n // 8} mma tiles of 16×8, {mmas} mma per warp per call)")
     lines = [f"**T.gemm** `{g['c']}[{g['M']}×{g['N']}] += {g['a']}[{g['M']}×{g['K']}] · {g['b']}[{g['K']}×{g['N']}]`"
              f" ({g['a_dtype']} → {g['c_dtype']})", "",
              f"- instruction: `{g['instruction']}`",
              f"- via `{g['variant']}`",
-             f"- warp partition: **{wm} × {wn} warps**, each computes a {tile_m}×{tile_n} tile "
-             f"({tile_m // 16}×{tile_n // 8} mma tiles of 16×8, {mmas} mma per warp per call)",
+             split,
              f"- transpose_A={g['trans_a']}, transpose_B={g['trans_b']}"]
     return "\n".join(lines) + _footer(binding, others)
 

@@ -82,7 +82,7 @@ def _layouts(info, out):
     from tilelang.transform.layout_inference import infer_layouts
 
     try:
-        return infer_layouts(info)
+        return infer_layouts(info, out["arch"])
     except Exception as err:  # noqa: BLE001 - LoweringError (reported as a diagnostic) or a bug
         out["error"] = f"layout inference failed: {getattr(err, 'message', err)}"
         return None
@@ -180,7 +180,13 @@ def _gemm(stmt, plan, arch) -> dict:
         instruction += " with ldmatrix loads from shared memory"
     variant = "tl::gemm_rs (A in registers, B in shared)" if a_scope == FRAGMENT_SCOPE else \
         "tl::gemm_ss (A and B in shared)"
-    return {"line": _line(stmt.span), "M": plan.M, "N": plan.N, "K": plan.K, "warp_m": plan.warp_m,
+    if plan.kind == "wgmma":
+        shape = f"m64n{plan.N}k16"
+        instruction = f"wgmma.mma_async.sync.aligned.{shape} (sm_90a warpgroup MMA, operands read from shared memory)"
+        variant = "tl::wgmma_gemm_rs (A in registers, B in shared)" if a_scope == FRAGMENT_SCOPE else \
+            "tl::wgmma_gemm_ss (A and B in shared)"
+        k_step = 16
+    return {"kind": plan.kind, "line": _line(stmt.span), "M": plan.M, "N": plan.N, "K": plan.K, "warp_m": plan.warp_m,
             "warp_n": plan.warp_n, "trans_a": plan.trans_a, "trans_b": plan.trans_b, "variant": variant,
             "a_scope": a_scope, "a": a.buffer.name, "b": b.buffer.name, "c": c.buffer.name,
             "a_dtype": a.dtype, "b_dtype": b.dtype, "c_dtype": c.dtype, "instruction": instruction,

@@ -51,12 +51,43 @@ def test_gemm_layouts():
 
 
 def test_pipeline_structure():
-    text = lowered_text(gemm(256, 256, 256, stages=3))
+    text = lowered_text(gemm(256, 256, 256, stages=3), "sm_80")
     # Two prologue stages, then one producer per iteration with wait_group(S-1).
     assert text.count("tl::cp_async_commit") == 3
     assert "tl::cp_async_wait<2>" in text
     assert text.count("__syncthreads") >= 2
     assert "tl::gemm_ss<128, 128, 32, 2, 2, false, false, false, 32, 128>" in text
+    assert "fence_proxy_async" not in text
+
+
+def test_sm90a_gemm_lowers_to_wgmma_with_proxy_fence():
+    text = lowered_text(gemm(256, 256, 256, stages=3), "sm_90a")
+    # One warpgroup (128 threads) owns all 128 rows; the main loop keeps one wgmma in flight.
+    assert "tl::wgmma_gemm_ss_async<128, 128, 32, 1, false, false, false>" in text
+    assert "tl::gemm_ss<" not in text
+    assert text.count("tl::cp_async_commit") == 2          # prologue: S-2 tiles ahead, plus one per iteration
+    assert "tl::cp_async_wait<0>" in text                   # S-3 groups may stay pending
+    assert "tl::wgmma_wait<1, 128>" in text and "tl::wgmma_wait<0, 128>" in text
+    # cp.async writes are generic-proxy writes: fenced before the barrier the wgmma waits behind.
+    assert text.index("tl::fence_proxy_async") < text.index("tl::wgmma_gemm_ss")
+
+
+def test_sm90a_two_stage_pipeline_uses_synchronous_wgmma():
+    text = lowered_text(gemm(256, 256, 256, stages=2), "sm_90a")
+    assert "tl::wgmma_gemm_ss<128, 128, 32, 1, false, false, false>" in text
+    assert "wgmma_wait" not in text
+
+
+def test_disable_wgmma_keeps_mma_sync_on_sm90a():
+    from tilelang.engine.lower import LowerState
+    from tilelang.engine.pipeline import PASSES
+
+    st = LowerState(gemm(256, 256, 256, stages=3), "sm_90a", "main", {"tl.disable_wgmma": True})
+    for name, run in PASSES:
+        if name == "emit_cuda":
+            break
+        run(st)
+    assert "tl::gemm_ss<" in st.lowered.script() and "wgmma" not in st.lowered.script()
     # Three stages of A (128x32) and B (32x128) fp16 = 3 * 16 KiB.
     from tilelang.engine import lower
     assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2
@@ -110,7 +141,7 @@ def test_layout_conflict_names_buffer_and_both_layouts():
             T.copy(C_l, C)
 
     with pytest.raises(TileLangCompileError) as info:
-        tilelang.lower(bad, "sm_90a")
+        tilelang.lower(bad, "sm_80")   # on sm_90a both gemms take the same wgmma layout
     (diag,) = info.value.diagnostics
     assert diag.code == "TL0201"
     assert "C_l" in diag.message

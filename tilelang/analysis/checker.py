@@ -59,7 +59,7 @@ def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None
 
 def _infer(k, rep):
     try:
-        return infer_layouts(k.info)
+        return infer_layouts(k.info, k.arch)
     except LoweringError as err:
         _report_lowering(rep, err)
         return None

@@ -19,7 +19,7 @@ def _analyze(st):
 
 
 def _layouts(st):
-    st.layouts = infer_layouts(st.info)
+    st.layouts = infer_layouts(st.info, st.arch, st.pass_configs)
 
 
 def _lower(st):

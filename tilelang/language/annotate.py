@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tvm import ir, tirx
 
+from tilelang.layout import Fragment
+
 from ._ops import as_expr, emit
 
 
@@ -15,13 +17,27 @@ def use_swizzle(panel_size=8, order="row", enable=True):
 
 
 def annotate_layout(layout_map: dict):
-    """Force layouts: ``{buffer: layout}`` where layout is a ``tilelang.layout`` object."""
+    """Force layouts: ``{buffer: layout}`` where layout is a ``tilelang.layout`` object: ``T.Layout``
+    or a swizzle for shared buffers, ``T.Fragment`` for fragments."""
     from tilelang.layout import Layout
 
     for buf, layout in layout_map.items():
         if not isinstance(layout, Layout):
             raise TypeError(f"T.annotate_layout expects tilelang layouts, got {type(layout).__name__} for {buf.name}")
         emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape))] + layout.encode())
+
+
+def _export_to_t():
+    """``T.Fragment`` is ``tilelang.layout.Fragment`` (upstream's user fragment layout, for
+    ``T.annotate_layout``); put it in the ``T`` namespace, which imports this module by name."""
+    import sys
+
+    package = sys.modules.get(__name__.rpartition(".")[0])
+    if package is not None and not hasattr(package, "Fragment"):
+        package.Fragment = Fragment
+
+
+_export_to_t()
 
 
 def print(obj, msg: str = "", warp_group_id: int = 0, warp_id: int = 0):  # noqa: A001 - T.print

@@ -220,6 +220,34 @@ def mma_operand_a(M, K, warp_m, warp_n, num_threads, name="mma A operand"):
     return _build((M, K), num_threads, axes, name)
 
 
+def wgmma_accumulator(M, N, warpgroups, num_threads, name="wgmma accumulator"):
+    """The wgmma accumulator layout (src/tl/gemm_sm90.h): warpgroups split M, each thread holds
+    ``MI * N / 2`` elements; warp ``w`` of a warpgroup owns rows ``16w..16w+15`` of each 64-row block."""
+    MW = M // warpgroups
+    MI, NJ = MW // 64, N // 8
+    axes = [
+        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
+        Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
+        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8),
+        Axis("j", LOCAL, NJ, 4, 1, 8), Axis("mi", LOCAL, MI, 4 * NJ, 0, 64),
+    ]
+    return _build((M, N), num_threads, axes, name)
+
+
+def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand"):
+    """Register A operand of wgmma: the accumulator layout with N = K (element order per 16-wide
+    k-step), so a converted accumulator feeds the next wgmma unchanged."""
+    MW = M // warpgroups
+    MI, KI = MW // 64, K // 16
+    axes = [
+        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
+        Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
+        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
+        Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 64),
+    ]
+    return _build((M, K), num_threads, axes, name)
+
+
 def default_fragment(shape, num_threads, vector=1, name="parallel"):
     """Spread a tile over threads: vectors of ``vector`` elements along the last dimension,
     consecutive threads on consecutive vectors, then rows; leftover threads replicate."""
@@ -290,3 +318,181 @@ def project(frag: Fragment, dims: list, name=None) -> Fragment:
             axes.append(replace(a, dim=None, coef=1))
     shape = [frag.shape[d] for d in dims] or [1]
     return _build(shape, frag.num_threads, axes, name or f"{frag.name} projected on {dims}")
+
+
+# ----- user layouts: ``T.Fragment`` ----------------------------------------------------------
+# A user gives the forward maps, element -> thread and element -> register (see
+# ``tilelang.layout.Fragment``). They are evaluated over the whole (constant) tile with numpy, the
+# result is checked to be a layout at all (every element on ``replicate`` distinct threads, dense
+# registers, threads inside the block), and the axis form above is recovered from the table, so
+# every consumer (loops, copies, reductions, hovers) works on it unchanged. A map that is one to
+# one but not a digit map of the thread and register indices is refused: like upstream, whose
+# inverse must be an affine iterator map, we need the closed-form inverse ``index(tid, reg)``.
+
+class UserLayoutError(LayoutError):
+    """A ``T.Fragment`` that is not a usable layout; ``code`` is the diagnostic code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+_NP_BINARY = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Min": np.minimum, "Max": np.maximum,
+    "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor,
+    "LShift": np.left_shift, "RShift": np.right_shift, "EQ": np.equal, "NE": np.not_equal,
+    "LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
+    "And": np.logical_and, "Or": np.logical_or,
+}
+
+
+def evaluate_index_expr(expr, env: list):
+    """Evaluate an integer TIR expression elementwise over numpy arrays; ``env`` is a list of
+    ``(var, array)``. Raises ``ValueError`` on anything that is not index arithmetic."""
+    if isinstance(expr, (bool, int, np.integer)):
+        return np.int64(expr)
+    name = type(expr).__name__
+    if name == "IntImm":
+        return np.int64(expr.value)
+    if name == "Var":
+        for var, value in env:
+            if var.same_as(expr):
+                return value
+        raise ValueError(f"'{expr}' is not an index of the layout")
+    if name in _NP_BINARY:
+        return _NP_BINARY[name](evaluate_index_expr(expr.a, env), evaluate_index_expr(expr.b, env))
+    if name in ("FloorDiv", "FloorMod", "Div", "Mod"):
+        a, b = evaluate_index_expr(expr.a, env), evaluate_index_expr(expr.b, env)
+        if np.any(np.asarray(b) == 0):
+            raise ValueError(f"division by zero in '{expr}'")
+        if name == "FloorDiv":
+            return np.floor_divide(a, b)
+        if name == "FloorMod":
+            return np.mod(a, b)
+        q = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))   # truncating division
+        return q if name == "Div" else a - b * q
+    if name == "Not":
+        return np.logical_not(evaluate_index_expr(expr.a, env))
+    if name == "BitwiseNot":
+        return np.invert(evaluate_index_expr(expr.a, env))
+    if name == "Cast":
+        return np.asarray(evaluate_index_expr(expr.value, env)).astype(np.int64)
+    if name == "Select":
+        return np.where(evaluate_index_expr(expr.condition, env), evaluate_index_expr(expr.true_value, env),
+                        evaluate_index_expr(expr.false_value, env))
+    if name == "Let":
+        return evaluate_index_expr(expr.body, [(expr.var, evaluate_index_expr(expr.value, env))] + list(env))
+    if name == "Call" and str(getattr(expr.op, "name", "")).endswith("if_then_else"):
+        c, t, f = (evaluate_index_expr(a, env) for a in expr.args)
+        return np.where(c, t, f)
+    raise ValueError(f"'{expr}' is not integer index arithmetic on the layout's indices")
+
+
+def user_fragment(shape, num_threads: int, thread, local, name: str = "T.Fragment") -> Fragment:
+    """The axis form of a user layout given as tables: ``thread[r, *idx]`` is the thread of
+    replica ``r`` of element ``idx`` and ``local[*idx]`` its register. Raises ``UserLayoutError``
+    (TL0201: does not fit the kernel; TL0203: not a one-to-one thread/register map)."""
+    shape = tuple(int(s) for s in shape)
+    numel = math.prod(shape)
+    thread = np.asarray(thread, dtype=np.int64)
+    R = thread.shape[0]
+    th = np.broadcast_to(thread, (R,) + shape).reshape(R, numel)
+    loc = np.broadcast_to(np.asarray(local, dtype=np.int64), shape).reshape(numel)
+
+    def at(e):
+        return "(" + ", ".join(str(int(c)) for c in np.unravel_index(int(e), shape)) + ")"
+
+    def where(k):
+        r, e = divmod(int(k), numel)
+        return f"element {at(e)}" + (f" (replica {r})" if R > 1 else "")
+
+    if th.min() < 0:
+        k = int(np.argmin(th))
+        raise UserLayoutError("TL0201", f"maps {where(k)} to thread {int(th.flat[k])}")
+    if th.max() >= num_threads:
+        k = int(np.argmax(th))
+        raise UserLayoutError("TL0201", f"maps {where(k)} to thread {int(th.flat[k])}, but the kernel runs "
+                              f"{num_threads} threads")
+    if loc.min() < 0:
+        e = int(np.argmin(loc))
+        raise UserLayoutError("TL0203", f"gives element {at(e)} register index {int(loc[e])}")
+    used, size = int(th.max()) + 1, int(loc.max()) + 1
+    if num_threads % used:
+        raise UserLayoutError("TL0201", f"uses threads 0..{used - 1}, which does not divide the kernel's "
+                              f"{num_threads} threads (the remaining threads would replicate the layout)")
+    slots = (th * size + loc[None, :]).reshape(-1)
+    counts = np.bincount(slots, minlength=used * size)
+    if counts.max() > 1:
+        s = int(np.argmax(counts))
+        a, b = (int(k) for k in np.nonzero(slots == s)[0][:2])
+        t, reg = divmod(s, size)
+        if a % numel == b % numel:
+            raise UserLayoutError("TL0203", f"puts {where(a)} and {where(b)} on the same thread {t}: every "
+                                  f"element must be held by exactly replicate={R} distinct threads")
+        raise UserLayoutError("TL0203", f"puts {where(a)} and {where(b)} in the same register {reg} of thread {t}")
+    if counts.min() == 0:
+        per_thread = counts.reshape(used, size).sum(axis=1)
+        t = int(np.argmin(per_thread))
+        if per_thread[t] == 0:
+            why = f"thread {t} holds no element (threads 0..{used - 1} must all hold elements)"
+        elif per_thread.min() != per_thread.max():
+            why = (f"thread {t} holds {int(per_thread[t])} element(s) but thread {int(np.argmax(per_thread))} holds "
+                   f"{int(per_thread.max())}: every thread must hold the same number")
+        else:
+            t, reg = divmod(int(np.argmin(counts)), size)
+            why = f"thread {t} leaves register {reg} unused: register indices must be 0..{int(per_thread[t]) - 1}"
+        raise UserLayoutError("TL0203", why)
+    table = np.empty(used * size, dtype=np.int64)
+    table[slots] = np.tile(np.arange(numel, dtype=np.int64), R)
+    table = table.reshape(used, size)
+    frag = _axis_form(shape, num_threads, used, table, name)
+    if frag is None:
+        raise UserLayoutError("TL0203", "is one to one, but not a digit (mixed-radix) map of the thread and "
+                              "register indices, so each thread's elements have no closed form; use splits "
+                              "and products of the indices (i % a, i // a * b), like upstream layouts")
+    return frag
+
+
+def _axis_form(shape, num_threads, used, table, name):
+    """Axes reproducing ``table[tid, reg]`` (flat element) for ``tid < used``, or None."""
+    coords = np.stack(np.unravel_index(table, shape), axis=-1) if shape else np.zeros(table.shape + (0,), np.int64)
+    if coords[0, 0].any():
+        return None  # in axis form thread 0, register 0 holds element 0
+    axes = []
+    for kind, values in ((THREAD, coords[:, 0]), (LOCAL, coords[0, :])):
+        digits = _digits(values)
+        if digits is None:
+            return None
+        for k, (stride, extent, dim, coef) in enumerate(digits):
+            if kind == LOCAL and dim is None:
+                return None
+            label = ("t" if kind == THREAD else "r") + str(k) if dim is not None else "rep"
+            axes.append(Axis(label, kind, extent, stride, dim, coef))
+    if num_threads > used:
+        axes.append(Axis("idle", THREAD, num_threads // used, used, None))
+    try:
+        frag = _build(shape, num_threads, axes, name)
+    except LayoutError:
+        return None
+    if not np.array_equal(frag.owners()[:used], table):
+        return None
+    return frag
+
+
+def _digits(values):
+    """Split ``values[x]`` (tile coordinates as a function of an index ``x``) into digits of
+    ``x``: [(stride, extent, dim or None, coef)], each digit stepping one dimension (or none)."""
+    n, out, stride = len(values), [], 1
+    while stride < n:
+        delta = values[stride]
+        nz = np.nonzero(delta)[0]
+        if len(nz) > 1 or (len(nz) == 1 and delta[nz[0]] < 0):
+            return None
+        run = 1
+        while run * stride < n and np.array_equal(values[run * stride], run * delta):
+            run += 1
+        if run < 2 or (n // stride) % run:
+            return None
+        out.append((stride, run, int(nz[0]) if len(nz) else None, int(delta[nz[0]]) if len(nz) else 1))
+        stride *= run
+    return out

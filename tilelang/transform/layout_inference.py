@@ -24,6 +24,7 @@ from tilelang.language.dtypes import nbytes
 from tilelang.layout import unpack_layout_expr
 from tilelang.layout import (CustomSharedLayout, Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
+from tilelang.layout.fragment import wgmma_accumulator, wgmma_operand_a
 from tilelang.transform.ir_utils import const_int, span_line, walk_stmts
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name,
@@ -39,6 +40,14 @@ class GemmPlan:
     warp_n: int
     trans_a: bool
     trans_b: bool
+    kind: str = "mma"       # "mma" (mma.sync, sm_80+) or "wgmma" (sm_90a)
+    warpgroups: int = 0     # wgmma: warpgroups splitting M
+
+    @property
+    def instruction(self) -> str:
+        if self.kind == "wgmma":
+            return f"wgmma.mma_async m64n{self.N}k16 ({self.warpgroups} warpgroup(s) along M)"
+        return "mma.sync m16n8k16"
 
 
 @dataclass
@@ -48,6 +57,7 @@ class Layouts:
     loops: dict = field(default_factory=dict)       # outer loop var of a T.Parallel nest -> Fragment
     gemms: dict = field(default_factory=dict)       # Evaluate stmt -> GemmPlan
     origin: dict = field(default_factory=dict)      # buffer -> text saying where its layout came from
+    wgmma: bool = False                             # the kernel's gemms lower to wgmma (sm_90a)
 
 
 def warp_partition(M, N, num_warps, policy, span=None):
@@ -72,12 +82,57 @@ def warp_partition(M, N, num_warps, policy, span=None):
     return options[0]
 
 
+WGMMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16")}
+
+
+def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
+    """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
+    those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands, warpgroups splitting M into 64-row
+    multiples with every thread of the block taking part, N <= 256, whole 2-D shared operands."""
+    args = stmt.value.args
+    a, b, c = (decode_region(x) for x in args[:3])
+    trans_a = bool(int(args[3].value))
+    T = info.num_threads
+    ash = [const_int(e) for e in a.nonunit()[1]]
+    bsh = [const_int(e) for e in b.nonunit()[1]]
+    csh = [const_int(e) for e in c.nonunit()[1]]
+    if None in ash + bsh + csh or len(ash) != 2 or len(bsh) != 2 or len(csh) != 2:
+        return "operand shapes are not constant 2-D tiles"
+    M, N = csh
+    K = ash[0] if trans_a else ash[-1]
+    da, db, dc = str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype)
+    if da != db or (da, dc) not in WGMMA_DTYPES:
+        return f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation, got {da}->{dc}"
+    if T % 128:
+        return f"{T} threads are not whole warpgroups"
+    wg = T // 128
+    if M % (64 * wg):
+        return f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
+    if N % (16 if dc == "float16" else 8) or N > 256 or K % 16:
+        return f"N={N} / K={K} out of wgmma's range"
+    for r in (a, b):
+        if scope_of(r.buffer) in SHARED_SCOPES:
+            shape = [const_int(x) for x in r.buffer.shape]
+            if len(shape) != 2 or any(const_int(x) != 0 for x in r.starts) or \
+                    [const_int(x) for x in r.extents][-2:] != shape:
+                return f"'{r.buffer.name}' is used in part (wgmma operands are whole 2-D shared buffers)"
+            if shape[0] % 8 or (shape[1] * 2) % 32:
+                return f"'{r.buffer.name}' {shape}: rows must be a multiple of 8 and of 16 columns"
+        elif r is b:
+            return "B must be in shared memory"
+        elif trans_a:
+            return "a register A operand cannot be transposed"
+    return None
+
+
 class _Inference:
-    def __init__(self, info: KernelInfo):
+    def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None):
         self.info = info
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
+        self.arch = arch
+        self.configs = pass_configs or {}
 
     # ----- assignment with conflict detection -------------------------------------------
     def assign(self, buf, layout: Fragment, span, why: str):
@@ -119,24 +174,35 @@ class _Inference:
             raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of 16 for mma.sync", span)
         if scope_of(c.buffer) != FRAGMENT_SCOPE:
             raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
-        wm, wn = warp_partition(M, N, self.T // 32, policy, span)
-        plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
-        self.out.gemms[stmt] = plan
-        self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {span_line(span)})")
-        if scope_of(a.buffer) == FRAGMENT_SCOPE:
-            if trans_a:
-                raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
-            self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {span_line(span)})")
+        line = span_line(span)
+        if self.out.wgmma:
+            wg = self.T // 128
+            plan = GemmPlan(M, N, K, wg, 1, trans_a, trans_b, "wgmma", wg)
+            self.out.gemms[stmt] = plan
+            self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T), span, f"T.gemm (line {line}, wgmma)")
+            if scope_of(a.buffer) == FRAGMENT_SCOPE:
+                self.assign(a.buffer, wgmma_operand_a(M, K, wg, self.T), span,
+                            f"T.gemm A operand (line {line}, wgmma)")
+        else:
+            wm, wn = warp_partition(M, N, self.T // 32, policy, span)
+            plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
+            self.out.gemms[stmt] = plan
+            self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {line})")
+            if scope_of(a.buffer) == FRAGMENT_SCOPE:
+                if trans_a:
+                    raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
+                self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {line})")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
                 self.require_gemm_layout(r.buffer, span)
-                self.set_shared(r.buffer, True)
                 self.gemm_operands.add(r.buffer)
+                self.set_shared(r.buffer, True)
                 self.check_subtile(r, span)
 
     def set_shared(self, buf, swizzle: bool):
         shape = tuple(const_int(s) for s in buf.shape)
-        self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle)
+        slab = swizzle and buf in self.gemm_operands and self.out.wgmma
+        self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
 
     def check_subtile(self, region, span):
         """A gemm on part of a swizzled buffer must start where the XOR pattern restarts."""
@@ -166,9 +232,13 @@ class _Inference:
         args = stmt.value.args
         buf = args[0].source
         kind = str(args[1].value)
+        if kind == "fragment" or scope_of(buf) == FRAGMENT_SCOPE:
+            layout = _annotated_fragment(buf, args, kind, self.T, stmt.span)
+            self.assign(buf, layout, stmt.span, f"T.annotate_layout (line {span_line(stmt.span)})")
+            return
         if scope_of(buf) not in SHARED_SCOPES:
-            raise LoweringError("TL0002", f"T.annotate_layout on '{buf.name}': only shared-memory layouts can be "
-                                "annotated so far (fragment layouts are inferred)", stmt.span)
+            raise LoweringError("TL0002", f"T.annotate_layout on '{buf.name}': only shared-memory and fragment "
+                                "layouts can be annotated", stmt.span)
         if kind == "custom":
             n = int(args[2].value)
             shape = [const_int(x) for x in buf.shape]
@@ -301,8 +371,14 @@ class _Inference:
             self.assign(dst.buffer, s, stmt.span, f"the copy at line {line}")
         return True
 
+    def _use_wgmma(self, gemms) -> bool:
+        """All of a kernel's gemms take the wgmma path or none does (sm_90a, not disabled)."""
+        if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
+            return False
+        return all(wgmma_blocker(self.info, g) is None for g in gemms)
+
     def run(self) -> Layouts:
-        consumers, inner = [], set()
+        consumers, inner, gemms = [], set(), []
 
         def visit(s):
             name = op_name(s)
@@ -311,13 +387,16 @@ class _Inference:
                     return
                 inner.update(parallel_nest(s)[0][1:])
             if name == "gemm":
-                self.plan_gemm(s)
+                gemms.append(s)
             elif name == "annotate_layout":
                 self.annotate(s)
             elif name in ("reduce", "copy", "cumsum", "atomic") or is_parallel_nest(s):
                 consumers.append(s)
 
         walk_stmts(self.info.body, visit)
+        self.out.wgmma = self._use_wgmma(gemms)
+        for g in gemms:
+            self.plan_gemm(g)
         pending = consumers
         while pending:
             rest = [s for s in pending if not self.step(s, force=False)]
@@ -379,8 +458,34 @@ def _plain_dims(idx, loop_vars):
     return dims if dims == sorted(dims) else None
 
 
-def infer_layouts(info: KernelInfo) -> Layouts:
+def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None) -> Layouts:
+    """Layouts for ``info`` on ``arch`` (``sm_90a`` selects wgmma gemms where every gemm allows it)."""
     try:
-        return _Inference(info).run()
+        return _Inference(info, arch, pass_configs).run()
     except LayoutError as err:
         raise LoweringError("TL0202", f"no fragment layout fits: {err}") from None
+
+
+def _annotated_fragment(buf, args, kind, num_threads, span):
+    """The layout ``T.annotate_layout({buf: T.Fragment(...)})`` gives ``buf`` (see
+    ``tilelang.layout.build_user_fragment``), or a located error naming the buffer."""
+    from tilelang.layout import UserLayoutError, build_user_fragment
+
+    if scope_of(buf) != FRAGMENT_SCOPE:
+        raise LoweringError("TL0201", f"T.annotate_layout gives '{buf.name}' a T.Fragment, but it lives in "
+                            f"{scope_of(buf)} memory: T.Fragment is for fragments (T.alloc_fragment)", span,
+                            notes=["Shared buffers take T.Layout or tilelang.layout.make_swizzled_layout."])
+    if kind != "fragment":
+        raise LoweringError("TL0201", f"T.annotate_layout gives fragment '{buf.name}' a shared-memory layout "
+                            f"({kind}); a fragment takes T.Fragment(shape, forward_fn=...)", span)
+    shape = [const_int(x) for x in buf.shape]
+    n = int(args[2].value)
+    declared = [int(a.value) for a in args[3:3 + n]]
+    if shape != declared:
+        raise LoweringError("TL0201", f"T.Fragment for '{buf.name}' has shape {declared}, but '{buf.name}' has "
+                            f"shape {shape}", span)
+    try:
+        return build_user_fragment(args[1:], num_threads, buf.name)
+    except UserLayoutError as err:
+        raise LoweringError(err.code, f"T.Fragment for '{buf.name}' {err}", span,
+                            notes=[f"The block runs {num_threads} threads."]) from None

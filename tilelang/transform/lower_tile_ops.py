@@ -246,7 +246,9 @@ class Lowerer:
         raise LoweringError("TL0002", f"unsupported statement {type(body).__name__} inside T.Parallel", body.span)
 
     # ----- T.gemm ------------------------------------------------------------------------
-    def lower_gemm(self, stmt):
+    def lower_gemm(self, stmt, asynchronous: bool = False):
+        """The gemm call; ``asynchronous`` (wgmma from shared memory, no clear): issue and commit
+        only, the caller waits (``pipeline._lower_async_wgmma``)."""
         plan = self.layouts.gemms[stmt]
         args = stmt.value.args
         a, b, c = (decode_region(x) for x in args[:3])
@@ -255,17 +257,27 @@ class Lowerer:
             raise LoweringError("TL0002", "T.gemm's B operand must be in shared memory", stmt.span)
         b_ptr = self.shared_ptr(b.buffer, [self.rewrite(s) for s in b.starts])
         c_ptr = tirx.address_of(tirx.BufferLoad(self.frag[c.buffer], [i32(0)]))
-        ldb = const_int(b.buffer.shape[-1])
-        common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
-        if scope_of(a.buffer) in SHARED_SCOPES:
+        a_shared = scope_of(a.buffer) in SHARED_SCOPES
+        if a_shared:
             a_ptr = self.shared_ptr(a.buffer, [self.rewrite(s) for s in a.starts])
-            lda = const_int(a.buffer.shape[-1])
-            make = lambda cl: evaluate_extern(f"tl::gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
-                                              span=stmt.span)
         else:
             a_ptr = tirx.address_of(tirx.BufferLoad(self.frag[a.buffer], [i32(0)]))
-            make = lambda cl: evaluate_extern(f"tl::gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
-                                              span=stmt.span)
+        if plan.kind == "wgmma":
+            fn = "tl::wgmma_gemm_ss" if a_shared else "tl::wgmma_gemm_rs"
+            if asynchronous:
+                fn = "tl::wgmma_gemm_ss_async"
+            common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
+        else:
+            ldb = const_int(b.buffer.shape[-1])
+            common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            if a_shared:
+                lda = const_int(a.buffer.shape[-1])
+                make = lambda cl: evaluate_extern(f"tl::gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                                                  span=stmt.span)
+            else:
+                make = lambda cl: evaluate_extern(f"tl::gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                                                  span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
             return make("true" if flag else "false")

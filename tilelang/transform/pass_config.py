@@ -28,10 +28,10 @@ EFFECTS = {
                                        "approximations; division and sqrt lose IEEE rounding)",
     PassConfigKey.TL_DISABLE_ASYNC_COPY: "global->shared copies use plain vector loads/stores instead of cp.async "
                                          "(pipelined loops then overlap less)",
-    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "accepted; no effect yet: the current sm_80-style path never "
-                                               "warp-specialises (the Hopper path of issue 6 will honour it)",
+    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "accepted; no effect yet: no code path warp-specialises today "
+                                               "(wgmma main loops are fed by cp.async from every thread)",
     PassConfigKey.TL_DISABLE_TMA_LOWER: "accepted; no effect yet: copies never use TMA today (issue 6)",
-    PassConfigKey.TL_DISABLE_WGMMA: "accepted; no effect yet: T.gemm always lowers to mma.sync today (issue 6)",
+    PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",
     PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",

@@ -15,6 +15,19 @@ producers; every other statement is a consumer. Output (S >= 2):
 
 The shared buffers written by producers get S copies (``plan_stages``). Trip counts of 1, 2 or
 anything not a multiple of S are handled by the guards.
+
+On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
+loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
+
+    prologue: tiles 0 .. S-3 into stages 0 .. S-3, each committed
+    for k in [0, n):
+        cp.async.wait_group(S-3); fence.proxy.async; __syncthreads()
+                                    # tile k is visible to the async proxy, and every thread has
+                                    # retired wgmma(k-2): its stage is free
+        if k+S-2 < n: producers(iteration k+S-2) into stage (k+S-2) % S
+        commit
+        wgmma(k) issued asynchronously; wgmma.wait_group(1)   # wgmma(k-1) done in this thread
+    wgmma.wait_group(0); cp.async.wait_group(0)
 """
 
 from __future__ import annotations
@@ -57,6 +70,22 @@ def plan_stages(info) -> dict:
     return stages
 
 
+def _async_gemm(lw, consumers, S):
+    """The consumer is a single wgmma gemm with both operands in shared memory, accumulating into
+    a float fragment without clearing it: the shape ``lower_async_wgmma`` handles."""
+    if S < 3 or len(consumers) != 1 or op_name(consumers[0]) != "gemm":
+        return None
+    stmt = consumers[0]
+    plan = lw.layouts.gemms.get(stmt)
+    args = stmt.value.args
+    a, c = decode_region(args[0]), decode_region(args[2])
+    if plan is None or plan.kind != "wgmma" or scope_of(a.buffer) not in SHARED_SCOPES:
+        return None
+    if str(c.buffer.dtype) != "float32" or const_int(args[6]) != 0:
+        return None
+    return stmt
+
+
 def lower_pipelined(lw, loop):
     S = _num_stages(loop)
     stmts = _body_list(loop)
@@ -64,10 +93,30 @@ def lower_pipelined(lw, loop):
     if S < 2 or not producers:
         return _plain(lw, loop)
     consumers = [s for s in stmts if not _is_producer(s)]
+    gemm = _async_gemm(lw, consumers, S)
+    if gemm is not None:
+        return _lower_async_wgmma(lw, loop, S, producers, gemm)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
-    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
+    produce, bufs = _producer_fn(lw, loop, producers)
+
+    prologue, nxt = _prefetch(lw, loop, produce, S - 1, S, commit)
+    j = k - start
+    saved_stage = dict(lw.stage)
+    for b in bufs:
+        lw.stage[b] = tirx.floormod(j, i32(S))
+    consumer = thread_sync.lower_sequence(lw, consumers) if consumers else None
+    lw.stage = saved_stage
+    body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
+                thread_sync.sync_stmt()])
+    new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
+    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+
+def _producer_fn(lw, loop, producers):
+    k, start = loop.loop_var, lw.rewrite(loop.min)
+    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
 
     def produce(iteration, stage):
         saved_vmap, saved_stage = dict(lw.vmap), dict(lw.stage)
@@ -81,25 +130,45 @@ def lower_pipelined(lw, loop):
             lw.in_producer = False
             lw.vmap, lw.stage = saved_vmap, saved_stage
 
+    return produce, bufs
+
+
+def _prefetch(lw, loop, produce, ahead, S, commit):
+    """(prologue, in-loop producer): tiles 0 .. ahead-1 into their stages before the loop, each
+    committed; iteration k produces tile k+ahead into stage (k+ahead) % S, guarded by the trip count."""
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     prologue = []
-    for s in range(S - 1):
+    for s in range(ahead):
         body = produce(i32(s), i32(s))
         if not lw.prove(tirx.LT(i32(s), n)):
             body = tirx.IfThenElse(tirx.LT(i32(s), n), body, None)
         prologue += [body, commit]
     j = k - start
-    with lw.an.constraint_scope(tirx.LT(j + (S - 1), n)):
-        nxt = produce(j + (S - 1), tirx.floormod(j + (S - 1), i32(S)))
-    nxt = tirx.IfThenElse(tirx.LT(j + (S - 1), n), nxt, None)
+    with lw.an.constraint_scope(tirx.LT(j + ahead, n)):
+        nxt = produce(j + ahead, tirx.floormod(j + ahead, i32(S)))
+    return prologue, tirx.IfThenElse(tirx.LT(j + ahead, n), nxt, None)
+
+
+def _lower_async_wgmma(lw, loop, S, producers, gemm):
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    lw.bind_loop(k, n) if const_int(start) == 0 else None
+    produce, bufs = _producer_fn(lw, loop, producers)
+    commit = evaluate_extern("tl::cp_async_commit")
+    prologue, nxt = _prefetch(lw, loop, produce, S - 2, S, commit)
+    j = k - start
     saved_stage = dict(lw.stage)
     for b in bufs:
         lw.stage[b] = tirx.floormod(j, i32(S))
-    consumer = thread_sync.lower_sequence(lw, consumers) if consumers else None
+    issue = lw.lower_gemm(gemm, asynchronous=True)
     lw.stage = saved_stage
-    sync = thread_sync.sync_stmt()
-    body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), sync, consumer, sync])
+    c_buf = decode_region(gemm.value.args[2]).buffer
+    c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
+    count = lw.layouts.fragments[c_buf].local_size
+    wait = lambda pending: evaluate_extern(f"tl::wgmma_wait<{pending}, {count}>", c_ptr)
+    body = seq([evaluate_extern(f"tl::cp_async_wait<{S - 3}>"), thread_sync.sync_stmt(lw), nxt, commit,
+                issue, wait(1)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
-    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+    return seq(prologue + [new_loop, wait(0), evaluate_extern("tl::cp_async_wait<0>")])
 
 
 def _plain(lw, loop):

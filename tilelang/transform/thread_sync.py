@@ -56,8 +56,14 @@ def _conflict(r, w, pend_r, pend_w) -> bool:
     return bool((r & pend_w) or (w & pend_r) or (w & pend_w))
 
 
-def sync_stmt():
-    return evaluate_extern("__syncthreads")
+def sync_stmt(lw=None):
+    """``__syncthreads()``; in a kernel whose gemms read shared memory through wgmma (the async
+    proxy), preceded by ``fence.proxy.async`` so that this thread's ordinary shared-memory writes
+    are visible to the wgmma of every thread after the barrier."""
+    sync = evaluate_extern("__syncthreads")
+    if lw is not None and lw.layouts.wgmma:
+        return seq([evaluate_extern("tl::fence_proxy_async"), sync])
+    return sync
 
 
 def plan_sequence(stmts):
@@ -87,7 +93,7 @@ def lower_sequence(lw, stmts):
     out = []
     for k, s in enumerate(stmts):
         if k in syncs:
-            out.append(sync_stmt())
+            out.append(sync_stmt(lw))
         out.append(lw.lower(s))
     return seq(out)
 
@@ -97,5 +103,5 @@ def lower_loop_body(lw, body):
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts)
     lowered = lower_sequence(lw, stmts)
     if touching > 1 and _conflict(head_r, head_w, tail_r, tail_w):
-        lowered = seq([lowered, sync_stmt()])
+        lowered = seq([lowered, sync_stmt(lw)])
     return lowered
