@@ -1,54 +1,119 @@
 #!/usr/bin/env python3
-"""Flash attention forward (sm_80 code path) against F.scaled_dot_product_attention, same run.
-Goal (issue 5): >= 0.6x SDPA at B=8, H=32, S=4096, D=128, fp16."""
+"""Flash attention forward (examples/flash_attention.py) against F.scaled_dot_product_attention,
+same run, causal and not.  Goal (issue 5): >= 0.6x SDPA at B=8, H=32, S=4096, D=128, fp16.
+
+    python3 benchmarks/bench_attention.py [--out FILE] [--compile-only]
+
+bench_core.py imports ``attention_rows`` so that one invocation covers everything.
+"""
+
+from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "examples"))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from _common import (Row, compile_only_row, failure_note, log, render, run_row,  # noqa: E402
+                     sass_of, sweep)
 
-import tilelang  # noqa: E402
+# The tile configurations tried, best one reported (one list; @tilelang.autotune later).
+ATTENTION_CONFIGS = [
+    {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256},
+    {"block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256},
+    {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128},
+]
+
+SHAPE = {"B": 8, "H": 32, "S": 4096, "D": 128}
+DEVICE = "cuda"
+
+
+def _bench(fn) -> float:
+    import tilelang
+
+    return tilelang.do_bench(fn, warmup=25, rep=100)
+
+
+def _build(B, H, S, D, causal, sm80=False):
+    def build(cfg):
+        import flash_attention as fa
+
+        if not sm80:
+            return fa.flashattn(B, H, S, D, causal, 1, "bhsd", **cfg)
+        import tilelang
+
+        # The sm_80 code path (mma.sync + ldmatrix) on the same GPU: wgmma switched off.
+        return tilelang.compile(fa.flashattn.get_prim_func(B, H, S, D, causal, 1, "bhsd", **cfg), out_idx=[3],
+                                pass_configs={"tl.enable_fast_math": True, "tl.disable_wgmma": True})
+
+    return build
+
+
+def attention_row(B, H, S, D, causal, configs=None, compile_only=False, device=None, sm80=False) -> Row:
+    """One row: the best of ``configs`` against SDPA (BHSD, fp16, no GQA); ``sm80``: with the
+    sm_80 code path (``tl.disable_wgmma``)."""
+    import torch
+    import torch.nn.functional as F
+
+    configs = ATTENTION_CONFIGS if configs is None else configs
+    device = DEVICE if device is None else device
+    name = f"flash_attn fwd fp16 B{B} H{H} S{S} D{D} causal={causal}" + (" sm_80 path" if sm80 else "")
+    build = _build(B, H, S, D, causal, sm80)
+    if compile_only:
+        return compile_only_row(name, configs, build)
+    q, k, v = (torch.randn(B, H, S, D, device=device, dtype=torch.float16) for _ in range(3))
+    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def check(kern):
+        torch.testing.assert_close(kern(q, k, v), ref, rtol=1e-2, atol=1e-2)
+
+    t, cfg, kern, failures = sweep(name, configs, build, check, lambda kern: _bench(lambda: kern(q, k, v)))
+    t_ref = _bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    return Row(name, ours=f"{flops / t / 1e9:.0f} TFLOP/s", reference=f"{flops / t_ref / 1e9:.0f} TFLOP/s (SDPA)",
+               ratio=t_ref / t, sass=sass_of(kern),
+               notes=f"tiles {cfg['block_M']}x{cfg['block_N']}, {cfg['threads']} threads, "
+                     f"{cfg['num_stages']} stages" + failure_note(failures, len(configs)),
+               extra={"ms": t, "ref_ms": t_ref, "config": cfg})
+
+
+def attention_rows(B=None, H=None, S=None, D=None, causal_modes=(False, True), configs=None,
+                   compile_only=False, sm80=True) -> list[Row]:
+    """The attention rows (each one failing on its own, as a FAILED row); ``sm80`` adds the
+    non-causal case on the sm_80 code path (issue 5's floor is stated for it)."""
+    B, H, S, D = (SHAPE[n] if v is None else v for n, v in zip("BHSD", (B, H, S, D)))
+    cases = [(c, False) for c in causal_modes] + ([(False, True)] if sm80 else [])
+    return [run_row(f"flash_attn fwd fp16 B{B} H{H} S{S} D{D} causal={c}" + (" sm_80 path" if old else ""),
+                    attention_row, B, H, S, D, c, configs=configs, compile_only=compile_only, sm80=old)
+            for c, old in cases]
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
+    parser = argparse.ArgumentParser(description="Flash attention forward against SDPA, same run.")
+    parser.add_argument("--out", help="also write the markdown table to this file")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="no GPU needed: compile every config and report SASS counts only")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA device: the benchmarks need a GPU")
-        return 0
-    import flash_attention as fa
+    import torch
 
-    B, H, S, D = 8, 32, 4096, 128
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
-    lines = ["| kernel | ours | SDPA | ratio | config |", "|---|---|---|---|---|"]
-    for causal in (False, True):
-        flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
-        t_ref = tilelang.do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
-        best = None
-        for cfg in ({"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256},
-                    {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
-                    {"block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256},
-                    {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128},
-                    {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 128}):
-            kern = fa.flashattn(B, H, S, D, causal, 1, "bhsd", **cfg)
-            out = kern(q, k, v)
-            torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                                       rtol=1e-2, atol=1e-2)
-            t = tilelang.do_bench(lambda: kern(q, k, v))
-            if best is None or t < best[0]:
-                best = (t, cfg)
-        lines.append(f"| flash_attn fwd fp16 B{B} H{H} S{S} D{D} causal={causal} | "
-                     f"{flops / best[0] / 1e9:.0f} TFLOP/s | {flops / t_ref / 1e9:.0f} TFLOP/s | "
-                     f"{t_ref / best[0]:.2f}x | {best[1]} |")
-    text = "\n".join(lines)
+    if not args.compile_only and not torch.cuda.is_available():
+        print("no CUDA device: the benchmarks need a GPU (--compile-only works without one)")
+        return 0
+    rows = attention_rows(compile_only=args.compile_only)
+    header = []
+    if torch.cuda.is_available():
+        header = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}", ""]
+    text = render(rows, header)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
+    failed = sum(r.failed for r in rows)
+    log(f"{failed} of {len(rows)} rows FAILED" if failed else
+        f"all {len(rows)} rows " + ("compiled" if args.compile_only else "passed their checks"))
     return 0
 
 

@@ -29,6 +29,10 @@
 //   mbarrier_arrive_expect_tx(bar, bytes) on the same barrier for the total
 //   bytes of the loads of that phase (a full box counts completely, also
 //   where it was zero-filled out of bounds);
+// * the innermost coordinate c0 times the element size is a multiple of 16
+//   bytes (negative values included): the hardware faults otherwise, and the
+//   kernel dies with "an illegal instruction was encountered" (the tensor
+//   map cannot check this, coordinates are only known at run time);
 // * the shared memory destination is 128-byte aligned, and 1024-byte
 //   aligned whenever the tensor map uses a swizzle, so that the smem layout
 //   is the documented one;

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The program scripts/sanitize.sh runs under compute-sanitizer: builds one or more of our kernels
+through the JIT (disk cache: TILELANG_CACHE_DIR), launches each ONCE and checks the result against
+torch computed on the CPU, so that the only kernels on the GPU are ours (the inputs reach the GPU
+by plain copies and the results come back the same way).
+
+    python3 scripts/sanitize_driver.py [--kernel gemm|fa|fa_causal|all ...] [--list]
+
+Kernels (small shapes, chosen for the checks the sanitizers make):
+    gemm       C = A @ B, fp16, 256 x 256 x 256, tiles 128x128x32, 3 pipeline stages, 128
+               threads: 8 K iterations, not a multiple of the 3 stages
+    fa         flash attention fwd, fp16, BHSD B1 H2 S256 D64, not causal, tiles 128x64, 3 stages,
+               256 threads: 4 KV iterations
+    fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
+               in the second
+
+Prints ``RESULT <kernel> PASS ...`` or ``RESULT <kernel> FAIL <reason>`` per kernel; exits 1 when
+any kernel failed, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+try:
+    import tilelang  # noqa: F401
+except ImportError:  # not installed: use the checkout's package
+    sys.path.insert(0, str(ROOT))
+
+GEMM_CASE = {"M": 256, "N": 256, "K": 256, "block_M": 128, "block_N": 128, "block_K": 32,
+             "num_stages": 3, "threads": 128}
+FA_CASE = {"B": 1, "H": 2, "S": 256, "D": 64, "block_M": 128, "block_N": 64, "num_stages": 3,
+           "threads": 256}
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run_gemm() -> str:
+    import torch
+
+    import gemm
+
+    c = GEMM_CASE
+    kernel = gemm.matmul(c["M"], c["N"], c["K"], block_M=c["block_M"], block_N=c["block_N"],
+                         block_K=c["block_K"], num_stages=c["num_stages"], threads=c["threads"],
+                         dtype="float16")
+    log(f"  compiled {kernel.name}: grid over {c['M']}x{c['N']}, {c['K'] // c['block_K']} K iterations, "
+        f"{c['num_stages']} stages")
+    torch.manual_seed(0)
+    a = torch.randn(c["M"], c["K"], dtype=torch.float16)
+    b = torch.randn(c["K"], c["N"], dtype=torch.float16)
+    out = kernel(a.cuda(), b.cuda())
+    torch.cuda.synchronize()
+    got = out.cpu().float()
+    ref = a.float() @ b.float()
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
+def run_fa(causal: bool) -> str:
+    import torch
+    import torch.nn.functional as F
+
+    import flash_attention as fa
+
+    c = FA_CASE
+    kernel = fa.flashattn(c["B"], c["H"], c["S"], c["D"], causal, 1, "bhsd", block_M=c["block_M"],
+                          block_N=c["block_N"], num_stages=c["num_stages"], threads=c["threads"])
+    log(f"  compiled {kernel.name}: B{c['B']} H{c['H']} S{c['S']} D{c['D']} causal={causal}, "
+        f"{c['S'] // c['block_N']} KV tiles, {c['num_stages']} stages")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(c["B"], c["H"], c["S"], c["D"], dtype=torch.float16) for _ in range(3))
+    out = kernel(q.cuda(), k.cuda(), v.cuda())
+    torch.cuda.synchronize()
+    got = out.cpu().float()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
+KERNELS = {
+    "gemm": run_gemm,
+    "fa": lambda: run_fa(False),
+    "fa_causal": lambda: run_fa(True),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernel", nargs="+", default=["all"],
+                        help=f"one or more of {', '.join(KERNELS)}, or all")
+    parser.add_argument("--list", action="store_true", help="print the kernel names and exit")
+    args = parser.parse_args()
+    if args.list:
+        print(" ".join(KERNELS))
+        return 0
+    names = list(KERNELS) if "all" in args.kernel else list(dict.fromkeys(args.kernel))
+    unknown = [n for n in names if n not in KERNELS]
+    if unknown:
+        parser.error(f"unknown kernel {unknown[0]!r}; choose from {', '.join(KERNELS)} or all")
+    import torch
+
+    if not torch.cuda.is_available():
+        log("no CUDA device: the sanitizer driver needs a GPU")
+        for name in names:
+            log(f"RESULT {name} FAIL no CUDA device")
+        return 1
+    log(f"driver: torch {torch.__version__}, {torch.cuda.get_device_name()}, "
+        f"TILELANG_CACHE_DIR={os.environ.get('TILELANG_CACHE_DIR', '(default)')}")
+    failed = 0
+    for name in names:
+        t0 = time.time()
+        log(f"[{name}]")
+        try:
+            detail = KERNELS[name]()
+        except Exception as e:  # noqa: BLE001 - report it, go on with the next kernel
+            traceback.print_exc()
+            sys.stdout.flush()
+            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+            log(f"RESULT {name} FAIL {type(e).__name__}: {first[:200]} ({time.time() - t0:.1f} s)")
+            failed += 1
+            continue
+        log(f"RESULT {name} PASS {detail} ({time.time() - t0:.1f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
