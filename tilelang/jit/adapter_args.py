@@ -19,6 +19,11 @@ Contract:
 - Accepted calls: all params, or (out_idx non-empty) the inputs only, in which
   case outputs are allocated with torch.empty on the inputs' device.
 - Empty grids (a grid dim of 0) skip the launch and still return outputs.
+- A kernel argument naming one of ``artifact.tensormaps`` is passed as the
+  128 encoded bytes of a CUtensorMap over its tensor's data pointer, from
+  ``encode_tensormap(dtype, dims, strides, box, swizzle, address)``
+  (``ArgPlan(..., encode_tensormap=fn)``; default ``driver.encode_tensormap``),
+  memoised per plan and tensor map by (device, address).
 
 Nothing from the artifact is pasted into the generated code except ints and
 grid expressions that ``artifact.parse_int_expr`` has restricted to integer
@@ -34,12 +39,14 @@ import operator
 
 import torch
 
+from tilelang.jit import driver as _driver
 from tilelang.jit.artifact import KNOWN_DTYPES, ArtifactError, KernelArtifact, parse_int_expr
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
 _F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
+TENSORMAP_CACHE_SIZE = 64  # encoded tensor maps kept per plan and tensor map (then cleared)
 
 _TORCH_NAMES = {
     "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
@@ -143,7 +150,8 @@ def _current_device() -> int:
 class ArgPlan:
     """Per-kernel argument plan: bindings, generated fast path and slow diagnoser."""
 
-    def __init__(self, artifact: KernelArtifact, launch=None, stream=None, device_type: str = "cuda"):
+    def __init__(self, artifact: KernelArtifact, launch=None, stream=None, device_type: str = "cuda",
+                 encode_tensormap=None):
         # device_type="cpu" exists for tests only: it lets CPU tensors through so the
         # whole fast path (packing, grid, outputs) can be checked without a GPU.
         if device_type not in ("cuda", "cpu"):
@@ -161,7 +169,10 @@ class ArgPlan:
         for sym, (pi, di) in artifact.symbol_sources().items():
             if di == -1:
                 self.scalar_syms.setdefault(pi, []).append(sym)
+        self.tensormaps = list(artifact.tensormaps)
+        self.encode_tensormap = encode_tensormap or _driver.encode_tensormap
         self.arg_refs, self.arg_kinds = self._kernel_arg_refs()
+        self.ptr_params = self._ptr_params()
         self.sym_ranges = self._symbol_ranges()
         self.rules = [self._scalar_rule(i) if p.kind == "scalar" else None for i, p in enumerate(self.params)]
         self.preds = [scalar_predicate(r) if r else None for r in self.rules]
@@ -181,13 +192,18 @@ class ArgPlan:
 
     # ------------------------------------------------------------ construction helpers
     def _kernel_arg_refs(self):
-        """For each kernel arg: ('ptr', i) | ('scalar', i) | ('sym', name), and its driver kind."""
+        """For each kernel arg: ('ptr', i) | ('scalar', i) | ('sym', name) | ('tmap', j), and its
+        driver kind."""
         by_name = {p.name: i for i, p in enumerate(self.params)}
+        tmaps = {t["name"]: j for j, t in enumerate(self.tensormaps)}
         refs, kinds = [], []
         declared = self.art.kernel_arg_types
         for n, a in enumerate(self.art.kernel_args):
             i = by_name.get(a)
-            if i is not None and self.params[i].kind == "tensor":
+            if a in tmaps:
+                refs.append(("tmap", tmaps[a]))
+                kinds.append("tensormap")
+            elif i is not None and self.params[i].kind == "tensor":
                 refs.append(("ptr", i))
                 kinds.append("ptr")
             elif i is not None:
@@ -203,6 +219,43 @@ class ArgPlan:
             if declared is not None:
                 kinds[-1] = declared[n]  # the generated signature is the authority on the ABI
         return refs, kinds
+
+    def _ptr_params(self) -> list[int]:
+        """Tensor params whose data pointer the launch needs (passed, or under a tensor map)."""
+        out: list[int] = []
+        for kind, ref in self.arg_refs:
+            i = ref if kind == "ptr" else self.tensormaps[ref]["param"] if kind == "tmap" else None
+            if i is not None and i not in out:
+                out.append(i)
+        return out
+
+    def _make_tensormap(self, j: int):
+        """``_tm{j}(address, device) -> bytes``: tensor map j encoded over ``address``, memoised."""
+        t = self.tensormaps[j]
+        dtype, swizzle = t["dtype"], t["swizzle"]
+        dims, strides, box = tuple(t["dims"]), tuple(t["strides"]), tuple(t["box"])
+        encode, cache, kname = self.encode_tensormap, {}, self.name
+        pname = self.params[t["param"]].name
+
+        def tensormap(address, device):
+            blob = cache.get((device, address))
+            if blob is None:
+                try:
+                    blob = encode(dtype, dims, strides, box, swizzle, address)
+                except _driver.CudaDriverError as e:
+                    raise _driver.CudaDriverError(f"{kname}: encoding tensor map {t['name']!r} over parameter "
+                                                  f"{pname!r}: {e}", e.code, e.name) from e
+                if type(blob) is not bytes or len(blob) != _driver.TENSORMAP_SIZE:
+                    raise RuntimeError(f"{kname}: the tensor map encoder returned {type(blob).__name__} of "
+                                       f"length {len(blob) if hasattr(blob, '__len__') else '?'} for "
+                                       f"{t['name']!r}, not {_driver.TENSORMAP_SIZE} bytes")
+                if len(cache) >= TENSORMAP_CACHE_SIZE:
+                    cache.clear()
+                cache[(device, address)] = blob
+            return blob
+
+        tensormap.cache = cache
+        return tensormap
 
     def _scalar_rule(self, i: int) -> tuple:
         passed_as = [t for (kind, ref), t in zip(self.arg_refs, self.arg_kinds) if kind == "scalar" and ref == i]
@@ -260,6 +313,8 @@ class ArgPlan:
         for i, dt in enumerate(self.dtypes):
             ns[f"_dt{i}"] = dt
             ns[f"_ok{i}"] = self.preds[i]
+        for j in range(len(self.tensormaps)):
+            ns[f"_tm{j}"] = self._make_tensormap(j)
         return ns
 
     # ------------------------------------------------------------ code generation
@@ -290,8 +345,8 @@ class ArgPlan:
             out.append(f"if {v} > {hi}{low}: {fail}")
         out += self._emit_span_checks(indices, var, fail)
         out += self._emit_device(indices, fail)
-        for kind, i in self.arg_refs:
-            if kind == "ptr" and i in indices:
+        for i in self.ptr_params:
+            if i in indices:
                 out.append(f"p{i} = a{i}.data_ptr()")
                 if self.params[i].align > 1:
                     out.append(f"if p{i} & {self.params[i].align - 1}: {fail}")
@@ -385,7 +440,7 @@ class ArgPlan:
         else:
             strides = self._dims_expr(p.strides, var)
             lines.append(f"a{o} = _empty_strided({shape}, {strides}, dtype=_dt{o}, device={dev})")
-        if ("ptr", o) in self.arg_refs:
+        if o in self.ptr_params:
             lines.append(f"p{o} = a{o}.data_ptr()")
         return lines
 
@@ -408,7 +463,10 @@ class ArgPlan:
         lines = [f"g{k} = {c}" for k, c in enumerate(grid)]
         values = []
         for kind, ref in self.arg_refs:
-            values.append(f"p{ref}" if kind == "ptr" else f"a{ref}" if kind == "scalar" else var[ref])
+            if kind == "tmap":
+                values.append(f"_tm{ref}(p{self.tensormaps[ref]['param']}, d)")
+            else:
+                values.append(f"p{ref}" if kind == "ptr" else f"a{ref}" if kind == "scalar" else var[ref])
         outs = [f"a{o}" for o in self.outputs]
         ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
         # ctypes would silently truncate an oversized grid dim, so the limits are checked here
@@ -581,8 +639,8 @@ class ArgPlan:
                                      f"{self.params[first].name!r} is on cuda:{d}; all tensors must be on one device")
 
     def _diag_alignment(self, indices, vals) -> None:
-        for kind, i in self.arg_refs:
-            if kind != "ptr" or i not in vals or self.params[i].align <= 1:
+        for i in self.ptr_params:
+            if i not in vals or self.params[i].align <= 1:
                 continue
             x, align = vals[i], self.params[i].align
             if x.data_ptr() % align:

@@ -16,7 +16,9 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
 - ``name``: the ``extern "C" __global__`` entry point in ``source``.
 - ``kernel_args``: the __global__ function's argument order; each entry is a
   tensor param name (its data pointer is passed), a scalar param name (passed
-  with the scalar's dtype) or a symbol name (passed as int32).
+  with the scalar's dtype), a symbol name (passed as int32) or a tensor map
+  name (a ``const __grid_constant__ CUtensorMap``, 128 bytes by value, built
+  on the host at each call; see ``tensormaps``).
 - ``grid``: 3 Python integer expressions over symbol names and int scalar
   params, using only + - * // % unary minus, int literals, min() and max().
 - ``block``: 3 ints; ``dynamic_smem``: bytes of dynamic shared memory.
@@ -29,11 +31,25 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
 - ``kernel_arg_types`` (optional): the C type of each kernel argument as one
   of ``ARG_TYPES`` ("ptr", "int32", "int64", "float32", ...), taken from the
   generated signature.  When None: "ptr" for tensors, the scalar's dtype for
-  scalars, "int32" for symbols.  Give it whenever a symbol is not an int32
+  scalars, "int32" for symbols, "tensormap" for tensor maps.  Give it whenever a symbol is not an int32
   in the signature (e.g. an int64 shape var), since arguments are passed by
   raw bytes.
 - ``index_bits`` (optional, default 32): width of the element-index arithmetic
   in the generated code; with 32 every tensor must have < 2**31 elements.
+- ``tensormaps`` (optional, default []): the TMA descriptors the kernel
+  takes, each a dict ``{"name", "param", "dtype", "dims", "strides", "box",
+  "swizzle"}`` (all static ints):
+  ``name`` an identifier, unique and distinct from params and symbols;
+  ``param`` the index of the tensor param whose data pointer is the global
+  address (its ``align`` must be >= 16, as TMA requires);
+  ``dtype`` one of ``TENSORMAP_DTYPES``, of the same element size as the param;
+  ``dims`` global extents in elements, innermost first, rank 1..5;
+  ``strides`` byte strides of dims 1..rank-1 (rank-1 entries, multiples of 16);
+  ``box`` box extents in elements, innermost first, each in [1, 256], with
+  box[0] * element size a multiple of 16 bytes and, when swizzling, at most
+  the swizzle width; ``swizzle`` the swizzle width in bytes (0, 32, 64, 128).
+  When the param's shape and strides are static, the map must not address
+  bytes beyond the tensor.
 - ``cubin``: the compiled binary, or None (then it is compiled on demand).
 
 ``to_json``/``from_json`` round-trip everything except ``cubin``, which is
@@ -68,6 +84,15 @@ KNOWN_DTYPES: dict[str, tuple[int, str]] = {
 # C-level kinds a kernel argument can have (driver.ARG_FORMATS packs each of them)
 ARG_TYPES = ("ptr", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
              "float16", "float32", "float64", "tensormap")
+# dtypes a tensor map may have -> CUtensorMapDataType (TMA copies bits, so the 1- and 2-byte
+# types without an enum of their own use the unsigned type of their size)
+TENSORMAP_DTYPES: dict[str, int] = {
+    "uint8": 0, "int8": 0, "float8_e4m3fn": 0, "float8_e5m2": 0, "float8_e4m3fnuz": 0,
+    "float8_e5m2fnuz": 0, "float8_e8m0fnu": 0, "uint16": 1, "int16": 1, "uint32": 2, "int32": 3,
+    "uint64": 4, "int64": 5, "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9,
+}
+TENSORMAP_SWIZZLES = (0, 32, 64, 128)
+TENSORMAP_KEYS = ("name", "param", "dtype", "dims", "strides", "box", "swizzle")
 _INT_ARG_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -108,12 +133,14 @@ class KernelArtifact:
     compile_flags: list = field(default_factory=list)
     index_bits: int = 32
     kernel_arg_types: list | None = None
+    tensormaps: list = field(default_factory=list)
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict:
         """A JSON-able dict of every field except ``cubin``."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cubin"}
         data["params"] = [asdict(p) for p in self.params]
+        data["tensormaps"] = [_copy_tensormap(t) for t in self.tensormaps]
         data["format_version"] = FORMAT_VERSION
         return data
 
@@ -133,6 +160,7 @@ class KernelArtifact:
         data["params"] = [ParamSpec(**p) for p in data["params"]]
         # JSON turns the [param, dim] pairs into lists already; keep them lists.
         data["symbols"] = {k: list(v) for k, v in data["symbols"].items()}
+        data["tensormaps"] = [_copy_tensormap(t) for t in data.get("tensormaps") or []]
         return cls(cubin=cubin, **data)
 
     @classmethod
@@ -179,6 +207,7 @@ class KernelArtifact:
         for i, p in enumerate(self.params):
             _check_param(i, p)
         _check_symbols(self)
+        _check_tensormaps(self)
         _check_kernel_args(self)
         for i, expr in enumerate(self.grid):
             tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self),
@@ -188,6 +217,20 @@ class KernelArtifact:
             if not names and not 0 <= eval(compile(tree, "grid", "eval"), {"__builtins__": {}, "min": min, "max": max}) <= limit:
                 raise ArtifactError(f"grid[{i}] = {expr!r} is outside CUDA's range [0, {limit}]")
         return self
+
+
+    def tensormap_index(self, name: str) -> int:
+        for j, t in enumerate(self.tensormaps):
+            if t.get("name") == name:
+                return j
+        raise KeyError(name)
+
+
+def _copy_tensormap(t):
+    """A copy of a tensormap entry (lists copied), leaving anything malformed for check()."""
+    if not isinstance(t, dict):
+        return t
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in t.items()}
 
 
 def arch_number(arch: str) -> tuple[int, str]:
@@ -280,9 +323,10 @@ def _check_kernel_args(art: KernelArtifact) -> None:
         src = art.symbols.get(name)
         if not (src and src[1] == -1 and art.params[src[0]].name == name):
             raise ArtifactError(f"name {name!r} is both a parameter and a symbol")
+    tmaps = {t["name"] for t in art.tensormaps}
     for a in art.kernel_args:
-        if a not in params and a not in symbols:
-            raise ArtifactError(f"kernel_args entry {a!r} is neither a parameter nor a symbol")
+        if a not in params and a not in symbols and a not in tmaps:
+            raise ArtifactError(f"kernel_args entry {a!r} is neither a parameter nor a symbol (nor a tensor map)")
     if art.kernel_arg_types is None:
         return
     if len(art.kernel_arg_types) != len(art.kernel_args):
@@ -291,7 +335,9 @@ def _check_kernel_args(art: KernelArtifact) -> None:
     kinds = {p.name: p for p in art.params}
     for a, t in zip(art.kernel_args, art.kernel_arg_types):
         p = kinds.get(a)
-        if p is not None and p.kind == "tensor":
+        if a in tmaps:
+            ok = t == "tensormap"
+        elif p is not None and p.kind == "tensor":
             ok = t == "ptr"
         elif p is not None:
             cat = KNOWN_DTYPES[p.dtype][1]
@@ -301,6 +347,94 @@ def _check_kernel_args(art: KernelArtifact) -> None:
             ok = t in _INT_ARG_TYPES
         if not ok:
             raise ArtifactError(f"kernel argument {a!r} cannot be passed as {t!r}")
+
+
+def _check_tensormaps(art: KernelArtifact) -> None:
+    if not isinstance(art.tensormaps, list):
+        raise ArtifactError(f"tensormaps must be a list, got {type(art.tensormaps).__name__}")
+    taken = {p.name for p in art.params} | set(art.all_symbols())
+    seen: set[str] = set()
+    for j, t in enumerate(art.tensormaps):
+        if not isinstance(t, dict):
+            raise ArtifactError(f"tensormaps[{j}] must be a dict, got {type(t).__name__}")
+        name = t.get("name")
+        where = f"tensormaps[{j}] {name!r}"
+        if set(t) != set(TENSORMAP_KEYS):
+            raise ArtifactError(f"{where}: has fields {sorted(t)}, expected exactly {sorted(TENSORMAP_KEYS)}")
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise ArtifactError(f"{where}: name is not an identifier")
+        if name in seen:
+            raise ArtifactError(f"{where}: name is not unique among tensormaps")
+        if name in taken:
+            raise ArtifactError(f"{where}: name clashes with a parameter or symbol of the same name")
+        seen.add(name)
+        pi = t["param"]
+        if type(pi) is not int or not 0 <= pi < len(art.params):
+            raise ArtifactError(f"{where}: param {pi!r} is not a parameter index in [0, {len(art.params)})")
+        p = art.params[pi]
+        if p.kind != "tensor":
+            raise ArtifactError(f"{where}: param {pi} is the scalar parameter {p.name!r}, not a tensor")
+        if p.align < 16:
+            raise ArtifactError(f"{where}: param {p.name!r} has align {p.align}, but TMA needs a "
+                                "16-byte aligned global address (align >= 16)")
+        dtype = t["dtype"]
+        if dtype not in TENSORMAP_DTYPES:
+            raise ArtifactError(f"{where}: dtype {dtype!r} is not one of {sorted(TENSORMAP_DTYPES)}")
+        esize = KNOWN_DTYPES[dtype][0]
+        if esize != KNOWN_DTYPES[p.dtype][0]:
+            raise ArtifactError(f"{where}: dtype {dtype} ({esize} B) and param {p.name!r}'s dtype {p.dtype} "
+                                f"({KNOWN_DTYPES[p.dtype][0]} B) differ in element size")
+        dims, strides, box, swizzle = t["dims"], t["strides"], t["box"], t["swizzle"]
+        for label, v in (("dims", dims), ("strides", strides), ("box", box)):
+            if not isinstance(v, list) or not all(type(x) is int for x in v):
+                raise ArtifactError(f"{where}: {label} {v!r} is not a list of ints")
+        rank = len(dims)
+        if not 1 <= rank <= 5:
+            raise ArtifactError(f"{where}: dims {dims} has rank {rank}, not in [1, 5]")
+        for k, d in enumerate(dims):
+            if not 1 <= d <= 2**32:
+                raise ArtifactError(f"{where}: dims[{k}] = {d} is not in [1, 2**32]")
+        if len(strides) != rank - 1:
+            raise ArtifactError(f"{where}: strides {strides} must have rank - 1 = {rank - 1} entries "
+                                "(byte strides of dims 1..rank-1)")
+        for k, s in enumerate(strides):
+            if s <= 0 or s % 16 or s >= 2**40:
+                raise ArtifactError(f"{where}: strides[{k}] = {s} bytes is not a positive multiple of 16 "
+                                    "below 2**40")
+        if len(box) != rank:
+            raise ArtifactError(f"{where}: box {box} and dims {dims} differ in length")
+        for k, b in enumerate(box):
+            if not 1 <= b <= 256:
+                raise ArtifactError(f"{where}: box[{k}] = {b} is not in [1, 256]")
+        if box[0] * esize % 16:
+            raise ArtifactError(f"{where}: box[0] * element size = {box[0] * esize} bytes is not a multiple of 16")
+        if type(swizzle) is not int or swizzle not in TENSORMAP_SWIZZLES:
+            raise ArtifactError(f"{where}: swizzle {swizzle!r} is not one of {list(TENSORMAP_SWIZZLES)}")
+        if swizzle and box[0] * esize > swizzle:
+            raise ArtifactError(f"{where}: box[0] * element size = {box[0] * esize} bytes exceeds the "
+                                f"swizzle width of {swizzle} bytes")
+        _check_tensormap_bounds(where, p, esize, dims, strides)
+
+
+def _check_tensormap_bounds(where: str, p: ParamSpec, esize: int, dims, strides) -> None:
+    """For a static tensor, the map must stay inside the tensor's bytes."""
+    if not all(type(e) is int for e in list(p.shape) + list(p.strides or [])):
+        return
+    if p.strides is None:
+        pstrides, acc = [], 1
+        for e in reversed(p.shape):
+            pstrides.insert(0, acc)
+            acc *= e
+    else:
+        pstrides = p.strides
+    if any(e == 0 for e in p.shape):
+        have = 0
+    else:
+        have = (1 + sum((e - 1) * s for e, s in zip(p.shape, pstrides))) * esize
+    need = dims[0] * esize + sum((d - 1) * s for d, s in zip(dims[1:], strides))
+    if need > have:
+        raise ArtifactError(f"{where}: dims {dims} with byte strides {strides} span {need} bytes, more than "
+                            f"the {have} bytes of param {p.name!r} (shape {p.shape})")
 
 
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)

@@ -19,6 +19,11 @@ Contract:
   into a preallocated buffer and makes one cuLaunchKernel call.  Modules are
   loaded lazily per device index and never unloaded (a kernel may still be
   running when its Python owner dies).  Calls are thread-safe (one lock).
+- ``encode_tensormap(dtype, dims, strides, box, swizzle, address)`` builds a
+  CUtensorMap (128 bytes) with cuTensorMapEncodeTiled: dims/box in elements,
+  innermost first; strides in bytes for dims 1..rank-1; swizzle in bytes
+  (0, 32, 64, 128); no interleave, L2 promotion 128B, no OOB fill, element
+  strides 1.  The result is plain ``bytes``, packed as a "tensormap" argument.
 - Errors become ``CudaDriverError`` with cuGetErrorName/cuGetErrorString text.
 """
 
@@ -60,7 +65,18 @@ _SIGNATURES = {
     "cuFuncGetAttribute": [_VP, _I, _VP],
     "cuFuncSetAttribute": [_VP, _I, _I],
     "cuLaunchKernel": [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP],
+    # (tensorMap, dataType, rank, globalAddress, globalDim, globalStrides, boxDim, elementStrides,
+    #  interleave, swizzle, l2Promotion, oobFill)
+    "cuTensorMapEncodeTiled": [_VP, _I, ctypes.c_uint32, _VP, _VP, _VP, _VP, _VP, _I, _I, _I, _I],
 }
+# entry points absent from older drivers: bound to None there, checked at use
+_OPTIONAL = {"cuTensorMapEncodeTiled"}
+
+CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+CU_TENSOR_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
+CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2
+CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
+TENSORMAP_SIZE, TENSORMAP_ALIGN = 128, 128   # cuda.h 13 declares CUtensorMap alignas(128)
 
 
 class CudaDriverError(RuntimeError):
@@ -85,7 +101,12 @@ class _Driver:
         except OSError as e:
             raise NoCudaError(f"no CUDA device: the CUDA driver library libcuda.so.1 could not be loaded ({e})") from None
         for name, argtypes in _SIGNATURES.items():
-            fn = getattr(lib, name)
+            fn = getattr(lib, name, None)
+            if fn is None and name in _OPTIONAL:
+                setattr(self, name, None)
+                continue
+            if fn is None:
+                raise NoCudaError(f"no CUDA device: libcuda.so.1 lacks {name}; the driver is too old")
             fn.argtypes, fn.restype = argtypes, ctypes.c_int
             setattr(self, name, fn)
         # The two per-launch calls go through a second handle without argtypes: ctypes then
@@ -217,6 +238,42 @@ def launch(func: int, grid, block, smem: int, stream: int, args) -> None:
     params = (ctypes.c_void_p * max(1, len(args)))(*[ctypes.addressof(a) for a in args])
     rc = drv.cuLaunchKernel(func, *grid, *block, smem, stream, params, None)
     drv.check(rc, f"cuLaunchKernel(grid={tuple(grid)}, block={tuple(block)}, smem={smem})")
+
+
+def encode_tensormap(dtype: str, dims, strides, box, swizzle: int, address: int) -> bytes:
+    """A tiled CUtensorMap (128 bytes) for the global tensor at ``address``.
+
+    ``dims`` and ``box`` are in elements, innermost first; ``strides`` are the byte strides of
+    dims 1..rank-1; ``swizzle`` is the swizzle width in bytes (0 = none)."""
+    from tilelang.jit.artifact import TENSORMAP_DTYPES
+
+    dims, strides, box = [int(x) for x in dims], [int(x) for x in strides], [int(x) for x in box]
+    desc = (f"tensor map (dtype={dtype}, dims={dims}, strides={strides}, box={box}, swizzle={swizzle}, "
+            f"address={int(address):#x})")
+    if dtype not in TENSORMAP_DTYPES:
+        raise ValueError(f"{desc}: dtype {dtype!r} is not one of {sorted(TENSORMAP_DTYPES)}")
+    if swizzle not in CU_TENSOR_MAP_SWIZZLE:
+        raise ValueError(f"{desc}: swizzle {swizzle!r} is not one of {sorted(CU_TENSOR_MAP_SWIZZLE)}")
+    rank = len(dims)
+    if not 1 <= rank <= 5 or len(box) != rank or len(strides) != rank - 1:
+        raise ValueError(f"{desc}: needs rank 1..5 with len(box) == rank and len(strides) == rank - 1")
+    drv = get_driver()
+    fn = drv.cuTensorMapEncodeTiled
+    if fn is None:
+        raise CudaDriverError(f"cannot encode {desc}: libcuda.so.1 lacks cuTensorMapEncodeTiled "
+                              "(a CUDA 12 driver is needed)")
+    g_dim = (ctypes.c_uint64 * rank)(*dims)
+    g_strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides)
+    box_dim = (ctypes.c_uint32 * rank)(*box)
+    elem_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
+    buf = (ctypes.c_uint8 * (TENSORMAP_SIZE + TENSORMAP_ALIGN))()
+    tmap = ctypes.addressof(buf) + (-ctypes.addressof(buf) % TENSORMAP_ALIGN)
+    rc = fn(tmap, TENSORMAP_DTYPES[dtype], rank, int(address), ctypes.addressof(g_dim),
+            ctypes.addressof(g_strides), ctypes.addressof(box_dim), ctypes.addressof(elem_strides),
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE[swizzle],
+            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    drv.check(rc, f"cuTensorMapEncodeTiled for {desc}")
+    return ctypes.string_at(tmap, TENSORMAP_SIZE)
 
 
 # ---------------------------------------------------------------- fast launcher
