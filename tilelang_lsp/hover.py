@@ -175,6 +175,10 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
     regs = compiled.get("registers") if compiled else None
     lines = [f"**T.Kernel** · grid {grid} · **{threads} threads** ({threads // 32} warps)", "",
              "- shared memory: " + budget_line(summary)]
+    if any(p.get("warp_specialized") for p in summary.get("pipelines", [])):
+        lines.append(f"- warp-specialised: the block runs **{threads + 128} threads**, a TMA producer warpgroup "
+                     f"after the {threads} consumer threads")
+        threads += 128
     if regs is not None:
         spill = compiled.get("spill_stores") or 0
         lines.append(f"- registers: **{regs}/thread** from ptxas ({compiled.get('target')})"

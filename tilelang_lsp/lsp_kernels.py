@@ -49,7 +49,7 @@ def summarize(func, arch: str) -> dict:
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
         out["gemms"].sort(key=lambda g: g["line"] or 0)
-    out["pipelines"] = _pipelines(info)
+    out["pipelines"] = _pipelines(info, layouts)
     out["flops_per_launch"] = _gemm_flops(info, layouts)
     return out
 
@@ -193,12 +193,13 @@ def _gemm(stmt, plan, arch) -> dict:
             "mma_shape": shape, "k_step": k_step}
 
 
-def _pipelines(info) -> list:
+def _pipelines(info, layouts=None) -> list:
     from tilelang.transform.ir_utils import walk_stmts
     from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
     from tvm import tirx
 
     out = []
+    ws = _warp_specialised(info, layouts)
 
     def visit(s):
         if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:
@@ -211,11 +212,30 @@ def _pipelines(info) -> list:
                 src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
                 if scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES:
                     producers.append(dst.buffer.name)
+        mechanism = _mechanism(stages, producers)
+        if ws is not None and ws.loop.same_as(s):
+            mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
+                         f"swizzle slab of each staged tile into a ring of {stages} stages, completing on "
+                         f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, issue "
+                         f"the wgmma asynchronously and release the previous stage. No block-wide barrier.")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
-                    "extent": _int_or_text(s.extent), "mechanism": _mechanism(stages, producers)})
+                    "extent": _int_or_text(s.extent), "mechanism": mechanism,
+                    "warp_specialized": ws is not None and ws.loop.same_as(s)})
 
     walk_stmts(info.body, visit)
     return out
+
+
+def _warp_specialised(info, layouts):
+    """The compiler's warp-specialisation plan for this kernel (sm_90a wgmma kernels), or None."""
+    if layouts is None or not layouts.wgmma:
+        return None
+    try:
+        from tilelang.transform.lower_tile_ops import Lowerer
+
+        return Lowerer(info, layouts, {}).ws
+    except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
+        return None
 
 
 def _mechanism(stages: int, producers: list) -> str:

@@ -48,13 +48,16 @@ def test_gemm_ptx_uses_tensor_cores(arch):
     art = tilelang.lower(gemm.matmul.get_prim_func(512, 512, 512), arch)
     ptx = nvcc.compile_ptx(art.source, arch, art.compile_flags)
     if arch == "sm_90a":
-        assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
-        assert "fence.proxy.async" in ptx and "mma.sync" not in ptx
+        # Warp-specialised: a TMA producer warpgroup and mbarriers feed asynchronous wgmma.
+        assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx and "mma.sync" not in ptx
+        assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+        assert "mbarrier.try_wait.parity" in ptx and "cp.async.cg" not in ptx
+        assert ".param .align 128 .b8" in ptx   # the __grid_constant__ CUtensorMap parameters
     else:
         assert "mma.sync.aligned.m16n8k16" in ptx
         assert "ldmatrix.sync.aligned" in ptx
-    assert "cp.async.cg.shared.global" in ptx
-    assert "cp.async.wait_group" in ptx
+        assert "cp.async.cg.shared.global" in ptx
+        assert "cp.async.wait_group" in ptx
     info = nvcc.ptxas_info(art.source, arch, art.compile_flags)
     (entry,) = info.values()
     assert entry.spill_stores == 0 and entry.spill_loads == 0

@@ -60,8 +60,21 @@ def test_pipeline_structure():
     assert "fence_proxy_async" not in text
 
 
+def lowered_with(func, arch, configs):
+    from tilelang.engine.lower import LowerState
+    from tilelang.engine.pipeline import PASSES
+
+    st = LowerState(func, arch, "main", configs)
+    for name, run in PASSES:
+        if name == "emit_cuda":
+            break
+        run(st)
+    return st
+
+
 def test_sm90a_gemm_lowers_to_wgmma_with_proxy_fence():
-    text = lowered_text(gemm(256, 256, 256, stages=3), "sm_90a")
+    # cp.async feeding (TMA / warp specialisation off): wgmma kept in flight by the main loop.
+    text = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {"tl.disable_tma_lower": True}).lowered.script()
     # One warpgroup (128 threads) owns all 128 rows; the main loop keeps one wgmma in flight.
     assert "tl::wgmma_gemm_ss_async<128, 128, 32, 1, false, false, false>" in text
     assert "tl::gemm_ss<" not in text
@@ -73,24 +86,50 @@ def test_sm90a_gemm_lowers_to_wgmma_with_proxy_fence():
 
 
 def test_sm90a_two_stage_pipeline_uses_synchronous_wgmma():
-    text = lowered_text(gemm(256, 256, 256, stages=2), "sm_90a")
+    text = lowered_with(gemm(256, 256, 256, stages=2), "sm_90a", {"tl.disable_tma_lower": True}).lowered.script()
     assert "tl::wgmma_gemm_ss<128, 128, 32, 1, false, false, false>" in text
     assert "wgmma_wait" not in text
 
 
-def test_disable_wgmma_keeps_mma_sync_on_sm90a():
-    from tilelang.engine.lower import LowerState
-    from tilelang.engine.pipeline import PASSES
+def test_sm90a_gemm_main_loop_is_warp_specialised_with_tma():
+    st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {})
+    text = st.lowered.script()
+    # One producer warpgroup after the 128 consumer threads: TMA boxes of A (128 x 32: one 64-byte
+    # slab) and B (32 x 128: two 128-byte slabs), completing on full[s].
+    assert st.extra_threads == 128
+    assert [(t["param"], t["box"], t["swizzle"]) for t in st.tensormaps] == [(0, [32, 128], 64), (1, [64, 32], 128)]
+    assert text.count("tl::tma_load_2d") == 3 and "cp_async" not in text
+    assert "tl::mbarrier_arrive_expect_tx" in text and "16384" in text   # 8 KiB of A + 8 KiB of B per stage
+    assert "tl::wgmma_gemm_ss_async<128, 128, 32, 1, false, false, false>" in text
+    assert "tl::wgmma_wait<1, 128>" in text and '"tl::mbarrier_arrive"' in text
+    assert "setmaxnreg" not in text   # one consumer warpgroup: the default budget is enough
+    # The accumulator is cleared, used and written back inside the consumer branch only.
+    producer, consumer = text.split("else:", 1)
+    assert "C_l[" not in producer.split("128 <= threadIdx.x")[-1]
+    assert "T.float32(0)" in consumer or "C_l[v] = T.float32(0.0)" in consumer or "C_l" in consumer
 
-    st = LowerState(gemm(256, 256, 256, stages=3), "sm_90a", "main", {"tl.disable_wgmma": True})
-    for name, run in PASSES:
-        if name == "emit_cuda":
-            break
-        run(st)
+
+def test_sm90a_two_consumer_warpgroups_rebalance_registers():
+    st = lowered_with(gemm(512, 512, 512, bm=128, bn=256, bk=64, stages=4, threads=256), "sm_90a", {})
+    text = st.lowered.script()
+    assert "tl::setmaxnreg_dec<40>" in text and "tl::setmaxnreg_inc<232>" in text
+    assert text.count("tl::mbarrier_init") == 8 and "tl::fence_barrier_init" in text
+
+
+def test_disable_warp_specialized_keeps_cp_async_feeding():
+    st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {"tl.disable_warp_specialized": True})
+    assert st.extra_threads == 0 and not st.tensormaps
+    assert "tl::cp_async_commit" in st.lowered.script()
+
+
+def test_disable_wgmma_keeps_mma_sync_on_sm90a():
+    st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {"tl.disable_wgmma": True})
     assert "tl::gemm_ss<" in st.lowered.script() and "wgmma" not in st.lowered.script()
     # Three stages of A (128x32) and B (32x128) fp16 = 3 * 16 KiB.
     from tilelang.engine import lower
-    assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2
+    assert lower(gemm(256, 256, 256, stages=3), "sm_80").dynamic_smem == 3 * 2 * 128 * 32 * 2
+    # sm_90a (warp-specialised): the same ring plus full/empty mbarriers, 8 bytes each per stage.
+    assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2 + 2 * 3 * 8
 
 
 def test_single_stage_pipeline_waits_every_iteration():

@@ -35,7 +35,10 @@ def _skip_tvm_device_compile() -> None:
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda *args: _STUB_PTX, override=True)
 
 
-def emit_cuda(func, arch: str, name: str = "main") -> CudaKernelSource:
+def emit_cuda(func, arch: str, name: str = "main", tensormaps=()) -> CudaKernelSource:
+    """CUDA source of ``func``; ``tensormaps`` names extra ``const __grid_constant__ CUtensorMap``
+    parameters appended to the kernel (TVM has no type for them), which the device code reaches
+    as ``TL_TMAP(j)`` == ``&tl_tmap_j``."""
     _skip_tvm_device_compile()
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     func = func.with_attr("global_symbol", name)
@@ -53,6 +56,13 @@ def emit_cuda(func, arch: str, name: str = "main") -> CudaKernelSource:
             continue
         tokens = part.replace("*", " * ").split()
         args.append((" ".join(tokens[:-1]), tokens[-1]))
+    if tensormaps:
+        extra = "".join(f", const __grid_constant__ CUtensorMap {t}" for t in tensormaps)
+        decl = re.compile(r'(__global__ void (?:__launch_bounds__\(\d+\) )?' + re.escape(match.group(1)) +
+                          r'\([^)]*)\)')
+        source = decl.sub(lambda m: m.group(1) + extra + ")", source)
+        args += [("CUtensorMap", t) for t in tensormaps]
+        source = "#define TL_TMAP(j) (&tl_tmap_##j)\n" + source
     source = '#include "tl.h"\n' + source
     return CudaKernelSource(match.group(1), source, args)
 

@@ -32,6 +32,8 @@ class LowerState:
     lowered: object = None
     cuda: object = None
     smem_bytes: int = 0
+    tensormaps: list = field(default_factory=list)   # TMA descriptor specs (KernelArtifact.tensormaps)
+    extra_threads: int = 0                            # producer warpgroup of a warp-specialised kernel
 
 
 def normalize_target(target) -> str:
@@ -166,7 +168,7 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     kernel_args = []
     for ctype, arg in st.cuda.args:
         base = arg[:-4] if arg.endswith("_ptr") and arg[:-4] in by_name else arg
-        if base not in by_name and base not in symbols:
+        if base not in by_name and base not in symbols and base not in {t["name"] for t in st.tensormaps}:
             raise RuntimeError(f"kernel argument {arg} matches no parameter or symbol")
         kernel_args.append(base)
     grid = {"blockIdx.x": "1", "blockIdx.y": "1", "blockIdx.z": "1"}
@@ -177,6 +179,7 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
             grid[tag] = to_py(extent)
         else:
             block["xyz".index(tag[-1])] = const_int(extent)
+    block[0] += st.extra_threads   # a warp-specialised kernel's producer warpgroup
     n = len(params)
     outs = []
     for i in ([out_idx] if isinstance(out_idx, int) else list(out_idx or [])):
@@ -192,4 +195,4 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         name=st.cuda.name, source=st.cuda.source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
-        compile_flags=flags)
+        compile_flags=flags, **({"tensormaps": st.tensormaps} if st.tensormaps else {}))

@@ -26,10 +26,12 @@ def _lower(st):
     lw = Lowerer(st.info, st.layouts, st.pass_configs)
     st.lowered = st.func.with_body(lw.run())
     st.smem_bytes = lw.smem_bytes
+    st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
+    st.extra_threads = lw.extra_threads    # the producer warpgroup
 
 
 def _emit(st):
-    st.cuda = emit_cuda(st.lowered, st.arch, st.name)
+    st.cuda = emit_cuda(st.lowered, st.arch, st.name, [t["name"] for t in st.tensormaps])
 
 
 PASSES = [

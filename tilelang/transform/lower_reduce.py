@@ -13,6 +13,8 @@ import math
 
 from tvm import tirx
 
+from tilelang.transform import thread_sync
+
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
@@ -131,7 +133,7 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     T = lw.T
     scratch = lw.scratch(f"{name}_red_ws", T * n_out, dtype)
     u = tirx.Var("u", "int32")
-    sync = evaluate_extern("__syncthreads")
+    sync = thread_sync.sync_stmt(lw)
     out = [sync, _for(u, n_out, tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [u * T + lw.tid])), sync]
     # For every combination of the cross-warp digits, read the partner's partial.
     combos = math.prod(e for _, e in axes)
@@ -176,7 +178,7 @@ def lower_cumsum(lw, stmt):
     shape = [const_int(x) for x in src.buffer.shape]
     if dim < 0:
         dim += len(shape)
-    sync = evaluate_extern("__syncthreads")
+    sync = thread_sync.sync_stmt(lw)
     stmts = [sync]
     s_at = _scan_operand(lw, src, shape, "src", stmts)
     d_at = _scan_operand(lw, dst, shape, "dst", [])

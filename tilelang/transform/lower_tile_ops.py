@@ -23,7 +23,7 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.transform import lower_copy, lower_reduce, pipeline, thread_sync
+from tilelang.transform import lower_copy, lower_reduce, pipeline, thread_sync, warp_specialize
 from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, i32, seq,
                                          simplify)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
@@ -53,13 +53,22 @@ class Lowerer:
         self.smem_bytes = 0
         self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
         self.extra_allocs = []
+        self.ws = warp_specialize.plan(self)   # sm_90a TMA producer warpgroup, or None
+        self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
+        self.tensormaps = self.ws.tensormaps if self.ws else []
         self._plan_memory()
 
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
         for buf in self.info.shared_buffers():
-            size = getattr(self.layouts.shared[buf], "size", _elems(buf)) * self.stages.get(buf, 1)
-            self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype))
+            layout = self.layouts.shared[buf]
+            size = getattr(layout, "size", _elems(buf)) * self.stages.get(buf, 1)
+            # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned
+            align = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
+            self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype), align)
+        if self.ws is not None:
+            self.ws.mbar = self._carve("tl_mbar", 2 * self.ws.stages, "uint64")
+            self.extra_allocs.append(self.ws.mbar)
         self.strided = {}       # strided parameter -> (flat view, strides)
         for param in self.info.func.params:
             if tirx.is_buffer_var(param) and param.strides:
@@ -71,9 +80,9 @@ class Lowerer:
             self.frag[buf] = tirx.decl_buffer((max(layout.local_size, 1),), str(buf.dtype),
                                               buf.name, scope="local")
 
-    def _carve(self, name, elems, dtype):
+    def _carve(self, name, elems, dtype, align=SMEM_ALIGN):
         esize = nbytes(dtype)
-        offset = -(-self.smem_bytes // SMEM_ALIGN) * SMEM_ALIGN
+        offset = -(-self.smem_bytes // align) * align
         self.smem_bytes = offset + elems * esize
         view = tirx.decl_buffer((elems,), dtype, name, data=self.smem.data,
                                 elem_offset=offset // esize, scope="shared.dyn")
@@ -169,6 +178,8 @@ class Lowerer:
         raise LoweringError("TL0002", f"unsupported statement {type(stmt).__name__} in a kernel", stmt.span)
 
     def lower_for(self, loop):
+        if self.ws is not None and loop.same_as(self.ws.loop):
+            return warp_specialize.lower_loop(self, loop)
         if "tl.num_stages" in loop.annotations:
             return pipeline.lower_pipelined(self, loop)
         if const_int(loop.min) == 0:
@@ -291,14 +302,21 @@ class Lowerer:
         if swz is not None:
             prelude = self._block_swizzle(*swz)
         lowered = self.lower(body)
+        init = []
+        if self.ws is not None:
+            lowered = warp_specialize.guard_consumers(lowered, self)
+            init = warp_specialize.init_barriers(self)
         # The declared extent of a dynamic shared allocation is irrelevant: the launch passes
         # the real size (``smem_bytes``).
         allocs = [tirx.AllocBuffer(self.smem)]
         prelude = prelude + [tirx.DeclBuffer(v, data=p.data) for p, (v, _) in self.strided.items()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
+        allocs += init
         inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
         for iv, extent in reversed(self.info.launch):
+            if str(iv.thread_tag) == "threadIdx.x" and self.extra_threads:
+                extent = extent + self.extra_threads
             inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
         return inner
 

@@ -28,9 +28,10 @@ EFFECTS = {
                                        "approximations; division and sqrt lose IEEE rounding)",
     PassConfigKey.TL_DISABLE_ASYNC_COPY: "global->shared copies use plain vector loads/stores instead of cp.async "
                                          "(pipelined loops then overlap less)",
-    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "accepted; no effect yet: no code path warp-specialises today "
-                                               "(wgmma main loops are fed by cp.async from every thread)",
-    PassConfigKey.TL_DISABLE_TMA_LOWER: "accepted; no effect yet: copies never use TMA today (issue 6)",
+    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "on sm_90a, the GEMM main loop keeps cp.async feeding from every "
+                                               "thread instead of a TMA producer warpgroup with mbarriers",
+    PassConfigKey.TL_DISABLE_TMA_LOWER: "on sm_90a, pipelined global->shared copies use cp.async instead of TMA "
+                                        "(and so no warp specialisation)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",

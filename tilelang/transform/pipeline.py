@@ -72,8 +72,14 @@ def plan_stages(info) -> dict:
 
 def _async_gemm(lw, consumers, S):
     """The consumer is a single wgmma gemm with both operands in shared memory, accumulating into
-    a float fragment without clearing it: the shape ``lower_async_wgmma`` handles."""
-    if S < 3 or len(consumers) != 1 or op_name(consumers[0]) != "gemm":
+    a float fragment without clearing it, and S >= 3: the shape ``_lower_async_wgmma`` handles."""
+    return _single_wgmma(lw, consumers) if S >= 3 else None
+
+
+def _single_wgmma(lw, consumers):
+    """The one wgmma gemm (shared A and B, float accumulator, no clear) that is the whole
+    consumer side of a pipelined loop, or None."""
+    if len(consumers) != 1 or op_name(consumers[0]) != "gemm":
         return None
     stmt = consumers[0]
     plan = lw.layouts.gemms.get(stmt)

@@ -59,8 +59,12 @@ def _conflict(r, w, pend_r, pend_w) -> bool:
 def sync_stmt(lw=None):
     """``__syncthreads()``; in a kernel whose gemms read shared memory through wgmma (the async
     proxy), preceded by ``fence.proxy.async`` so that this thread's ordinary shared-memory writes
-    are visible to the wgmma of every thread after the barrier."""
+    are visible to the wgmma of every thread after the barrier. In a warp-specialised kernel the
+    barrier is named barrier 1 over the consumer threads only."""
     sync = evaluate_extern("__syncthreads")
+    if lw is not None and getattr(lw, "ws", None) is not None:
+        # Warp-specialised kernel: the producer warpgroup never meets the consumers' barriers.
+        sync = evaluate_extern("tl::named_barrier_sync", 1, lw.T)
     if lw is not None and lw.layouts.wgmma:
         return seq([evaluate_extern("tl::fence_proxy_async"), sync])
     return sync

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The three sm_90a GEMM code paths of the compiler side by side, against torch.matmul, one run:
+
+    ws       TMA producer warpgroup + mbarriers feeding asynchronous wgmma (the default)
+    cp.async wgmma fed by cp.async from every thread (tl.disable_warp_specialized)
+    mma.sync the sm_80 path (tl.disable_wgmma)
+
+Each row checks the result against torch and prints TFLOP/s, the ratio to torch.matmul and the
+SASS counts (HGMMA, UTMALDG, HMMA, LDSM, USETMAXREG, SYNCS) of the kernel.
+
+    python3 benchmarks/bench_gemm_paths.py [--sizes 4096 8192] [--out table.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "examples"))
+sys.path.insert(0, str(HERE))
+
+PATHS = {"ws": {}, "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True}}
+CONFIGS = [
+    {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256},
+    {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128},
+]
+OPS = ("HGMMA", "UTMALDG", "HMMA", "LDSM", "USETMAXREG", "SYNCS")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    import torch
+
+    import gemm
+    import tilelang
+    from _sass import sass_counts
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: this benchmark needs a GPU")
+        return 0
+    lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}", "",
+             "| dtype | n | path | config | ours TFLOP/s | torch TFLOP/s | ratio | " + " | ".join(OPS) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(OPS)]
+    for dtype in args.dtypes:
+        for n in args.sizes:
+            tdt = getattr(torch, dtype)
+            a = torch.randn(n, n, device="cuda", dtype=tdt)
+            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            ref = (a.float() @ b.float())
+            flops = 2.0 * n ** 3
+            t_ref = tilelang.do_bench(lambda: a @ b, warmup=25, rep=100)
+            for path, configs in PATHS.items():
+                for cfg in CONFIGS:
+                    label = f"{cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']} s{cfg['num_stages']} t{cfg['threads']}"
+                    try:
+                        func = gemm.matmul.get_prim_func(n, n, n, dtype=dtype, **cfg)
+                        kern = tilelang.compile(func, out_idx=[-1], pass_configs=configs)
+                        err = (kern(a, b).float() - ref).abs().max().item()
+                        if not err < 0.05 * ref.abs().max().item():
+                            raise AssertionError(f"max |error| {err:.3g}")
+                        t = tilelang.do_bench(lambda: kern(a, b), warmup=25, rep=100)
+                        counts = sass_counts(kern, OPS) or {}
+                        cells = [str(counts.get(op, "n/a")) for op in OPS]
+                        row = (f"| {dtype} | {n} | {path} | {label} | {flops / t / 1e9:.0f} | "
+                               f"{flops / t_ref / 1e9:.0f} | {t_ref / t:.2f}x | " + " | ".join(cells) + " |")
+                    except Exception as e:  # noqa: BLE001 - one failing row must not end the run
+                        row = f"| {dtype} | {n} | {path} | {label} | FAILED: {type(e).__name__}: {str(e)[:160]} |"
+                    print(row, flush=True)
+                    lines.append(row)
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

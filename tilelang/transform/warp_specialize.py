@@ -1,0 +1,281 @@
+"""Warp specialisation of the sm_90a GEMM main loop: a TMA producer warpgroup and mbarriers.
+
+Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
+loop, at the top level of the kernel body, whose only consumer is one wgmma gemm from shared
+memory into a float accumulator (``pipeline._async_gemm``) and whose producers are whole-tile
+copies of 2-D 16-bit global tensors with static shapes into slab-swizzled gemm operands (what
+a TMA box writes). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
+cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
+
+    prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T/32);
+                           fence_barrier_init; __syncthreads
+    if threadIdx.x >= T:                          # producer warpgroup
+        setmaxnreg_dec<40>  (T == 256)
+        if threadIdx.x == T:
+            for k in [0, n):  s = k % S
+                mbarrier_wait(empty[s], ((k / S) & 1) ^ 1)
+                mbarrier_arrive_expect_tx(full[s], bytes of all tiles)
+                tma_load_2d per 16-bit slab of each tile, completing on full[s]
+    else:                                         # consumer warpgroups
+        setmaxnreg_inc<232> (T == 256)
+        for k in [0, n):  s = k % S
+            mbarrier_wait(full[s], (k / S) & 1)
+            wgmma(k) issued asynchronously; wgmma_wait<1>      # wgmma(k-1) retired in this warp
+            if k > 0 and lane 0: mbarrier_arrive(empty[(k-1) % S])
+        wgmma_wait<0>
+
+Every other statement of the kernel runs on the consumer threads only (``guard_consumers``
+wraps it in ``if threadIdx.x < T``) and their barriers become named barrier 1 over T threads
+(``thread_sync.sync_stmt``). Each TMA source gets a tensor map built on the host at launch
+(``KernelArtifact.tensormaps``), passed as a ``__grid_constant__ CUtensorMap`` kernel parameter
+that the device code names through ``TL_TMAP(j)`` (``codegen.cuda``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvm import tirx
+
+from tilelang.language.dtypes import nbytes
+from tilelang.layout import SharedLayout
+from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
+from tilelang.transform.kernel import decode_region
+
+PRODUCER_THREADS = 128
+
+
+@dataclass
+class WsPlan:
+    loop: object                 # the T.Pipelined For
+    stages: int
+    gemm: object                 # the gemm statement
+    producers: list              # [(copy statement, tensor map index)]
+    tensormaps: list             # artifact tensor map specs (see KernelArtifact.tensormaps)
+    marker: object = None        # the lowered producer/consumer IfThenElse
+    raise_regs: list = field(default_factory=list)   # setmaxnreg_inc, first in the consumer branch
+    mbar: object = None          # shared view: full[0..S), empty[S..2S) (uint64 mbarriers)
+    slabs: dict = field(default_factory=dict)
+
+
+def plan(lw) -> WsPlan | None:
+    """The warp-specialisation plan of the kernel ``lw`` lowers, or None (cp.async path)."""
+    from tilelang.transform import pipeline
+
+    if not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or \
+            lw.configs.get("tl.disable_warp_specialized"):
+        return None
+    if lw.T % 128 or lw.T > 256:
+        return None
+    loops, user_sync = [], []
+
+    def visit(s):
+        if isinstance(s, tirx.For) and "tl.num_stages" in s.annotations:
+            loops.append(s)
+        if isinstance(s, tirx.Evaluate) and "__syncthreads" in str(s.value):
+            user_sync.append(s)
+
+    walk_stmts(lw.info.body, visit)
+    if len(loops) != 1 or user_sync or not _top_level(lw.info.body, loops[0]):
+        return None
+    loop = loops[0]
+    S = pipeline._num_stages(loop)
+    stmts = pipeline._body_list(loop)
+    producers = [s for s in stmts if pipeline._is_producer(s)]
+    consumers = [s for s in stmts if not pipeline._is_producer(s)]
+    gemm = pipeline._single_wgmma(lw, consumers)
+    if S < 2 or not producers or gemm is None:
+        return None
+    specs, pairs = [], []
+    for p in producers:
+        spec = _tma_spec(lw, p, len(specs))
+        if spec is None:
+            return None
+        pairs.append((p, len(specs)))
+        specs.append(spec)
+    return WsPlan(loop, S, gemm, pairs, specs)
+
+
+def _top_level(body, target) -> bool:
+    """``target`` is reached from ``body`` through sequences and attributes only (no loop or
+    branch around it), so the role split can sit where the loop is."""
+    if body.same_as(target):
+        return True
+    if isinstance(body, tirx.SeqStmt):
+        return any(_top_level(s, target) for s in body.seq)
+    if isinstance(body, tirx.AttrStmt):
+        return _top_level(body.body, target)
+    return False
+
+
+def _tma_spec(lw, stmt, index) -> dict | None:
+    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    params = list(lw.info.func.params)
+    pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
+    layout = lw.layouts.shared.get(dst.buffer)
+    if pi is None or src.buffer.strides or not isinstance(layout, SharedLayout) or not layout.slab:
+        return None
+    shape = [const_int(x) for x in src.buffer.shape]
+    tile = [const_int(x) for x in dst.buffer.shape]
+    if len(shape) != 2 or None in shape or len(tile) != 2 or None in tile:
+        return None
+    if nbytes(str(src.buffer.dtype)) != 2 or str(src.buffer.dtype) != str(dst.buffer.dtype):
+        return None
+    if [const_int(x) for x in src.extents] != tile or layout.group <= 1:
+        return None
+    rows, width = tile[0], layout.slab_width
+    if rows > 256 or (shape[1] * 2) % 16 or tile[1] % width:
+        return None
+    col = lw.an.modular_set(src.starts[1])
+    if col.coeff % 8 or col.base % 8:
+        return None
+    return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
+            "dims": [shape[1], shape[0]], "strides": [shape[1] * 2], "box": [width, rows],
+            "swizzle": width * 2}
+
+
+def tmap(j: int):
+    return tirx.call_extern("int64", "TL_TMAP", i32(j))   # not "handle": TVM would cast it to void*
+
+
+def _bar(ws, index):
+    return tirx.address_of(tirx.BufferLoad(ws.mbar, [index]))
+
+
+def init_barriers(lw) -> list:
+    """All threads: thread 0 initialises the mbarrier ring, then a block-wide barrier."""
+    ws = lw.ws
+    S = ws.stages
+    init = []
+    for s in range(S):
+        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(s)), 1))
+        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(S + s)), lw.T // 32))
+    init.append(evaluate_extern("tl::fence_barrier_init"))
+    return [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
+
+
+def lower_loop(lw, loop):
+    """The producer/consumer split of the pipelined loop (see the module docstring)."""
+    ws = lw.ws
+    S, T = ws.stages, lw.T
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    kp = tirx.Var(f"{k.name}_tma", "int32")
+    # --- producer: one thread issues the TMA loads of iteration kp
+    saved_vmap = dict(lw.vmap)
+    lw.vmap[k] = kp
+    jp = kp - start
+    stage, phase = tirx.floormod(jp, i32(S)), tirx.floormod(tirx.floordiv(jp, i32(S)), i32(2))
+    loads, nbytes_all = [], 0
+    try:
+        for p, j in ws.producers:
+            src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
+            spec = ws.tensormaps[j]
+            width, rows = spec["box"]
+            cols = const_int(dst.buffer.shape[1])
+            r0, c0 = lw.rewrite(src.starts[0]), lw.rewrite(src.starts[1])
+            view = lw.smem_views[dst.buffer]
+            size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
+            for s in range(cols // width):
+                dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+                loads.append(evaluate_extern("tl::tma_load_2d", dst_ptr, tmap(j), _bar(ws, stage),
+                                             c0 + s * width, r0))
+            nbytes_all += rows * cols * 2
+    finally:
+        lw.vmap = saved_vmap
+    body = seq([evaluate_extern("tl::mbarrier_wait", _bar(ws, i32(S) + stage), tirx.bitwise_xor(phase, i32(1))),
+                evaluate_extern("tl::mbarrier_arrive_expect_tx", _bar(ws, stage), nbytes_all)] + loads)
+    prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tmap(j)) for j in range(len(ws.tensormaps))]
+    issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
+    producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(prefetch + [issue_loop]), None)]
+    # --- consumers: wait for the tile, issue the wgmma, release the previous stage
+    if const_int(start) == 0:
+        lw.bind_loop(k, n)
+    j = k - start
+    cstage, cphase = tirx.floormod(j, i32(S)), tirx.floormod(tirx.floordiv(j, i32(S)), i32(2))
+    saved_stage = dict(lw.stage)
+    for p, _ in ws.producers:
+        lw.stage[decode_region(p.value.args[1]).buffer] = cstage
+    issue = lw.lower_gemm(ws.gemm, asynchronous=True)
+    lw.stage = saved_stage
+    c_buf = decode_region(ws.gemm.value.args[2]).buffer
+    c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
+    count = lw.layouts.fragments[c_buf].local_size
+    release = tirx.IfThenElse(
+        tirx.And(tirx.GT(j, i32(0)), tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))),
+        evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
+    cbody = seq([evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase), issue,
+                 evaluate_extern(f"tl::wgmma_wait<1, {count}>", c_ptr), release])
+    consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
+                evaluate_extern(f"tl::wgmma_wait<0, {count}>", c_ptr)]
+    if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
+        producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
+        ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
+    ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
+    return ws.marker
+
+
+_ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
+
+
+def _flat(stmts):
+    out = []
+    for s in stmts:
+        if isinstance(s, tirx.SeqStmt):
+            out += _flat(list(s.seq))
+        elif s is not None:
+            out.append(s)
+    return out
+
+
+def _has_load(stmt) -> bool:
+    from tvm import ir
+
+    from tilelang.transform.ir_utils import tvm_ffi_walk
+
+    found = []
+    tvm_ffi_walk(stmt, lambda e: found.append(1) if isinstance(e, (tirx.BufferLoad, ir.TensorLoad)) else None)
+    return bool(found)
+
+
+def guard_consumers(stmt, lw):
+    """Give the consumer warpgroups everything outside the producer loop: the sequence holding
+    the split becomes ``bindings...; if tid >= T: producer else: [setmaxnreg_inc] before...
+    consumer loop after...``, so the accumulator lives inside the consumer branch only (its
+    register budget is the raised one). Bindings of pure index arithmetic and buffer declarations
+    stay in front (the producer may use them); anything else outside that sequence is wrapped
+    in ``if threadIdx.x < T``."""
+    ws = lw.ws
+    marker = ws.marker
+
+    def has_marker(s) -> bool:
+        found = []
+        walk_stmts(s, lambda x: found.append(1) if x.same_as(marker) else None)
+        return bool(found)
+
+    def consumer_only(s):
+        return tirx.IfThenElse(tirx.LT(lw.tid, i32(lw.T)), s, None)
+
+    def go(s):
+        if isinstance(s, tirx.AttrStmt) and has_marker(s):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body), span=s.span)
+        if isinstance(s, tirx.SeqStmt) and has_marker(s):
+            items = _flat(list(s.seq))
+            at = next((i for i, c in enumerate(items) if c.same_as(marker)), None)
+            if at is None:
+                return seq([go(c) if has_marker(c) else c if isinstance(c, _ROLE_FREE) else consumer_only(c)
+                            for c in items])
+            front, before = [], []
+            for c in items[:at]:
+                pure = isinstance(c, (tirx.AllocBuffer, tirx.DeclBuffer)) or \
+                    (isinstance(c, tirx.Bind) and not _has_load(c))
+                (front if pure else before).append(c)
+            consumer = seq(ws.raise_regs + before + [marker.else_case] + items[at + 1:])
+            return seq(front + [tirx.IfThenElse(marker.condition, marker.then_case, consumer, span=marker.span)])
+        if s.same_as(marker):
+            return tirx.IfThenElse(marker.condition, marker.then_case, seq(ws.raise_regs + [marker.else_case]))
+        raise AssertionError("the warp-specialised loop must be at the top level of the kernel")
+
+    return go(stmt)
+
+
+__all__ = ["PRODUCER_THREADS", "WsPlan", "plan", "lower_loop", "init_barriers", "guard_consumers", "tmap"]
