@@ -133,6 +133,8 @@ def gemm_markdown(g: dict, binding: str | None, others: int = 0) -> str:
              f"- via `{g['variant']}`",
              split,
              f"- transpose_A={g['trans_a']}, transpose_B={g['trans_b']}"]
+    if g.get("why_not_wgmma"):
+        lines.append(f"- not wgmma on sm_90a: {g['why_not_wgmma']}")
     return "\n".join(lines) + _footer(binding, others)
 
 

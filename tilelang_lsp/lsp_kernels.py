@@ -48,6 +48,8 @@ def summarize(func, arch: str) -> dict:
     _buffers(info, layouts, out)
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
+        if arch == "sm_90a" and not layouts.wgmma:
+            _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
     out["pipelines"] = _pipelines(info, layouts)
     out["flops_per_launch"] = _gemm_flops(info, layouts)
@@ -193,13 +195,27 @@ def _gemm(stmt, plan, arch) -> dict:
             "mma_shape": shape, "k_step": k_step}
 
 
+def _explain_mma(info, layouts, gemms) -> None:
+    """On sm_90a, say why the kernel's gemms are mma.sync: all of a kernel's gemms take wgmma or
+    none does, so a gemm that could is told which one cannot."""
+    from tilelang.transform.layout_inference import wgmma_blocker
+
+    reasons = [(stmt, wgmma_blocker(info, stmt)) for stmt in layouts.gemms]
+    first = next(((stmt, why) for stmt, why in reasons if why), None)
+    for g, (stmt, why) in zip(gemms, reasons):
+        if why:
+            g["why_not_wgmma"] = why
+        elif first is not None:
+            g["why_not_wgmma"] = f"the T.gemm at line {_line(first[0].span)} cannot ({first[1]})"
+
+
 def _pipelines(info, layouts=None) -> list:
     from tilelang.transform.ir_utils import walk_stmts
     from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
     from tvm import tirx
 
     out = []
-    ws = _warp_specialised(info, layouts)
+    ws, why_not = _warp_specialised(info, layouts)
 
     def visit(s):
         if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:
@@ -213,6 +229,8 @@ def _pipelines(info, layouts=None) -> list:
                 if scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES:
                     producers.append(dst.buffer.name)
         mechanism = _mechanism(stages, producers)
+        if why_not and producers and stages >= 2:
+            mechanism += f". Not warp-specialised with TMA on sm_90a: {why_not}"
         if ws is not None and ws.loop.same_as(s):
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
                          f"swizzle slab of each staged tile into a ring of {stages} stages, completing on "
@@ -227,15 +245,17 @@ def _pipelines(info, layouts=None) -> list:
 
 
 def _warp_specialised(info, layouts):
-    """The compiler's warp-specialisation plan for this kernel (sm_90a wgmma kernels), or None."""
+    """(the compiler's warp-specialisation plan, or None; why not, for wgmma kernels)."""
     if layouts is None or not layouts.wgmma:
-        return None
+        return None, None
     try:
         from tilelang.transform.lower_tile_ops import Lowerer
+        from tilelang.transform.warp_specialize import plan_or_reason
 
-        return Lowerer(info, layouts, {}).ws
+        lw = Lowerer(info, layouts, {})
+        return lw.ws, plan_or_reason(lw)[1]
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
-        return None
+        return None, None
 
 
 def _mechanism(stages: int, producers: list) -> str:

@@ -210,3 +210,45 @@ def test_with_a_busy_worker_a_syntax_error_does_not_wait_for_it():
     server = _FakeServer(None, idle=False)
     result = _compute(server, "import tilelang\nx = (1,\n")
     assert result.origin == "syntax" and result.diagnostics[0]["code"] == "TL0001"
+
+
+def _small_gemm(threads, block=64, stages=3):
+    import tilelang.language as T
+
+    @T.prim_func
+    def kernel(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+               C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(256 // block, 256 // block, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block, 32), "float16")
+            B_s = T.alloc_shared((32, block), "float16")
+            C_l = T.alloc_fragment((block, block), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=stages):
+                T.copy(A[by * block, k * 32], A_s)
+                T.copy(B[k * 32, bx * block], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * block, bx * block])
+
+    return kernel
+
+
+def test_gemm_hover_says_why_sm90a_falls_back_to_mma_sync():
+    from tilelang_lsp.lsp_kernels import summarize
+
+    summary = summarize(_small_gemm(threads=256), "sm_90a")
+    text = hover.gemm_markdown(summary["gemms"][0], None)
+    assert "mma.sync.aligned.m16n8k16" in text
+    assert "not wgmma on sm_90a: M=64 does not split into 64-row blocks over 2 warpgroup(s)" in text
+    # On sm_80 there is nothing to explain.
+    assert "not wgmma" not in hover.gemm_markdown(summarize(_small_gemm(threads=256), "sm_80")["gemms"][0], None)
+
+
+def test_pipeline_hover_says_why_a_wgmma_loop_is_not_warp_specialised():
+    from tilelang_lsp.lsp_kernels import summarize
+
+    ws = summarize(_small_gemm(threads=128), "sm_90a")["pipelines"][0]
+    assert ws["warp_specialized"] and ws["mechanism"].startswith("TMA (sm_90a)")
+    one_stage = summarize(_small_gemm(threads=128, stages=1), "sm_90a")["pipelines"][0]
+    assert not one_stage["warp_specialized"] and "not pipelined" in one_stage["mechanism"]
+    big = summarize(_small_gemm(threads=384, block=192), "sm_90a")["pipelines"][0]
+    assert "Not warp-specialised with TMA on sm_90a: 384 threads" in big["mechanism"]

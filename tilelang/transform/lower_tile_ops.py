@@ -7,9 +7,12 @@ Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations)
 * all shared buffers are views into one dynamic shared allocation (multi-buffered by the
   pipelining pass), indexed through their ``SharedLayout`` (swizzle);
 * copies are vectorised per-thread loops (``cp.async`` for global->shared), gemms are calls into
-  ``src/tl/gemm_sm80.h``, reductions are in-thread loops + warp shuffles + shared memory,
+  ``src/tl/gemm_sm80.h`` (mma.sync) or, when layout inference chose wgmma (sm_90a),
+  ``src/tl/gemm_sm90.h``; reductions are in-thread loops + warp shuffles + shared memory,
   ``T.Parallel`` nests are unrolled per-thread loops over the loop layout's registers;
-* ``__syncthreads()`` separates conflicting shared-memory accesses (see ``thread_sync``).
+* ``__syncthreads()`` separates conflicting shared-memory accesses (see ``thread_sync``);
+* on sm_90a a GEMM main loop may become a TMA producer warpgroup plus consumer warpgroups
+  (``warp_specialize``): the block then has 128 more threads than ``T.Kernel`` asked for.
 
 Every new statement carries the span of the user statement it came from.
 """

@@ -24,9 +24,11 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
             if k > 0 and lane 0: mbarrier_arrive(empty[(k-1) % S])
         wgmma_wait<0>
 
-Every other statement of the kernel runs on the consumer threads only (``guard_consumers``
-wraps it in ``if threadIdx.x < T``) and their barriers become named barrier 1 over T threads
-(``thread_sync.sync_stmt``). Each TMA source gets a tensor map built on the host at launch
+Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
+moves the statements around the loop into the consumer branch (so the accumulator never lives
+across the role split, where the producer's 40-register budget would apply), keeping bindings of
+pure index arithmetic and buffer declarations in front; consumer barriers become named barrier 1
+over T threads (``thread_sync.sync_stmt``). Each TMA source gets a tensor map built on the host at launch
 (``KernelArtifact.tensormaps``), passed as a ``__grid_constant__ CUtensorMap`` kernel parameter
 that the device code names through ``TL_TMAP(j)`` (``codegen.cuda``).
 """
@@ -55,18 +57,24 @@ class WsPlan:
     marker: object = None        # the lowered producer/consumer IfThenElse
     raise_regs: list = field(default_factory=list)   # setmaxnreg_inc, first in the consumer branch
     mbar: object = None          # shared view: full[0..S), empty[S..2S) (uint64 mbarriers)
-    slabs: dict = field(default_factory=dict)
 
 
 def plan(lw) -> WsPlan | None:
     """The warp-specialisation plan of the kernel ``lw`` lowers, or None (cp.async path)."""
+    return plan_or_reason(lw)[0]
+
+
+def plan_or_reason(lw) -> tuple:
+    """(plan, None) or (None, why the GEMM main loop keeps the cp.async path), for hovers."""
     from tilelang.transform import pipeline
 
-    if not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or \
-            lw.configs.get("tl.disable_warp_specialized"):
-        return None
+    if not lw.layouts.wgmma:
+        return None, "the kernel's gemms do not use wgmma"
+    for key in ("tl.disable_tma_lower", "tl.disable_warp_specialized"):
+        if lw.configs.get(key):
+            return None, f"`{key}` is set"
     if lw.T % 128 or lw.T > 256:
-        return None
+        return None, f"{lw.T} threads: warp specialisation needs 1 or 2 consumer warpgroups (128 or 256 threads)"
     loops, user_sync = [], []
 
     def visit(s):
@@ -76,24 +84,30 @@ def plan(lw) -> WsPlan | None:
             user_sync.append(s)
 
     walk_stmts(lw.info.body, visit)
-    if len(loops) != 1 or user_sync or not _top_level(lw.info.body, loops[0]):
-        return None
+    if len(loops) != 1:
+        return None, f"the kernel has {len(loops)} T.Pipelined loops (one is needed)"
+    if user_sync:
+        return None, "the kernel calls T.sync_threads() itself"
+    if not _top_level(lw.info.body, loops[0]):
+        return None, "the T.Pipelined loop is inside another loop or branch"
     loop = loops[0]
     S = pipeline._num_stages(loop)
     stmts = pipeline._body_list(loop)
     producers = [s for s in stmts if pipeline._is_producer(s)]
     consumers = [s for s in stmts if not pipeline._is_producer(s)]
-    gemm = pipeline._single_wgmma(lw, consumers)
-    if S < 2 or not producers or gemm is None:
-        return None
+    if S < 2:
+        return None, "num_stages < 2"
+    if not producers or pipeline._single_wgmma(lw, consumers) is None:
+        return None, ("the loop body is not global-to-shared copies feeding one T.gemm (shared A and B, "
+                      "float accumulator, no clear)")
     specs, pairs = [], []
     for p in producers:
         spec = _tma_spec(lw, p, len(specs))
-        if spec is None:
-            return None
+        if isinstance(spec, str):
+            return None, spec
         pairs.append((p, len(specs)))
         specs.append(spec)
-    return WsPlan(loop, S, gemm, pairs, specs)
+    return WsPlan(loop, S, pipeline._single_wgmma(lw, consumers), pairs, specs), None
 
 
 def _top_level(body, target) -> bool:
@@ -108,27 +122,33 @@ def _top_level(body, target) -> bool:
     return False
 
 
-def _tma_spec(lw, stmt, index) -> dict | None:
+def _tma_spec(lw, stmt, index) -> dict | str:
+    """The tensor map of one producer copy, or why it cannot be a TMA box."""
     src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    name = src.buffer.name
     params = list(lw.info.func.params)
     pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
     layout = lw.layouts.shared.get(dst.buffer)
-    if pi is None or src.buffer.strides or not isinstance(layout, SharedLayout) or not layout.slab:
-        return None
+    if pi is None or src.buffer.strides:
+        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
+    if not isinstance(layout, SharedLayout) or not layout.slab or layout.group <= 1:
+        return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
     shape = [const_int(x) for x in src.buffer.shape]
     tile = [const_int(x) for x in dst.buffer.shape]
     if len(shape) != 2 or None in shape or len(tile) != 2 or None in tile:
-        return None
+        return f"'{name}' is not a 2-D tensor with a static shape"
     if nbytes(str(src.buffer.dtype)) != 2 or str(src.buffer.dtype) != str(dst.buffer.dtype):
-        return None
-    if [const_int(x) for x in src.extents] != tile or layout.group <= 1:
-        return None
+        return f"'{name}' is not a 16-bit tensor copied without conversion"
+    if [const_int(x) for x in src.extents] != tile:
+        return f"the copy from '{name}' does not fill '{dst.buffer.name}' exactly"
     rows, width = tile[0], layout.slab_width
-    if rows > 256 or (shape[1] * 2) % 16 or tile[1] % width:
-        return None
+    if rows > 256 or tile[1] % width:
+        return f"'{dst.buffer.name}' has {rows} rows (a TMA box has at most 256)"
+    if (shape[1] * 2) % 16:
+        return f"a row of '{name}' is {shape[1] * 2} bytes, not a multiple of 16 (TMA global strides)"
     col = lw.an.modular_set(src.starts[1])
     if col.coeff % 8 or col.base % 8:
-        return None
+        return f"the copy from '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
     return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
             "dims": [shape[1], shape[0]], "strides": [shape[1] * 2], "box": [width, rows],
             "swizzle": width * 2}
@@ -278,4 +298,5 @@ def guard_consumers(stmt, lw):
     return go(stmt)
 
 
-__all__ = ["PRODUCER_THREADS", "WsPlan", "plan", "lower_loop", "init_barriers", "guard_consumers", "tmap"]
+__all__ = ["PRODUCER_THREADS", "WsPlan", "plan", "plan_or_reason", "lower_loop", "init_barriers",
+           "guard_consumers", "tmap"]
