@@ -303,3 +303,36 @@ def test_gemm_on_misaligned_subtile_is_rejected():
     with pytest.raises(TileLangCompileError) as info:
         tilelang.lower(bad, "sm_90a")
     assert "sub-tile" in info.value.diagnostics[0].message
+
+
+def test_warp_specialised_kernel_keeps_every_consumer_barrier_off_the_producer():
+    """An epilogue staged through shared memory (upstream's C_shared pattern) in a warp-specialised
+    kernel: its barriers must be named barriers over the consumer threads (a __syncthreads would
+    wait for the producer warpgroup forever); the generated CUDA compiles for sm_90a."""
+
+    @T.prim_func
+    def staged(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
+               C: T.Tensor((512, 512), "float16")):
+        with T.Kernel(4, 4, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_s = T.alloc_shared((128, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.use_swizzle(4)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C_s)
+            T.copy(C_s, C[by * 128, bx * 128])
+
+    art = tilelang.lower(staged, "sm_90a")
+    src = art.source
+    assert art.block == [384, 1, 1] and len(art.tensormaps) == 2
+    body = src[src.index("__syncthreads();") + 1:]
+    assert "__syncthreads" not in body                 # only the mbarrier-init barrier, before the split
+    assert "tl::named_barrier_sync(1, 256)" in body    # the C_shared round trip
+    producer, consumer = body.split("} else {", 1)
+    assert "tl::tma_load_2d" in producer and "C_s" not in producer and "named_barrier" not in producer
+    assert "tl::setmaxnreg_inc<232>" in consumer and "C_ptr" in consumer
