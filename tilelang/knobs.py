@@ -32,6 +32,7 @@ KNOBS: dict[str, tuple[str, str, str]] = {
     "TILELANG_DUMP_IR": ("bool|path", "0", "1 dumps IR after each pass; a path dumps it there"),
     "TILELANG_FRONTEND_DEBUG": ("bool", "0", "1 makes the frontend keep full Python tracebacks"),
     "TILELANG_KEEP_TEMPS": ("bool", "0", "1 keeps nvcc's temporary directories"),
+    "TILELANG_AUTOTUNE_FORCE": ("bool", "0", "1 makes @tilelang.autotune re-tune instead of using stored results"),
     "CUDA_HOME": ("path", "", "CUDA toolkit root (CUDA_PATH is read too)"),
 }
 
@@ -112,6 +113,11 @@ def frontend_debug() -> bool:
 def keep_temps() -> bool:
     """TILELANG_KEEP_TEMPS: keep nvcc temporary directories for inspection."""
     return _bool("TILELANG_KEEP_TEMPS")
+
+
+def autotune_force() -> bool:
+    """TILELANG_AUTOTUNE_FORCE: ignore stored autotuning results."""
+    return _bool("TILELANG_AUTOTUNE_FORCE")
 
 
 def describe() -> str:

@@ -117,6 +117,8 @@ def test_clear_only_removes_shards(cache_root):
     cache.store(KEY, artifact())
     (cache_root / "README").write_text("keep me")
     (cache_root / "mine").mkdir()
+    (cache_root / "autotune").mkdir()                       # stored autotuning results go too
+    (cache_root / "autotune" / "k.json").write_text("{}")
     cache.clear()
     assert sorted(p.name for p in cache_root.iterdir()) == ["README", "mine"]
     assert cache.load(KEY) is None

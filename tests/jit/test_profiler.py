@@ -59,6 +59,20 @@ def test_assert_allclose_passes_and_fails():
         Profiler(CpuAxpy(wrong=True)).assert_allclose(reference, symbols={"N": 5, "alpha": 0.5})
 
 
+def test_assert_allclose_max_mismatched_ratio():
+    def ref_one_off(x, y, alpha, idx):
+        out = alpha * x.float() + y.float()
+        out[0, 0] += 1          # 1 of 40 elements (2.5 %) disagrees
+        return out
+
+    prof = Profiler(CpuAxpy())
+    prof.assert_allclose(ref_one_off, symbols={"N": 10, "alpha": 0.5}, max_mismatched_ratio=0.05)
+    with pytest.raises(AssertionError, match=r"in 1 of 40 elements \(2.50% > max_mismatched_ratio 0.01"):
+        prof.assert_allclose(ref_one_off, symbols={"N": 10, "alpha": 0.5}, max_mismatched_ratio=0.01)
+    with pytest.raises(AssertionError, match="differs from the reference"):
+        prof.assert_allclose(ref_one_off, symbols={"N": 10, "alpha": 0.5})
+
+
 def test_assert_allclose_in_place_kernel():
     kernel = CpuAxpy(out_idx=())
 

@@ -40,7 +40,7 @@ _MAX_TEXT = 200
 
 
 def force_retune() -> bool:
-    return knobs._bool(FORCE_ENV)  # noqa: SLF001 - the same parsing as every other knob
+    return knobs.autotune_force()
 
 
 def directory() -> Path:

@@ -212,14 +212,15 @@ def _sweep_stale_temps(shard: Path) -> None:
 
 
 def clear() -> None:
-    """Delete every cache entry (and stray temp dirs) under the cache root.
+    """Delete every cache entry (and stray temp dirs) under the cache root, and the stored
+    autotuning results (``autotune/``).
 
-    Only the two-hex-digit shard directories this module creates are removed,
+    Only the two-hex-digit shard directories this module creates and ``autotune`` are removed,
     so pointing TILELANG_CACHE_DIR at a shared directory cannot wipe it."""
     root = cache_dir()
     if not root.is_dir():
         return
     for child in root.iterdir():
         is_shard = len(child.name) == 2 and all(c in "0123456789abcdef" for c in child.name)
-        if is_shard and child.is_dir() and not child.is_symlink():
+        if (is_shard or child.name == "autotune") and child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
