@@ -9,9 +9,9 @@ Contract:
   factory, then lowering) runs under one process-wide lock, ``LOWER_LOCK``: it holds the GIL
   anyway, and the passes share TVM state (one arith analyzer) that is not thread-safe.
   nvcc, a subprocess, runs outside the lock, so the compiles overlap.
-- Kernels go through the kernel disk cache under the same key as ``tilelang.compile``
-  (``build_kernel`` mirrors it), so a kernel compiled while tuning is a cache hit when the
-  winner is compiled again, in this process or a later one.
+- Kernels go through the kernel disk cache under the same key as ``tilelang.compile`` (its
+  lowering half, ``tilelang.jit.lower_for_compile``, is shared), so a kernel compiled while
+  tuning is a cache hit when the winner is compiled again, in this process or a later one.
 - ``timeout`` (seconds) bounds each config from the moment its lowering starts; a config
   over it is reported as failed and its thread is abandoned (a daemon: nvcc finishes in
   the background and its result is dropped).  If the config that timed out was still
@@ -57,20 +57,10 @@ def build_kernel(func, compile_args: dict) -> JITKernel:
 
 def lower_cached(func, compile_args: dict):
     """The cache key and artifact (from the kernel cache when present) of ``tilelang.compile``."""
-    from tilelang.engine.lower import lower, normalize_target
-    from tilelang.jit import _normalize_out_idx
-    from tilelang.transform.pass_config import normalize
+    from tilelang.jit import lower_for_compile
 
-    arch = normalize_target(compile_args.get("target", "auto"))
-    configs = normalize(compile_args.get("pass_configs"))
-    flags = list(compile_args.get("compile_flags") or [])
-    outs = _normalize_out_idx(compile_args.get("out_idx"))
-    key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
-    artifact = cache.load(key) if cache.enabled() else None
-    if artifact is None:
-        artifact = lower(func, arch, configs, outs)
-        artifact.compile_flags = list(artifact.compile_flags) + flags
-    return key, artifact
+    return lower_for_compile(func, compile_args.get("out_idx"), compile_args.get("target", "auto"),
+                             compile_args.get("pass_configs"), compile_args.get("compile_flags"))
 
 
 def finish(key: str, artifact, func) -> JITKernel:

@@ -36,15 +36,14 @@ def lower(func, target="auto", pass_configs=None, out_idx=None) -> KernelArtifac
     return _lower(func, target, pass_configs, _normalize_out_idx(out_idx))
 
 
-@hide_internal_frames
-def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None,  # noqa: A001
-            execution_backend=None, verbose=False) -> JITKernel:
-    """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache)."""
+def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None):
+    """The first half of ``compile``: (cache key, artifact), the artifact from the kernel cache
+    when it holds one (then with its cubin), else freshly lowered (cubin not built yet). The
+    autotuner uses it to lower under its lock and run nvcc outside it."""
     from tilelang.engine.lower import lower as _lower, normalize_target
-
-    arch = normalize_target(target)
     from tilelang.transform.pass_config import normalize
 
+    arch = normalize_target(target)
     configs = normalize(pass_configs)
     flags = list(compile_flags or [])
     outs = _normalize_out_idx(out_idx)
@@ -53,6 +52,15 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
     if artifact is None:
         artifact = _lower(func, arch, configs, outs)
         artifact.compile_flags = list(artifact.compile_flags) + flags
+    return key, artifact
+
+
+@hide_internal_frames
+def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None,  # noqa: A001
+            execution_backend=None, verbose=False) -> JITKernel:
+    """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache)."""
+    key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
+    if artifact.cubin is None:
         try:
             artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
         except nvcc.NVCCNotFoundError:
