@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import sys
 import threading
 import time
 import warnings
@@ -436,6 +435,7 @@ class AutotunedFactory:
         self._force = force
         self._runner = runner
         self._kernels: dict = {}
+        self._jit_args: CompileArgs | None = None   # set by an enclosing @tilelang.jit
         unknown = [n for n in self._do_not_specialize if n not in inspect.signature(factory).parameters]
         if unknown:
             raise ValueError(f"autotune do_not_specialize names {unknown}, which are not parameters of "
@@ -452,30 +452,17 @@ class AutotunedFactory:
             self._kernels[key] = kernel
         return kernel
 
+    def bind_compile_args(self, out_idx, target, pass_configs, compile_flags) -> None:
+        """Called by ``@tilelang.jit`` wrapped around this factory: jit returns the kernel it gets
+        back as is, so tuning must compile with jit's own arguments."""
+        self._jit_args = CompileArgs(out_idx, target, pass_configs, compile_flags)
+        self._kernels.clear()
+
     @_user_facing
     def tune(self, *args, **kwargs) -> AutotuneResult:
         """The full AutotuneResult for these factory arguments (tuning if needed)."""
-        problem = _problem(self._target, self._configs, _enclosing_jit(self), args, kwargs, self._do_not_specialize)
+        problem = _problem(self._target, self._configs, self._jit_args, args, kwargs, self._do_not_specialize)
         return _tune(problem, self._profile, self._runner, self._force)
-
-
-def _enclosing_jit(wrapper) -> CompileArgs | None:
-    """The compile arguments of the ``@tilelang.jit`` factory calling ``wrapper``, if any.
-
-    With ``@tilelang.jit`` outside ``@autotune``, jit calls this wrapper and returns the kernel it
-    gets back as is, so that kernel must already be compiled with jit's own ``out_idx`` etc.;
-    jit does not pass them, so they are read from the calling frame."""
-    from tilelang.jit import _JitFactory
-
-    frame = sys._getframe(1)  # noqa: SLF001 - the match below is exact, so looking a few frames up is safe
-    for _ in range(10):
-        if frame is None:
-            break
-        caller = frame.f_locals.get("self")
-        if isinstance(caller, _JitFactory) and caller.factory is wrapper:
-            return CompileArgs(caller.out_idx, caller.target, caller.pass_configs, caller.compile_flags)
-        frame = frame.f_back
-    return None
 
 
 def autotune(func=None, *, configs, warmup=25, rep=100, timeout=100, supply_type=TensorSupplyType.Auto,

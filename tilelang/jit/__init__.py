@@ -82,6 +82,9 @@ class _JitFactory:
         self.compile_flags = compile_flags
         self._kernels = {}
         self._signature = inspect.signature(factory)
+        bind = getattr(factory, "bind_compile_args", None)   # an @autotune factory inside @jit
+        if callable(bind):
+            bind(out_idx, target, pass_configs, compile_flags)
 
     def _key(self, args, kwargs):
         bound = self._signature.bind(*args, **kwargs)
