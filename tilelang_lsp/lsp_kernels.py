@@ -215,7 +215,7 @@ def _pipelines(info, layouts=None) -> list:
     from tvm import tirx
 
     out = []
-    ws, why_not = _warp_specialised(info, layouts)
+    ws, why_not, lw = _warp_specialised(info, layouts)
 
     def visit(s):
         if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:
@@ -229,6 +229,10 @@ def _pipelines(info, layouts=None) -> list:
                 if scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES:
                     producers.append(dst.buffer.name)
         mechanism = _mechanism(stages, producers)
+        if lw is not None and producers and _async_wgmma_loop(lw, s, body, stages):
+            mechanism = (f"cp.async (16-byte global-to-shared copies) into a ring of {stages} stages, issued "
+                         f"{stages - 2} iterations ahead, feeding asynchronous wgmma with one group in flight "
+                         f"(wait_group {stages - 3}, fence.proxy.async + __syncthreads, wgmma.wait_group 1)")
         if why_not and producers and stages >= 2:
             mechanism += f". Not warp-specialised with TMA on sm_90a: {why_not}"
         if ws is not None and ws.loop.same_as(s):
@@ -245,17 +249,27 @@ def _pipelines(info, layouts=None) -> list:
 
 
 def _warp_specialised(info, layouts):
-    """(the compiler's warp-specialisation plan, or None; why not, for wgmma kernels)."""
+    """(the compiler's warp-specialisation plan or None, why not, the Lowerer) for wgmma kernels."""
     if layouts is None or not layouts.wgmma:
-        return None, None
+        return None, None, None
     try:
         from tilelang.transform.lower_tile_ops import Lowerer
         from tilelang.transform.warp_specialize import plan_or_reason
 
         lw = Lowerer(info, layouts, {})
-        return lw.ws, plan_or_reason(lw)[1]
+        return lw.ws, plan_or_reason(lw)[1], lw
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
-        return None, None
+        return None, None, None
+
+
+def _async_wgmma_loop(lw, loop, body, stages) -> bool:
+    """The loop is lowered by ``pipeline._lower_async_wgmma`` (cp.async-fed, not warp-specialised)."""
+    from tilelang.transform import pipeline
+
+    if lw.ws is not None and lw.ws.loop.same_as(loop):
+        return False
+    consumers = [p for p in body if not pipeline._is_producer(p)]
+    return pipeline._async_gemm(lw, consumers, stages) is not None
 
 
 def _mechanism(stages: int, producers: list) -> str:

@@ -252,3 +252,12 @@ def test_pipeline_hover_says_why_a_wgmma_loop_is_not_warp_specialised():
     assert not one_stage["warp_specialized"] and "not pipelined" in one_stage["mechanism"]
     big = summarize(_small_gemm(threads=384, block=192), "sm_90a")["pipelines"][0]
     assert "Not warp-specialised with TMA on sm_90a: 384 threads" in big["mechanism"]
+
+
+def test_pipeline_hover_describes_the_cp_async_fed_wgmma_loop():
+    from tilelang_lsp.lsp_kernels import summarize
+
+    # 384 threads: no warp specialisation, but wgmma (3 warpgroups x 64 rows) with 4 stages.
+    p = summarize(_small_gemm(threads=384, block=192, stages=4), "sm_90a")["pipelines"][0]
+    assert "issued 2 iterations ahead, feeding asynchronous wgmma" in p["mechanism"]
+    assert "Not warp-specialised with TMA on sm_90a: 384 threads" in p["mechanism"]
