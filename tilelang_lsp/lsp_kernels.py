@@ -51,7 +51,11 @@ def summarize(func, arch: str) -> dict:
         if arch == "sm_90a" and not layouts.wgmma:
             _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
-    out["pipelines"] = _pipelines(info, layouts)
+    planned = _warp_specialised(info, layouts)
+    out["pipelines"] = _pipelines(info, planned)
+    if planned[2] is not None and out["smem_total"] is not None:
+        # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
+        out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
     out["flops_per_launch"] = _gemm_flops(info, layouts)
     return out
 
@@ -209,13 +213,13 @@ def _explain_mma(info, layouts, gemms) -> None:
             g["why_not_wgmma"] = f"the T.gemm at line {_line(first[0].span)} cannot ({first[1]})"
 
 
-def _pipelines(info, layouts=None) -> list:
+def _pipelines(info, planned=(None, None, None)) -> list:
     from tilelang.transform.ir_utils import walk_stmts
     from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
     from tvm import tirx
 
     out = []
-    ws, why_not, lw = _warp_specialised(info, layouts)
+    ws, why_not, lw = planned
 
     def visit(s):
         if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:

@@ -105,3 +105,35 @@ def test_tensor_core_dtype_table(a, b, c, arch, ok):
 def test_bad_target_spelling_is_rejected():
     with pytest.raises(ValueError):
         targets.parse_arch("hopper")
+
+
+def _near_budget(pad_floats):
+    @T.prim_func
+    def kernel(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+               C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(4, 8, threads=256) as (bx, by):
+            X_s = T.alloc_shared((pad_floats,), "float32")
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 256), "float16")
+            C_l = T.alloc_fragment((128, 256), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(16, num_stages=4):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_l)
+            X_s[0] = C_l[0, 0]
+            T.copy(X_s[0:1], C[0, 0:1])
+            T.copy(C_l, C[by * 128, bx * 256])
+
+    return kernel
+
+
+def test_smem_budget_counts_the_sm90a_carve_out():
+    # 192 KiB of A/B stages plus a 35712-byte buffer: 227 KiB - 736 B as buffers, but on sm_90a the
+    # wgmma tiles start at a 1024-byte boundary and the mbarrier ring adds 64 bytes: over by 64.
+    diags = [d for d in check(_near_budget(35 * 256 - 32), "sm_90a") if d.code == "TL0501"]
+    assert len(diags) == 1 and "232512 bytes" in diags[0].message
+    assert "1024-byte boundaries" in diags[0].notes[-1].message
+    (sm80,) = [d for d in check(_near_budget(35 * 256 - 32), "sm_80") if d.code == "TL0501"]  # 163 KiB budget
+    assert "1024-byte" not in sm80.notes[-1].message                                        # the buffer count
+    assert not [d for d in check(_near_budget(34 * 256), "sm_90a") if d.code == "TL0501"]

@@ -41,7 +41,7 @@ def test_hover_on_a_shared_buffer_shows_stages_swizzle_and_budget(gemm):
     assert "shared `float16[32, 128]`" in text
     assert "8 KiB × 3 pipeline stages = **24 KiB**" in text
     assert "wgmma operand layout: 128-byte swizzle, 2 slabs of 64 columns" in text
-    assert "48 KiB of 227 KiB per block on sm_90a" in text
+    assert "48.0 KiB of 227 KiB per block on sm_90a" in text   # 48 KiB of tiles + 48 bytes of mbarriers
 
 
 def test_hover_on_gemm_shows_instruction_and_warps(gemm):

@@ -17,7 +17,7 @@ from tilelang.analysis.fragments import check_fragment_reads
 from tilelang.analysis.gemm import check_gemms
 from tilelang.analysis.kernel import Kernel
 from tilelang.analysis.report import CheckContext, Reporter
-from tilelang.analysis.resources import check_registers, check_resources
+from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
 from tilelang.transform.kernel import LoweringError, analyze_kernel
@@ -53,6 +53,7 @@ def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None
     rep.guard("out_idx check", check_out_idx, k, rep)
     k.layouts = rep.guard("layout inference", _infer, k, rep)
     rep.guard("register checks", check_registers, k, rep)            # TL0502
+    rep.guard("lowered shared memory check", check_lowered_smem, k, rep)  # TL0501 (sm_90a carve-out)
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
     return sort_diagnostics(rep.finish())
 

@@ -3,8 +3,10 @@ thread of each fragment (TL0502) and the block's thread count (TL0503).
 
 Input: a ``Kernel``; TL0502 needs its ``layouts``. Shared memory is counted the way the
 compiler lays it out (``transform.lower_tile_ops``): every shared buffer, 128-byte aligned,
-times the number of pipeline stages ``transform.pipeline.plan_stages`` gives it. The notes list
-every buffer with its share, largest first.
+times the number of pipeline stages ``transform.pipeline.plan_stages`` gives it; once layouts
+are known, sm_90a wgmma kernels are re-counted with the lowering's exact carve-out (1024-byte
+aligned operand tiles, mbarrier rings: ``check_lowered_smem``). The notes list every buffer with
+its share, largest first.
 """
 
 from __future__ import annotations
@@ -53,14 +55,41 @@ def _check_smem(k, rep) -> None:
         return
     total = sum(-(-size * n // SMEM_ALIGN) * SMEM_ALIGN for _, size, n in usage)
     limit = targets.smem_per_block(k.arch)
-    if total <= limit:
+    if total > limit:
+        _report_smem(k, rep, usage, total, limit)
+
+
+def check_lowered_smem(k, rep) -> None:
+    """Once layouts are known (sm_90a wgmma kernels): the compiler's exact carve-out, whose
+    1024-byte aligned wgmma tiles and mbarrier rings can exceed the budget that the buffers
+    alone fit in. Reported only where the per-buffer count above did not already fire."""
+    if k.layouts is None or not k.layouts.wgmma:
         return
+    usage = shared_usage(k)
+    if not usage:
+        return
+    limit = targets.smem_per_block(k.arch)
+    estimate = sum(-(-size * n // SMEM_ALIGN) * SMEM_ALIGN for _, size, n in usage)
+    if estimate > limit:
+        return
+    from tilelang.transform.lower_tile_ops import Lowerer
+
+    total = Lowerer(k.info, k.layouts, {}).smem_bytes
+    if total > limit:
+        _report_smem(k, rep, usage, total, limit, Note(
+            f"on sm_90a, wgmma operand tiles start at 1024-byte boundaries and a warp-specialised pipeline "
+            f"keeps 16 bytes of mbarriers per stage: {total - estimate} bytes beyond the buffers themselves"))
+
+
+def _report_smem(k, rep, usage, total, limit, extra=None) -> None:
     usage.sort(key=lambda u: -u[1] * u[2])
     notes = []
     for buf, size, n in usage:
         shape = "x".join(str(const_int(s)) for s in buf.shape)
         times = f" x {n} pipeline stages = {_kib(size * n)}" if n > 1 else ""
         notes.append(Note(f"'{buf.name}' {shape} {buf.dtype}: {_kib(size)}{times}", rep.alloc_span(buf)))
+    if extra is not None:
+        notes.append(extra)
     staged = any(n > 1 for _, _, n in usage)
     hint = "use smaller tiles (often block_K)" + (", fewer pipeline stages (num_stages)" if staged else "")
     rep.emit("TL0501", f"the kernel needs {_kib(total)} ({total} bytes) of shared memory per block, "
