@@ -2,7 +2,7 @@
 
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
 loop, at the top level of the kernel body, whose only consumer is one wgmma gemm from shared
-memory into a float accumulator (``pipeline._async_gemm``) and whose producers are whole-tile
+memory into a float accumulator (``pipeline._single_wgmma``) and whose producers are whole-tile
 copies of 2-D 16-bit global tensors with static shapes into slab-swizzled gemm operands (what
 a TMA box writes). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
 cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
@@ -15,7 +15,7 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
             for k in [0, n):  s = k % S
                 mbarrier_wait(empty[s], ((k / S) & 1) ^ 1)
                 mbarrier_arrive_expect_tx(full[s], bytes of all tiles)
-                tma_load_2d per 16-bit slab of each tile, completing on full[s]
+                tma_load_2d per swizzle slab of each tile, completing on full[s]
     else:                                         # consumer warpgroups
         setmaxnreg_inc<232> (T == 256)
         for k in [0, n):  s = k % S
