@@ -103,10 +103,12 @@ def test_sm90a_gemm_main_loop_is_warp_specialised_with_tma():
     assert "tl::wgmma_gemm_ss_async<128, 128, 32, 1, false, false, false>" in text
     assert "tl::wgmma_wait<1, 128>" in text and '"tl::mbarrier_arrive"' in text
     assert "setmaxnreg" not in text   # one consumer warpgroup: the default budget is enough
-    # The accumulator is cleared, used and written back inside the consumer branch only.
-    producer, consumer = text.split("else:", 1)
-    assert "C_l[" not in producer.split("128 <= threadIdx.x")[-1]
-    assert "T.float32(0)" in consumer or "C_l[v] = T.float32(0.0)" in consumer or "C_l" in consumer
+    # The accumulator is cleared, used and written back inside the consumer branch only: no access
+    # to it before the role split's else branch, the clear and the write-back after it.
+    consumer_start = text.index("else:", text.index("tl::prefetch_tma_descriptor"))
+    assert "C_l[" not in text[:consumer_start]
+    consumer = text[consumer_start:]
+    assert consumer.index('= T.Cast("float32", 0)') < consumer.index("tl::wgmma_gemm_ss_async") < consumer.index("C[")
 
 
 def test_sm90a_two_consumer_warpgroups_rebalance_registers():
@@ -334,5 +336,5 @@ def test_warp_specialised_kernel_keeps_every_consumer_barrier_off_the_producer()
     assert "__syncthreads" not in body                 # only the mbarrier-init barrier, before the split
     assert "tl::named_barrier_sync(1, 256)" in body    # the C_shared round trip
     producer, consumer = body.split("} else {", 1)
-    assert "tl::tma_load_2d" in producer and "C_s" not in producer and "named_barrier" not in producer
+    assert "tl::tma_load_2d" in producer and "C_ptr" not in producer and "named_barrier" not in producer
     assert "tl::setmaxnreg_inc<232>" in consumer and "C_ptr" in consumer

@@ -29,6 +29,7 @@ Contract (``GpuRunner(profile)``, ``profile`` a ``ProfileArgs``):
 from __future__ import annotations
 
 from tilelang.autotuner.capture import get_autotune_inputs
+from tilelang.profiler import compare_output, kernel_outputs
 
 
 class AutotuneError(RuntimeError):
@@ -100,7 +101,7 @@ class GpuRunner:
         sig = _signature(kernel)
         inputs = self.inputs(kernel)
         args = _clones(inputs)
-        names, got = _outputs(kernel, args, kernel(*args))
+        names, got = kernel_outputs(kernel, args, kernel(*args))
         if sig not in self._refs:
             self._refs[sig] = _as_list(profile.ref_prog(*_clones(inputs)))
         expected = self._refs[sig]
@@ -147,31 +148,6 @@ def _clones(values: list) -> list:
     return [v.clone() if hasattr(v, "clone") else v for v in values]
 
 
-def _outputs(kernel, args: list, result) -> tuple[list, list]:
-    params = kernel.params
-    if kernel.out_idx:
-        return [params[i].name for i in kernel.out_idx], _as_list(result)
-    tensors = [i for i, p in enumerate(params) if p.kind == "tensor"][-1:]
-    return [params[i].name for i in tensors], [args[i] for i in tensors]
-
-
 def compare(name: str, got, expected, atol: float, rtol: float, max_mismatched_ratio: float) -> None:
     """AssertionError unless at most ``max_mismatched_ratio`` of the elements differ beyond tolerance."""
-    import torch
-
-    expected = torch.as_tensor(expected, device=got.device)
-    if tuple(got.shape) != tuple(expected.shape):
-        raise AssertionError(f"output {name!r}: shape {tuple(got.shape)} != reference {tuple(expected.shape)}")
-    if got.dtype.is_floating_point or expected.dtype.is_floating_point:
-        g, e = got.float(), expected.float()
-        close = torch.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
-    else:
-        g, e = got.long(), expected.long()
-        close = g == e
-    total = close.numel()
-    bad = int(total - int(close.sum()))
-    if total and bad / total > max_mismatched_ratio:
-        diff = float((g - e).abs()[~close].nan_to_num(float("inf")).max())
-        raise AssertionError(f"output {name!r}: {bad} of {total} elements ({bad / total:.2%}) differ from ref_prog "
-                             f"beyond atol={atol:g}, rtol={rtol:g} (allowed {max_mismatched_ratio:.2%}); "
-                             f"max abs diff {diff:g}")
+    compare_output(name, got, expected, atol, rtol, max_mismatched_ratio, against="ref_prog")

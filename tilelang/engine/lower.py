@@ -166,9 +166,10 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     params, symbols = _params(st.func)
     by_name = {p.name: p for p in params}
     kernel_args = []
+    tensormaps = {t["name"] for t in st.tensormaps}
     for ctype, arg in st.cuda.args:
         base = arg[:-4] if arg.endswith("_ptr") and arg[:-4] in by_name else arg
-        if base not in by_name and base not in symbols and base not in {t["name"] for t in st.tensormaps}:
+        if base not in by_name and base not in symbols and base not in tensormaps:
             raise RuntimeError(f"kernel argument {arg} matches no parameter or symbol")
         kernel_args.append(base)
     grid = {"blockIdx.x": "1", "blockIdx.y": "1", "blockIdx.z": "1"}
@@ -195,4 +196,4 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         name=st.cuda.name, source=st.cuda.source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
-        compile_flags=flags, **({"tensormaps": st.tensormaps} if st.tensormaps else {}))
+        compile_flags=flags, tensormaps=list(st.tensormaps))

@@ -14,7 +14,7 @@ from tilelang.frontend.parser import install as _install_parser
 from tilelang.frontend.parser import prim_func
 
 from .alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var, const, empty
-from .annotate import (annotate_l2_hit_ratio, annotate_layout, annotate_padding,
+from .annotate import (Fragment, annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
                        no_set_max_nreg, print, sync_threads, use_swizzle)  # noqa: A004
 from .dtypes import normalize_dtype

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tvm import ir, tirx
 
-from tilelang.layout import Fragment
+from tilelang.layout import Fragment  # noqa: F401 - re-exported as T.Fragment
 
 from ._ops import as_expr, emit
 
@@ -25,19 +25,6 @@ def annotate_layout(layout_map: dict):
         if not isinstance(layout, Layout):
             raise TypeError(f"T.annotate_layout expects tilelang layouts, got {type(layout).__name__} for {buf.name}")
         emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape))] + layout.encode())
-
-
-def _export_to_t():
-    """``T.Fragment`` is ``tilelang.layout.Fragment`` (upstream's user fragment layout, for
-    ``T.annotate_layout``); put it in the ``T`` namespace, which imports this module by name."""
-    import sys
-
-    package = sys.modules.get(__name__.rpartition(".")[0])
-    if package is not None and not hasattr(package, "Fragment"):
-        package.Fragment = Fragment
-
-
-_export_to_t()
 
 
 def print(obj, msg: str = "", warp_group_id: int = 0, warp_id: int = 0):  # noqa: A001 - T.print

@@ -146,7 +146,7 @@ class Profiler:
         args = self.make_args(symbols)
         ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         result = self.kernel(*args)
-        names, got = self._outputs(args, result, outputs)
+        names, got = kernel_outputs(self.kernel, args, result, outputs)
         expected = reference_program(*ref_args)
         if isinstance(expected, torch.Tensor):
             expected = [expected]
@@ -155,23 +155,27 @@ class Profiler:
             raise AssertionError(f"reference returned {len(expected)} tensors, the kernel has {len(got)} "
                                  f"outputs ({names})")
         for name, g, e in zip(names, got, expected):
-            _compare(name, g, e, atol, rtol, max_mismatched_ratio)
-
-    def _outputs(self, args, result, outputs):
-        torch = _torch()
-        params = self.kernel.params
-        if self.kernel.out_idx and outputs is None:
-            got = [result] if isinstance(result, torch.Tensor) else list(result)
-            return [params[i].name for i in self.kernel.out_idx], got
-        if outputs is None:
-            tensors = [i for i, p in enumerate(params) if p.kind == "tensor"]
-            outputs = tensors[-1:]
-        return [params[i].name for i in outputs], [args[i] for i in outputs]
+            compare_output(name, g, e, atol, rtol, max_mismatched_ratio)
 
 
-def _compare(name: str, got, expected, atol: float, rtol: float, max_mismatched_ratio=None) -> None:
-    """Raise unless ``got`` matches ``expected`` within atol + rtol * |expected|; with
-    ``max_mismatched_ratio``, up to that fraction of the elements may be off (upstream's rule)."""
+def kernel_outputs(kernel, args, result, outputs=None) -> tuple[list, list]:
+    """(names, tensors) of a kernel call's outputs: its ``out_idx`` results, else the parameters
+    ``outputs`` names, else the last tensor parameter (written in place)."""
+    params = kernel.params
+    if kernel.out_idx and outputs is None:
+        got = [] if result is None else list(result) if isinstance(result, (list, tuple)) else [result]
+        return [params[i].name for i in kernel.out_idx], got
+    if outputs is None:
+        tensors = [i for i, p in enumerate(params) if p.kind == "tensor"]
+        outputs = tensors[-1:]
+    return [params[i].name for i in outputs], [args[i] for i in outputs]
+
+
+def compare_output(name: str, got, expected, atol: float, rtol: float, max_mismatched_ratio=None,
+                   against: str = "the reference") -> None:
+    """Raise AssertionError unless ``got`` matches ``expected`` within ``atol + rtol * |expected|``
+    (integers exactly); with ``max_mismatched_ratio``, up to that fraction of the elements may be
+    off (upstream's rule). Shared by ``Profiler.assert_allclose`` and the autotuner's check."""
     torch = _torch()
     expected = torch.as_tensor(expected, device=got.device)
     if tuple(got.shape) != tuple(expected.shape):
@@ -182,14 +186,16 @@ def _compare(name: str, got, expected, atol: float, rtol: float, max_mismatched_
         g, e = got.long(), expected.long()
         atol = rtol = 0
     if max_mismatched_ratio:
-        bad = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
-        n_bad, total = int(bad.sum()), max(g.numel(), 1)
-        if n_bad <= max_mismatched_ratio * total:
+        close = torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+        total = close.numel()
+        bad = total - int(close.sum())
+        if not total or bad <= max_mismatched_ratio * total:
             return
-        raise AssertionError(f"output {name!r} differs from the reference in {n_bad} of {total} elements "
-                             f"({100.0 * n_bad / total:.2f}% > max_mismatched_ratio {max_mismatched_ratio:g}; "
-                             f"atol={atol:g}, rtol={rtol:g})")
+        diff = float((g - e).abs()[~close].nan_to_num(float("inf")).max())
+        raise AssertionError(f"output {name!r}: {bad} of {total} elements ({bad / total:.2%}) differ from {against} "
+                             f"beyond atol={atol:g}, rtol={rtol:g} ({bad / total:.2%} > max_mismatched_ratio "
+                             f"{max_mismatched_ratio:g}); max abs diff {diff:g}")
     try:
         torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
     except AssertionError as err:
-        raise AssertionError(f"output {name!r} differs from the reference:\n{err}") from None
+        raise AssertionError(f"output {name!r} differs from {against}:\n{err}") from None

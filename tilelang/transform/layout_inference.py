@@ -43,12 +43,6 @@ class GemmPlan:
     kind: str = "mma"       # "mma" (mma.sync, sm_80+) or "wgmma" (sm_90a)
     warpgroups: int = 0     # wgmma: warpgroups splitting M
 
-    @property
-    def instruction(self) -> str:
-        if self.kind == "wgmma":
-            return f"wgmma.mma_async m64n{self.N}k16 ({self.warpgroups} warpgroup(s) along M)"
-        return "mma.sync m16n8k16"
-
 
 @dataclass
 class Layouts:

@@ -13,9 +13,8 @@ import math
 
 from tvm import tirx
 
-from tilelang.transform import thread_sync
-
 from tilelang.layout.fragment import LOCAL, THREAD
+from tilelang.transform import thread_sync
 from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
 

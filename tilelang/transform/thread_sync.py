@@ -62,7 +62,7 @@ def sync_stmt(lw=None):
     are visible to the wgmma of every thread after the barrier. In a warp-specialised kernel the
     barrier is named barrier 1 over the consumer threads only."""
     sync = evaluate_extern("__syncthreads")
-    if lw is not None and getattr(lw, "ws", None) is not None:
+    if lw is not None and lw.ws is not None:
         # Warp-specialised kernel: the producer warpgroup never meets the consumers' barriers.
         sync = evaluate_extern("tl::named_barrier_sync", 1, lw.T)
     if lw is not None and lw.layouts.wgmma:

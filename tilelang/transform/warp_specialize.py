@@ -95,9 +95,10 @@ def plan_or_reason(lw) -> tuple:
     stmts = pipeline._body_list(loop)
     producers = [s for s in stmts if pipeline._is_producer(s)]
     consumers = [s for s in stmts if not pipeline._is_producer(s)]
+    gemm = pipeline._single_wgmma(lw, consumers)
     if S < 2:
         return None, "num_stages < 2"
-    if not producers or pipeline._single_wgmma(lw, consumers) is None:
+    if not producers or gemm is None:
         return None, ("the loop body is not global-to-shared copies feeding one T.gemm (shared A and B, "
                       "float accumulator, no clear)")
     specs, pairs = [], []
@@ -107,7 +108,7 @@ def plan_or_reason(lw) -> tuple:
             return None, spec
         pairs.append((p, len(specs)))
         specs.append(spec)
-    return WsPlan(loop, S, pipeline._single_wgmma(lw, consumers), pairs, specs), None
+    return WsPlan(loop, S, gemm, pairs, specs), None
 
 
 def _top_level(body, target) -> bool:
