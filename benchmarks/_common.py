@@ -4,13 +4,16 @@ that its failure becomes a FAILED line instead of ending the run.
     Row                      one table row (our kernel against a reference)
     run_row(name, fn, ...)   fn(...) -> Row; any exception -> Row(name, FAILED, one-line reason)
     sweep(label, configs, build, check, time_ms)
-                             tries every config, keeps the fastest that passed its check
+                             builds every config (in parallel), keeps the fastest that passed
+                             its check
+    paired(ours, ref, bench) medians of both timed alternately (same clocks and temperature)
     render(rows, header)     the markdown table
     log(msg)                 progress on stdout, flushed (the table comes at the end)
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 import traceback
@@ -105,9 +108,12 @@ def sweep(label: str, configs: list[dict], build, check, time_ms):
     (cfg, reason) of the configs that did not compile or did not pass; raises when none passed."""
     best = None
     failures = []
-    for cfg in configs:
+    built = build_all(configs, build)
+    for cfg, result in zip(configs, built):
         try:
-            kernel = build(cfg)
+            if isinstance(result, BaseException):
+                raise result
+            kernel = result
             check(kernel)
             ms = time_ms(kernel)
         except Exception as e:  # noqa: BLE001 - try the other configs
@@ -125,6 +131,35 @@ def sweep(label: str, configs: list[dict], build, check, time_ms):
     return best[0], best[1], best[2], failures
 
 
+def paired(ours, ref, bench, rounds: int = 5) -> tuple[float, float]:
+    """Median milliseconds of ``ours`` and ``ref`` timed alternately, ``rounds`` times each (the
+    order flips every round). The H200's clock follows its power draw and temperature: timed a
+    minute apart, the same torch.matmul measured 583 and 757 TFLOP/s in one session, so a ratio
+    is only fair when both sides share the conditions."""
+    t_ours, t_ref = [], []
+    for r in range(rounds):
+        pair = [(t_ours, ours), (t_ref, ref)]
+        for times, fn in (pair if r % 2 == 0 else pair[::-1]):
+            times.append(bench(fn))
+    return statistics.median(t_ours), statistics.median(t_ref)
+
+
+def build_all(configs: list[dict], build) -> list:
+    """build(cfg) for every config, in threads (tracing and lowering take turns under
+    tilelang.jit.LOWER_LOCK; the nvcc runs overlap): the kernel or the exception, per config."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(cfg):
+        try:
+            return build(cfg)
+        except Exception as e:  # noqa: BLE001 - reported by the caller, per config
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(configs), os.cpu_count() or 1))) as pool:
+        return list(pool.map(one, configs))
+
+
 def failure_note(failures, total: int) -> str:
     if not failures:
         return ""
@@ -134,13 +169,13 @@ def failure_note(failures, total: int) -> str:
 def compile_only_row(name: str, configs: list[dict], build) -> Row:
     """--compile-only: build every config (no GPU needed), SASS counts of the first that builds."""
     built, failures = [], []
-    for cfg in configs:
-        try:
-            built.append((cfg, build(cfg)))
+    for cfg, result in zip(configs, build_all(configs, build)):
+        if isinstance(result, BaseException):
+            failures.append((cfg, one_line(result)))
+            log(f"  {name} {cfg}: FAILED {one_line(result)}")
+        else:
+            built.append((cfg, result))
             log(f"  {name} {cfg}: compiled")
-        except Exception as e:  # noqa: BLE001
-            failures.append((cfg, one_line(e)))
-            log(f"  {name} {cfg}: FAILED {one_line(e)}")
     if not built:
         raise RuntimeError(f"all {len(configs)} configs failed; first: {failures[0][1]}")
     cfg, kernel = built[0]

@@ -2,7 +2,8 @@
 """Flash attention forward (examples/flash_attention.py) against F.scaled_dot_product_attention,
 same run, causal and not.  Goal (issue 5): >= 0.6x SDPA at B=8, H=32, S=4096, D=128, fp16.
 
-    python3 benchmarks/bench_attention.py [--out FILE] [--compile-only]
+    python3 benchmarks/bench_attention.py [--out FILE] [--compile-only] [--no-sm80]
+                                          [--pass-config KEY=VALUE ...]
 
 bench_core.py imports ``attention_rows`` so that one invocation covers everything.
 """
@@ -18,14 +19,24 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from _common import (Row, compile_only_row, failure_note, log, render, run_row,  # noqa: E402
-                     sass_of, sweep)
+from _common import (Row, compile_only_row, failure_note, log, paired, render,  # noqa: E402
+                     run_row, sass_of, sweep)
 
-# The tile configurations tried, best one reported (one list; @tilelang.autotune later).
+# The tile configurations tried, best one reported.
 ATTENTION_CONFIGS = [
     {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256},
+    {"block_M": 128, "block_N": 128, "num_stages": 3, "threads": 256},
     {"block_M": 128, "block_N": 64, "num_stages": 3, "threads": 256},
     {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128},
+]
+# The sm_80 path (mma.sync): four warps of 32 query rows each reuse every K/V fragment they load
+# from shared memory twice, and with O_shared on Q_shared's bytes two 96 KiB blocks share an SM.
+SM80_ATTENTION_CONFIGS = [
+    {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 128},
+    {"block_M": 128, "block_N": 32, "num_stages": 2, "threads": 128},
+    {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256},
+    {"block_M": 64, "block_N": 64, "num_stages": 2, "threads": 128},
+    {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256},
 ]
 
 SHAPE = {"B": 8, "H": 32, "S": 4096, "D": 128}
@@ -38,17 +49,20 @@ def _bench(fn) -> float:
     return tilelang.do_bench(fn, warmup=25, rep=100)
 
 
+# Extra pass configs for every row (``--pass-config KEY=VALUE``), e.g. to compare a lowering choice.
+EXTRA_PASS_CONFIGS: dict = {}
+
+
 def _build(B, H, S, D, causal, sm80=False):
     def build(cfg):
         import flash_attention as fa
-
-        if not sm80:
-            return fa.flashattn(B, H, S, D, causal, 1, "bhsd", **cfg)
         import tilelang
 
-        # The sm_80 code path (mma.sync + ldmatrix) on the same GPU: wgmma switched off.
+        configs = {"tl.enable_fast_math": True, **EXTRA_PASS_CONFIGS}
+        if sm80:   # the sm_80 code path (mma.sync + ldmatrix) on the same GPU: wgmma switched off
+            configs["tl.disable_wgmma"] = True
         return tilelang.compile(fa.flashattn.get_prim_func(B, H, S, D, causal, 1, "bhsd", **cfg), out_idx=[3],
-                                pass_configs={"tl.enable_fast_math": True, "tl.disable_wgmma": True})
+                                pass_configs=configs)
 
     return build
 
@@ -59,7 +73,8 @@ def attention_row(B, H, S, D, causal, configs=None, compile_only=False, device=N
     import torch
     import torch.nn.functional as F
 
-    configs = ATTENTION_CONFIGS if configs is None else configs
+    if configs is None:
+        configs = SM80_ATTENTION_CONFIGS if sm80 else ATTENTION_CONFIGS
     device = DEVICE if device is None else device
     name = f"flash_attn fwd fp16 B{B} H{H} S{S} D{D} causal={causal}" + (" sm_80 path" if sm80 else "")
     build = _build(B, H, S, D, causal, sm80)
@@ -72,8 +87,9 @@ def attention_row(B, H, S, D, causal, configs=None, compile_only=False, device=N
     def check(kern):
         torch.testing.assert_close(kern(q, k, v), ref, rtol=1e-2, atol=1e-2)
 
-    t, cfg, kern, failures = sweep(name, configs, build, check, lambda kern: _bench(lambda: kern(q, k, v)))
-    t_ref = _bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    _, cfg, kern, failures = sweep(name, configs, build, check, lambda kern: _bench(lambda: kern(q, k, v)))
+    t, t_ref = paired(lambda: kern(q, k, v), lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                      _bench)
     return Row(name, ours=f"{flops / t / 1e9:.0f} TFLOP/s", reference=f"{flops / t_ref / 1e9:.0f} TFLOP/s (SDPA)",
                ratio=t_ref / t, sass=sass_of(kern),
                notes=f"tiles {cfg['block_M']}x{cfg['block_N']}, {cfg['threads']} threads, "
@@ -97,13 +113,20 @@ def main():
     parser.add_argument("--out", help="also write the markdown table to this file")
     parser.add_argument("--compile-only", action="store_true",
                         help="no GPU needed: compile every config and report SASS counts only")
+    parser.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra pass config for every kernel (repeatable), e.g. "
+                             "tl.disable_warpgroup_pingpong=1")
+    parser.add_argument("--no-sm80", action="store_true", help="leave out the sm_80-path row")
     args = parser.parse_args()
+    for item in args.pass_config:
+        key, _, value = item.partition("=")
+        EXTRA_PASS_CONFIGS[key] = value.lower() not in ("0", "false", "no", "")
     import torch
 
     if not args.compile_only and not torch.cuda.is_available():
         print("no CUDA device: the benchmarks need a GPU (--compile-only works without one)")
         return 0
-    rows = attention_rows(compile_only=args.compile_only)
+    rows = attention_rows(compile_only=args.compile_only, sm80=not args.no_sm80)
     header = []
     if torch.cuda.is_available():
         header = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}", ""]

@@ -34,8 +34,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import _common  # noqa: E402
-from _common import (Row, compile_only_row, failure_note, log, render, run_row,  # noqa: E402
-                     sass_of, sweep)
+from _common import (Row, compile_only_row, failure_note, log, paired, render,  # noqa: E402
+                     run_row, sass_of, sweep)
 
 DEVICE = "cuda"
 
@@ -115,9 +115,8 @@ def gemm_row(M, N, K, dtype="float16", configs=None, compile_only=False) -> Row:
     result = tuned.tune(M, N, K, dtype=dtype)
     kernel, cfg = result.kernel, result.config
     torch.testing.assert_close(kernel(a, b), ref, **GEMM_TOL[dtype])
-    t = bench(lambda: kernel(a, b))
+    t, t_ref = paired(lambda: kernel(a, b), lambda: a @ b, bench)
     failures = [(c.config, c.error) for c in result.results if c.error]
-    t_ref = bench(lambda: a @ b)
     flops = 2.0 * M * N * K
     return Row(name, ours=_tflops(flops, t), reference=_tflops(flops, t_ref) + " (torch.matmul)",
                ratio=t_ref / t, sass=sass_of(kernel),

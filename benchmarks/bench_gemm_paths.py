@@ -39,6 +39,7 @@ def main() -> int:
 
     import gemm
     import tilelang
+    from _common import paired
     from _sass import sass_counts
 
     if not torch.cuda.is_available():
@@ -54,7 +55,6 @@ def main() -> int:
             b = torch.randn(n, n, device="cuda", dtype=tdt)
             ref = (a.float() @ b.float())
             flops = 2.0 * n ** 3
-            t_ref = tilelang.do_bench(lambda: a @ b, warmup=25, rep=100)
             for path, configs in PATHS.items():
                 for cfg in CONFIGS:
                     label = f"{cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']} s{cfg['num_stages']} t{cfg['threads']}"
@@ -64,7 +64,8 @@ def main() -> int:
                         err = (kern(a, b).float() - ref).abs().max().item()
                         if not err < 0.05 * ref.abs().max().item():
                             raise AssertionError(f"max |error| {err:.3g}")
-                        t = tilelang.do_bench(lambda: kern(a, b), warmup=25, rep=100)
+                        # each row times torch alongside (paired): the clock drifts over a run
+                        t, t_ref = paired(lambda: kern(a, b), lambda: a @ b, _bench, rounds=3)
                         counts = sass_counts(kern, OPS) or {}
                         cells = [str(counts.get(op, "n/a")) for op in OPS]
                         row = (f"| {dtype} | {n} | {path} | {label} | {flops / t / 1e9:.0f} | "

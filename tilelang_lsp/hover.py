@@ -101,6 +101,9 @@ def shared_markdown(name: str, entry: dict, summary: dict) -> str:
     lines = [f"**{name}** · shared `{_shape(entry)}`", "", f"- {staged}"]
     if entry.get("swizzle"):
         lines.append(f"- swizzle: {entry['swizzle']}")
+    if entry.get("shares_with"):
+        others = ", ".join(f"`{o}`" for o in entry["shares_with"])
+        lines.append(f"- shares its bytes with {others} (never live at the same time)")
     lines.append("- " + budget_line(summary))
     return "\n".join(lines)
 

@@ -7,7 +7,9 @@
     {"arch", "smem_limit", "smem_total", "error": str|None,
      "launch":    {"line", "grid": [str], "threads": [int], "num_threads"},
      "buffers":   {name: {"scope", "shape", "dtype", "bytes", "stages", "line",
-                          "swizzle"?: str, "fragment"?: {...}}},
+                          "swizzle"?: str, "fragment"?: {...},
+                          "live"?: [first, last] top-level statement (shared buffers),
+                          "shares_with"?: [name] (shared buffers placed on the same bytes)}},
      "gemms":     [{"line", "M", "N", "K", "warp_m", "warp_n", "trans_a", "trans_b",
                     "variant", "a_scope", "a_dtype", "b_dtype", "c_dtype", "instruction"}],
      "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
@@ -25,7 +27,6 @@ import math
 
 TABLE_THREADS = 4
 TABLE_REGISTERS = 8
-SMEM_ALIGN = 128
 
 
 def summarize(func, arch: str) -> dict:
@@ -97,24 +98,32 @@ def _layouts(info, out):
 def _buffers(info, layouts, out) -> None:
     from tilelang.language.dtypes import nbytes
     from tilelang.transform.ir_utils import walk_stmts
+    from tilelang.transform import smem_plan
     from tilelang.transform.pipeline import plan_stages
     from tvm import tirx
 
     stages = plan_stages(info)
     allocs = []
     walk_stmts(info.body, lambda s: allocs.append(s) if isinstance(s, tirx.AllocBuffer) else None)
-    total, known = 0, True
+    live = smem_plan.live_ranges(info.body, info.shared_buffers())
+    sizes, known = {}, True
     for stmt in allocs:
         buf = stmt.buffer
         entry = _buffer_entry(buf, stmt, stages.get(buf, 1), nbytes(str(buf.dtype)))
         if layouts is not None:
             _add_layout(entry, buf, layouts, out)
-        out["buffers"].setdefault(buf.name, entry)
         if entry["scope"].startswith("shared"):
+            # lifetime in top-level statements: buffers never live together share bytes
+            entry["live"] = live.get(buf)
             if entry["bytes"] is None:
                 known = False
             else:
-                total += -(-entry["bytes"] * entry["stages"] // SMEM_ALIGN) * SMEM_ALIGN
+                sizes[buf] = entry["bytes"] * entry["stages"]
+        out["buffers"].setdefault(buf.name, entry)
+    if known:
+        _, total, alias = smem_plan.plan(info.body, sizes)
+        for buf, others in alias.items():
+            out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
     out["smem_total"] = total if known else None
 
 
@@ -240,10 +249,13 @@ def _pipelines(info, planned=(None, None, None)) -> list:
         if why_not and producers and stages >= 2:
             mechanism += f". Not warp-specialised with TMA on sm_90a: {why_not}"
         if ws is not None and ws.loop.same_as(s):
+            consume = ("issue the wgmma asynchronously and release the previous stage" if ws.gemm is not None else
+                       "run the loop body (its wgmma wait for their results) and release the stage at the end of "
+                       "the iteration; the consumer warpgroups do not wait for each other inside the loop")
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
                          f"swizzle slab of each staged tile into a ring of {stages} stages, completing on "
-                         f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, issue "
-                         f"the wgmma asynchronously and release the previous stage. No block-wide barrier.")
+                         f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "
+                         f"{consume}. No block-wide barrier.")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
                     "extent": _int_or_text(s.extent), "mechanism": mechanism,
                     "warp_specialized": ws is not None and ws.loop.same_as(s)})

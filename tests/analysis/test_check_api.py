@@ -117,11 +117,11 @@ def _near_budget(pad_floats):
             B_s = T.alloc_shared((64, 256), "float16")
             C_l = T.alloc_fragment((128, 256), "float32")
             T.clear(C_l)
+            X_s[0] = C_l[0, 0]   # live across the loop: it cannot share bytes with A_s / B_s
             for k in T.Pipelined(16, num_stages=4):
                 T.copy(A[by * 128, k * 64], A_s)
                 T.copy(B[k * 64, bx * 256], B_s)
                 T.gemm(A_s, B_s, C_l)
-            X_s[0] = C_l[0, 0]
             T.copy(X_s[0:1], C[0, 0:1])
             T.copy(C_l, C[by * 128, bx * 256])
 

@@ -261,3 +261,20 @@ def test_pipeline_hover_describes_the_cp_async_fed_wgmma_loop():
     p = summarize(_small_gemm(threads=384, block=192, stages=4), "sm_90a")["pipelines"][0]
     assert "issued 2 iterations ahead, feeding asynchronous wgmma" in p["mechanism"]
     assert "Not warp-specialised with TMA on sm_90a: 384 threads" in p["mechanism"]
+
+
+def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
+    import sys
+    from pathlib import Path
+
+    from tilelang_lsp.lsp_kernels import summarize
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import flash_attention as fa
+
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bshd", block_M=128, block_N=128, num_stages=2)
+    (p,) = summarize(func, "sm_90a")["pipelines"]
+    assert p["warp_specialized"] and p["producers"] == ["K_shared", "V_shared"]
+    assert "run the loop body" in p["mechanism"] and "do not wait for each other" in p["mechanism"]
+    (cp,) = summarize(func, "sm_80")["pipelines"]
+    assert not cp["warp_specialized"] and cp["mechanism"].startswith("cp.async")

@@ -28,11 +28,11 @@ def gemm(M, N, K, bm=128, bn=128, bk=32, stages=3, threads=128, C_shape=None):
     return kernel
 
 
-def lowered_text(func, arch="sm_90a"):
+def lowered_text(func, arch="sm_90a", pass_configs=None):
     from tilelang.engine.lower import LowerState
     from tilelang.engine.pipeline import PASSES
 
-    st = LowerState(func, arch, "main")
+    st = LowerState(func, arch, "main", pass_configs=dict(pass_configs or {}))
     for name, run in PASSES:
         if name == "emit_cuda":
             break

@@ -2,8 +2,9 @@
 thread of each fragment (TL0502) and the block's thread count (TL0503).
 
 Input: a ``Kernel``; TL0502 needs its ``layouts``. Shared memory is counted the way the
-compiler lays it out (``transform.lower_tile_ops``): every shared buffer, 128-byte aligned,
-times the number of pipeline stages ``transform.pipeline.plan_stages`` gives it; once layouts
+compiler lays it out (``transform.smem_plan``): every shared buffer, 128-byte aligned, times the
+number of pipeline stages ``transform.pipeline.plan_stages`` gives it, buffers with disjoint
+lifetimes sharing bytes; once layouts
 are known, sm_90a wgmma kernels are re-counted with the lowering's exact carve-out (1024-byte
 aligned operand tiles, mbarrier rings: ``check_lowered_smem``). The notes list every buffer with
 its share, largest first.
@@ -18,6 +19,7 @@ from tilelang.diagnostics import Note
 from tilelang.language.dtypes import nbytes
 from tilelang.transform.ir_utils import const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE
+from tilelang.transform import smem_plan
 from tilelang.transform.pipeline import plan_stages
 
 SMEM_ALIGN = 128
@@ -49,14 +51,29 @@ def shared_usage(k):
     return out
 
 
+def planned_smem(k, usage):
+    """(total bytes, aliases) of the compiler's placement (``transform.smem_plan``) for ``usage``:
+    buffers whose lifetimes are disjoint share bytes."""
+    _, total, alias = smem_plan.plan(k.info.body, {buf: size * n for buf, size, n in usage})
+    return total, alias
+
+
+def _sharing_note(alias):
+    pairs = sorted({tuple(sorted((a.name, b.name))) for a, bs in alias.items() for b in bs})
+    if not pairs:
+        return None
+    return Note("already counted with shared bytes for buffers never live at the same time: "
+                + ", ".join(f"'{a}' and '{b}'" for a, b in pairs))
+
+
 def _check_smem(k, rep) -> None:
     usage = shared_usage(k)
     if not usage:
         return
-    total = sum(-(-size * n // SMEM_ALIGN) * SMEM_ALIGN for _, size, n in usage)
+    total, alias = planned_smem(k, usage)
     limit = targets.smem_per_block(k.arch)
     if total > limit:
-        _report_smem(k, rep, usage, total, limit)
+        _report_smem(k, rep, usage, total, limit, _sharing_note(alias))
 
 
 def check_lowered_smem(k, rep) -> None:
@@ -69,7 +86,7 @@ def check_lowered_smem(k, rep) -> None:
     if not usage:
         return
     limit = targets.smem_per_block(k.arch)
-    estimate = sum(-(-size * n // SMEM_ALIGN) * SMEM_ALIGN for _, size, n in usage)
+    estimate, _ = planned_smem(k, usage)
     if estimate > limit:
         return
     from tilelang.transform.lower_tile_ops import Lowerer

@@ -6,7 +6,7 @@ Contract:
   already compiled JITKernel).  ``report(outcome)`` is called in the calling thread as each
   outcome arrives, and ``report(None)`` while waiting (a few times a second).
 - Each config runs in its own thread, at most ``workers`` at once.  The Python part (the
-  factory, then lowering) runs under one process-wide lock, ``LOWER_LOCK``: it holds the GIL
+  factory, then lowering) runs under one process-wide lock, ``tilelang.jit.LOWER_LOCK``: it holds the GIL
   anyway, and the passes share TVM state (one arith analyzer) that is not thread-safe.
   nvcc, a subprocess, runs outside the lock, so the compiles overlap.
 - Kernels go through the kernel disk cache under the same key as ``tilelang.compile`` (its
@@ -28,10 +28,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from tilelang.jit import cache, nvcc
+from tilelang.jit import LOWER_LOCK, cache, nvcc
 from tilelang.jit.kernel import JITKernel
-
-LOWER_LOCK = threading.Lock()
 _POLL_S = 0.2
 
 

@@ -5,17 +5,24 @@ factory: calling it with the factory's arguments returns a ``JITKernel``. Kernel
 memory per argument tuple and on disk (``tilelang.jit.cache``) by a key over the kernel's
 TVMScript text, the target, the pass configs, the flags and the compiler's own version, so a
 second process skips both lowering and nvcc.
+
+``compile`` and jit factories may be called from several threads: tracing and lowering share
+TVM state that is not thread-safe, so they run under one process-wide lock (``LOWER_LOCK``);
+nvcc, a subprocess, runs outside it, so compiles in threads overlap.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 from tilelang.diagnostics import hide_internal_frames
 from tilelang.jit import cache, nvcc
 from tilelang.jit.artifact import KernelArtifact
 from tilelang.jit.kernel import JITKernel
+
+LOWER_LOCK = threading.RLock()
 
 __all__ = ["JITKernel", "compile", "jit", "lower"]
 
@@ -59,7 +66,8 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
 def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None,  # noqa: A001
             execution_backend=None, verbose=False) -> JITKernel:
     """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache)."""
-    key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
+    with LOWER_LOCK:
+        key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
     if artifact.cubin is None:
         try:
             artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
@@ -83,7 +91,8 @@ class _JitFactory:
         self._kernels = {}
         self._signature = inspect.signature(factory)
         bind = getattr(factory, "bind_compile_args", None)   # an @autotune factory inside @jit
-        if callable(bind):
+        self._autotuned = callable(bind)
+        if self._autotuned:
             bind(out_idx, target, pass_configs, compile_flags)
 
     def _key(self, args, kwargs):
@@ -96,7 +105,11 @@ class _JitFactory:
         key = self._key(args, kwargs)
         kernel = self._kernels.get(key)
         if kernel is None:
-            func = self.factory(*args, **kwargs)
+            if self._autotuned:   # tunes in threads of its own, which take the lock themselves
+                func = self.factory(*args, **kwargs)
+            else:
+                with LOWER_LOCK:
+                    func = self.factory(*args, **kwargs)
             if isinstance(func, JITKernel):
                 return func
             kernel = compile(func, self.out_idx, self.target, self.pass_configs, self.compile_flags)
@@ -105,7 +118,10 @@ class _JitFactory:
 
     def get_prim_func(self, *args, **kwargs):
         """The parsed PrimFunc for these factory arguments (no compilation)."""
-        return self.factory(*args, **kwargs)
+        if self._autotuned:
+            return self.factory(*args, **kwargs)
+        with LOWER_LOCK:
+            return self.factory(*args, **kwargs)
 
 
 def _hashable(value):

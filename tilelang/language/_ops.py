@@ -10,6 +10,7 @@ onto the Call so that analyses can locate an operand-level problem too.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Sequence
 
 import tvm
@@ -18,6 +19,7 @@ from tvm.ir import _ffi_api as _ir_ffi
 
 OPAQUE = 3  # tirx.CallEffectKind.Opaque as the plain int the registry requires.
 PURE = 0
+_REGISTER_LOCK = threading.Lock()   # two threads tracing their first kernel at once
 
 TILE_OPS = (
     "copy", "fill", "gemm", "reduce", "cumsum", "atomic", "annotate_layout", "use_swizzle",
@@ -29,11 +31,12 @@ TILE_OPS = (
 def get_op(name: str, pure: bool = False) -> ir.Op:
     """Return the ``tl.<name>`` Op, registering it on first use."""
     full = f"tl.{name}"
-    if full not in set(_ir_ffi.ListOpNames()):
-        _ir_ffi.RegisterOp(full, name)
-        op = ir.Op.get(full)
-        op.set_attr("TCallEffectKind", PURE if pure else OPAQUE)
-        op.set_attr("TScriptPrinterName", f"tl_{name}")
+    with _REGISTER_LOCK:
+        if full not in set(_ir_ffi.ListOpNames()):
+            _ir_ffi.RegisterOp(full, name)
+            op = ir.Op.get(full)
+            op.set_attr("TCallEffectKind", PURE if pure else OPAQUE)
+            op.set_attr("TScriptPrinterName", f"tl_{name}")
     return ir.Op.get(full)
 
 

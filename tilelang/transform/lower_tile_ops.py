@@ -5,7 +5,8 @@ Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations)
 
 * each fragment is a per-thread ``local`` array of ``layout.local_size`` registers;
 * all shared buffers are views into one dynamic shared allocation (multi-buffered by the
-  pipelining pass), indexed through their ``SharedLayout`` (swizzle);
+  pipelining pass), indexed through their ``SharedLayout`` (swizzle); buffers whose lifetimes
+  are disjoint share bytes (``smem_plan``);
 * copies are vectorised per-thread loops (``cp.async`` for global->shared), gemms are calls into
   ``src/tl/gemm_sm80.h`` (mma.sync) or, when layout inference chose wgmma (sm_90a),
   ``src/tl/gemm_sm90.h``; reductions are in-thread loops + warp shuffles + shared memory,
@@ -26,7 +27,8 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.transform import lower_copy, lower_reduce, pipeline, thread_sync, warp_specialize
+from tilelang.transform import (lower_copy, lower_reduce, pipeline, smem_plan, thread_sync,
+                                 warp_specialize)
 from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, i32, seq,
                                          simplify)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
@@ -63,12 +65,20 @@ class Lowerer:
 
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
+        sizes, aligns = {}, {}
         for buf in self.info.shared_buffers():
             layout = self.layouts.shared[buf]
             size = getattr(layout, "size", _elems(buf)) * self.stages.get(buf, 1)
+            sizes[buf] = size * nbytes(str(buf.dtype))
             # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned
-            align = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
-            self.smem_views[buf] = self._carve(buf.name, size, str(buf.dtype), align)
+            aligns[buf] = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
+        # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one.
+        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(self.info.body, sizes, aligns)
+        for buf, n in sizes.items():
+            esize = nbytes(str(buf.dtype))
+            self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,
+                                                    data=self.smem.data, elem_offset=offsets[buf] // esize,
+                                                    scope="shared.dyn")
         if self.ws is not None:
             self.ws.mbar = self._carve("tl_mbar", 2 * self.ws.stages, "uint64")
             self.extra_allocs.append(self.ws.mbar)

@@ -28,8 +28,9 @@ EFFECTS = {
                                        "approximations; division and sqrt lose IEEE rounding)",
     PassConfigKey.TL_DISABLE_ASYNC_COPY: "global->shared copies use plain vector loads/stores instead of cp.async "
                                          "(pipelined loops then overlap less)",
-    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "on sm_90a, the GEMM main loop keeps cp.async feeding from every "
-                                               "thread instead of a TMA producer warpgroup with mbarriers",
+    PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: "on sm_90a, the pipelined loop (GEMM main loop, attention) keeps "
+                                               "cp.async feeding from every thread instead of a TMA producer "
+                                               "warpgroup with mbarriers",
     PassConfigKey.TL_DISABLE_TMA_LOWER: "on sm_90a, pipelined global->shared copies use cp.async instead of TMA "
                                         "(and so no warp specialisation)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",

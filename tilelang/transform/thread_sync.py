@@ -5,7 +5,8 @@ race with this iteration's last ones.
 
 The analysis runs on the tile-level statements before lowering: a tile op's operands say which
 shared buffers it reads and writes, so no per-element reasoning is needed. It is conservative:
-two statements touching the same buffer are assumed to use different thread mappings.
+two statements touching the same buffer are assumed to use different thread mappings, and
+buffers that share bytes (disjoint lifetimes, ``smem_plan``) count as the same buffer.
 """
 
 from __future__ import annotations
@@ -70,14 +71,24 @@ def sync_stmt(lw=None):
     return sync
 
 
-def plan_sequence(stmts):
+def _widen(bufs, alias):
+    """A set of buffers plus every buffer sharing bytes with one of them (``smem_plan``)."""
+    out = set(bufs)
+    for b in bufs:
+        out |= alias.get(b, set())
+    return out
+
+
+def plan_sequence(stmts, alias=None):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
-    accesses made before the first barrier."""
+    accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
     for k, s in enumerate(stmts):
         r, w = shared_rw(s)
+        if alias:
+            r, w = _widen(r, alias), _widen(w, alias)
         if r or w:
             touching += 1
         if _conflict(r, w, pend_r, pend_w):
@@ -93,7 +104,7 @@ def plan_sequence(stmts):
 
 
 def lower_sequence(lw, stmts):
-    syncs, _, _, _ = plan_sequence(stmts)
+    syncs, _, _, _ = plan_sequence(stmts, getattr(lw, "smem_alias", None))
     out = []
     for k, s in enumerate(stmts):
         if k in syncs:
@@ -103,8 +114,13 @@ def lower_sequence(lw, stmts):
 
 
 def lower_loop_body(lw, body):
-    stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts)
+    """A loop body (statement or list of statements) with its barriers, plus one at the end when
+    the next iteration's first accesses race with this iteration's last ones."""
+    if isinstance(body, list):
+        stmts = body
+    else:
+        stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts, getattr(lw, "smem_alias", None))
     lowered = lower_sequence(lw, stmts)
     if touching > 1 and _conflict(head_r, head_w, tail_r, tail_w):
         lowered = seq([lowered, sync_stmt(lw)])

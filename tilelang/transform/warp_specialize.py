@@ -1,10 +1,13 @@
 """Warp specialisation of the sm_90a GEMM main loop: a TMA producer warpgroup and mbarriers.
 
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
-loop, at the top level of the kernel body, whose only consumer is one wgmma gemm from shared
-memory into a float accumulator (``pipeline._single_wgmma``) and whose producers are whole-tile
-copies of 2-D 16-bit global tensors with static shapes into slab-swizzled gemm operands (what
-a TMA box writes). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
+loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16-bit
+global tensors with static shapes (a rows x columns tile, any other index fixed) into
+slab-swizzled gemm operands (what a TMA box writes), and
+whose consumers are either one wgmma gemm from shared memory into a float accumulator
+(``pipeline._single_wgmma``: the GEMM main loop, below) or any statements that only read the
+staged tiles, which are used nowhere else (the general body: flash attention's two gemms and
+its softmax). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
 cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
 
     prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T/32);
@@ -15,7 +18,7 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
             for k in [0, n):  s = k % S
                 mbarrier_wait(empty[s], ((k / S) & 1) ^ 1)
                 mbarrier_arrive_expect_tx(full[s], bytes of all tiles)
-                tma_load_2d per swizzle slab of each tile, completing on full[s]
+                tma_load_<rank>d per swizzle slab of each tile, completing on full[s]
     else:                                         # consumer warpgroups
         setmaxnreg_inc<232> (T == 256)
         for k in [0, n):  s = k % S
@@ -23,6 +26,15 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
             wgmma(k) issued asynchronously; wgmma_wait<1>      # wgmma(k-1) retired in this warp
             if k > 0 and lane 0: mbarrier_arrive(empty[(k-1) % S])
         wgmma_wait<0>
+
+With a general body the consumer loop is ``mbarrier_wait(full[s]); body (its gemms wait for
+their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is released at the end
+of the iteration that read it, and the producer runs up to S tiles ahead. The consumer
+warpgroups meet no barrier inside the loop: they drift apart, and one's softmax overlaps the
+other's wgmma. (Making them take turns at the tensor cores with named barriers, as
+FlashAttention-3's ping-pong does, measured slower here: 0.77x SDPA against 0.97x, with
+synchronous wgmma on both sides of the turn the tensor cores idle whenever a softmax is shorter
+than the other warpgroup's gemms.)
 
 Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
 moves the statements around the loop into the consumer branch (so the accumulator never lives
@@ -51,7 +63,7 @@ PRODUCER_THREADS = 128
 class WsPlan:
     loop: object                 # the T.Pipelined For
     stages: int
-    gemm: object                 # the gemm statement
+    gemm: object                 # the one asynchronous gemm, or None: a general consumer body
     producers: list              # [(copy statement, tensor map index)]
     tensormaps: list             # artifact tensor map specs (see KernelArtifact.tensormaps)
     marker: object = None        # the lowered producer/consumer IfThenElse
@@ -98,9 +110,12 @@ def plan_or_reason(lw) -> tuple:
     gemm = pipeline._single_wgmma(lw, consumers)
     if S < 2:
         return None, "num_stages < 2"
-    if not producers or gemm is None:
-        return None, ("the loop body is not global-to-shared copies feeding one T.gemm (shared A and B, "
-                      "float accumulator, no clear)")
+    if not producers:
+        return None, "the loop body has no global-to-shared copies at its top level"
+    if gemm is None:
+        why = _general_blocker(lw, loop, producers, consumers)
+        if why is not None:
+            return None, why
     specs, pairs = [], []
     for p in producers:
         spec = _tma_spec(lw, p, len(specs))
@@ -109,6 +124,31 @@ def plan_or_reason(lw) -> tuple:
         pairs.append((p, len(specs)))
         specs.append(spec)
     return WsPlan(loop, S, gemm, pairs, specs), None
+
+
+def _general_blocker(lw, loop, producers, consumers) -> str | None:
+    """Why a loop whose consumers are more than one wgmma (flash attention: S = Q K^T, softmax,
+    O += P V) cannot run them as a synchronous consumer body, or None. The staged tiles must be
+    only read by the consumers, and only inside this loop."""
+    from tilelang.transform import smem_plan, thread_sync
+
+    staged = {decode_region(p.value.args[1]).buffer for p in producers}
+    for c in consumers:
+        _, writes = thread_sync.shared_rw(c)
+        if writes & staged:
+            return f"a statement of the loop body writes the staged tile '{next(iter(writes & staged)).name}'"
+        found = []
+        walk_stmts(c, lambda x: found.append(x) if isinstance(x, tirx.For) and "tl.num_stages" in x.annotations
+                   else None)
+        if found:
+            return "the loop body holds another T.Pipelined loop"
+    top = smem_plan.top_level(lw.info.body)
+    at = next(i for i, x in enumerate(top) if x.same_as(loop))
+    live = smem_plan.live_ranges(lw.info.body, list(staged))
+    for buf in staged:
+        if live.get(buf, (at, at)) != (at, at):
+            return f"the staged tile '{buf.name}' is used outside the T.Pipelined loop"
+    return None
 
 
 def _top_level(body, target) -> bool:
@@ -136,23 +176,33 @@ def _tma_spec(lw, stmt, index) -> dict | str:
         return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
     shape = [const_int(x) for x in src.buffer.shape]
     tile = [const_int(x) for x in dst.buffer.shape]
-    if len(shape) != 2 or None in shape or len(tile) != 2 or None in tile:
-        return f"'{name}' is not a 2-D tensor with a static shape"
+    ext = [const_int(x) for x in src.extents]
+    rank = len(shape)
+    if not 2 <= rank <= 5 or None in shape or len(tile) != 2 or None in tile or None in ext:
+        return f"'{name}' is not a 2- to 5-D tensor with a static shape"
     if nbytes(str(src.buffer.dtype)) != 2 or str(src.buffer.dtype) != str(dst.buffer.dtype):
         return f"'{name}' is not a 16-bit tensor copied without conversion"
-    if [const_int(x) for x in src.extents] != tile:
+    # The tile is a (rows, columns) box: columns along the innermost dimension, rows along one
+    # other dimension, every further dimension of extent 1 (a head / batch index).
+    wide = [d for d in range(rank - 1) if ext[d] != 1]
+    row_dim = wide[0] if len(wide) == 1 else (rank - 2 if not wide else None)
+    if row_dim is None or [ext[row_dim], ext[-1]] != tile:
         return f"the copy from '{name}' does not fill '{dst.buffer.name}' exactly"
     rows, width = tile[0], layout.slab_width
     if rows > 256 or tile[1] % width:
         return f"'{dst.buffer.name}' has {rows} rows (a TMA box has at most 256)"
-    if (shape[1] * 2) % 16:
-        return f"a row of '{name}' is {shape[1] * 2} bytes, not a multiple of 16 (TMA global strides)"
-    col = lw.an.modular_set(src.starts[1])
+    if (shape[-1] * 2) % 16:
+        return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
+    col = lw.an.modular_set(src.starts[-1])
     if col.coeff % 8 or col.base % 8:
         return f"the copy from '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
+    strides, acc = [], 2
+    for d in range(rank - 1, 0, -1):          # byte strides of dims 1 .. rank-1, innermost first
+        acc *= shape[d]
+        strides.append(acc)
+    box = [width] + [ext[d] for d in range(rank - 2, -1, -1)]
     return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
-            "dims": [shape[1], shape[0]], "strides": [shape[1] * 2], "box": [width, rows],
-            "swizzle": width * 2}
+            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * 2}
 
 
 def tmap(j: int):
@@ -191,15 +241,15 @@ def lower_loop(lw, loop):
         for p, j in ws.producers:
             src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
             spec = ws.tensormaps[j]
-            width, rows = spec["box"]
-            cols = const_int(dst.buffer.shape[1])
-            r0, c0 = lw.rewrite(src.starts[0]), lw.rewrite(src.starts[1])
+            width = spec["box"][0]
+            rows, cols = (const_int(x) for x in dst.buffer.shape)
+            coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
             view = lw.smem_views[dst.buffer]
             size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
             for s in range(cols // width):
                 dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                loads.append(evaluate_extern("tl::tma_load_2d", dst_ptr, tmap(j), _bar(ws, stage),
-                                             c0 + s * width, r0))
+                loads.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tmap(j), _bar(ws, stage),
+                                             coords[0] + s * width, *coords[1:]))
             nbytes_all += rows * cols * 2
     finally:
         lw.vmap = saved_vmap
@@ -216,18 +266,30 @@ def lower_loop(lw, loop):
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
-    issue = lw.lower_gemm(ws.gemm, asynchronous=True)
-    lw.stage = saved_stage
-    c_buf = decode_region(ws.gemm.value.args[2]).buffer
-    c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
-    count = lw.layouts.fragments[c_buf].local_size
-    release = tirx.IfThenElse(
-        tirx.And(tirx.GT(j, i32(0)), tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))),
-        evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
-    cbody = seq([evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase), issue,
-                 evaluate_extern(f"tl::wgmma_wait<1, {count}>", c_ptr), release])
-    consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
-                evaluate_extern(f"tl::wgmma_wait<0, {count}>", c_ptr)]
+    lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
+    wait_full = evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase)
+    if ws.gemm is not None:
+        issue = lw.lower_gemm(ws.gemm, asynchronous=True)
+        lw.stage = saved_stage
+        c_buf = decode_region(ws.gemm.value.args[2]).buffer
+        c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
+        count = lw.layouts.fragments[c_buf].local_size
+        release = tirx.IfThenElse(
+            tirx.And(tirx.GT(j, i32(0)), lane0),
+            evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
+        cbody = seq([wait_full, issue, evaluate_extern(f"tl::wgmma_wait<1, {count}>", c_ptr), release])
+        consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
+                    evaluate_extern(f"tl::wgmma_wait<0, {count}>", c_ptr)]
+    else:
+        # A general consumer body (several synchronous wgmma and the code between them): every
+        # read of stage j is complete when the body ends, so each warp then releases stage j.
+        from tilelang.transform import pipeline, thread_sync
+
+        consumers = [c for c in pipeline._body_list(loop) if not pipeline._is_producer(c)]
+        body = thread_sync.lower_loop_body(lw, consumers)
+        lw.stage = saved_stage
+        release = tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + cstage)), None)
+        consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]), span=loop.span)]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]

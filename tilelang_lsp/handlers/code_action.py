@@ -132,9 +132,13 @@ def _fitting_stages(summary: dict, current: int) -> int | None:
     buffers = [b for b in summary.get("buffers", {}).values() if b["scope"].startswith("shared")]
     if any(b["bytes"] is None for b in buffers):
         return None
+    from tilelang.transform.smem_plan import Item, place
+
     for stages in range(current - 1, 0, -1):
-        total = sum(-(-b["bytes"] * (stages if b["stages"] > 1 else 1) // SMEM_ALIGN) * SMEM_ALIGN
-                    for b in buffers)
+        # the compiler's placement: buffers never live together share bytes
+        live = [tuple(b["live"]) if b.get("live") else None for b in buffers]
+        _, total = place([Item(k, b["bytes"] * (stages if b["stages"] > 1 else 1), SMEM_ALIGN, lv)
+                          for k, (b, lv) in enumerate(zip(buffers, live))])
         if total <= summary["smem_limit"]:
             return stages
     return None

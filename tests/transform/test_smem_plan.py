@@ -1,0 +1,93 @@
+"""Shared-memory planning (transform.smem_plan): buffers with disjoint lifetimes share bytes, the
+barrier planner treats them as one buffer, and the checker and hovers count the same bytes."""
+
+import tilelang.language as T
+from tilelang.analysis import check
+from tilelang.transform import smem_plan, thread_sync
+from tilelang.transform.kernel import analyze_kernel
+from tilelang.transform.layout_inference import infer_layouts
+from tilelang.transform.lower_tile_ops import Lowerer
+
+from test_lowering import lowered_text
+
+
+def test_first_fit_shares_bytes_only_between_disjoint_lifetimes():
+    items = [smem_plan.Item("q", 1000, 128, (0, 3)), smem_plan.Item("k", 500, 128, (1, 3)),
+             smem_plan.Item("o", 1000, 128, (4, 5)), smem_plan.Item("x", 100, 1024, (3, 4))]
+    offsets, total = smem_plan.place(items)
+    assert offsets == {"q": 0, "k": 1024, "o": 0, "x": 2048}   # o takes q's bytes; x overlaps all three
+    assert total == 2148
+    alias = smem_plan.aliases(items, offsets)
+    assert alias == {"q": {"o"}, "o": {"q"}}
+
+
+def test_all_live_together_is_the_plain_sequential_layout():
+    items = [smem_plan.Item(n, 300, 128, (0, 1)) for n in "abc"]
+    assert smem_plan.place(items) == ({"a": 0, "b": 384, "c": 768}, 1068)
+
+
+def attention_like(block_M=128, block_N=64, dim=128, stages=2):
+    @T.prim_func
+    def kernel(Q: T.Tensor((4096, dim), "float16"), K: T.Tensor((4096, dim), "float16"),
+               O: T.Tensor((4096, dim), "float16")):
+        with T.Kernel(4096 // block_M, threads=128) as bx:
+            Q_s = T.alloc_shared((block_M, dim), "float16")
+            K_s = T.alloc_shared((block_N, dim), "float16")
+            O_s = T.alloc_shared((block_M, dim), "float16")
+            S = T.alloc_fragment((block_M, block_N), "float32")
+            P = T.alloc_fragment((block_M, block_N), "float16")
+            acc = T.alloc_fragment((block_M, dim), "float32")
+            T.copy(Q[bx * block_M, 0], Q_s)
+            T.clear(acc)
+            for k in T.Pipelined(4096 // block_N, num_stages=stages):
+                T.copy(K[k * block_N, 0], K_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(S, P)
+                T.gemm(P, K_s, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, O_s)
+            T.copy(O_s, O[bx * block_M, 0])
+
+    return kernel
+
+
+def _lowerer(func, arch):
+    info = analyze_kernel(func)
+    return Lowerer(info, infer_layouts(info, arch), {})
+
+
+def test_the_output_tile_takes_the_bytes_of_q_and_waits_for_its_last_reader():
+    lw = _lowerer(attention_like(), "sm_80")
+    views = {b.name: v for b, v in lw.smem_views.items()}
+    assert int(views["O_s"].elem_offset) == int(views["Q_s"].elem_offset) == 0
+    assert lw.smem_bytes == 128 * 128 * 2 + 2 * 64 * 128 * 2          # Q + two K stages; O is free
+    # The barrier planner sees O_s's write after the loop as a write over Q_s's bytes.
+    stmts = smem_plan.top_level(lw.info.body)
+    o_write = next(k for k, s in enumerate(stmts) if "O_s" in str(s) and "acc" in str(s))
+    assert o_write in thread_sync.plan_sequence(stmts, lw.smem_alias)[0]
+    assert o_write not in thread_sync.plan_sequence(stmts)[0]          # what separate buffers would need
+    text = lowered_text(attention_like(), "sm_80")
+    tail = text[text.rindex("tl::cp_async_wait<0>"):]
+    assert tail.index("__syncthreads") < tail.index("O_s[")
+
+
+def test_checker_counts_the_shared_bytes_once():
+    # 128x256 Q + O tiles (64 KiB each) and 3 x 128x256 K stages (192 KiB): 320 KiB as separate
+    # buffers, 256 KiB with O on Q's bytes. On sm_90a (227 KiB) both are over; the note says why
+    # the figure is smaller than the sum.
+    (diag,) = [d for d in check(attention_like(128, 128, 256, 3), "sm_90a") if d.code == "TL0501"]
+    assert "256 KiB" in diag.message
+    assert any("'O_s' and 'Q_s'" in n.message for n in diag.notes)
+    # 2 stages: 64 + 128 KiB fits; counted without sharing it would be 256 KiB, a false error
+    assert not [d for d in check(attention_like(128, 128, 256, 2), "sm_90a") if d.code == "TL0501"]
+
+
+def test_hover_summary_names_the_buffers_sharing_bytes():
+    from tilelang_lsp.hover import shared_markdown
+    from tilelang_lsp.lsp_kernels import summarize
+
+    summary = summarize(attention_like(), "sm_80")
+    assert summary["buffers"]["O_s"]["shares_with"] == ["Q_s"]
+    assert "shares_with" not in summary["buffers"]["K_s"]
+    assert summary["smem_total"] == 128 * 128 * 2 + 2 * 64 * 128 * 2
+    text = shared_markdown("O_s", summary["buffers"]["O_s"], summary)
+    assert "shares its bytes with `Q_s`" in text

@@ -1,0 +1,122 @@
+"""Shared-memory planning: where each shared buffer lives in the block's one dynamic allocation.
+
+Two buffers that are never live at the same time may share bytes. Liveness is taken at the
+granularity of the kernel body's top-level statements: a buffer is live from the first top-level
+statement that names it to the last one (a loop that names it keeps it live for all its
+iterations). The classic case is flash attention's output tile: ``O_shared`` is written only
+after the main loop, so it takes the bytes of ``Q_shared`` (read only inside the loop), which
+saves a quarter of the kernel's shared memory and lets two blocks share an SM.
+
+Placement is first fit in declaration order: each buffer goes to the lowest (aligned) offset
+that overlaps no earlier buffer live at the same time. When no lifetimes are disjoint this is
+exactly the plain sequential layout.
+
+Sharing bytes needs barriers the buffers alone would not ask for (a write of ``O_shared`` must
+wait until every thread has finished reading ``Q_shared``): ``aliases`` tells the barrier
+planner (``thread_sync``) which buffers overlap, and it treats them as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm_ffi
+from tvm import tirx
+
+from tilelang.language._ops import is_tl_call
+
+
+@dataclass
+class Item:
+    key: object            # the shared buffer (or any hashable)
+    nbytes: int
+    align: int
+    live: tuple | None     # (first, last) top-level statement index; None: never used
+
+
+def top_level(body) -> list:
+    """The kernel body's top-level statements (nested sequences flattened)."""
+    out = []
+
+    def go(s):
+        if isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                go(x)
+        else:
+            out.append(s)
+
+    go(body)
+    return out
+
+
+def _names_buffers(stmt, shared: set) -> set:
+    if isinstance(stmt, tirx.AllocBuffer) or (
+            isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value)
+            and stmt.value.op.name in ("tl.annotate_layout", "tl.use_swizzle")):
+        return set()   # declarations and annotations name a buffer without touching it
+    found = set()
+
+    def on_var(v):
+        if v in shared:
+            found.add(v)
+
+    tvm_ffi.structural_walk(stmt, [(tirx.Var, on_var)], order="pre")
+    return found
+
+
+def live_ranges(body, buffers) -> dict:
+    """buffer -> (first, last) top-level statement index that names it (absent: never used)."""
+    shared = set(buffers)
+    out = {}
+    for k, stmt in enumerate(top_level(body)):
+        for buf in _names_buffers(stmt, shared):
+            first, _ = out.get(buf, (k, k))
+            out[buf] = (first, k)
+    return out
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def _overlap(a, b) -> bool:
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def place(items: list[Item], base: int = 0) -> tuple[dict, int]:
+    """(key -> byte offset, total bytes) with first-fit placement in the order given."""
+    placed = []   # (offset, end, live)
+    offsets = {}
+    for it in items:
+        busy = sorted((o, e) for o, e, live in placed if _overlap(live, it.live) or it.live is None)
+        offset = _align(base, it.align)
+        for o, e in busy:
+            if offset + it.nbytes <= o:
+                break
+            offset = max(offset, _align(e, it.align))
+        offsets[it.key] = offset
+        placed.append((offset, offset + it.nbytes, it.live))
+    total = max([base] + [e for _, e, _ in placed])
+    return offsets, total
+
+
+def aliases(items: list[Item], offsets: dict) -> dict:
+    """key -> the other keys whose bytes overlap its own (only keys that share bytes appear)."""
+    out = {}
+    for a in items:
+        for b in items:
+            if a.key is b.key or not a.nbytes or not b.nbytes:
+                continue
+            oa, ob = offsets[a.key], offsets[b.key]
+            if oa < ob + b.nbytes and ob < oa + a.nbytes:
+                out.setdefault(a.key, set()).add(b.key)
+    return out
+
+
+def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128):
+    """(offsets, total bytes, aliases) for shared buffers ``sizes`` (buffer -> bytes, in
+    declaration order) used by the kernel ``body``."""
+    live = live_ranges(body, list(sizes))
+    items = [Item(buf, n, (aligns or {}).get(buf, default_align), live.get(buf)) for buf, n in sizes.items()]
+    offsets, total = place(items)
+    return offsets, total, aliases(items, offsets)
