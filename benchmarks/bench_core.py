@@ -46,9 +46,13 @@ GEMM_CONFIGS = [
     # 128x256 over two consumer warpgroups was the best square-GEMM tile of the session-2 sweep
     # (benchmarks/RESULTS.md); the 64-row tiles are for skinny M (one wgmma row block, more blocks).
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256},
+    {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256},
+    {"block_M": 256, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256},
     {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128},
     {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128},
     {"block_M": 64, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 128},
+    # M <= 64: a memory-bound stream of B; 64x64 tiles put twice the blocks on the SMs
+    {"block_M": 64, "block_N": 64, "block_K": 64, "num_stages": 6, "threads": 128},
 ]
 SOFTMAX_CONFIGS = [{"threads": 256}, {"threads": 512}]
 RMSNORM_CONFIGS = [{"threads": 256}, {"threads": 512}]
