@@ -1,4 +1,5 @@
-"""Warp specialisation of the sm_90a GEMM main loop: a TMA producer warpgroup and mbarriers.
+"""Warp specialisation of an sm_90a pipelined loop (the GEMM main loop, attention's KV loop): a
+TMA producer warpgroup and mbarriers.
 
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
 loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16-bit
@@ -127,9 +128,9 @@ def plan_or_reason(lw) -> tuple:
 
 
 def _general_blocker(lw, loop, producers, consumers) -> str | None:
-    """Why a loop whose consumers are more than one wgmma (flash attention: S = Q K^T, softmax,
-    O += P V) cannot run them as a synchronous consumer body, or None. The staged tiles must be
-    only read by the consumers, and only inside this loop."""
+    """Why a loop whose consumers are not the single asynchronous gemm of a GEMM main loop (flash
+    attention: S = Q K^T, softmax, O += P V) cannot run them as a synchronous consumer body, or
+    None. The staged tiles must be only read by the consumers, and only inside this loop."""
     from tilelang.transform import smem_plan, thread_sync
 
     staged = {decode_region(p.value.args[1]).buffer for p in producers}
