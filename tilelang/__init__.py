@@ -24,6 +24,28 @@ from tilelang import autotuner  # noqa: F401 - tilelang.autotuner.AutoTuner, set
 from tilelang.autotuner import autotune
 from tilelang.transform.pass_config import PassConfigKey
 
+import tvm  # noqa: E402 - ``from tilelang import tvm`` as upstream code writes it
+
+
+def enable_cache() -> None:
+    """Use the kernel disk cache in this process (the default unless TILELANG_DISABLE_CACHE=1)."""
+    from tilelang.jit import cache
+
+    cache.set_enabled(True)
+
+
+def disable_cache() -> None:
+    """Neither load nor store cached kernels in this process."""
+    from tilelang.jit import cache
+
+    cache.set_enabled(False)
+
+
+def is_cache_enabled() -> bool:
+    from tilelang.jit import cache
+
+    return cache.enabled()
+
 
 def cdiv(a, b):
     """Ceiling division of integers (or TIR expressions)."""
@@ -39,4 +61,5 @@ def next_power_of_2(n: int) -> int:
 
 
 __all__ = ["JITKernel", "PassConfigKey", "Profiler", "TensorSupplyType", "TileLangCompileError", "autotune", "autotuner", "cdiv",
-           "compile", "do_bench", "jit", "language", "lower", "next_power_of_2"]
+           "compile", "disable_cache", "do_bench", "enable_cache", "is_cache_enabled", "jit", "language", "lower",
+           "next_power_of_2", "tvm"]

@@ -38,7 +38,8 @@ def run_check_pass(state) -> None:
     from tilelang.analysis.checker import check
     from tilelang.analysis.report import CheckContext
 
-    ctx = CheckContext(out_idx=getattr(state, "out_idx", None), read_source=_read)
+    ctx = CheckContext(out_idx=getattr(state, "out_idx", None), read_source=_read,
+                       pass_configs=dict(getattr(state, "pass_configs", None) or {}))
     diagnostics = [d for d in check(state.func, state.arch, ctx)
                    if d.code not in _silenced(getattr(state, "pass_configs", None) or {})]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR and d.code != "TL0003"]

@@ -34,6 +34,7 @@ class CheckContext:
     sources: Mapping[str, str] = field(default_factory=dict)
     read_source: Callable[[str], str | None] | None = None
     out_idx_span: Span | None = None
+    pass_configs: Mapping[str, object] = field(default_factory=dict)   # the compile's, when known
 
     def source(self, file: str | None) -> str | None:
         if not file:

@@ -54,7 +54,8 @@ def shared_usage(k):
 def planned_smem(k, usage):
     """(total bytes, aliases) of the compiler's placement (``transform.smem_plan``) for ``usage``:
     buffers whose lifetimes are disjoint share bytes."""
-    _, total, alias = smem_plan.plan(k.info.body, {buf: size * n for buf, size, n in usage})
+    reuse = not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse")
+    _, total, alias = smem_plan.plan(k.info.body, {buf: size * n for buf, size, n in usage}, reuse=reuse)
     return total, alias
 
 
@@ -91,7 +92,7 @@ def check_lowered_smem(k, rep) -> None:
         return
     from tilelang.transform.lower_tile_ops import Lowerer
 
-    total = Lowerer(k.info, k.layouts, {}).smem_bytes
+    total = Lowerer(k.info, k.layouts, dict(k.ctx.pass_configs)).smem_bytes
     if total > limit:
         _report_smem(k, rep, usage, total, limit, Note(
             f"on sm_90a, wgmma operand tiles start at 1024-byte boundaries and a warp-specialised pipeline "

@@ -45,8 +45,18 @@ _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 3600
 
 
+_SWITCH: list = [None]   # tilelang.enable_cache() / disable_cache() in this process; None: the knob
+
+
 def enabled() -> bool:
+    if _SWITCH[0] is not None:
+        return _SWITCH[0]
     return not knobs.disable_cache()
+
+
+def set_enabled(on: bool | None) -> None:
+    """Turn the disk cache on or off for this process (None: back to TILELANG_DISABLE_CACHE)."""
+    _SWITCH[0] = on
 
 
 def cache_dir() -> Path:

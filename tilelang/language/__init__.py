@@ -24,7 +24,7 @@ from .loops import Parallel, Pipelined, Vectorized, grid, serial, unroll, vector
 from .math import *  # noqa: F401,F403 - the math helpers are part of T
 from .math import abs, cast, ceildiv, floordiv, floormod, if_then_else, infinity, max, max_value, min, min_value  # noqa: F401
 from .tile import (GemmWarpPolicy, atomic_add, atomic_max, atomic_min, clear, copy, cumsum, fill,
-                   gemm, reduce, reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum)
+                   gemm, gemm_v2, reduce, reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum)
 
 _install_parser()
 

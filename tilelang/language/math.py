@@ -59,6 +59,11 @@ def min(a, b):  # noqa: A001
     return tirx.min(as_expr(a), as_expr(b))
 
 
+def clamp(dst, min_val, max_val):
+    """``dst`` limited to [min_val, max_val] (upstream's T.clamp)."""
+    return max(min(dst, max_val), min_val)
+
+
 def cast(value, dtype):
     dtype = normalize_dtype(dtype)
     if isinstance(value, (int, float, bool)):

@@ -99,6 +99,10 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
                   clear_expr, int(k_pack), int(wg_wait)])
 
 
+# Upstream's second-generation gemm entry point takes the same arguments; one lowering serves both.
+gemm_v2 = gemm
+
+
 def _reduce(kind, src, dst, dim, clear):
     s = _to_region(src, READ, what=f"reduce_{kind}")
     d = _to_region(dst, WRITE, what=f"reduce_{kind}")

@@ -111,6 +111,15 @@ def analyze_kernel(func) -> KernelInfo:
             block_vars[tag] = iv.var
         stmt = stmt.body
     if not thread_vars:
+        kernels = _launch_sites(func.body)
+        if len(kernels) > 1:
+            lines = ", ".join(str(int(s.span.line)) for s in kernels if getattr(s, "span", None) is not None)
+            raise LoweringError(
+                "TL0002", f"this prim_func opens {len(kernels)} `with T.Kernel(...)` blocks"
+                + (f" (lines {lines})" if lines else "") + ": one prim_func launches one kernel here",
+                getattr(kernels[1], "span", None),
+                notes=["Split it into one @T.prim_func per T.Kernel (each its own jit kernel) and call them in "
+                       "order from Python."])
         raise LoweringError("TL0002", "the kernel body must be inside `with T.Kernel(...)`",
                             getattr(func.body, "span", None))
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads)
@@ -121,6 +130,21 @@ def analyze_kernel(func) -> KernelInfo:
 
     walk_stmts(stmt, visit)
     return info
+
+
+def _launch_sites(body) -> list:
+    """The outermost ``thread_extent`` attributes (one per ``with T.Kernel``) under ``body``."""
+    out = []
+
+    def go(s):
+        if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent":
+            out.append(s)
+            return
+        for c in children(s):
+            go(c)
+
+    go(body)
+    return out
 
 
 def tile_calls(stmt):

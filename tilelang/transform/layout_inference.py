@@ -226,6 +226,10 @@ class _Inference:
         args = stmt.value.args
         buf = args[0].source
         kind = str(args[1].value)
+        if scope_of(buf) == "local":
+            # A per-thread buffer (T.alloc_local / T.alloc_var): every thread has all of it, so a
+            # layout changes nothing; upstream code annotates such buffers and we accept it.
+            return
         if kind == "fragment" or scope_of(buf) == FRAGMENT_SCOPE:
             layout = _annotated_fragment(buf, args, kind, self.T, stmt.span)
             self.assign(buf, layout, stmt.span, f"T.annotate_layout (line {span_line(stmt.span)})")
@@ -302,8 +306,11 @@ class _Inference:
         have = self.known(buf)
         owners = loop.owners()
         coords = np.stack(np.unravel_index(owners, loop.shape), axis=-1)  # [T, L, ndim]
-        sub = coords[..., dims]
-        flat = np.ravel_multi_index(tuple(sub[..., k] for k in range(len(dims))), have.shape)
+        if dims:
+            sub = coords[..., dims]
+            flat = np.ravel_multi_index(tuple(sub[..., k] for k in range(len(dims))), have.shape)
+        else:   # x[0] of a one-element fragment: every thread running the loop must hold it
+            flat = np.zeros(coords.shape[:-1], dtype=np.int64)
         held = have.owners()
         ok = all(np.isin(flat[t], held[t]).all() for t in range(loop.num_threads))
         if not ok:
@@ -336,11 +343,18 @@ class _Inference:
                     f"the reduction at line {span_line(stmt.span)}")
         return True
 
-    def try_copy(self, stmt) -> bool:
+    def try_copy(self, stmt, force: bool = True) -> bool:
+        """A copy between memory and a fragment follows the fragment's layout; an unknown
+        fragment gets a vectorised default, but only once nothing else can place it (``force``):
+        a T.Parallel loop that reads it next to a gemm result (``mask[j]`` beside ``acc_s[i, j]``)
+        knows better which thread needs which element."""
         src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
         line = span_line(stmt.span)
         if scope_of(src.buffer) == FRAGMENT_SCOPE and scope_of(dst.buffer) == FRAGMENT_SCOPE:
             return self._fragment_to_fragment(src, dst, stmt, line)
+        if not force and any(scope_of(r.buffer) == FRAGMENT_SCOPE and self.known(r.buffer) is None
+                             for r in (src, dst)):
+            return False
         for frag, other in ((dst, src), (src, dst)):
             if scope_of(frag.buffer) == FRAGMENT_SCOPE and self.known(frag.buffer) is None:
                 shape = [const_int(s) for s in frag.buffer.shape]
@@ -395,8 +409,11 @@ class _Inference:
         while pending:
             rest = [s for s in pending if not self.step(s, force=False)]
             if len(rest) == len(pending):
-                self.step(rest[0], force=True)
-                rest = rest[1:]
+                # Nothing placed anything: give a default, to a copy's fragment first (vectorised
+                # for the copy), else to the first statement in program order.
+                first = next((s for s in rest if op_name(s) in ("copy", "atomic")), rest[0])
+                self.step(first, force=True)
+                rest = [s for s in rest if s is not first]
             pending = rest
         for buf in self.info.fragment_buffers():
             if buf not in self.out.fragments:
@@ -421,7 +438,7 @@ class _Inference:
                 return self.try_reduce(s)
             return False
         if name in ("copy", "atomic"):
-            return self.try_copy(s) or (force and self._force_copy(s))
+            return self.try_copy(s, force) or (force and self._force_copy(s))
         return self.try_parallel(s, force)
 
     def _force_copy(self, s):

@@ -73,7 +73,8 @@ class Lowerer:
             # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned
             aligns[buf] = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
         # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one.
-        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(self.info.body, sizes, aligns)
+        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(
+            self.info.body, sizes, aligns, reuse=not self.configs.get("tl.disable_shared_memory_reuse"))
         for buf, n in sizes.items():
             esize = nbytes(str(buf.dtype))
             self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,

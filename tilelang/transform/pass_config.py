@@ -17,6 +17,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
+    TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
     TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
@@ -36,6 +37,8 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",
+    PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: "every shared buffer gets bytes of its own: buffers whose "
+                                                  "lifetimes do not overlap no longer share them",
     PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",
     PassConfigKey.TL_DISABLE_BUFFER_INIT_CHECK: "drops the checker's TL0401 (read before initialisation) findings",
     PassConfigKey.TL_DISABLE_OUT_OF_BOUND_WARNING: "drops the checker's TL0601/TL0602 bound findings",

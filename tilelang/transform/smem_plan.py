@@ -113,10 +113,11 @@ def aliases(items: list[Item], offsets: dict) -> dict:
     return out
 
 
-def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128):
+def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128, reuse: bool = True):
     """(offsets, total bytes, aliases) for shared buffers ``sizes`` (buffer -> bytes, in
-    declaration order) used by the kernel ``body``."""
-    live = live_ranges(body, list(sizes))
+    declaration order) used by the kernel ``body``; ``reuse=False`` (``tl.disable_shared_memory_reuse``)
+    gives every buffer bytes of its own."""
+    live = live_ranges(body, list(sizes)) if reuse else {buf: (0, 0) for buf in sizes}
     items = [Item(buf, n, (aligns or {}).get(buf, default_align), live.get(buf)) for buf, n in sizes.items()]
     offsets, total = place(items)
     return offsets, total, aliases(items, offsets)

@@ -1,0 +1,1 @@
+"""Helpers upstream TileLang code imports from ``tilelang.utils`` (``tensor.torch_assert_close``)."""
