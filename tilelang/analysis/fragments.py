@@ -5,7 +5,10 @@ indexed by plain loop variables; an access such as ``x[i, j // 2]`` inside ``T.P
 lowered as "this thread's register for that element", which is only right if the thread that
 runs iteration (i, j) holds the element. This check evaluates the index for every iteration of
 the loop's layout and compares with the fragment's layout; a mismatch would read another
-thread's register, so it is an error. Loops too large to enumerate cheaply are skipped.
+thread's register, so it is an error. An index that also uses an enclosing serial loop's
+variable or a block index (``lse[k, j]`` inside ``for k in T.serial(4)``) is checked for every
+value they take when their ranges are constant. Loops too large to enumerate cheaply are
+skipped.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 from tvm import tirx
 
 from tilelang.diagnostics import Note, Severity
-from tilelang.transform.ir_utils import const_int
+from tilelang.transform.ir_utils import children, const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
 
 LIMIT = 1 << 24
@@ -24,11 +27,41 @@ _OPS = {
 }
 
 
+ENCLOSING_LIMIT = 256   # values of the enclosing loop / block indices enumerated per nest
+
+
 def check_fragment_reads(k, rep) -> None:
     if k.layouts is None:
         return
+    outer = _enclosing_ranges(k)
     for nest in k.nests:
-        rep.guard("fragment access check", _check_nest, k, rep, nest)
+        rep.guard("fragment access check", _check_nest, k, rep, nest, outer.get(nest, []))
+
+
+def _enclosing_ranges(k) -> dict:
+    """nest -> [(var, values)] of the serial loops around it and the block indices, where the
+    range is a compile-time constant: a fragment index that uses them (``lse[k, j]`` inside
+    ``for k``) must be held by the running thread for every value they take."""
+    launch = []
+    for iv, extent in k.info.launch:
+        n = const_int(extent)
+        if str(iv.thread_tag).startswith("blockIdx") and n is not None:
+            launch.append((iv.var, np.arange(n)))
+    out = {}
+
+    def go(s, loops):
+        if s in k.nests:
+            out[s] = launch + loops
+            return
+        if isinstance(s, tirx.For):
+            lo, n = const_int(s.min), const_int(s.extent)
+            if lo is not None and n is not None and n > 0:
+                loops = loops + [(s.loop_var, np.arange(lo, lo + n))]
+        for c in children(s):
+            go(c, loops)
+
+    go(k.info.body, [])
+    return out
 
 
 def evaluate(expr, env: dict):
@@ -53,7 +86,7 @@ def evaluate(expr, env: dict):
     return op(a, b)
 
 
-def _check_nest(k, rep, nest) -> None:
+def _check_nest(k, rep, nest, outer=()) -> None:
     loop_vars, extents, body = parallel_nest(nest)
     loop = k.layouts.loops.get(loop_vars[0])
     if loop is None:
@@ -68,10 +101,33 @@ def _check_nest(k, rep, nest) -> None:
             continue
         if owners.shape[0] * int(np.prod(layout.shape)) > LIMIT:
             continue
-        bad = _first_miss(layout, idx, env)
-        if bad is not None:
-            seen.add(buf)
-            _report(k, rep, nest, buf, idx, loop_vars, bad)
+        for fixed in _outer_values(idx, outer):
+            bad = _first_miss(layout, idx, {**env, **fixed})
+            if bad is not None:
+                seen.add(buf)
+                _report(k, rep, nest, buf, idx, loop_vars, bad, fixed)
+                break
+
+
+def _outer_values(idx, outer):
+    """Every assignment of the enclosing variables an index uses ([{}] when it uses none; no
+    assignment when their combinations exceed ENCLOSING_LIMIT)."""
+    used = [(v, vals) for v, vals in outer if any(_uses(i, v) for i in idx)]
+    total = int(np.prod([len(vals) for _, vals in used])) if used else 1
+    if total > ENCLOSING_LIMIT:
+        return []
+    combos = [{}]
+    for v, vals in used:
+        combos = [{**c, v: int(x)} for c in combos for x in vals]
+    return combos
+
+
+def _uses(expr, var) -> bool:
+    from tilelang.transform.ir_utils import tvm_ffi_walk
+
+    found = []
+    tvm_ffi_walk(expr, lambda e: found.append(1) if isinstance(e, tirx.Var) and e.same_as(var) else None)
+    return bool(found)
 
 
 def _plain(idx, loop_vars) -> bool:
@@ -96,17 +152,18 @@ def _first_miss(layout, idx, env):
     if ok.all():
         return None
     t, l = map(int, np.argwhere(~ok)[0])
-    return t, [int(c[t, l]) for c in env.values()]
+    return t, [int(np.broadcast_to(np.asarray(c), ok.shape)[t, l]) for c in env.values()]
 
 
 def env_shape(env):
     return next(iter(env.values())).shape
 
 
-def _report(k, rep, nest, buf, idx, loop_vars, bad) -> None:
+def _report(k, rep, nest, buf, idx, loop_vars, bad, fixed=None) -> None:
     tid, coords = bad
     access = f"{buf.name}[{', '.join(str(i) for i in idx)}]"
-    iteration = ", ".join(f"{v.name}={c}" for v, c in zip(loop_vars, coords))
+    iteration = ", ".join([f"{v.name}={c}" for v, c in zip(loop_vars, coords)]
+                          + [f"{v.name}={c}" for v, c in (fixed or {}).items()])
     origin = k.layouts.origin.get(buf, "layout inference")
     rep.emit("TL0203", f"fragment '{buf.name}' is read as {access} inside T.Parallel, but the thread "
              f"that runs an iteration does not always hold that element (thread {tid} runs {iteration}): "
