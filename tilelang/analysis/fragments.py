@@ -39,14 +39,14 @@ def check_fragment_reads(k, rep) -> None:
 
 
 def _enclosing_ranges(k) -> dict:
-    """nest -> [(var, values)] of the serial loops around it and the block indices, where the
-    range is a compile-time constant: a fragment index that uses them (``lse[k, j]`` inside
+    """nest -> [(var, first, count)] of the serial loops around it and the block indices, where
+    the range is a compile-time constant: a fragment index that uses them (``lse[k, j]`` inside
     ``for k``) must be held by the running thread for every value they take."""
     launch = []
     for iv, extent in k.info.launch:
         n = const_int(extent)
         if str(iv.thread_tag).startswith("blockIdx") and n is not None:
-            launch.append((iv.var, np.arange(n)))
+            launch.append((iv.var, 0, n))
     out = {}
 
     def go(s, loops):
@@ -56,7 +56,7 @@ def _enclosing_ranges(k) -> dict:
         if isinstance(s, tirx.For):
             lo, n = const_int(s.min), const_int(s.extent)
             if lo is not None and n is not None and n > 0:
-                loops = loops + [(s.loop_var, np.arange(lo, lo + n))]
+                loops = loops + [(s.loop_var, lo, n)]
         for c in children(s):
             go(c, loops)
 
@@ -112,13 +112,15 @@ def _check_nest(k, rep, nest, outer=()) -> None:
 def _outer_values(idx, outer):
     """Every assignment of the enclosing variables an index uses ([{}] when it uses none; no
     assignment when their combinations exceed ENCLOSING_LIMIT)."""
-    used = [(v, vals) for v, vals in outer if any(_uses(i, v) for i in idx)]
-    total = int(np.prod([len(vals) for _, vals in used])) if used else 1
+    used = [(v, lo, n) for v, lo, n in outer if any(_uses(i, v) for i in idx)]
+    total = 1
+    for _, _, n in used:
+        total *= n
     if total > ENCLOSING_LIMIT:
         return []
     combos = [{}]
-    for v, vals in used:
-        combos = [{**c, v: int(x)} for c in combos for x in vals]
+    for v, lo, n in used:
+        combos = [{**c, v: x} for c in combos for x in range(lo, lo + n)]
     return combos
 
 
