@@ -121,7 +121,7 @@ def _buffers(info, layouts, out) -> None:
                 sizes[buf] = entry["bytes"] * entry["stages"]
         out["buffers"].setdefault(buf.name, entry)
     if known:
-        _, total, alias = smem_plan.plan(info.body, sizes)
+        _, total, alias = smem_plan.plan(info.body, sizes, live=live)
         for buf, others in alias.items():
             out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
     out["smem_total"] = total if known else None

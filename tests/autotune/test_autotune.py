@@ -41,13 +41,8 @@ CHECK_FAILS = dict(block_M=128, block_N=64, block_K=64, num_stages=2, threads=12
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("TILELANG_DISABLE_CACHE", "TILELANG_AUTOTUNE_FORCE"):
-        monkeypatch.delenv(name, raising=False)
-    tuner._MEMO.clear()
+def isolated(isolated_autotune):
     yield
-    tuner._MEMO.clear()
 
 
 @pytest.fixture

@@ -11,13 +11,8 @@ from tilelang.autotuner import tuner  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("TILELANG_DISABLE_CACHE", "TILELANG_AUTOTUNE_FORCE"):
-        monkeypatch.delenv(name, raising=False)
-    tuner._MEMO.clear()
+def isolated(isolated_autotune):
     yield
-    tuner._MEMO.clear()
 
 
 def gemm(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=2, threads=128, short_k=False):

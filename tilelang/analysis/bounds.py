@@ -17,7 +17,7 @@ import tvm_ffi
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.transform.ir_utils import ExprRewriter, const_int, walk_stmts
+from tilelang.transform.ir_utils import ExprRewriter, const_int, has_load, walk_stmts
 from tilelang.transform.kernel import op_name
 
 
@@ -146,11 +146,7 @@ def _unguarded_loads(expr) -> list:
 
 def _has_load(expr) -> bool:
     """Whether ``expr`` reads memory anywhere (guarded or not)."""
-    if isinstance(expr, (int, float)):
-        return False
-    found = []
-    tvm_ffi.structural_walk(expr, [(ir.TensorLoad, lambda n: (found.append(n), None)[1])], order="pre")
-    return bool(found)
+    return not isinstance(expr, (int, float)) and has_load(expr)
 
 
 def _single_assignments(k) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 from tvm import tirx
 
 from tilelang.diagnostics import Note, Severity
-from tilelang.transform.ir_utils import children, const_int
+from tilelang.transform.ir_utils import any_expr, children, const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
 
 LIMIT = 1 << 24
@@ -125,11 +125,7 @@ def _outer_values(idx, outer):
 
 
 def _uses(expr, var) -> bool:
-    from tilelang.transform.ir_utils import tvm_ffi_walk
-
-    found = []
-    tvm_ffi_walk(expr, lambda e: found.append(1) if isinstance(e, tirx.Var) and e.same_as(var) else None)
-    return bool(found)
+    return any_expr(expr, lambda e: isinstance(e, tirx.Var) and e.same_as(var))
 
 
 def _plain(idx, loop_vars) -> bool:

@@ -152,15 +152,36 @@ def tvm_ffi_walk(node, fn):
     tvm_ffi.structural_walk(node, [(ir.Expr, lambda n: (fn(n), None)[1])], order="pre")
 
 
-def seq(stmts: Iterable):
+def any_expr(node, pred: Callable) -> bool:
+    """Whether some expression node reachable from ``node`` satisfies ``pred`` (stops at the first)."""
+    import tvm_ffi
+
+    def visit(n):
+        return tvm_ffi.VisitInterrupt(True) if pred(n) else None
+
+    return tvm_ffi.structural_walk(node, [(ir.Expr, visit)], order="pre") is not None
+
+
+def has_load(node) -> bool:
+    """Whether ``node`` reads a buffer anywhere."""
+    return any_expr(node, lambda e: isinstance(e, ir.TensorLoad))
+
+
+def flatten(stmts: Iterable) -> list:
+    """The statements with nested sequences spliced in and Nones dropped."""
     items = []
     for s in stmts:
         if s is None:
             continue
         if isinstance(s, tirx.SeqStmt):
-            items.extend(s.seq)
+            items.extend(flatten(s.seq))
         else:
             items.append(s)
+    return items
+
+
+def seq(stmts: Iterable):
+    items = flatten(stmts)
     if not items:
         return tirx.Evaluate(tirx.IntImm("int32", 0))
     if len(items) == 1:

@@ -155,6 +155,13 @@ def _prefetch(lw, loop, produce, ahead, S, commit):
     return prologue, tirx.IfThenElse(tirx.LT(j + ahead, n), nxt, None)
 
 
+def wgmma_wait(lw, gemm, pending: int):
+    """``wgmma_wait<pending>`` for the asynchronous ``gemm``, pinning its accumulator registers."""
+    c_buf = decode_region(gemm.value.args[2]).buffer
+    c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
+    return evaluate_extern(f"tl::wgmma_wait<{pending}, {lw.layouts.fragments[c_buf].local_size}>", c_ptr)
+
+
 def _lower_async_wgmma(lw, loop, S, producers, gemm):
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
@@ -167,10 +174,7 @@ def _lower_async_wgmma(lw, loop, S, producers, gemm):
         lw.stage[b] = tirx.floormod(j, i32(S))
     issue = lw.lower_gemm(gemm, asynchronous=True)
     lw.stage = saved_stage
-    c_buf = decode_region(gemm.value.args[2]).buffer
-    c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
-    count = lw.layouts.fragments[c_buf].local_size
-    wait = lambda pending: evaluate_extern(f"tl::wgmma_wait<{pending}, {count}>", c_ptr)
+    wait = lambda pending: wgmma_wait(lw, gemm, pending)  # noqa: E731
     body = seq([evaluate_extern(f"tl::cp_async_wait<{S - 3}>"), thread_sync.sync_stmt(lw), nxt, commit,
                 issue, wait(1)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)

@@ -24,6 +24,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tilelang.language._ops import is_tl_call
+from tilelang.transform.ir_utils import flatten
 
 
 @dataclass
@@ -36,17 +37,7 @@ class Item:
 
 def top_level(body) -> list:
     """The kernel body's top-level statements (nested sequences flattened)."""
-    out = []
-
-    def go(s):
-        if isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                go(x)
-        else:
-            out.append(s)
-
-    go(body)
-    return out
+    return flatten([body])
 
 
 def _names_buffers(stmt, shared: set) -> set:
@@ -113,11 +104,16 @@ def aliases(items: list[Item], offsets: dict) -> dict:
     return out
 
 
-def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128, reuse: bool = True):
+def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128, reuse: bool = True,
+         live: dict | None = None):
     """(offsets, total bytes, aliases) for shared buffers ``sizes`` (buffer -> bytes, in
-    declaration order) used by the kernel ``body``; ``reuse=False`` (``tl.disable_shared_memory_reuse``)
-    gives every buffer bytes of its own."""
-    live = live_ranges(body, list(sizes)) if reuse else {buf: (0, 0) for buf in sizes}
+    declaration order) used by the kernel ``body`` (``live``: its ``live_ranges`` when the caller
+    has them); ``reuse=False`` (``tl.disable_shared_memory_reuse``) gives every buffer bytes of
+    its own."""
+    if not reuse:
+        live = {buf: (0, 0) for buf in sizes}
+    elif live is None:
+        live = live_ranges(body, list(sizes))
     items = [Item(buf, n, (aligns or {}).get(buf, default_align), live.get(buf)) for buf, n in sizes.items()]
     offsets, total = place(items)
     return offsets, total, aliases(items, offsets)

@@ -54,7 +54,7 @@ from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
-from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
+from tilelang.transform.ir_utils import const_int, evaluate_extern, flatten, has_load, i32, seq, walk_stmts
 from tilelang.transform.kernel import decode_region
 
 PRODUCER_THREADS = 128
@@ -269,23 +269,20 @@ def lower_loop(lw, loop):
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
     lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
     wait_full = evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase)
+    from tilelang.transform import pipeline, thread_sync
+
     if ws.gemm is not None:
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
-        c_buf = decode_region(ws.gemm.value.args[2]).buffer
-        c_ptr = tirx.address_of(tirx.BufferLoad(lw.frag[c_buf], [i32(0)]))
-        count = lw.layouts.fragments[c_buf].local_size
         release = tirx.IfThenElse(
             tirx.And(tirx.GT(j, i32(0)), lane0),
             evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
-        cbody = seq([wait_full, issue, evaluate_extern(f"tl::wgmma_wait<1, {count}>", c_ptr), release])
+        cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
-                    evaluate_extern(f"tl::wgmma_wait<0, {count}>", c_ptr)]
+                    pipeline.wgmma_wait(lw, ws.gemm, 0)]
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
-        from tilelang.transform import pipeline, thread_sync
-
         consumers = [c for c in pipeline._body_list(loop) if not pipeline._is_producer(c)]
         body = thread_sync.lower_loop_body(lw, consumers)
         lw.stage = saved_stage
@@ -299,26 +296,6 @@ def lower_loop(lw, loop):
 
 
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
-
-
-def _flat(stmts):
-    out = []
-    for s in stmts:
-        if isinstance(s, tirx.SeqStmt):
-            out += _flat(list(s.seq))
-        elif s is not None:
-            out.append(s)
-    return out
-
-
-def _has_load(stmt) -> bool:
-    from tvm import ir
-
-    from tilelang.transform.ir_utils import tvm_ffi_walk
-
-    found = []
-    tvm_ffi_walk(stmt, lambda e: found.append(1) if isinstance(e, (tirx.BufferLoad, ir.TensorLoad)) else None)
-    return bool(found)
 
 
 def guard_consumers(stmt, lw):
@@ -343,7 +320,7 @@ def guard_consumers(stmt, lw):
         if isinstance(s, tirx.AttrStmt) and has_marker(s):
             return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body), span=s.span)
         if isinstance(s, tirx.SeqStmt) and has_marker(s):
-            items = _flat(list(s.seq))
+            items = flatten(s.seq)
             at = next((i for i, c in enumerate(items) if c.same_as(marker)), None)
             if at is None:
                 return seq([go(c) if has_marker(c) else c if isinstance(c, _ROLE_FREE) else consumer_only(c)
@@ -351,7 +328,7 @@ def guard_consumers(stmt, lw):
             front, before = [], []
             for c in items[:at]:
                 pure = isinstance(c, (tirx.AllocBuffer, tirx.DeclBuffer)) or \
-                    (isinstance(c, tirx.Bind) and not _has_load(c))
+                    (isinstance(c, tirx.Bind) and not has_load(c))
                 (front if pure else before).append(c)
             consumer = seq(ws.raise_regs + before + [marker.else_case] + items[at + 1:])
             return seq(front + [tirx.IfThenElse(marker.condition, marker.then_case, consumer, span=marker.span)])
