@@ -9,6 +9,8 @@ by plain copies and the results come back the same way).
 Kernels (small shapes, chosen for the checks the sanitizers make):
     gemm       C = A @ B, fp16, 256 x 256 x 256, tiles 128x128x32, 3 pipeline stages, 128
                threads: 8 K iterations, not a multiple of the 3 stages
+    gemm_persistent  the same GEMM on a persistent grid of 2 blocks (the launcher's SM count forced
+               down): each block takes 2 of the 4 tiles, the mbarrier ring running on across them
     fa         flash attention fwd, fp16, BHSD B1 H2 S256 D64, not causal, tiles 128x64, 3 stages,
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
@@ -44,10 +46,14 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_gemm() -> str:
+def run_gemm(sms: int | None = None) -> str:
     import torch
 
     import gemm
+    from tilelang.jit import adapter_args
+
+    if sms is not None:
+        adapter_args._SM_COUNTS[torch.cuda.current_device()] = sms
 
     c = GEMM_CASE
     kernel = gemm.matmul(c["M"], c["N"], c["K"], block_M=c["block_M"], block_N=c["block_N"],
@@ -89,6 +95,7 @@ def run_fa(causal: bool) -> str:
 
 KERNELS = {
     "gemm": run_gemm,
+    "gemm_persistent": lambda: run_gemm(sms=2),
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
 }

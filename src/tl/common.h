@@ -174,6 +174,10 @@ TL_DEVICE To cvt(From x) {
 // not depend on the spelling of the CUDA builtin.
 TL_DEVICE void sync_threads() { __syncthreads(); }
 
+// The number of blocks of a 1-D grid: a persistent kernel's stride over its
+// output tiles (the launcher sizes that grid to the device's SM count).
+TL_DEVICE int num_blocks() { return static_cast<int>(gridDim.x); }
+
 // Positive infinity of T.  Integer types have no infinity, so they get their
 // largest value, which is the identity that max/min reductions need.
 template <class T>

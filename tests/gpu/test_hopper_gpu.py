@@ -2,7 +2,8 @@
 (the default), cp.async-fed wgmma (``tl.disable_warp_specialized``) and mma.sync
 (``tl.disable_wgmma``), at shapes where TMA boxes hang over the tensor edges and trip counts are
 not multiples of the stage count; plus a warp-specialised kernel whose epilogue goes through
-shared memory (named barriers among the consumers)."""
+shared memory (named barriers among the consumers), and persistent grids of a few blocks that
+each loop over many tiles."""
 
 import sys
 from pathlib import Path
@@ -73,3 +74,25 @@ def test_warp_specialised_gemm_with_shared_memory_epilogue(M, N, K):
         torch.testing.assert_close(kernel(a, b).float(), ref, rtol=2e-2, atol=2e-1)
     a2 = torch.randn(M, K, device="cuda", dtype=torch.float16)   # new tensors: new tensor maps
     torch.testing.assert_close(kernel(a2, b).float(), torch.relu(a2.float() @ b.float()), rtol=2e-2, atol=2e-1)
+
+
+@pytest.mark.parametrize("sms", [1, 3, 7])
+@pytest.mark.parametrize("M,N,K", [(512, 768, 64), (640, 512, 128), (1000, 1000, 320)])
+def test_persistent_gemm_blocks_loop_over_many_tiles(monkeypatch, sms, M, N, K):
+    """Grids of 1, 3 and 7 blocks (the launcher's SM count forced down) take many tiles each, the
+    mbarrier ring running on across tiles with 1, 2 and 5 k-steps per tile (3 and 4 stages)."""
+    import gemm
+    from tilelang.jit import adapter_args
+
+    monkeypatch.setitem(adapter_args._SM_COUNTS, torch.cuda.current_device(), sms)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float()
+    for cfg in (dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)):
+        kernel = tilelang.compile(gemm.matmul.get_prim_func(M, N, K, **cfg), out_idx=[-1])
+        assert "NUM_SMS" in kernel.artifact.grid[0]
+        torch.testing.assert_close(kernel(a, b).float(), ref, rtol=2e-2, atol=2e-1)
+    staged = tilelang.compile(_staged_epilogue(M, N, K), out_idx=[-1])
+    assert "NUM_SMS" in staged.artifact.grid[0]
+    torch.testing.assert_close(staged(a, b).float(), torch.relu(ref), rtol=2e-2, atol=2e-1)

@@ -258,6 +258,27 @@ def test_empty_grid_skips_launch_and_negative_grid_raises():
     assert rec.calls[-1][0] == (2**31 - 2, 1, 1)
 
 
+def test_persistent_grid_is_sized_by_the_device_sm_count(monkeypatch):
+    """A persistent kernel's grid names NUM_SMS: min(tiles, multiprocessors of the device)."""
+    from tilelang.jit import adapter_args
+
+    art = KernelArtifact(
+        name="pers", source=SRC, params=[ParamSpec("n", "scalar", "int32", [])], kernel_args=["n"],
+        grid=["min(n * 4, NUM_SMS)", "1", "1"], block=[384, 1, 1], dynamic_smem=0, arch="sm_90a",
+        symbols={}, out_idx=[]).check()
+    plan, rec = cpu_plan(art)
+    plan.entry(1000)
+    assert rec.calls[-1][0] == (132, 1, 1)          # device -1 of the CPU plan counts as an H200
+    plan.entry(5)
+    assert rec.calls[-1][0] == (20, 1, 1)           # fewer tiles than SMs: one block per tile
+    monkeypatch.setitem(adapter_args._SM_COUNTS, -1, 7)
+    plan.entry(1000)
+    assert rec.calls[-1][0] == (7, 1, 1)
+    art.grid = ["min(n * 4, NUM_SM)", "1", "1"]
+    with pytest.raises(ArtifactError, match="unknown name"):
+        art.check()
+
+
 def _mutations(valid: list) -> list:
     """Plausible wrong argument lists derived from a valid one."""
     bad_values = [None, 1, 2.5, "s", torch.zeros(3), torch.zeros(2, 3, dtype=torch.float16),

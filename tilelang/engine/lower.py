@@ -15,7 +15,7 @@ from tvm import tirx
 
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.pipeline import PASSES
-from tilelang.jit.artifact import KernelArtifact, ParamSpec
+from tilelang.jit.artifact import NUM_SMS, KernelArtifact, ParamSpec
 from tilelang.transform.ir_utils import const_int
 from tilelang.transform.kernel import LoweringError
 
@@ -34,6 +34,7 @@ class LowerState:
     smem_bytes: int = 0
     tensormaps: list = field(default_factory=list)   # TMA descriptor specs (KernelArtifact.tensormaps)
     extra_threads: int = 0                            # producer warpgroup of a warp-specialised kernel
+    persistent_tiles: object = None                   # a persistent kernel's number of output tiles
 
 
 def normalize_target(target) -> str:
@@ -181,6 +182,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         else:
             block["xyz".index(tag[-1])] = const_int(extent)
     block[0] += st.extra_threads   # a warp-specialised kernel's producer warpgroup
+    if st.persistent_tiles is not None:   # one block per SM (at most one per tile), looping over tiles
+        grid = {"blockIdx.x": f"min({to_py(st.persistent_tiles)}, {NUM_SMS})", "blockIdx.y": "1", "blockIdx.z": "1"}
     n = len(params)
     outs = []
     for i in ([out_idx] if isinstance(out_idx, int) else list(out_idx or [])):

@@ -28,6 +28,7 @@ def _lower(st):
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup
+    st.persistent_tiles = lw.persistent_tiles   # a persistent GEMM's tile count (grid: min(tiles, SMs))
 
 
 def _emit(st):

@@ -40,7 +40,7 @@ import operator
 import torch
 
 from tilelang.jit import driver as _driver
-from tilelang.jit.artifact import KNOWN_DTYPES, ArtifactError, KernelArtifact, parse_int_expr
+from tilelang.jit.artifact import KNOWN_DTYPES, NUM_SMS, ArtifactError, KernelArtifact, parse_int_expr
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
@@ -139,6 +139,19 @@ def _stream_getter():
     if raw is not None:
         return raw
     return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+_SM_COUNTS: dict = {}
+
+
+def device_sm_count(device: int) -> int:
+    """Multiprocessors of CUDA device ``device`` (cached): a persistent kernel's grid size.
+    Device -1 (a CPU-side test of the fast path) counts as 132, an H100/H200's."""
+    n = _SM_COUNTS.get(device)
+    if n is None:
+        n = _SM_COUNTS[device] = (132 if device < 0 else
+                                  torch.cuda.get_device_properties(device).multi_processor_count)
+    return n
 
 
 def _current_device() -> int:
@@ -309,6 +322,7 @@ class ArgPlan:
               "_empty_strided": torch.empty_strided, "_index": operator.index,
               "_span": _span, "_cur_dev": _current_device, "_odd_grid": self._odd_grid,
               "_no_alloc": self._no_alloc, "_launch": self.launch, "_stream": self.stream,
+              "_num_sms": device_sm_count,
               "_IMAX": INT32_MAX, "_IMIN": INT32_MIN}
         for i, dt in enumerate(self.dtypes):
             ns[f"_dt{i}"] = dt
@@ -446,6 +460,7 @@ class ArgPlan:
 
     def _grid_code(self, var) -> list[str]:
         names = {s: v for s, v in var.items()}
+        names[NUM_SMS] = "_num_sms(d)"
         for i, p in enumerate(self.params):
             if p.kind == "scalar":
                 names.setdefault(p.name, f"a{i}")

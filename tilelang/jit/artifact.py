@@ -20,7 +20,9 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
   name (a ``const __grid_constant__ CUtensorMap``, 128 bytes by value, built
   on the host at each call; see ``tensormaps``).
 - ``grid``: 3 Python integer expressions over symbol names and int scalar
-  params, using only + - * // % unary minus, int literals, min() and max().
+  params, using only + - * // % unary minus, int literals, min() and max();
+  the name ``NUM_SMS`` (the launching device's multiprocessor count) sizes
+  the grid of a persistent kernel.
 - ``block``: 3 ints; ``dynamic_smem``: bytes of dynamic shared memory.
 - ``symbols``: symbol -> [param index, dim index] reading the symbol from that
   tensor's shape, or [param index, -1] for an int scalar param.  A symbol that
@@ -70,6 +72,9 @@ from dataclasses import asdict, dataclass, field, fields
 FORMAT_VERSION = 1
 
 # TVM dtype string -> (bytes per element, category).  Sub-byte types are absent.
+# A grid expression may name the device's multiprocessor count (a persistent kernel's grid).
+NUM_SMS = "NUM_SMS"
+
 KNOWN_DTYPES: dict[str, tuple[int, str]] = {
     "bool": (1, "bool"),
     "int8": (1, "int"), "int16": (2, "int"), "int32": (4, "int"), "int64": (8, "int"),
@@ -210,7 +215,7 @@ class KernelArtifact:
         _check_tensormaps(self)
         _check_kernel_args(self)
         for i, expr in enumerate(self.grid):
-            tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self),
+            tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self) | {NUM_SMS},
                                   what=f"grid[{i}]")
             names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in ("min", "max")]
             limit = 2**31 - 1 if i == 0 else 65535

@@ -128,6 +128,45 @@ def substitute(expr, vmap: dict):
     return _Substituter(vmap).visit(expr)
 
 
+def substitute_stmt(stmt, vmap: dict, strict: bool = False):
+    """``stmt`` with the variables of ``vmap`` replaced in every expression; a ``Bind`` or loop
+    variable that ``vmap`` maps to another Var is renamed (a copy of lowered code that must
+    define variables of its own). Statement kinds other than sequences, branches, loops,
+    attributes, bindings, stores, evaluations and buffer declarations are kept as they are,
+    or rejected with ``strict``."""
+    if not vmap:
+        return stmt
+    rw = _Substituter(vmap)
+
+    def var(v):
+        new = next((x for k, x in vmap.items() if k.same_as(v)), v)
+        return new if isinstance(new, tirx.Var) else v
+
+    def go(s):
+        if s is None:
+            return None
+        if isinstance(s, tirx.SeqStmt):
+            return seq([go(x) for x in s.seq])
+        if isinstance(s, tirx.BufferStore):
+            return tirx.BufferStore(s.buffer, rw.visit(s.value), [rw.visit(i) for i in s.indices], span=s.span)
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(rw.visit(s.condition), go(s.then_case), go(s.else_case), span=s.span)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.Evaluate(rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.Bind):
+            return tirx.Bind(var(s.var), rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(var(s.loop_var), rw.visit(s.min), rw.visit(s.extent), s.kind, go(s.body),
+                            annotations=s.annotations, span=s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, rw.visit(s.value), go(s.body), span=s.span)
+        if strict and not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer)):
+            raise TypeError(f"substitute_stmt: unexpected {type(s).__name__}")
+        return s
+
+    return go(stmt)
+
+
 def children(stmt) -> list:
     if isinstance(stmt, tirx.SeqStmt):
         return list(stmt.seq)

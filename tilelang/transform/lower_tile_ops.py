@@ -30,13 +30,14 @@ from tilelang.language.dtypes import nbytes
 from tilelang.transform import (lower_copy, lower_reduce, pipeline, smem_plan, thread_sync,
                                  warp_specialize)
 from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, i32, seq,
-                                         simplify)
+                                         simplify, substitute_stmt)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
 from tilelang.transform.layout_inference import Layouts
 
 SMEM_ALIGN = 128
+SMEM_BUDGET_SM90 = 227 * 1024   # shared memory one block may use on sm_90 (wgmma kernels)
 
 
 class Lowerer:
@@ -61,10 +62,17 @@ class Lowerer:
         self.ws = warp_specialize.plan(self)   # sm_90a TMA producer warpgroup, or None
         self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
         self.tensormaps = self.ws.tensormaps if self.ws else []
+        if self.ws is not None:
+            self.ws.persistent = warp_specialize.persistent_plan(self)
         self._plan_memory()
+        if self.ws is not None and self.ws.persistent is not None and self.smem_bytes > SMEM_BUDGET_SM90:
+            self.ws.persistent = None       # the staged tiles cannot keep bytes of their own
+            self._plan_memory()
+        self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
 
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
+        self.smem_views, self.smem_bytes, self.extra_allocs = {}, 0, []
         sizes, aligns = {}, {}
         for buf in self.info.shared_buffers():
             layout = self.layouts.shared[buf]
@@ -72,9 +80,17 @@ class Lowerer:
             sizes[buf] = size * nbytes(str(buf.dtype))
             # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned
             aligns[buf] = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
-        # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one.
+        # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one. In
+        # a persistent kernel the producer fills the next tile's stages during the epilogue, so
+        # the staged tiles are live throughout and share bytes with nothing.
+        live = smem_plan.live_ranges(self.info.body, list(sizes))
+        if self.ws is not None and self.ws.persistent is not None:
+            whole = (0, len(smem_plan.top_level(self.info.body)))
+            for p, _ in self.ws.producers:
+                live[decode_region(p.value.args[1]).buffer] = whole
         offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(
-            self.info.body, sizes, aligns, reuse=not self.configs.get("tl.disable_shared_memory_reuse"))
+            self.info.body, sizes, aligns, reuse=not self.configs.get("tl.disable_shared_memory_reuse"),
+            live=live)
         for buf, n in sizes.items():
             esize = nbytes(str(buf.dtype))
             self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,
@@ -317,9 +333,13 @@ class Lowerer:
             prelude = self._block_swizzle(*swz)
         lowered = self.lower(body)
         init = []
+        persistent = self.ws is not None and self.ws.persistent is not None
         if self.ws is not None:
-            lowered = warp_specialize.guard_consumers(lowered, self)
+            # a persistent kernel computes its block indices (and their swizzle) per tile
+            lowered = warp_specialize.guard_consumers(lowered, self, prelude if persistent else ())
             init = warp_specialize.init_barriers(self)
+            if persistent:
+                prelude = []
         # The declared extent of a dynamic shared allocation is irrelevant: the launch passes
         # the real size (``smem_bytes``).
         allocs = [tirx.AllocBuffer(self.smem)]
@@ -329,8 +349,11 @@ class Lowerer:
         allocs += init
         inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
         for iv, extent in reversed(self.info.launch):
-            if str(iv.thread_tag) == "threadIdx.x" and self.extra_threads:
+            tag = str(iv.thread_tag)
+            if tag == "threadIdx.x" and self.extra_threads:
                 extent = extent + self.extra_threads
+            if persistent and tag in ("blockIdx.y", "blockIdx.z"):
+                continue    # a 1-D grid of min(tiles, SMs) blocks (the launcher sizes it)
             inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
         return inner
 
@@ -343,17 +366,19 @@ class Lowerer:
         gy = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.y"]
         if order == "col":
             bx, by, gx, gy = by, bx, gy, gx
+        # All operands are non-negative: C division (truncdiv) is exact, and stays plain / and %
+        # where the simplifier cannot see the signs (a persistent kernel's tile indices).
         lin = by * gx + bx
         per_group = gx * panel
-        group = tirx.floordiv(lin, per_group)
+        group = tirx.truncdiv(lin, per_group)
         first = group * panel
         size = tirx.min(gy - first, i32(panel))
-        rem = tirx.floormod(lin, per_group)
+        rem = tirx.truncmod(lin, per_group)
         new_by = tirx.Var(f"{by.name}_swz", "int32")
         new_bx = tirx.Var(f"{bx.name}_swz", "int32")
         self.vmap[by] = new_by
         self.vmap[bx] = new_bx
-        return [tirx.Bind(new_by, first + tirx.floormod(rem, size)), tirx.Bind(new_bx, tirx.floordiv(rem, size))]
+        return [tirx.Bind(new_by, first + tirx.truncmod(rem, size)), tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
 
 
 class _LoopContext:
@@ -414,32 +439,7 @@ class _AccessRewriter(ExprRewriter):
 
 def _subst_stmt(stmt, var, value):
     """Substitute ``var`` in a lowered statement (used to inline a 1-iteration loop)."""
-    from tilelang.transform.ir_utils import substitute
-
-    class S(ExprRewriter):
-        def visit_var(self, x):
-            return value if x.same_as(var) else x
-
-    rw = S()
-
-    def go(s):
-        if isinstance(s, tirx.SeqStmt):
-            return seq([go(x) for x in s.seq])
-        if isinstance(s, tirx.BufferStore):
-            return tirx.BufferStore(s.buffer, rw.visit(s.value), [rw.visit(i) for i in s.indices], span=s.span)
-        if isinstance(s, tirx.IfThenElse):
-            return tirx.IfThenElse(rw.visit(s.condition), go(s.then_case),
-                                   go(s.else_case) if s.else_case is not None else None, span=s.span)
-        if isinstance(s, tirx.Evaluate):
-            return tirx.Evaluate(rw.visit(s.value), span=s.span)
-        if isinstance(s, tirx.Bind):
-            return tirx.Bind(s.var, rw.visit(s.value), span=s.span)
-        if isinstance(s, tirx.For):
-            return tirx.For(s.loop_var, rw.visit(s.min), rw.visit(s.extent), s.kind, go(s.body),
-                            annotations=s.annotations, span=s.span)
-        return s
-
-    return go(stmt)
+    return substitute_stmt(stmt, {var: value})
 
 
 def _writes_memory(body) -> bool:

@@ -54,7 +54,8 @@ from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
-from tilelang.transform.ir_utils import const_int, evaluate_extern, flatten, has_load, i32, seq, walk_stmts
+from tilelang.transform.ir_utils import (any_expr, const_int, evaluate_extern, flatten, has_load, i32, seq,
+                                         substitute_stmt, walk_stmts)
 from tilelang.transform.kernel import decode_region
 
 PRODUCER_THREADS = 128
@@ -70,6 +71,20 @@ class WsPlan:
     marker: object = None        # the lowered producer/consumer IfThenElse
     raise_regs: list = field(default_factory=list)   # setmaxnreg_inc, first in the consumer branch
     mbar: object = None          # shared view: full[0..S), empty[S..2S) (uint64 mbarriers)
+    persistent: "Persistent | None" = None   # the block loops over output tiles (GEMM main loop)
+    issue_loop: object = None    # the producer's TMA issue loop (wrapped in the tile loop)
+
+
+@dataclass
+class Persistent:
+    """A persistent GEMM: ``min(tiles, SMs)`` blocks, block b takes tiles b, b + grid, ...; the
+    mbarrier ring runs on across tiles (iteration j of the main loop of the block's it-th tile
+    is ring slot ``it * n + j``), so the producer loads the next tile during the epilogue."""
+    dims: list                   # [(block index Var, extent)] of blockIdx.x, .y, .z present
+    tiles: object                # number of output tiles (product of the extents)
+    n: object                    # trip count of the main loop, the same for every tile
+    it_p: object                 # tile-loop variables of the producer and of the consumers
+    it_c: object
 
 
 def plan(lw) -> WsPlan | None:
@@ -125,6 +140,30 @@ def plan_or_reason(lw) -> tuple:
         pairs.append((p, len(specs)))
         specs.append(spec)
     return WsPlan(loop, S, gemm, pairs, specs), None
+
+
+def persistent_plan(lw) -> "Persistent | None":
+    """The persistent-grid plan of a warp-specialised GEMM main loop, or None (one tile per
+    block): needs the single asynchronous wgmma, a main loop whose bounds do not depend on the
+    block index, and the pipelined loop among the kernel body's top-level statements (so every
+    other statement runs per tile)."""
+    ws = lw.ws
+    if ws is None or ws.gemm is None or lw.configs.get("tl.disable_persistent"):
+        return None
+    launch = {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
+    dims = [launch[t] for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if t in launch]
+    if not dims or "blockIdx.x" not in launch:
+        return None
+    block_vars = [v for v, _ in dims]
+    if any(any_expr(e, lambda x: isinstance(x, tirx.Var) and any(x.same_as(v) for v in block_vars))
+           for e in (ws.loop.min, ws.loop.extent)):
+        return None
+    if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
+        return None
+    tiles = dims[0][1]
+    for _, e in dims[1:]:
+        tiles = tiles * e
+    return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
 
 
 def _general_blocker(lw, loop, producers, consumers) -> str | None:
@@ -235,7 +274,10 @@ def lower_loop(lw, loop):
     # --- producer: one thread issues the TMA loads of iteration kp
     saved_vmap = dict(lw.vmap)
     lw.vmap[k] = kp
-    jp = kp - start
+    P = ws.persistent
+    if P is not None:
+        P.n = n
+    jp = kp - start if P is None else P.it_p * n + (kp - start)
     stage, phase = tirx.floormod(jp, i32(S)), tirx.floormod(tirx.floordiv(jp, i32(S)), i32(2))
     loads, nbytes_all = [], 0
     try:
@@ -257,12 +299,13 @@ def lower_loop(lw, loop):
     body = seq([evaluate_extern("tl::mbarrier_wait", _bar(ws, i32(S) + stage), tirx.bitwise_xor(phase, i32(1))),
                 evaluate_extern("tl::mbarrier_arrive_expect_tx", _bar(ws, stage), nbytes_all)] + loads)
     prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tmap(j)) for j in range(len(ws.tensormaps))]
-    issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
+    issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(prefetch + [issue_loop]), None)]
     # --- consumers: wait for the tile, issue the wgmma, release the previous stage
     if const_int(start) == 0:
         lw.bind_loop(k, n)
-    j = k - start
+    jl = k - start
+    j = jl if P is None else P.it_c * n + jl
     cstage, cphase = tirx.floormod(j, i32(S)), tirx.floormod(tirx.floordiv(j, i32(S)), i32(2))
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
@@ -275,11 +318,16 @@ def lower_loop(lw, loop):
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
         release = tirx.IfThenElse(
-            tirx.And(tirx.GT(j, i32(0)), lane0),
+            tirx.And(tirx.GT(jl, i32(0)), lane0),
             evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
                     pipeline.wgmma_wait(lw, ws.gemm, 0)]
+        if P is not None:   # the tile's last slot, released once its wgmma retired
+            last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
+            cond = lane0 if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), lane0)
+            consumer.append(tirx.IfThenElse(cond, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + last)),
+                                            None))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
@@ -298,13 +346,15 @@ def lower_loop(lw, loop):
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
 
 
-def guard_consumers(stmt, lw):
+def guard_consumers(stmt, lw, tile_prelude=()):
     """Give the consumer warpgroups everything outside the producer loop: the sequence holding
     the split becomes ``bindings...; if tid >= T: producer else: [setmaxnreg_inc] before...
     consumer loop after...``, so the accumulator lives inside the consumer branch only (its
     register budget is the raised one). Bindings of pure index arithmetic and buffer declarations
     stay in front (the producer may use them); anything else outside that sequence is wrapped
-    in ``if threadIdx.x < T``."""
+    in ``if threadIdx.x < T``. A persistent kernel (``ws.persistent``) wraps both roles in
+    their tile loops (``_persist``); ``tile_prelude`` (the block swizzle's bindings) and the
+    bindings that depend on the block index move into them."""
     ws = lw.ws
     marker = ws.marker
 
@@ -315,6 +365,12 @@ def guard_consumers(stmt, lw):
 
     def consumer_only(s):
         return tirx.IfThenElse(tirx.LT(lw.tid, i32(lw.T)), s, None)
+
+    def split(front, before, after):
+        if ws.persistent is not None:
+            return _persist(lw, list(tile_prelude) + front, before, after)
+        consumer = seq(ws.raise_regs + before + [marker.else_case] + after)
+        return seq(front + [tirx.IfThenElse(marker.condition, marker.then_case, consumer, span=marker.span)])
 
     def go(s):
         if isinstance(s, tirx.AttrStmt) and has_marker(s):
@@ -330,14 +386,86 @@ def guard_consumers(stmt, lw):
                 pure = isinstance(c, (tirx.AllocBuffer, tirx.DeclBuffer)) or \
                     (isinstance(c, tirx.Bind) and not has_load(c))
                 (front if pure else before).append(c)
-            consumer = seq(ws.raise_regs + before + [marker.else_case] + items[at + 1:])
-            return seq(front + [tirx.IfThenElse(marker.condition, marker.then_case, consumer, span=marker.span)])
+            return split(front, before, items[at + 1:])
         if s.same_as(marker):
-            return tirx.IfThenElse(marker.condition, marker.then_case, seq(ws.raise_regs + [marker.else_case]))
+            return split([], [], [])
         raise AssertionError("the warp-specialised loop must be at the top level of the kernel")
 
     return go(stmt)
 
 
-__all__ = ["PRODUCER_THREADS", "WsPlan", "plan", "plan_or_reason", "lower_loop", "init_barriers",
-           "guard_consumers", "tmap"]
+def _uses(node, variables) -> bool:
+    return any_expr(node, lambda x: isinstance(x, tirx.Var) and any(x.same_as(v) for v in variables))
+
+
+def _replace(stmt, old, new):
+    """``stmt`` with the statement ``old`` (by identity) replaced by ``new``."""
+    if stmt is None or stmt.same_as(old):
+        return new if stmt is not None else None
+    if isinstance(stmt, tirx.SeqStmt):
+        return seq([_replace(c, old, new) for c in stmt.seq])
+    if isinstance(stmt, tirx.IfThenElse):
+        return tirx.IfThenElse(stmt.condition, _replace(stmt.then_case, old, new),
+                               _replace(stmt.else_case, old, new), span=stmt.span)
+    return stmt
+
+
+def _persist(lw, front, before, after):
+    """The role split of a persistent GEMM (see ``Persistent``):
+
+        bindings independent of the block index; declarations
+        if tid >= T:  [setmaxnreg_dec]; if tid == T: prefetch descriptors
+                          for it in [0, ceil((tiles - blockIdx.x) / gridDim.x)):
+                              tile = blockIdx.x + it * gridDim.x -> its block indices
+                              bindings of the block index (swizzle); TMA issue loop
+        else:         [setmaxnreg_inc]
+                      for it in ...: the same tile; before...; main loop; after...
+                                     [consumer barrier, if before/after touch shared memory]
+
+    The consumers' epilogue of one tile runs while the producer fills the ring for the next."""
+    from tilelang.transform import thread_sync
+
+    ws, P = lw.ws, lw.ws.persistent
+    marker = ws.marker
+    block_vars = [v for v, _ in P.dims]
+    keep, tile_binds, dependent = [], [], list(block_vars)
+    for c in front:
+        if isinstance(c, tirx.Bind) and _uses(c.value, dependent):
+            tile_binds.append(c)
+            dependent.append(c.var)
+        else:
+            keep.append(c)
+    # Every index here is non-negative, so C's / and % (truncdiv / truncmod) are exact; floor
+    # division would lower to sign fix-ups, the grid size being unknown to the simplifier.
+    grid = tirx.Var("num_blocks", "int32")
+    keep.append(tirx.Bind(grid, tirx.call_extern("int32", "tl::num_blocks")))
+    bx = P.dims[0][0]
+    count = tirx.truncdiv(P.tiles - bx + grid - 1, grid)
+
+    def tile_loop(it, suffix, body, renames):
+        new = {v: tirx.Var(f"{v.name}_{suffix}", "int32") for v in block_vars}
+        body = substitute_stmt(body, {**new, **renames}, strict=True)
+        t = bx + it * grid
+        binds, stride = [], None
+        for v, e in P.dims:
+            idx = t if stride is None else tirx.truncdiv(t, stride)
+            last = v.same_as(P.dims[-1][0])
+            binds.append(tirx.Bind(new[v], idx if last else tirx.truncmod(idx, e)))
+            stride = e if stride is None else stride * e
+        return tirx.For(it, i32(0), count, tirx.ForKind.SERIAL, seq(binds + [body]), span=marker.span)
+
+    # producer: its own copies of the tile bindings around the TMA issue loop
+    renames = {b.var: tirx.Var(f"{b.var.name}_p", "int32") for b in tile_binds}
+    producer = _replace(marker.then_case, ws.issue_loop,
+                        tile_loop(P.it_p, "p", seq(tile_binds + [ws.issue_loop]), renames))
+    tail = []
+    reads, writes = thread_sync.shared_rw(seq(before + after)) if before or after else (set(), set())
+    if reads or writes:   # the next tile's epilogue must not overwrite what this one still reads
+        tail = [thread_sync.sync_stmt(lw)]
+    body = seq(tile_binds + before + [marker.else_case] + after + tail)
+    consumer = seq(ws.raise_regs + [tile_loop(P.it_c, "t", body, {})])
+    return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
+
+
+__all__ = ["PRODUCER_THREADS", "Persistent", "WsPlan", "plan", "plan_or_reason", "persistent_plan", "lower_loop",
+           "init_barriers", "guard_consumers", "tmap"]
