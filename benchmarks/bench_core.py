@@ -125,7 +125,8 @@ def gemm_row(M, N, K, dtype="float16", configs=None, compile_only=False) -> Row:
     return Row(name, ours=_tflops(flops, t), reference=_tflops(flops, t_ref) + " (torch.matmul)",
                ratio=t_ref / t, sass=sass_of(kernel),
                notes=f"autotuned: tiles {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}, {cfg['threads']} threads, "
-                     f"{cfg['num_stages']} stages" + failure_note(failures, len(configs)),
+                     f"{cfg['num_stages']} stages"
+                     + failure_note(failures, len(configs)),
                extra={"ms": t, "ref_ms": t_ref, "config": cfg})
 
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The three sm_90a GEMM code paths of the compiler side by side, against torch.matmul, one run:
 
-    ws       TMA producer warpgroup + mbarriers feeding asynchronous wgmma, persistent grid (the default)
+    ws       TMA producer warpgroup + mbarriers feeding asynchronous wgmma, the epilogue through a
+             swizzled shared tile and TMA stores, a persistent grid where the stage fits (the default)
     ws-1tile the same, one output tile per block (tl.disable_persistent)
+    ws-direct the accumulator stored from registers (tl.disable_epilogue_staging)
     cp.async wgmma fed by cp.async from every thread (tl.disable_warp_specialized)
     mma.sync the sm_80 path (tl.disable_wgmma)
 
 Each row checks the result against torch and prints TFLOP/s, the ratio to torch.matmul and the
 SASS counts (HGMMA, UTMALDG, HMMA, LDSM, USETMAXREG, SYNCS) of the kernel.
 
-    python3 benchmarks/bench_gemm_paths.py [--sizes 4096 8192] [--paths ws ws-1tile] [--out table.md]
+    python3 benchmarks/bench_gemm_paths.py [--sizes 4096 8192] [--paths ws ws-direct] [--out table.md]
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "examples"))
 sys.path.insert(0, str(HERE))
 
-PATHS = {"ws": {}, "ws-1tile": {"tl.disable_persistent": True}, "cp.async": {"tl.disable_warp_specialized": True},
-         "mma.sync": {"tl.disable_wgmma": True}}
+PATHS = {"ws": {}, "ws-1tile": {"tl.disable_persistent": True}, "ws-direct": {"tl.disable_epilogue_staging": True},
+         "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True}}
 CONFIGS = [
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256},
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256},
     {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128},
 ]
-OPS = ("HGMMA", "UTMALDG", "HMMA", "LDSM", "USETMAXREG", "SYNCS")
+OPS = ("HGMMA", "UTMALDG", "UTMASTG", "HMMA", "LDSM", "USETMAXREG", "SYNCS")
 
 
 def _bench(fn) -> float:
@@ -43,6 +45,8 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
+    parser.add_argument("--configs", nargs="+", metavar="LABEL",
+                        help="only these tile configs, e.g. 128x256x64s4 (default: all of CONFIGS)")
     parser.add_argument("--out")
     args = parser.parse_args()
     import torch
@@ -69,6 +73,8 @@ def main() -> int:
                 configs = PATHS[path]
                 for cfg in CONFIGS:
                     label = f"{cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']} s{cfg['num_stages']} t{cfg['threads']}"
+                    if args.configs and label.split(" t")[0].replace(" ", "") not in args.configs:
+                        continue
                     try:
                         func = gemm.matmul.get_prim_func(n, n, n, dtype=dtype, **cfg)
                         kern = tilelang.compile(func, out_idx=[-1], pass_configs=configs)

@@ -12,7 +12,7 @@ from _harness import has_gpu, report
 
 @tilelang.jit(out_idx=[-1])
 def matmul(M, N, K, block_M=128, block_N=128, block_K=32, trans_A=False, trans_B=False,
-           dtype="float16", accum_dtype="float32", num_stages=3, threads=128):
+           dtype="float16", accum_dtype="float32", num_stages=3, threads=128, smem_epilogue=False):
     A_shape = (K, M) if trans_A else (M, K)
     B_shape = (N, K) if trans_B else (K, N)
     A_shared_shape = (block_K, block_M) if trans_A else (block_M, block_K)
@@ -36,7 +36,12 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, trans_A=False, trans_B
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_shared)
                 T.gemm(A_shared, B_shared, C_local, transpose_A=trans_A, transpose_B=trans_B)
-            T.copy(C_local, C[by * block_M, bx * block_N])
+            if smem_epilogue:   # through shared memory: on sm_90a a swizzled tile and TMA stores
+                C_shared = T.alloc_shared((block_M, block_N), dtype)
+                T.copy(C_local, C_shared)
+                T.copy(C_shared, C[by * block_M, bx * block_N])
+            else:
+                T.copy(C_local, C[by * block_M, bx * block_N])
 
     return kernel
 
@@ -54,6 +59,7 @@ def kernels():
             for tb in (False, True):
                 out.append(matmul.get_prim_func(256, 256, 256, trans_A=ta, trans_B=tb, dtype=dtype))
     out.append(matmul.get_prim_func(1000, 1000, 1000))
+    out.append(matmul.get_prim_func(512, 512, 512, block_K=64, smem_epilogue=True))
     return out
 
 

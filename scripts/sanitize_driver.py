@@ -11,6 +11,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                threads: 8 K iterations, not a multiple of the 3 stages
     gemm_persistent  the same GEMM on a persistent grid of 2 blocks (the launcher's SM count forced
                down): each block takes 2 of the 4 tiles, the mbarrier ring running on across them
+    gemm_tma_epilogue  the persistent GEMM (2 blocks) with its epilogue through a swizzled shared
+               tile written by TMA stores (tiles 128x128x64: the tile is reused for each block's
+               second tile)
     fa         flash attention fwd, fp16, BHSD B1 H2 S256 D64, not causal, tiles 128x64, 3 stages,
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
@@ -46,7 +49,7 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_gemm(sms: int | None = None) -> str:
+def run_gemm(sms: int | None = None, **over) -> str:
     import torch
 
     import gemm
@@ -55,10 +58,11 @@ def run_gemm(sms: int | None = None) -> str:
     if sms is not None:
         adapter_args._SM_COUNTS[torch.cuda.current_device()] = sms
 
-    c = GEMM_CASE
+    c = {**GEMM_CASE, **over}
+    extra = {"smem_epilogue": True} if c.pop("smem_epilogue", False) else {}
     kernel = gemm.matmul(c["M"], c["N"], c["K"], block_M=c["block_M"], block_N=c["block_N"],
                          block_K=c["block_K"], num_stages=c["num_stages"], threads=c["threads"],
-                         dtype="float16")
+                         dtype="float16", **extra)
     log(f"  compiled {kernel.name}: grid over {c['M']}x{c['N']}, {c['K'] // c['block_K']} K iterations, "
         f"{c['num_stages']} stages")
     torch.manual_seed(0)
@@ -96,6 +100,7 @@ def run_fa(causal: bool) -> str:
 KERNELS = {
     "gemm": run_gemm,
     "gemm_persistent": lambda: run_gemm(sms=2),
+    "gemm_tma_epilogue": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True),
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
 }

@@ -184,6 +184,13 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
         lines.append(f"- warp-specialised: the block runs **{threads + 128} threads**, a TMA producer warpgroup "
                      f"after the {threads} consumer threads")
         threads += 128
+    if summary.get("persistent"):
+        lines.append("- persistent: a grid of min(tiles, SMs) blocks, each looping over output tiles (the "
+                     "producer loads the next tile during the epilogue)")
+    if summary.get("epilogue_stage"):
+        at = ", ".join(f"line {n}" for n in summary["epilogue_stage"] if n)
+        lines.append("- epilogue: the accumulator goes through a swizzled shared tile and TMA stores"
+                     + (f" ({at}); counted in the shared memory above" if at else ""))
     if regs is not None:
         spill = compiled.get("spill_stores") or 0
         lines.append(f"- registers: **{regs}/thread** from ptxas ({compiled.get('target')})"

@@ -13,7 +13,9 @@
      "gemms":     [{"line", "M", "N", "K", "warp_m", "warp_n", "trans_a", "trans_b",
                     "variant", "a_scope", "a_dtype", "b_dtype", "c_dtype", "instruction"}],
      "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
-     "fragment_registers": int, "flops_per_launch": int|None}
+     "fragment_registers": int, "flops_per_launch": int|None,
+     "epilogue_stage"?: [line] (sm_90a: copies staged through shared memory + TMA stores),
+     "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles)}
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
 name, where it came from, ``describe()``, words per axis, registers per thread, replication and
@@ -52,7 +54,7 @@ def summarize(func, arch: str) -> dict:
         if arch == "sm_90a" and not layouts.wgmma:
             _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
-    planned = _warp_specialised(info, layouts)
+    planned = _warp_specialised(info, layouts, out)
     out["pipelines"] = _pipelines(info, planned)
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
@@ -264,15 +266,23 @@ def _pipelines(info, planned=(None, None, None)) -> list:
     return out
 
 
-def _warp_specialised(info, layouts):
-    """(the compiler's warp-specialisation plan or None, why not, the Lowerer) for wgmma kernels."""
+def _warp_specialised(info, layouts, out=None):
+    """(the compiler's warp-specialisation plan or None, why not, the Lowerer) for wgmma kernels,
+    on the kernel the compiler lowers (its epilogue staged through shared memory where it is:
+    ``transform.stage_epilogue``); ``out`` gets "epilogue_stage" (lines of the staged copies) and
+    "persistent"."""
     if layouts is None or not layouts.wgmma:
         return None, None, None
     try:
+        from tilelang.transform import stage_epilogue
         from tilelang.transform.lower_tile_ops import Lowerer
         from tilelang.transform.warp_specialize import plan_or_reason
 
+        info, layouts, picked = stage_epilogue.staged(info, layouts, "sm_90a", {})
         lw = Lowerer(info, layouts, {})
+        if out is not None:
+            out["epilogue_stage"] = [_line(s.span) for s in picked]
+            out["persistent"] = lw.persistent_tiles is not None
         return lw.ws, plan_or_reason(lw)[1], lw
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
         return None, None, None

@@ -87,3 +87,14 @@ def test_language_kernels_compile(name):
 
     art = tilelang.lower(lk.ALL[name](), "sm_90a")
     nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)
+
+
+@needs_nvcc
+def test_shared_memory_epilogue_ptx_stores_by_tma():
+    import gemm
+
+    art = tilelang.lower(gemm.matmul.get_prim_func(512, 512, 512, block_K=64, smem_epilogue=True), "sm_90a")
+    ptx = nvcc.compile_ptx(art.source, "sm_90a", art.compile_flags)
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx
+    assert "cp.async.bulk.commit_group" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    assert "fence.proxy.async" in ptx

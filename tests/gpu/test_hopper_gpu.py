@@ -66,7 +66,7 @@ def _staged_epilogue(M, N, K):
 @pytest.mark.parametrize("M,N,K", [(512, 512, 512), (300, 640, 200)])
 def test_warp_specialised_gemm_with_shared_memory_epilogue(M, N, K):
     kernel = tilelang.compile(_staged_epilogue(M, N, K), out_idx=[-1])
-    assert kernel.artifact.block[0] == 384 and len(kernel.artifact.tensormaps) == 2
+    assert kernel.artifact.block[0] == 384 and len(kernel.artifact.tensormaps) == 3   # A, B loads; C stores
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     ref = torch.relu(a.float() @ b.float())
@@ -88,9 +88,12 @@ def test_persistent_gemm_blocks_loop_over_many_tiles(monkeypatch, sms, M, N, K):
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     ref = a.float() @ b.float()
-    for cfg in (dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
-                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)):
-        kernel = tilelang.compile(gemm.matmul.get_prim_func(M, N, K, **cfg), out_idx=[-1])
+    # 128x256 s4 with the register epilogue (a shared stage would not fit beside its ring: it
+    # would run one tile per block), 128x128 s3 with the compiler's epilogue stage + TMA stores
+    for cfg, configs in ((dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
+                          {"tl.disable_epilogue_staging": True}),
+                         (dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128), {})):
+        kernel = tilelang.compile(gemm.matmul.get_prim_func(M, N, K, **cfg), out_idx=[-1], pass_configs=configs)
         assert "NUM_SMS" in kernel.artifact.grid[0]
         torch.testing.assert_close(kernel(a, b).float(), ref, rtol=2e-2, atol=2e-1)
     staged = tilelang.compile(_staged_epilogue(M, N, K), out_idx=[-1])

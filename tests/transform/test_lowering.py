@@ -9,7 +9,8 @@ from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 
 
-def gemm(M, N, K, bm=128, bn=128, bk=32, stages=3, threads=128, C_shape=None):
+def gemm(M, N, K, bm=128, bn=128, bk=32, stages=3, threads=128, C_shape=None, col_offset=0, disable_tma=False):
+    """C = A @ B; the epilogue writes column ``bx * bn + col_offset`` (``disable_tma``: of T.copy)."""
     C_shape = C_shape or (bm, bn)
 
     @T.prim_func
@@ -23,7 +24,7 @@ def gemm(M, N, K, bm=128, bn=128, bk=32, stages=3, threads=128, C_shape=None):
                 T.copy(A[by * bm, k * bk], A_s)
                 T.copy(B[k * bk, bx * bn], B_s)
                 T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bm, bx * bn])
+            T.copy(C_l, C[by * bm, bx * bn + col_offset], disable_tma=disable_tma)
 
     return kernel
 
@@ -92,7 +93,8 @@ def test_sm90a_two_stage_pipeline_uses_synchronous_wgmma():
 
 
 def test_sm90a_gemm_main_loop_is_warp_specialised_with_tma():
-    st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {})
+    # (the register epilogue: tests/transform/test_persistent.py has the staged one)
+    st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {"tl.disable_epilogue_staging": True})
     text = st.lowered.script()
     # One producer warpgroup after the 128 consumer threads: TMA boxes of A (128 x 32: one 64-byte
     # slab) and B (32 x 128: two 128-byte slabs), completing on full[s].
@@ -120,7 +122,8 @@ def test_sm90a_two_consumer_warpgroups_rebalance_registers():
 
 def test_disable_warp_specialized_keeps_cp_async_feeding():
     st = lowered_with(gemm(256, 256, 256, stages=3), "sm_90a", {"tl.disable_warp_specialized": True})
-    assert st.extra_threads == 0 and not st.tensormaps
+    # no producer warpgroup, no TMA loads; the epilogue stage is still stored by TMA (C's map)
+    assert st.extra_threads == 0 and [t["param"] for t in st.tensormaps] == [2]
     assert "tl::cp_async_commit" in st.lowered.script()
 
 
@@ -130,8 +133,11 @@ def test_disable_wgmma_keeps_mma_sync_on_sm90a():
     # Three stages of A (128x32) and B (32x128) fp16 = 3 * 16 KiB.
     from tilelang.engine import lower
     assert lower(gemm(256, 256, 256, stages=3), "sm_80").dynamic_smem == 3 * 2 * 128 * 32 * 2
-    # sm_90a (warp-specialised): the same ring plus full/empty mbarriers, 8 bytes each per stage.
-    assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2 + 2 * 3 * 8
+    # sm_90a (warp-specialised): the same ring plus full/empty mbarriers, 8 bytes each per stage,
+    assert lower(gemm(256, 256, 256, stages=3), "sm_90a", pass_configs={"tl.disable_epilogue_staging": True}
+                 ).dynamic_smem == 3 * 2 * 128 * 32 * 2 + 2 * 3 * 8
+    # and by default the 32 KiB epilogue stage, with bytes of its own (a persistent grid)
+    assert lower(gemm(256, 256, 256, stages=3), "sm_90a").dynamic_smem == 3 * 2 * 128 * 32 * 2 + 32768 + 2 * 3 * 8
 
 
 def test_single_stage_pipeline_waits_every_iteration():
@@ -331,10 +337,10 @@ def test_warp_specialised_kernel_keeps_every_consumer_barrier_off_the_producer()
 
     art = tilelang.lower(staged, "sm_90a")
     src = art.source
-    assert art.block == [384, 1, 1] and len(art.tensormaps) == 2
+    assert art.block == [384, 1, 1] and len(art.tensormaps) == 3   # A, B loads; C stores
     body = src[src.index("__syncthreads();") + 1:]
     assert "__syncthreads" not in body                 # only the mbarrier-init barrier, before the split
     assert "tl::named_barrier_sync(1, 256)" in body    # the C_shared round trip
     producer, consumer = body.split("} else {", 1)
-    assert "tl::tma_load_2d" in producer and "C_ptr" not in producer and "named_barrier" not in producer
-    assert "tl::setmaxnreg_inc<232>" in consumer and "C_ptr" in consumer
+    assert "tl::tma_load_2d" in producer and "tma_store" not in producer and "named_barrier" not in producer
+    assert "tl::setmaxnreg_inc<232>" in consumer and "tl::tma_store_2d(TL_TMAP(2)" in consumer

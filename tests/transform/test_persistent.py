@@ -1,8 +1,12 @@
-"""Persistent warp-specialised GEMMs on sm_90a (``warp_specialize._persist``): one block per SM
-loops over the output tiles, the mbarrier ring running on across tiles so that the producer loads
-the next tile while the consumers write this one back."""
+"""GEMM epilogues and tile scheduling on sm_90a: persistent warp-specialised GEMMs
+(``warp_specialize._persist``: one block per SM loops over the output tiles, the mbarrier ring
+running on across tiles so that the producer loads the next tile while the consumers write this
+one back), and epilogues through shared memory (a 128-byte-swizzled staging tile written to
+global memory by TMA box stores, ``lower_copy._tma_store``)."""
 
 import re
+
+import pytest
 
 import tilelang.language as T
 from tilelang.engine.lower import lower
@@ -31,7 +35,9 @@ def _staged_epilogue(M, N, K, bn=128, stages=3):
 
 
 def test_gemm_grid_is_one_block_per_sm_over_the_tiles():
-    art = lower(gemm(2048, 2048, 1024, bm=128, bn=256, bk=64, stages=4, threads=256), target="sm_90a")
+    # (register epilogue: with a shared stage, 4 stages of 128 x 256 tiles leave no room to persist)
+    art = lower(gemm(2048, 2048, 1024, bm=128, bn=256, bk=64, stages=4, threads=256), target="sm_90a",
+                pass_configs={"tl.disable_epilogue_staging": True})
     assert art.grid == ["min(128, NUM_SMS)", "1", "1"]      # 16 x 8 tiles of 128 x 256
     src = art.source
     assert "tl::num_blocks()" in src
@@ -42,6 +48,18 @@ def test_gemm_grid_is_one_block_per_sm_over_the_tiles():
     consumer = src[src.index("for (int tile_it = 0;"):]
     after_loop = consumer[consumer.index("tl::wgmma_wait<0, 128>"):]
     assert after_loop.index("tl::mbarrier_arrive") < after_loop.index("C_ptr")
+
+
+@pytest.mark.parametrize("M,N,gx", [(256, 128, 1), (512, 512, 4)])
+def test_tile_index_is_not_bounded_by_the_first_grid_dimension(M, N, gx):
+    """blockIdx.x now runs over min(tiles, SMs) blocks, more than the kernel's first grid extent:
+    its launch extent must say so, or the simplifier folds blockIdx.x to 0 (gx = 1) or drops the
+    modulo (a silent miscompile found on the GPU)."""
+    src = lower(gemm(M, N, 64, bm=128, bn=128, bk=32, stages=2), target="sm_90a").source
+    consumer = src[src.index("for (int tile_it = 0;"):]
+    assert "(((int)blockIdx.x) + (tile_it * num_blocks))" in consumer
+    if gx > 1:
+        assert f"(((int)blockIdx.x) + (tile_it * num_blocks)) % {gx})" in consumer
 
 
 def test_ring_slots_continue_across_tiles_when_trip_count_is_not_a_multiple_of_stages():
@@ -59,9 +77,42 @@ def test_shared_memory_epilogue_keeps_its_own_bytes_and_meets_a_barrier_per_tile
     # C_s no longer takes the staged tiles' bytes: 3 x (16 + 16) KiB + 32 KiB + mbarriers
     assert art.dynamic_smem >= 128 * 1024
     consumer = art.source[art.source.index("for (int tile_it = 0;"):]
-    # the next tile's C_s writes wait until every consumer has stored this tile
-    last_store = consumer.rindex("C_ptr")
+    # the next tile's C_s writes wait until the stores of this one have read it
+    last_store = consumer.rindex("tl::tma_store_wait<0>()")
     assert "tl::named_barrier_sync(1, 256)" in consumer[last_store:]
+
+
+def test_shared_memory_epilogue_is_a_swizzled_tile_stored_by_tma():
+    from tilelang.transform.kernel import analyze_kernel
+    from tilelang.transform.layout_inference import infer_layouts
+
+    func = _staged_epilogue(1024, 1024, 512)
+    layouts = infer_layouts(analyze_kernel(func), "sm_90a")
+    c_s = next(layout for buf, layout in layouts.shared.items() if buf.name == "C_s")
+    assert c_s.slab and c_s.group == 8 and c_s.slab_width == 64      # 128-byte swizzle, 64-column slabs
+    art = lower(func, target="sm_90a")
+    # the third tensor map is C's: a 64 x 128 box per slab, the staging tile's swizzle
+    assert art.tensormaps[2]["param"] == 2 and art.tensormaps[2]["box"] == [64, 128]
+    assert art.tensormaps[2]["swizzle"] == 128
+    src = art.source
+    epilogue = src[src.rindex("tl::fence_proxy_async()", 0, src.index("tl::tma_store_2d")):]
+    # every consumer's writes reach the async proxy before the barrier, then thread 0 stores two
+    # slabs, closes the group and waits until the stores have read shared memory
+    assert epilogue.index("tl::named_barrier_sync(1, 256)") < epilogue.index("if (((int)threadIdx.x) == 0)")
+    assert epilogue.count("tl::tma_store_2d(TL_TMAP(2)") == 2
+    assert epilogue.index("tl::tma_store_arrive()") < epilogue.index("tl::tma_store_wait<0>()")
+    assert "C_ptr" not in src          # C is written through its tensor map only
+
+
+def test_tma_stores_only_where_the_tile_is_a_box():
+    func = _staged_epilogue(1024, 1024, 512)
+    for configs, arch in (({"tl.disable_tma_lower": True}, "sm_90a"), ({}, "sm_80")):
+        art = lower(func, target=arch, pass_configs=configs)
+        assert "tma_store" not in art.source and "C_ptr" in art.source
+    # a row of 1000 halves is 2000 bytes, a multiple of 16: TMA; 1001 is not: threaded stores
+    assert "tma_store" in lower(_staged_epilogue(1024, 1000, 512), target="sm_90a").source
+    art = lower(_staged_epilogue(1024, 1001, 512), target="sm_90a")
+    assert "tma_store" not in art.source
 
 
 def test_kernels_that_do_not_fit_with_separate_bytes_stay_one_tile_per_block():
@@ -90,3 +141,52 @@ def test_symbolic_shapes_keep_the_launch_grid():
     # a symbolic M has no TMA tensor map, so no producer warpgroup and no persistent loop
     art = lower(gemm_dynamic.kernels()[0], target="sm_90a")
     assert "M" in art.grid[1] and "NUM_SMS" not in art.grid[0]
+
+
+def test_a_direct_accumulator_epilogue_is_staged_like_the_explicit_one():
+    """T.copy(C_local, C[...]) on sm_90a compiles to the same CUDA as the epilogue written through
+    a shared tile (examples/gemm.py smem_epilogue=True): a swizzled stage and TMA stores."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import gemm as g
+
+    for cfg in (dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)):
+        direct = lower(g.matmul.get_prim_func(1024, 1000, 512, **cfg), target="sm_90a")
+        explicit = lower(g.matmul.get_prim_func(1024, 1000, 512, smem_epilogue=True, **cfg), target="sm_90a")
+        assert direct.source == explicit.source and "tl::tma_store_2d" in direct.source
+    # 4 stages of 128x256 leave no room for a stage of its own: one tile per block, the stage on
+    # the dead pipeline tiles' bytes; with 3 stages the stage gets its own bytes, the grid persists
+    four = lower(g.matmul.get_prim_func(8192, 8192, 8192, block_M=128, block_N=256, block_K=64, num_stages=4,
+                                        threads=256), target="sm_90a")
+    three = lower(g.matmul.get_prim_func(8192, 8192, 8192, block_M=128, block_N=256, block_K=64, num_stages=3,
+                                         threads=256), target="sm_90a")
+    assert four.grid == ["32", "64", "1"] and four.dynamic_smem < 200 * 1024
+    assert three.grid == ["min(2048, NUM_SMS)", "1", "1"] and three.dynamic_smem > 200 * 1024
+
+
+def test_epilogues_that_stay_register_stores():
+    func = gemm(1024, 1024, 512, bm=128, bn=128, bk=64, stages=3, threads=128)
+    for configs, arch in (({"tl.disable_epilogue_staging": True}, "sm_90a"), ({"tl.disable_tma_lower": True}, "sm_90a"),
+                          ({}, "sm_80"), ({"tl.disable_wgmma": True}, "sm_90a")):
+        src = lower(func, target=arch, pass_configs=configs).source
+        assert "tma_store" not in src and "C_ptr" in src, (configs, arch)
+    # a row of 1001 halves is not 16-byte aligned: no TMA box, no stage
+    assert "tma_store" not in lower(gemm(1024, 1001, 512, bm=128, bn=128, bk=64), target="sm_90a").source
+
+    text = lowered_with(_epilogue_variant(0, disable_tma=True), "sm_90a", {}).lowered.script()
+    assert "C_l_stage" not in text and "tma_store" not in text
+
+
+def _epilogue_variant(col_offset, disable_tma=False):
+    """A GEMM whose epilogue writes C at column ``bx * 128 + col_offset``."""
+    return gemm(512, 1024, 512, bm=128, bn=128, bk=64, stages=3, col_offset=col_offset, disable_tma=disable_tma)
+
+
+def test_an_unaligned_output_column_is_not_staged():
+    # 4 halves = 8 bytes past a 16-byte boundary: no TMA box, so no stage; 8 halves: staged
+    assert "C_l_stage" in lowered_with(_epilogue_variant(8), "sm_90a", {}).lowered.script()
+    text = lowered_with(_epilogue_variant(4), "sm_90a", {}).lowered.script()
+    assert "C_l_stage" not in text and "tma_store" not in text     # register stores, no stage

@@ -57,10 +57,11 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=()) -> CudaKernelS
         tokens = part.replace("*", " * ").split()
         args.append((" ".join(tokens[:-1]), tokens[-1]))
     if tensormaps:
-        extra = "".join(f", const __grid_constant__ CUtensorMap {t}" for t in tensormaps)
+        extra = ", ".join(f"const __grid_constant__ CUtensorMap {t}" for t in tensormaps)
         decl = re.compile(r'(__global__ void (?:__launch_bounds__\(\d+\) )?' + re.escape(match.group(1)) +
-                          r'\([^)]*)\)')
-        source = decl.sub(lambda m: m.group(1) + extra + ")", source)
+                          r'\(([^)]*))\)')
+        # (a kernel whose only pointer is written through TMA stores has no other parameter)
+        source = decl.sub(lambda m: m.group(1) + (", " if m.group(2).strip() else "") + extra + ")", source)
         args += [("CUtensorMap", t) for t in tensormaps]
         source = "#define TL_TMAP(j) (&tl_tmap_##j)\n" + source
     source = '#include "tl.h"\n' + source

@@ -39,6 +39,7 @@ PASSES = [
     ("check", __import__("tilelang.analysis", fromlist=["check_pass"]).check_pass),  # static checks (TL codes)
     ("analyze_kernel", _analyze),
     ("infer_layouts", _layouts),
+    ("stage_epilogues", __import__("tilelang.transform.stage_epilogue", fromlist=["apply"]).apply),  # sm_90a
     ("lower_tile_ops", _lower),
     ("emit_cuda", _emit),
 ]

@@ -11,6 +11,8 @@ loop variables); a reduction derives its output from its input; a copy into a fr
 a layout gives it a vectorised default. When nothing progresses, the first undecided consumer
 gets the default layout and the fixpoint resumes. A layout that disagrees with one already
 chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts.
+Shared buffers nothing constrains are row-major, except epilogue stages of sm_90a wgmma kernels
+(written from a fragment), which take the slab-swizzled operand layout (``_epilogue_staging``).
 """
 
 from __future__ import annotations
@@ -193,9 +195,9 @@ class _Inference:
                 self.set_shared(r.buffer, True)
                 self.check_subtile(r, span)
 
-    def set_shared(self, buf, swizzle: bool):
+    def set_shared(self, buf, swizzle: bool, slab: bool = False):
         shape = tuple(const_int(s) for s in buf.shape)
-        slab = swizzle and buf in self.gemm_operands and self.out.wgmma
+        slab = swizzle and (slab or buf in self.gemm_operands) and self.out.wgmma
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
 
     def check_subtile(self, region, span):
@@ -419,10 +421,34 @@ class _Inference:
             if buf not in self.out.fragments:
                 shape = [const_int(s) for s in buf.shape]
                 self.assign(buf, default_fragment(shape, self.T, 1), None, "its default")
+        staging = self._epilogue_staging(consumers)
         for buf in self.info.shared_buffers():
             if buf not in self.out.shared:
-                self.set_shared(buf, False)
+                if buf in staging:
+                    self.set_shared(buf, True, slab=True)
+                else:
+                    self.set_shared(buf, False)
         return self.out
+
+    def _epilogue_staging(self, consumers) -> set:
+        """Shared tiles written by a ``T.copy`` from a fragment in an sm_90a wgmma kernel (an
+        epilogue through shared memory): 2-D, 16-bit, rows a multiple of 128 bytes. They take
+        the 128-byte-swizzled slab layout of the wgmma operands: the accumulator's row-wise
+        stores hit 8 different bank groups instead of one, and a TMA box store can read it
+        (``lower_copy._tma_store``)."""
+        if not self.out.wgmma:
+            return set()
+        out = set()
+        for s in consumers:
+            if op_name(s) != "copy":
+                continue
+            src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+            shape = [const_int(x) for x in dst.buffer.shape]
+            if (scope_of(src.buffer) == FRAGMENT_SCOPE and scope_of(dst.buffer) in SHARED_SCOPES
+                    and len(shape) == 2 and None not in shape and nbytes(str(dst.buffer.dtype)) == 2
+                    and shape[1] * 2 % 128 == 0):
+                out.add(dst.buffer)
+        return out
 
     def step(self, s, force: bool) -> bool:
         name = op_name(s)

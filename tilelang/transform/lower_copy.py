@@ -3,7 +3,8 @@
 Memory-to-memory copies (global/shared in any direction) are spread over the block's threads in
 16-byte vectors where alignment allows (``cp.async`` for global->shared, zero-filling elements
 outside the tensor); copies from or to a fragment follow the fragment's layout, each thread moving
-the elements it holds. Out-of-bounds guards are emitted only when the analyzer cannot prove the
+the elements it holds. On sm_90a, a slab-swizzled shared tile copied to a global tensor whose box
+TMA can address becomes TMA stores (``_tma_store``). Out-of-bounds guards are emitted only when the analyzer cannot prove the
 tile fits.
 """
 
@@ -120,6 +121,9 @@ def lower_copy(lw, stmt):
     if s_scope == FRAGMENT_SCOPE or d_scope == FRAGMENT_SCOPE:
         return _copy_fragment(lw, src, dst, stmt)
     sd, dd, tile = _match(lw, src, dst, stmt.span)
+    store = _tma_store(lw, src, dst, stmt)
+    if store is not None:
+        return store
     vec = _vector_width(lw, src, dst, sd, dd, tile)
     use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec * nbytes(src.dtype) >= 4
                  and not lw.configs.get("tl.disable_async_copy", False))
@@ -127,6 +131,39 @@ def lower_copy(lw, stmt):
     if use_async and not lw.in_producer:
         body = seq([body, evaluate_extern("tl::cp_async_commit"), evaluate_extern("tl::cp_async_wait<0>")])
     return body
+
+
+def _tma_store(lw, src, dst, stmt):
+    """A shared tile in the 128-byte-swizzled slab layout (an epilogue staging buffer of an sm_90a
+    wgmma kernel) written to a global tensor as TMA box stores, one per slab, issued by thread 0,
+    or None (the threaded copy). The statements before it (``thread_sync``) end with
+    ``fence.proxy.async`` and a barrier, so the whole tile is visible to the TMA unit; thread 0
+    waits until the stores have read shared memory (``tma_store_wait<0>``) before it goes on, so
+    the barrier that precedes any later write of the tile also covers the stores' reads. Parts of
+    the box outside the tensor are not written (TMA clips them)."""
+    from tilelang.transform import warp_specialize
+
+    if (not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or scope_of(dst.buffer) != "global"
+            or scope_of(src.buffer) not in SHARED_SCOPES or src.buffer in lw.stage):
+        return None
+    if any(const_int(lw.rewrite(x)) != 0 for x in src.starts):
+        return None     # part of the staging tile
+    spec = warp_specialize.tma_box_spec(lw, dst, src, len(lw.tensormaps))
+    if isinstance(spec, str):
+        return None
+    j = len(lw.tensormaps)
+    lw.tensormaps.append(spec)
+    layout = lw.layouts.shared[src.buffer]
+    rows, cols = (const_int(x) for x in src.buffer.shape)
+    width = layout.slab_width
+    coords = [lw.rewrite(x) for x in dst.starts[::-1]]           # innermost first
+    view = lw.smem_views[src.buffer]
+    stores = [evaluate_extern(f"tl::tma_store_{len(coords)}d", warp_specialize.tmap(j),
+                              tirx.address_of(tirx.BufferLoad(view, [i32(s * rows * width)])),
+                              coords[0] + s * width, *coords[1:], span=stmt.span)
+              for s in range(cols // width)]
+    stores += [evaluate_extern("tl::tma_store_arrive"), evaluate_extern("tl::tma_store_wait<0>")]
+    return tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(stores), None, span=stmt.span)
 
 
 def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):

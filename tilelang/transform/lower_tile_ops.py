@@ -13,7 +13,8 @@ Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations)
   ``T.Parallel`` nests are unrolled per-thread loops over the loop layout's registers;
 * ``__syncthreads()`` separates conflicting shared-memory accesses (see ``thread_sync``);
 * on sm_90a a GEMM main loop may become a TMA producer warpgroup plus consumer warpgroups
-  (``warp_specialize``): the block then has 128 more threads than ``T.Kernel`` asked for.
+  (``warp_specialize``): the block then has 128 more threads than ``T.Kernel`` asked for; a
+  persistent one runs on a 1-D grid of ``min(tiles, SMs)`` blocks looping over the tiles.
 
 Every new statement carries the span of the user statement it came from.
 """
@@ -354,6 +355,9 @@ class Lowerer:
                 extent = extent + self.extra_threads
             if persistent and tag in ("blockIdx.y", "blockIdx.z"):
                 continue    # a 1-D grid of min(tiles, SMs) blocks (the launcher sizes it)
+            if persistent and tag == "blockIdx.x":
+                # the simplifier bounds blockIdx.x by this extent: the grid has up to `tiles` blocks
+                extent = self.ws.persistent.tiles
             inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
         return inner
 

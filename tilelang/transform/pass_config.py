@@ -16,6 +16,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
+    TL_DISABLE_EPILOGUE_STAGING = "tl.disable_epilogue_staging"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
@@ -38,6 +39,9 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PERSISTENT: "on sm_90a, a warp-specialised GEMM main loop keeps one output tile per "
                                          "block instead of a persistent grid (one block per SM looping over the "
                                          "tiles, its producer loading the next tile during the epilogue)",
+    PassConfigKey.TL_DISABLE_EPILOGUE_STAGING: "on sm_90a, a wgmma accumulator copied to a global tensor is "
+                                               "stored from registers instead of through a swizzled shared "
+                                               "tile and TMA stores",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",

@@ -37,6 +37,10 @@ FlashAttention-3's ping-pong does, measured slower here: 0.77x SDPA against 0.97
 synchronous wgmma on both sides of the turn the tensor cores idle whenever a softmax is shorter
 than the other warpgroup's gemms.)
 
+A GEMM main loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SMs)``
+blocks, each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
+iteration k of the it-th tile being ``it * n + k``.
+
 Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
 moves the statements around the loop into the consumer branch (so the accumulator never lives
 across the role split, where the producer's 40-register budget would apply), keeping bindings of
@@ -205,7 +209,12 @@ def _top_level(body, target) -> bool:
 
 def _tma_spec(lw, stmt, index) -> dict | str:
     """The tensor map of one producer copy, or why it cannot be a TMA box."""
-    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index)
+
+
+def tma_box_spec(lw, src, dst, index) -> dict | str:
+    """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
+    load, or a TMA store read the other way), or why there is none."""
     name = src.buffer.name
     params = list(lw.info.func.params)
     pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
