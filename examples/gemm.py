@@ -59,7 +59,6 @@ def kernels():
             for tb in (False, True):
                 out.append(matmul.get_prim_func(256, 256, 256, trans_A=ta, trans_B=tb, dtype=dtype))
     out.append(matmul.get_prim_func(1000, 1000, 1000))
-    out.append(matmul.get_prim_func(512, 512, 512, block_K=64, smem_epilogue=True))
     return out
 
 

@@ -276,14 +276,13 @@ def _warp_specialised(info, layouts, out=None):
     try:
         from tilelang.transform import stage_epilogue
         from tilelang.transform.lower_tile_ops import Lowerer
-        from tilelang.transform.warp_specialize import plan_or_reason
 
-        info, layouts, picked = stage_epilogue.staged(info, layouts, "sm_90a", {})
-        lw = Lowerer(info, layouts, {})
+        info, layouts, picked, lw = stage_epilogue.staged(info, layouts, "sm_90a", {})
+        lw = lw or Lowerer(info, layouts, {})
         if out is not None:
             out["epilogue_stage"] = [_line(s.span) for s in picked]
             out["persistent"] = lw.persistent_tiles is not None
-        return lw.ws, plan_or_reason(lw)[1], lw
+        return lw.ws, lw.ws_reason, lw
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
         return None, None, None
 

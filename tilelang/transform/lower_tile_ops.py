@@ -60,7 +60,8 @@ class Lowerer:
         self.smem_bytes = 0
         self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
         self.extra_allocs = []
-        self.ws = warp_specialize.plan(self)   # sm_90a TMA producer warpgroup, or None
+        # sm_90a TMA producer warpgroup, or None and why not (the LSP's pipeline hover)
+        self.ws, self.ws_reason = warp_specialize.plan_or_reason(self)
         self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
         self.tensormaps = self.ws.tensormaps if self.ws else []
         if self.ws is not None:

@@ -30,7 +30,7 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_re
 SHARED = "shared.dyn"
 
 
-def _eligible(info, layouts, stmt) -> bool:
+def _eligible(info, accumulators, stmt) -> bool:
     if op_name(stmt) != "copy":
         return False
     args = stmt.value.args
@@ -39,7 +39,6 @@ def _eligible(info, layouts, stmt) -> bool:
     src, dst = decode_region(args[0]), decode_region(args[1])
     if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != "global" or not src.is_whole():
         return False
-    accumulators = {decode_region(g.value.args[2]).buffer for g in layouts.gemms}
     if src.buffer not in accumulators or str(src.buffer.dtype) != "float32":
         return False
     shape = [const_int(x) for x in src.buffer.shape]
@@ -75,7 +74,8 @@ def stage(info, layouts, configs):
             or configs.get("tl.disable_epilogue_staging")):
         return None, []
     top = flatten([info.body])
-    picked = [s for s in top if _eligible(info, layouts, s)]
+    accumulators = {decode_region(g.value.args[2]).buffer for g in layouts.gemms}
+    picked = [s for s in top if _eligible(info, accumulators, s)]
     if not picked:
         return None, []
     items = []
@@ -88,26 +88,28 @@ def stage(info, layouts, configs):
 
 
 def staged(info, layouts, arch: str, configs: dict):
-    """(info, layouts, staged copy statements) of the kernel the lowering compiles: the staged
-    kernel where ``stage`` applies and the result still fits in shared memory, else the inputs
-    and []. The LSP's hovers count shared memory on the same kernel."""
+    """(info, layouts, staged copy statements, its Lowerer or None) of the kernel the lowering
+    compiles: the staged kernel where ``stage`` applies and the result still fits in shared
+    memory, else the inputs, [] and None. The LSP's hovers count shared memory on the same
+    kernel (with the Lowerer built here for the budget check)."""
     from tilelang.transform.layout_inference import infer_layouts
     from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
 
     func, picked = stage(info, layouts, configs)
     if func is None:
-        return info, layouts, []
+        return info, layouts, [], None
     new_info = analyze_kernel(func)
     new_layouts = infer_layouts(new_info, arch, configs)
-    if Lowerer(new_info, new_layouts, dict(configs)).smem_bytes > SMEM_BUDGET_SM90:
-        return info, layouts, []
-    return new_info, new_layouts, picked
+    lw = Lowerer(new_info, new_layouts, dict(configs))
+    if lw.smem_bytes > SMEM_BUDGET_SM90:
+        return info, layouts, [], None
+    return new_info, new_layouts, picked, lw
 
 
 def apply(st) -> None:
     """Pipeline step (after layout inference): ``st.func``, ``st.info`` and ``st.layouts``
     become the staged kernel's where ``staged`` applies."""
-    info, layouts, picked = staged(st.info, st.layouts, st.arch, st.pass_configs)
+    info, layouts, picked, _ = staged(st.info, st.layouts, st.arch, st.pass_configs)
     if picked:
         st.func, st.info, st.layouts = info.func, info, layouts
 

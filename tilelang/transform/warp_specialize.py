@@ -465,8 +465,12 @@ def _persist(lw, front, before, after):
 
     # producer: its own copies of the tile bindings around the TMA issue loop
     renames = {b.var: tirx.Var(f"{b.var.name}_p", "int32") for b in tile_binds}
-    producer = _replace(marker.then_case, ws.issue_loop,
-                        tile_loop(P.it_p, "p", seq(tile_binds + [ws.issue_loop]), renames))
+    looped = tile_loop(P.it_p, "p", seq(tile_binds + [ws.issue_loop]), renames)
+    producer = _replace(marker.then_case, ws.issue_loop, looped)
+    found = []
+    walk_stmts(producer, lambda x: found.append(1) if x.same_as(looped) else None)
+    # a producer without its tile loop would fill one tile's ring while the consumers wait for all
+    assert found, "the persistent producer lost its tile loop"
     tail = []
     reads, writes = thread_sync.shared_rw(seq(before + after)) if before or after else (set(), set())
     if reads or writes:   # the next tile's epilogue must not overwrite what this one still reads
