@@ -14,7 +14,7 @@ from tilelang.engine.lower import lower
 from test_lowering import gemm, lowered_with
 
 
-def _staged_epilogue(M, N, K, bn=128, stages=3):
+def _staged_epilogue(M, N, K, bn=128, stages=3, disable_tma=False):
     @T.prim_func
     def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, 128), threads=256) as (bx, by):
@@ -29,7 +29,7 @@ def _staged_epilogue(M, N, K, bn=128, stages=3):
                 T.copy(B[k * 64, bx * bn], B_s)
                 T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C_s)
-            T.copy(C_s, C[by * 128, bx * bn])
+            T.copy(C_s, C[by * 128, bx * bn], disable_tma=disable_tma)
 
     return kernel
 
@@ -109,6 +109,9 @@ def test_tma_stores_only_where_the_tile_is_a_box():
     for configs, arch in (({"tl.disable_tma_lower": True}, "sm_90a"), ({}, "sm_80")):
         art = lower(func, target=arch, pass_configs=configs)
         assert "tma_store" not in art.source and "C_ptr" in art.source
+    # an explicit stage copied with T.copy(..., disable_tma=True): threaded stores
+    src = lower(_staged_epilogue(1024, 1024, 512, disable_tma=True), target="sm_90a").source
+    assert "tma_store" not in src and "C_ptr" in src
     # a row of 1000 halves is 2000 bytes, a multiple of 16: TMA; 1001 is not: threaded stores
     assert "tma_store" in lower(_staged_epilogue(1024, 1000, 512), target="sm_90a").source
     art = lower(_staged_epilogue(1024, 1001, 512), target="sm_90a")

@@ -71,10 +71,10 @@ from dataclasses import asdict, dataclass, field, fields
 
 FORMAT_VERSION = 1
 
-# TVM dtype string -> (bytes per element, category).  Sub-byte types are absent.
 # A grid expression may name the device's multiprocessor count (a persistent kernel's grid).
 NUM_SMS = "NUM_SMS"
 
+# TVM dtype string -> (bytes per element, category).  Sub-byte types are absent.
 KNOWN_DTYPES: dict[str, tuple[int, str]] = {
     "bool": (1, "bool"),
     "int8": (1, "int"), "int16": (2, "int"), "int32": (4, "int"), "int64": (8, "int"),

@@ -4,8 +4,8 @@ Memory-to-memory copies (global/shared in any direction) are spread over the blo
 16-byte vectors where alignment allows (``cp.async`` for global->shared, zero-filling elements
 outside the tensor); copies from or to a fragment follow the fragment's layout, each thread moving
 the elements it holds. On sm_90a, a slab-swizzled shared tile copied to a global tensor whose box
-TMA can address becomes TMA stores (``_tma_store``). Out-of-bounds guards are emitted only when the analyzer cannot prove the
-tile fits.
+TMA can address becomes TMA stores (``_tma_store``). Out-of-bounds guards are emitted only when
+the analyzer cannot prove the tile fits.
 """
 
 from __future__ import annotations
@@ -143,8 +143,10 @@ def _tma_store(lw, src, dst, stmt):
     the box outside the tensor are not written (TMA clips them)."""
     from tilelang.transform import warp_specialize
 
+    args = stmt.value.args
     if (not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or scope_of(dst.buffer) != "global"
-            or scope_of(src.buffer) not in SHARED_SCOPES or src.buffer in lw.stage):
+            or scope_of(src.buffer) not in SHARED_SCOPES or src.buffer in lw.stage
+            or (len(args) > 3 and const_int(args[3]) == 1)):       # T.copy(..., disable_tma=True)
         return None
     if any(const_int(lw.rewrite(x)) != 0 for x in src.starts):
         return None     # part of the staging tile
