@@ -191,6 +191,9 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
         at = ", ".join(f"line {n}" for n in summary["epilogue_stage"] if n)
         lines.append("- epilogue: the accumulator goes through a swizzled shared tile and TMA stores"
                      + (f" ({at}); counted in the shared memory above" if at else ""))
+    for line, why in summary.get("epilogue_registers") or []:
+        lines.append(f"- epilogue{f' (line {line})' if line else ''}: stored from registers, because {why} "
+                     "(a shared-memory stage with TMA stores measured 3-4 % faster on an H200)")
     if regs is not None:
         spill = compiled.get("spill_stores") or 0
         lines.append(f"- registers: **{regs}/thread** from ptxas ({compiled.get('target')})"

@@ -15,6 +15,7 @@
      "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
      "fragment_registers": int, "flops_per_launch": int|None,
      "epilogue_stage"?: [line] (sm_90a: copies staged through shared memory + TMA stores),
+     "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
      "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles)}
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
@@ -277,10 +278,11 @@ def _warp_specialised(info, layouts, out=None):
         from tilelang.transform import stage_epilogue
         from tilelang.transform.lower_tile_ops import Lowerer
 
-        info, layouts, picked, lw = stage_epilogue.staged(info, layouts, "sm_90a", {})
-        lw = lw or Lowerer(info, layouts, {})
+        result = stage_epilogue.staged(info, layouts, "sm_90a", {})
+        lw = result.lowerer or Lowerer(result.info, result.layouts, {})
         if out is not None:
-            out["epilogue_stage"] = [_line(s.span) for s in picked]
+            out["epilogue_stage"] = [_line(s.span) for s in result.picked]
+            out["epilogue_registers"] = [[_line(s.span), why] for s, why in result.skipped]
             out["persistent"] = lw.persistent_tiles is not None
         return lw.ws, lw.ws_reason, lw
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description

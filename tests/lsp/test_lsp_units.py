@@ -278,3 +278,16 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     assert "run the loop body" in p["mechanism"] and "do not wait for each other" in p["mechanism"]
     (cp,) = summarize(func, "sm_80")["pipelines"]
     assert not cp["warp_specialized"] and cp["mechanism"].startswith("cp.async")
+
+
+def test_kernel_hover_says_why_an_epilogue_stores_from_registers():
+    from tilelang_lsp.lsp_kernels import summarize
+
+    summary = summarize(_small_gemm(threads=128), "sm_90a")      # C is float32
+    (line, why), = summary["epilogue_registers"]
+    assert why == "'C' is not a 16-bit tensor with a static shape" and line is not None
+    text = hover.kernel_markdown(summary, None, None)
+    assert f"- epilogue (line {line}): stored from registers, because 'C' is not a 16-bit tensor" in text
+    assert not summary["epilogue_stage"]
+    # on sm_80 there is no stage to explain
+    assert not summarize(_small_gemm(threads=128), "sm_80").get("epilogue_registers")

@@ -19,6 +19,8 @@ needs), when the kernel still fits in shared memory with the stage. ``tl.disable
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import tvm
 from tvm import ir, tirx
 
@@ -30,28 +32,40 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_re
 SHARED = "shared.dyn"
 
 
-def _eligible(info, accumulators, stmt) -> bool:
+def _candidate(accumulators, stmt) -> bool:
+    """A whole float wgmma accumulator copied to a global tensor."""
     if op_name(stmt) != "copy":
         return False
+    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    return (scope_of(src.buffer) == FRAGMENT_SCOPE and scope_of(dst.buffer) == "global" and src.is_whole()
+            and src.buffer in accumulators and str(src.buffer.dtype) == "float32")
+
+
+def _why_not(info, stmt) -> str | None:
+    """Why the candidate copy ``stmt`` keeps register stores, or None (it can be staged)."""
     args = stmt.value.args
-    if len(args) > 3 and const_int(args[3]) == 1:      # T.copy(..., disable_tma=True)
-        return False
+    if len(args) > 3 and const_int(args[3]) == 1:
+        return "the copy says disable_tma=True"
     src, dst = decode_region(args[0]), decode_region(args[1])
-    if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != "global" or not src.is_whole():
-        return False
-    if src.buffer not in accumulators or str(src.buffer.dtype) != "float32":
-        return False
+    name = dst.buffer.name
     shape = [const_int(x) for x in src.buffer.shape]
-    params = list(info.func.params)
-    if len(shape) != 2 or None in shape or not any(p.same_as(dst.buffer) for p in params) or dst.buffer.strides:
-        return False
+    if len(shape) != 2 or None in shape or shape[0] > 256 or (shape[1] * 2) % 128:
+        return (f"the {'x'.join(map(str, shape))} tile is not 2-D with at most 256 rows of whole 128-byte slabs "
+                "(multiples of 64 16-bit columns)")
+    if not any(p.same_as(dst.buffer) for p in info.func.params) or dst.buffer.strides:
+        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
     gshape = [const_int(x) for x in dst.buffer.shape]
-    if None in gshape or nbytes(str(dst.buffer.dtype)) != 2 or (gshape[-1] * 2) % 16:
-        return False
+    if None in gshape or nbytes(str(dst.buffer.dtype)) != 2:
+        return f"'{name}' is not a 16-bit tensor with a static shape"
+    if (gshape[-1] * 2) % 16:
+        return f"a row of '{name}' is {gshape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
     _, ext = dst.nonunit()
-    col = tvm.sym.Analyzer().modular_set(dst.starts[-1])      # the box starts 16-byte aligned
-    return ([const_int(e) for e in ext] == shape and shape[0] <= 256 and (shape[1] * 2) % 128 == 0
-            and col.coeff % 8 == 0 and col.base % 8 == 0)
+    if [const_int(e) for e in ext] != shape:
+        return f"the copy does not write a {shape[0]}x{shape[1]} box of '{name}'"
+    col = tvm.sym.Analyzer().modular_set(dst.starts[-1])
+    if col.coeff % 8 or col.base % 8:
+        return f"the copy into '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
+    return None
 
 
 def _staged(stmt):
@@ -67,51 +81,68 @@ def _staged(stmt):
     return [tirx.AllocBuffer(stage), tirx.Evaluate(into, span=stmt.span), tirx.Evaluate(out, span=stmt.span)]
 
 
+@dataclass
+class Staging:
+    """What ``staged`` decided: the kernel to lower (``info``, ``layouts``), the copies staged,
+    the Lowerer of the staged kernel (None when nothing was staged), and the accumulator copies
+    left as register stores with the reason."""
+    info: object
+    layouts: object
+    picked: list = field(default_factory=list)
+    lowerer: object = None
+    skipped: list = field(default_factory=list)     # [(copy statement, reason)]
+
+
 def stage(info, layouts, configs):
-    """(the kernel with its eligible epilogue copies staged, as a new PrimFunc, the original copy
-    statements), or (None, [])."""
-    if (not layouts.wgmma or configs.get("tl.disable_tma_lower")
-            or configs.get("tl.disable_epilogue_staging")):
-        return None, []
+    """(the kernel with its eligible epilogue copies staged, as a new PrimFunc or None, the copies
+    staged, [(copy, why not)] for the accumulator copies left alone)."""
+    if not layouts.wgmma:
+        return None, [], []
     top = flatten([info.body])
     accumulators = {decode_region(g.value.args[2]).buffer for g in layouts.gemms}
-    picked = [s for s in top if _eligible(info, accumulators, s)]
+    candidates = [s for s in top if _candidate(accumulators, s)]
+    off = next((f"`{k}` is set" for k in ("tl.disable_epilogue_staging", "tl.disable_tma_lower") if configs.get(k)),
+               None)
+    reasons = [(s, off or _why_not(info, s)) for s in candidates]
+    picked = [s for s, why in reasons if why is None]
+    skipped = [(s, why) for s, why in reasons if why is not None]
     if not picked:
-        return None, []
+        return None, [], skipped
     items = []
     for s in top:
         items.extend(_staged(s) if any(s.same_as(p) for p in picked) else [s])
     body = seq(items)
     for iv, extent in reversed(info.launch):
         body = tirx.AttrStmt(iv, "thread_extent", extent, body)
-    return info.func.with_body(body), picked
+    return info.func.with_body(body), picked, skipped
 
 
-def staged(info, layouts, arch: str, configs: dict):
-    """(info, layouts, staged copy statements, its Lowerer or None) of the kernel the lowering
-    compiles: the staged kernel where ``stage`` applies and the result still fits in shared
-    memory, else the inputs, [] and None. The LSP's hovers count shared memory on the same
-    kernel (with the Lowerer built here for the budget check)."""
+def staged(info, layouts, arch: str, configs: dict) -> Staging:
+    """The kernel the lowering compiles: the staged kernel where ``stage`` applies and the result
+    still fits in shared memory, else the inputs. The LSP's hovers count shared memory on the
+    same kernel (with the Lowerer built here for the budget check) and say why an epilogue was
+    not staged."""
     from tilelang.transform.layout_inference import infer_layouts
     from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
 
-    func, picked = stage(info, layouts, configs)
+    func, picked, skipped = stage(info, layouts, configs)
     if func is None:
-        return info, layouts, [], None
+        return Staging(info, layouts, skipped=skipped)
     new_info = analyze_kernel(func)
     new_layouts = infer_layouts(new_info, arch, configs)
     lw = Lowerer(new_info, new_layouts, dict(configs))
     if lw.smem_bytes > SMEM_BUDGET_SM90:
-        return info, layouts, [], None
-    return new_info, new_layouts, picked, lw
+        why = f"the stage would take the kernel to {lw.smem_bytes} bytes of shared memory, over {SMEM_BUDGET_SM90}"
+        return Staging(info, layouts, skipped=skipped + [(s, why) for s in picked])
+    return Staging(new_info, new_layouts, picked, lw, skipped)
 
 
 def apply(st) -> None:
     """Pipeline step (after layout inference): ``st.func``, ``st.info`` and ``st.layouts``
     become the staged kernel's where ``staged`` applies."""
-    info, layouts, picked, _ = staged(st.info, st.layouts, st.arch, st.pass_configs)
-    if picked:
-        st.func, st.info, st.layouts = info.func, info, layouts
+    result = staged(st.info, st.layouts, st.arch, st.pass_configs)
+    if result.picked:
+        st.func, st.info, st.layouts = result.info.func, result.info, result.layouts
 
 
-__all__ = ["stage", "staged", "apply"]
+__all__ = ["Staging", "stage", "staged", "apply"]
