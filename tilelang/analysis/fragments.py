@@ -17,7 +17,7 @@ import numpy as np
 from tvm import tirx
 
 from tilelang.diagnostics import Note, Severity
-from tilelang.transform.ir_utils import any_expr, children, const_int
+from tilelang.transform.ir_utils import children, const_int, uses_vars
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
 
 LIMIT = 1 << 24
@@ -112,7 +112,7 @@ def _check_nest(k, rep, nest, outer=()) -> None:
 def _outer_values(idx, outer):
     """Every assignment of the enclosing variables an index uses ([{}] when it uses none; no
     assignment when their combinations exceed ENCLOSING_LIMIT)."""
-    used = [(v, lo, n) for v, lo, n in outer if any(_uses(i, v) for i in idx)]
+    used = [(v, lo, n) for v, lo, n in outer if any(uses_vars(i, [v]) for i in idx)]
     total = 1
     for _, _, n in used:
         total *= n
@@ -122,10 +122,6 @@ def _outer_values(idx, outer):
     for v, lo, n in used:
         combos = [{**c, v: x} for c in combos for x in range(lo, lo + n)]
     return combos
-
-
-def _uses(expr, var) -> bool:
-    return any_expr(expr, lambda e: isinstance(e, tirx.Var) and e.same_as(var))
 
 
 def _plain(idx, loop_vars) -> bool:

@@ -35,6 +35,7 @@ class LowerState:
     tensormaps: list = field(default_factory=list)   # TMA descriptor specs (KernelArtifact.tensormaps)
     extra_threads: int = 0                            # producer warpgroup of a warp-specialised kernel
     persistent_tiles: object = None                   # a persistent kernel's number of output tiles
+    lowerer: object = None                            # a Lowerer already built for info/layouts
 
 
 def normalize_target(target) -> str:

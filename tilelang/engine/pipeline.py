@@ -23,7 +23,7 @@ def _layouts(st):
 
 
 def _lower(st):
-    lw = Lowerer(st.info, st.layouts, st.pass_configs)
+    lw = st.lowerer or Lowerer(st.info, st.layouts, st.pass_configs)   # (stage_epilogues built one)
     st.lowered = st.func.with_body(lw.run())
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)

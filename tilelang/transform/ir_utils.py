@@ -201,6 +201,12 @@ def any_expr(node, pred: Callable) -> bool:
     return tvm_ffi.structural_walk(node, [(ir.Expr, visit)], order="pre") is not None
 
 
+def uses_vars(node, variables) -> bool:
+    """Whether ``node`` mentions any of the Vars ``variables``."""
+    variables = list(variables)
+    return any_expr(node, lambda e: isinstance(e, tirx.Var) and any(e.same_as(v) for v in variables))
+
+
 def has_load(node) -> bool:
     """Whether ``node`` reads a buffer anywhere."""
     return any_expr(node, lambda e: isinstance(e, ir.TensorLoad))

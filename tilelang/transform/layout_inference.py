@@ -121,6 +121,13 @@ def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
     return None
 
 
+def slab_stage_shape(shape, dtype: str) -> bool:
+    """An epilogue stage that can take the 128-byte-swizzled slab layout: 2-D, 16-bit elements,
+    rows of whole 128-byte slabs."""
+    shape = [const_int(x) for x in shape]
+    return len(shape) == 2 and None not in shape and nbytes(dtype) == 2 and shape[1] * 2 % 128 == 0
+
+
 class _Inference:
     def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None):
         self.info = info
@@ -443,10 +450,8 @@ class _Inference:
             if op_name(s) != "copy":
                 continue
             src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
-            shape = [const_int(x) for x in dst.buffer.shape]
             if (scope_of(src.buffer) == FRAGMENT_SCOPE and scope_of(dst.buffer) in SHARED_SCOPES
-                    and len(shape) == 2 and None not in shape and nbytes(str(dst.buffer.dtype)) == 2
-                    and shape[1] * 2 % 128 == 0):
+                    and slab_stage_shape(dst.buffer.shape, str(dst.buffer.dtype))):
                 out.add(dst.buffer)
         return out
 

@@ -25,11 +25,11 @@ import tvm
 from tvm import ir, tirx
 
 from tilelang.language._ops import get_op, region
-from tilelang.language.dtypes import nbytes
 from tilelang.transform.ir_utils import const_int, flatten, seq
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_region, op_name, scope_of)
 
 SHARED = "shared.dyn"
+SLAB_COLUMNS = 64      # 16-bit elements per 128-byte swizzle slab of the stage
 
 
 def _candidate(accumulators, stmt) -> bool:
@@ -42,30 +42,23 @@ def _candidate(accumulators, stmt) -> bool:
 
 
 def _why_not(info, stmt) -> str | None:
-    """Why the candidate copy ``stmt`` keeps register stores, or None (it can be staged)."""
+    """Why the candidate copy ``stmt`` keeps register stores, or None (it can be staged): the
+    stage must take the slab layout and its copy to the tensor must be a TMA box (the same test
+    ``lower_copy._tma_store`` makes once the stage exists)."""
+    from tilelang.transform.layout_inference import slab_stage_shape
+    from tilelang.transform.warp_specialize import box_spec
+
     args = stmt.value.args
     if len(args) > 3 and const_int(args[3]) == 1:
         return "the copy says disable_tma=True"
     src, dst = decode_region(args[0]), decode_region(args[1])
-    name = dst.buffer.name
     shape = [const_int(x) for x in src.buffer.shape]
-    if len(shape) != 2 or None in shape or shape[0] > 256 or (shape[1] * 2) % 128:
-        return (f"the {'x'.join(map(str, shape))} tile is not 2-D with at most 256 rows of whole 128-byte slabs "
+    if not slab_stage_shape(shape, "float16"):      # (the tensor's own dtype: box_spec)
+        return (f"the {'x'.join(map(str, shape))} tile is not 2-D with rows of whole 128-byte slabs "
                 "(multiples of 64 16-bit columns)")
-    if not any(p.same_as(dst.buffer) for p in info.func.params) or dst.buffer.strides:
-        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
-    gshape = [const_int(x) for x in dst.buffer.shape]
-    if None in gshape or nbytes(str(dst.buffer.dtype)) != 2:
-        return f"'{name}' is not a 16-bit tensor with a static shape"
-    if (gshape[-1] * 2) % 16:
-        return f"a row of '{name}' is {gshape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
-    _, ext = dst.nonunit()
-    if [const_int(e) for e in ext] != shape:
-        return f"the copy does not write a {shape[0]}x{shape[1]} box of '{name}'"
-    col = tvm.sym.Analyzer().modular_set(dst.starts[-1])
-    if col.coeff % 8 or col.base % 8:
-        return f"the copy into '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
-    return None
+    spec = box_spec(info.func.params, tvm.sym.Analyzer(), dst, shape, SLAB_COLUMNS, str(dst.buffer.dtype),
+                    src.buffer.name, 0)
+    return spec if isinstance(spec, str) else None
 
 
 def _staged(stmt):
@@ -139,10 +132,11 @@ def staged(info, layouts, arch: str, configs: dict) -> Staging:
 
 def apply(st) -> None:
     """Pipeline step (after layout inference): ``st.func``, ``st.info`` and ``st.layouts``
-    become the staged kernel's where ``staged`` applies."""
+    become the staged kernel's where ``staged`` applies (and ``st.lowerer`` the Lowerer its
+    budget check built, which the lowering then uses)."""
     result = staged(st.info, st.layouts, st.arch, st.pass_configs)
     if result.picked:
-        st.func, st.info, st.layouts = result.info.func, result.info, result.layouts
+        st.func, st.info, st.layouts, st.lowerer = result.info.func, result.info, result.layouts, result.lowerer
 
 
 __all__ = ["Staging", "stage", "staged", "apply"]

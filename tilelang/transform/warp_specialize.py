@@ -58,8 +58,8 @@ from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
-from tilelang.transform.ir_utils import (any_expr, const_int, evaluate_extern, flatten, has_load, i32, seq,
-                                         substitute_stmt, walk_stmts)
+from tilelang.transform.ir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt,
+                                         uses_vars, walk_stmts)
 from tilelang.transform.kernel import decode_region
 
 PRODUCER_THREADS = 128
@@ -159,8 +159,7 @@ def persistent_plan(lw) -> "Persistent | None":
     if not dims or "blockIdx.x" not in launch:
         return None
     block_vars = [v for v, _ in dims]
-    if any(any_expr(e, lambda x: isinstance(x, tirx.Var) and any(x.same_as(v) for v in block_vars))
-           for e in (ws.loop.min, ws.loop.extent)):
+    if any(uses_vars(e, block_vars) for e in (ws.loop.min, ws.loop.extent)):
         return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
         return None
@@ -215,36 +214,45 @@ def _tma_spec(lw, stmt, index) -> dict | str:
 def tma_box_spec(lw, src, dst, index) -> dict | str:
     """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
     load, or a TMA store read the other way), or why there is none."""
-    name = src.buffer.name
-    params = list(lw.info.func.params)
-    pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
     layout = lw.layouts.shared.get(dst.buffer)
-    if pi is None or src.buffer.strides:
-        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
     if not isinstance(layout, SharedLayout) or not layout.slab or layout.group <= 1:
         return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
+    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, layout.slab_width, str(dst.buffer.dtype),
+                    dst.buffer.name, index)
+
+
+def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dict | str:
+    """The tensor map of a ``tile`` (rows, columns) box of 16-bit ``dtype`` elements, cut into
+    ``width``-column swizzle slabs, at the global region ``src``, or why TMA cannot move it.
+    Also asked, before the tile exists, by ``stage_epilogue`` (``tile_name``: for messages)."""
+    name = src.buffer.name
+    pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
+    if pi is None or src.buffer.strides:
+        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
     shape = [const_int(x) for x in src.buffer.shape]
-    tile = [const_int(x) for x in dst.buffer.shape]
+    tile = [const_int(x) for x in tile]
     ext = [const_int(x) for x in src.extents]
     rank = len(shape)
-    if not 2 <= rank <= 5 or None in shape or len(tile) != 2 or None in tile or None in ext:
-        return f"'{name}' is not a 2- to 5-D tensor with a static shape"
-    if nbytes(str(src.buffer.dtype)) != 2 or str(src.buffer.dtype) != str(dst.buffer.dtype):
-        return f"'{name}' is not a 16-bit tensor copied without conversion"
+    if None in shape or nbytes(str(src.buffer.dtype)) != 2:
+        return f"'{name}' is not a 16-bit tensor with a static shape"
+    if not 2 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext:
+        return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
+    if str(src.buffer.dtype) != dtype:
+        return f"'{name}' is copied with a conversion to {dtype}"
     # The tile is a (rows, columns) box: columns along the innermost dimension, rows along one
     # other dimension, every further dimension of extent 1 (a head / batch index).
     wide = [d for d in range(rank - 1) if ext[d] != 1]
     row_dim = wide[0] if len(wide) == 1 else (rank - 2 if not wide else None)
     if row_dim is None or [ext[row_dim], ext[-1]] != tile:
-        return f"the copy from '{name}' does not fill '{dst.buffer.name}' exactly"
-    rows, width = tile[0], layout.slab_width
+        return f"the copy of '{name}' does not fill '{tile_name}' exactly"
+    rows = tile[0]
     if rows > 256 or tile[1] % width:
-        return f"'{dst.buffer.name}' has {rows} rows (a TMA box has at most 256)"
+        return f"'{tile_name}' has {rows} rows (a TMA box has at most 256)"
     if (shape[-1] * 2) % 16:
         return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
-    col = lw.an.modular_set(src.starts[-1])
+    col = analyzer.modular_set(src.starts[-1])
     if col.coeff % 8 or col.base % 8:
-        return f"the copy from '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
+        return f"the copy of '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
     strides, acc = [], 2
     for d in range(rank - 1, 0, -1):          # byte strides of dims 1 .. rank-1, innermost first
         acc *= shape[d]
@@ -403,10 +411,6 @@ def guard_consumers(stmt, lw, tile_prelude=()):
     return go(stmt)
 
 
-def _uses(node, variables) -> bool:
-    return any_expr(node, lambda x: isinstance(x, tirx.Var) and any(x.same_as(v) for v in variables))
-
-
 def _replace(stmt, old, new):
     """``stmt`` with the statement ``old`` (by identity) replaced by ``new``."""
     if stmt is None or stmt.same_as(old):
@@ -439,7 +443,7 @@ def _persist(lw, front, before, after):
     block_vars = [v for v, _ in P.dims]
     keep, tile_binds, dependent = [], [], list(block_vars)
     for c in front:
-        if isinstance(c, tirx.Bind) and _uses(c.value, dependent):
+        if isinstance(c, tirx.Bind) and uses_vars(c.value, dependent):
             tile_binds.append(c)
             dependent.append(c.var)
         else:
@@ -480,5 +484,5 @@ def _persist(lw, front, before, after):
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
-__all__ = ["PRODUCER_THREADS", "Persistent", "WsPlan", "plan", "plan_or_reason", "persistent_plan", "lower_loop",
+__all__ = ["PRODUCER_THREADS", "Persistent", "WsPlan", "box_spec", "tma_box_spec", "plan", "plan_or_reason", "persistent_plan", "lower_loop",
            "init_barriers", "guard_consumers", "tmap"]
