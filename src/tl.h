@@ -18,3 +18,4 @@
 #include "tl/barrier.h"
 #include "tl/tma.h"
 #include "tl/gemm_sm90.h"
+#include "tl/cluster.h"

@@ -3,7 +3,8 @@
 // byte for byte with the documented layout, out-of-bounds parts included),
 // TMA stores, bulk copies, mbarrier phases and transaction counts, and a
 // warp-specialized producer/consumer ring that uses setmaxnreg, named
-// barriers and elect_one_sync.  Prints PASS/FAIL per check and exits
+// barriers and elect_one_sync, and a cluster of two blocks sharing a tile by
+// TMA multicast (cluster.h).  Prints PASS/FAIL per check and exits
 // non-zero when any check fails.
 //
 // Build: nvcc -std=c++17 -O3 -I src -gencode arch=compute_90a,code=sm_90a
@@ -567,6 +568,80 @@ static void test_warp_specialized() {
   report(n_elected == blocks * 12, "elect_one_sync picks one lane per warp");
 }
 
+// Clusters of two blocks (cluster.h): each block loads one half of a 128 x 64
+// tile and multicasts it to both, so each block's full barrier expects the
+// whole tile; then every block arrives on both blocks' "done" barrier
+// (remote arrivals) and the cluster meets once more before exiting.
+// errors[0] counts wrong elements, ranks[] records cluster_ctarank() and
+// cluster_nctarank() per block.
+constexpr int kClusterRows = 128, kClusterCols = 64;
+
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128)
+    cluster_multicast_kernel(const __grid_constant__ CUtensorMap map, const uint16_t* src, int* errors,
+                             uint32_t* ranks) {
+  unsigned char* smem = aligned_smem();
+  uint16_t* tile = reinterpret_cast<uint16_t*>(smem);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kClusterRows * kClusterCols * 2);
+  uint64_t* done = full + 1;
+  const uint32_t rank = tl::cluster_ctarank();
+  if (threadIdx.x == 0) {
+    tl::mbarrier_init(full, 1);
+    tl::mbarrier_init(done, 2);
+    tl::fence_barrier_init();
+  }
+  __syncthreads();
+  tl::cluster_sync();   // both blocks' barriers exist before anyone multicasts into them
+  const int half = kClusterRows / 2;
+  if (threadIdx.x == 0) {
+    tl::mbarrier_arrive_expect_tx(full, kClusterRows * kClusterCols * 2);   // both halves land here
+    tl::tma_load_multicast_2d(tile + rank * half * kClusterCols, &map, full, uint16_t(0b11), 0,
+                              static_cast<int>(blockIdx.y) * kClusterRows + static_cast<int>(rank) * half);
+  }
+  tl::mbarrier_wait(full, 0);
+  const uint16_t* want = src + static_cast<size_t>(blockIdx.y) * kClusterRows * kClusterCols;
+  for (int i = threadIdx.x; i < kClusterRows * kClusterCols; i += blockDim.x) {
+    if (tile[i] != want[i]) atomicAdd(errors, 1);
+  }
+  if (threadIdx.x == 0) {
+    tl::mbarrier_arrive_cluster(done, 0);
+    tl::mbarrier_arrive_cluster(done, 1);
+  }
+  tl::mbarrier_wait(done, 0);   // both blocks have read their tile
+  if (threadIdx.x == 0) {
+    ranks[2 * (blockIdx.y * gridDim.x + blockIdx.x)] = rank;
+    ranks[2 * (blockIdx.y * gridDim.x + blockIdx.x) + 1] = tl::cluster_nctarank();
+  }
+  tl::cluster_sync();   // no block exits while its peer may still arrive on its barriers
+}
+
+static void test_cluster_multicast() {
+  const int tiles = 3;
+  const uint64_t total = static_cast<uint64_t>(tiles) * kClusterRows * kClusterCols;
+  std::vector<uint16_t> h(total);
+  for (uint64_t i = 0; i < total; ++i) h[i] = pattern(i);
+  DevBuf g(total * 2), errors(sizeof(int)), ranks(2 * 2 * tiles * sizeof(uint32_t));
+  CHECK_CUDA(cudaMemcpy(g.p, h.data(), total * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(errors.p, 0, sizeof(int)));
+  const uint64_t dims[2] = {kClusterCols, static_cast<uint64_t>(tiles) * kClusterRows};
+  const uint64_t strides[1] = {kClusterCols * 2};
+  const uint32_t box[2] = {kClusterCols, kClusterRows / 2};
+  const CUtensorMap map = make_map(CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, g.p, dims, strides, box, 0);
+  const int smem = kClusterRows * kClusterCols * 2 + 16 + 1024;
+  cluster_multicast_kernel<<<dim3(2, tiles), 128, smem>>>(map, static_cast<const uint16_t*>(g.p),
+                                                         static_cast<int*>(errors.p),
+                                                         static_cast<uint32_t*>(ranks.p));
+  CHECK_CUDA(cudaGetLastError());
+  CHECK_CUDA(cudaDeviceSynchronize());
+  int n_errors = -1;
+  std::vector<uint32_t> r(2 * 2 * tiles);
+  CHECK_CUDA(cudaMemcpy(&n_errors, errors.p, sizeof(int), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(r.data(), ranks.p, r.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+  bool ranks_ok = true;
+  for (int b = 0; b < 2 * tiles; ++b) ranks_ok &= r[2 * b] == static_cast<uint32_t>(b % 2) && r[2 * b + 1] == 2;
+  report(n_errors == 0, "cluster of 2: each block multicasts half a tile, both receive all of it");
+  report(ranks_ok, "cluster_ctarank / cluster_nctarank");
+}
+
 int main() {
   int dev = 0;
   cudaDeviceProp prop;
@@ -582,6 +657,7 @@ int main() {
   test_stores();
   test_mbarrier();
   test_warp_specialized();
+  test_cluster_multicast();   // last: a fault here must not hide the results above
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "ALL PASSED", g_failures);
   return g_failures ? 1 : 0;
 }
