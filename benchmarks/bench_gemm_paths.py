@@ -5,6 +5,7 @@
              swizzled shared tile and TMA stores, a persistent grid where the stage fits (the default)
     ws-1tile the same, one output tile per block (tl.disable_persistent)
     ws-direct the accumulator stored from registers (tl.disable_epilogue_staging)
+    ws-cluster clusters of two blocks sharing the B tile by TMA multicast (tl.cluster_multicast, experimental)
     cp.async wgmma fed by cp.async from every thread (tl.disable_warp_specialized)
     mma.sync the sm_80 path (tl.disable_wgmma)
 
@@ -25,6 +26,7 @@ sys.path.insert(0, str(HERE.parent / "examples"))
 sys.path.insert(0, str(HERE))
 
 PATHS = {"ws": {}, "ws-1tile": {"tl.disable_persistent": True}, "ws-direct": {"tl.disable_epilogue_staging": True},
+         "ws-cluster": {"tl.cluster_multicast": True},
          "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True}}
 CONFIGS = [
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256},

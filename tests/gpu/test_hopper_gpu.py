@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
 
-PATHS = {"ws": {}, "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True}}
+PATHS = {"ws": {}, "ws-cluster": {"tl.cluster_multicast": True}, "cp.async": {"tl.disable_warp_specialized": True},
+         "mma.sync": {"tl.disable_wgmma": True}}
 CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
            dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
            dict(block_M=64, block_N=128, block_K=64, num_stages=2, threads=128)]

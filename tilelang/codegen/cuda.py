@@ -35,7 +35,7 @@ def _skip_tvm_device_compile() -> None:
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda *args: _STUB_PTX, override=True)
 
 
-def emit_cuda(func, arch: str, name: str = "main", tensormaps=()) -> CudaKernelSource:
+def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=None) -> CudaKernelSource:
     """CUDA source of ``func``; ``tensormaps`` names extra ``const __grid_constant__ CUtensorMap``
     parameters appended to the kernel (TVM has no type for them), which the device code reaches
     as ``TL_TMAP(j)`` == ``&tl_tmap_j``."""
@@ -64,6 +64,9 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=()) -> CudaKernelS
         source = decl.sub(lambda m: m.group(1) + (", " if m.group(2).strip() else "") + extra + ")", source)
         args += [("CUtensorMap", t) for t in tensormaps]
         source = "#define TL_TMAP(j) (&tl_tmap_##j)\n" + source
+    if cluster_dims:   # thread block clusters, fixed at compile time (a plain launch honours them)
+        dims = ", ".join(str(int(d)) for d in cluster_dims)
+        source = source.replace(f'__global__ void ', f'__global__ void __cluster_dims__({dims}) ')
     source = '#include "tl.h"\n' + source
     return CudaKernelSource(match.group(1), source, args)
 

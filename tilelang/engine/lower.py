@@ -36,6 +36,7 @@ class LowerState:
     extra_threads: int = 0                            # producer warpgroup of a warp-specialised kernel
     persistent_tiles: object = None                   # a persistent kernel's number of output tiles
     lowerer: object = None                            # a Lowerer already built for info/layouts
+    cluster_dims: object = None                       # (x, y, z) thread block cluster shape, or None
 
 
 def normalize_target(target) -> str:

@@ -29,10 +29,11 @@ def _lower(st):
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup
     st.persistent_tiles = lw.persistent_tiles   # a persistent GEMM's tile count (grid: min(tiles, SMs))
+    st.cluster_dims = lw.cluster_dims           # thread block clusters (tl.cluster_multicast)
 
 
 def _emit(st):
-    st.cuda = emit_cuda(st.lowered, st.arch, st.name, [t["name"] for t in st.tensormaps])
+    st.cuda = emit_cuda(st.lowered, st.arch, st.name, [t["name"] for t in st.tensormaps], st.cluster_dims)
 
 
 PASSES = [

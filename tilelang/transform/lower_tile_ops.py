@@ -65,12 +65,15 @@ class Lowerer:
         self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
         self.tensormaps = self.ws.tensormaps if self.ws else []
         if self.ws is not None:
-            self.ws.persistent = warp_specialize.persistent_plan(self)
+            self.ws.cluster = warp_specialize.cluster_plan(self)
+            # (clusters: one tile pair per cluster, not persistent yet)
+            self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
         if self.ws is not None and self.ws.persistent is not None and self.smem_bytes > SMEM_BUDGET_SM90:
             self.ws.persistent = None       # the staged tiles cannot keep bytes of their own
             self._plan_memory()
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
+        self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
 
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
@@ -349,6 +352,9 @@ class Lowerer:
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
         allocs += init
+        if self.ws is not None and self.ws.cluster is not None:
+            # no block exits while its peer may still multicast into it or arrive on its barriers
+            lowered = seq([lowered, evaluate_extern("tl::cluster_sync")])
         inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
         for iv, extent in reversed(self.info.launch):
             tag = str(iv.thread_tag)
@@ -369,6 +375,12 @@ class Lowerer:
             return []
         gx = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.x"]
         gy = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.y"]
+        cluster = self.ws is not None and self.ws.cluster is not None
+        if cluster:
+            # the two blocks of a cluster (blockIdx.y = 2m, 2m + 1) stay vertical neighbours: the
+            # panels are laid over cluster rows m, and each block takes row 2 m' + its rank
+            rank, by_var = tirx.floormod(by, i32(2)), by
+            by, gy = tirx.floordiv(by, i32(2)), tirx.floordiv(gy, i32(2))
         if order == "col":
             bx, by, gx, gy = by, bx, gy, gx
         # All operands are non-negative: C division (truncdiv) is exact, and stays plain / and %
@@ -379,6 +391,16 @@ class Lowerer:
         first = group * panel
         size = tirx.min(gy - first, i32(panel))
         rem = tirx.truncmod(lin, per_group)
+        if cluster:
+            if order == "col":
+                return []     # (column panels over cluster rows: not done; the plain order shares B)
+            bx_var = self.info.block_vars.get("blockIdx.x")
+            new_by = tirx.Var(f"{by_var.name}_swz", "int32")
+            new_bx = tirx.Var(f"{bx_var.name}_swz", "int32")
+            self.vmap[by_var] = new_by
+            self.vmap[bx_var] = new_bx
+            return [tirx.Bind(new_by, (first + tirx.truncmod(rem, size)) * 2 + rank),
+                    tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
         new_by = tirx.Var(f"{by.name}_swz", "int32")
         new_bx = tirx.Var(f"{bx.name}_swz", "int32")
         self.vmap[by] = new_by

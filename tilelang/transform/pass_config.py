@@ -17,6 +17,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
     TL_DISABLE_EPILOGUE_STAGING = "tl.disable_epilogue_staging"
+    TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
@@ -42,6 +43,9 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_EPILOGUE_STAGING: "on sm_90a, a wgmma accumulator copied to a global tensor is "
                                                "stored from registers instead of through a swizzled shared "
                                                "tile and TMA stores",
+    PassConfigKey.TL_CLUSTER_MULTICAST: "experimental (sm_90a): a warp-specialised GEMM main loop runs in clusters "
+                                        "of two blocks along blockIdx.y that share the tile not indexed by it (B), "
+                                        "each loading half of it with TMA multicast",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",

@@ -77,6 +77,17 @@ class WsPlan:
     mbar: object = None          # shared view: full[0..S), empty[S..2S) (uint64 mbarriers)
     persistent: "Persistent | None" = None   # the block loops over output tiles (GEMM main loop)
     issue_loop: object = None    # the producer's TMA issue loop (wrapped in the tile loop)
+    cluster: "Cluster | None" = None   # clusters of two blocks sharing a tile (tl.cluster_multicast)
+
+
+@dataclass
+class Cluster:
+    """Two blocks along blockIdx.y (cluster rank = blockIdx.y % 2) compute vertically adjacent
+    tiles: the producer copies not indexed by blockIdx.y (the GEMM's B tile) are the same in
+    both, so each block loads half of their slabs with ``tma_load_multicast_2d`` into both;
+    ``empty[s]`` then counts the consumer warps of both blocks (each warp arrives on both)."""
+    shared: set                  # producer copy statements multicast
+    by: object                   # the blockIdx.y Var
 
 
 @dataclass
@@ -167,6 +178,31 @@ def persistent_plan(lw) -> "Persistent | None":
     for _, e in dims[1:]:
         tiles = tiles * e
     return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
+
+
+def cluster_plan(lw) -> "Cluster | None":
+    """The cluster plan (``tl.cluster_multicast``) of a warp-specialised GEMM main loop, or None:
+    an even blockIdx.y extent, and producer copies of 2-D tensors of which those not indexed by
+    blockIdx.y have an even number of slabs."""
+    ws = lw.ws
+    if ws is None or ws.gemm is None or not lw.configs.get("tl.cluster_multicast"):
+        return None
+    launch = {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
+    if "blockIdx.y" not in launch or (const_int(launch["blockIdx.y"][1]) or 1) % 2:
+        return None
+    by = launch["blockIdx.y"][0]
+    shared = set()
+    for p, j in ws.producers:
+        src = decode_region(p.value.args[0])
+        if len(ws.tensormaps[j]["dims"]) != 2:
+            return None
+        if any(uses_vars(x, [by]) for x in src.starts):
+            continue
+        cols = const_int(decode_region(p.value.args[1]).buffer.shape[-1])
+        if (cols // ws.tensormaps[j]["box"][0]) % 2:
+            return None
+        shared.add(p)
+    return Cluster(shared, by) if shared else None
 
 
 def _general_blocker(lw, loop, producers, consumers) -> str | None:
@@ -275,11 +311,15 @@ def init_barriers(lw) -> list:
     ws = lw.ws
     S = ws.stages
     init = []
+    arrivals = lw.T // 32 * (2 if ws.cluster is not None else 1)   # consumer warps (of both blocks)
     for s in range(S):
         init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(s)), 1))
-        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(S + s)), lw.T // 32))
+        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(S + s)), arrivals))
     init.append(evaluate_extern("tl::fence_barrier_init"))
-    return [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
+    out = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
+    if ws.cluster is not None:   # both blocks' barriers exist before either multicasts into them
+        out.append(evaluate_extern("tl::cluster_sync"))
+    return out
 
 
 def lower_loop(lw, loop):
@@ -306,10 +346,20 @@ def lower_loop(lw, loop):
             coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
             view = lw.smem_views[dst.buffer]
             size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
-            for s in range(cols // width):
-                dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                loads.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tmap(j), _bar(ws, stage),
-                                             coords[0] + s * width, *coords[1:]))
+            slabs = cols // width
+            if ws.cluster is not None and p in ws.cluster.shared:
+                # this block loads its half of the slabs into both blocks of the cluster
+                rank = tirx.floormod(ws.cluster.by, i32(2))
+                for h in range(slabs // 2):
+                    s = rank * (slabs // 2) + h
+                    dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+                    loads.append(evaluate_extern("tl::tma_load_multicast_2d", dst_ptr, tmap(j), _bar(ws, stage),
+                                                 tirx.Cast("uint16", i32(3)), coords[0] + s * width, *coords[1:]))
+            else:
+                for s in range(slabs):
+                    dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+                    loads.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tmap(j), _bar(ws, stage),
+                                                 coords[0] + s * width, *coords[1:]))
             nbytes_all += rows * cols * 2
     finally:
         lw.vmap = saved_vmap
@@ -334,17 +384,15 @@ def lower_loop(lw, loop):
     if ws.gemm is not None:
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
-        release = tirx.IfThenElse(
-            tirx.And(tirx.GT(jl, i32(0)), lane0),
-            evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))), None)
+        release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), lane0),
+                                  _arrive_empty(ws, i32(S) + tirx.floormod(j - 1, i32(S))), None)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
                     pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
             last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
             cond = lane0 if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), lane0)
-            consumer.append(tirx.IfThenElse(cond, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + last)),
-                                            None))
+            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, i32(S) + last), None))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
@@ -358,6 +406,15 @@ def lower_loop(lw, loop):
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
     ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
     return ws.marker
+
+
+def _arrive_empty(ws, index):
+    """A consumer warp's release of ``empty[index]``: on both blocks of a cluster (their producers
+    both write this stage of this block), else on this block's."""
+    if ws.cluster is None:
+        return evaluate_extern("tl::mbarrier_arrive", _bar(ws, index))
+    return seq([evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", i32(r)))
+                for r in (0, 1)])
 
 
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
@@ -484,5 +541,6 @@ def _persist(lw, front, before, after):
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
-__all__ = ["PRODUCER_THREADS", "Persistent", "WsPlan", "box_spec", "tma_box_spec", "plan", "plan_or_reason", "persistent_plan", "lower_loop",
+__all__ = ["PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "box_spec", "tma_box_spec", "cluster_plan", "plan",
+           "plan_or_reason", "persistent_plan", "lower_loop",
            "init_barriers", "guard_consumers", "tmap"]
