@@ -5,8 +5,9 @@ a few times (the first launches warm up; profile the last one).
     ncu --launch-skip 2 --launch-count 1 -k regex:"^(main_kernel|kernel_kernel)$" python3 benchmarks/ncu_target.py gemm
     bash scripts/ncu.sh gemm fa fa_sm80        (the sections we read, one report per kernel)
 
-Kernels: gemm (fp16 8192^3, TMA + warp specialisation, 128x256x64, 4 stages), gemm_cpasync (the
-same with cp.async), fa (flash attention forward B8 H32 S4096 D128, wgmma path), fa_sm80 (the
+Kernels: gemm (fp16 8192^3, TMA + warp specialisation, 128x256x64, 4 stages), gemm_cluster (the
+same in clusters of two with B multicast), gemm_cpasync (the same with cp.async), torch_gemm (cuBLAS's
+kernel for the same product: profile it with a regex matching its name, see scripts/ncu.sh), fa (flash attention forward B8 H32 S4096 D128, wgmma path), fa_sm80 (the
 same on the sm_80 path, 128x64 tiles over four warps).
 """
 
@@ -48,8 +49,18 @@ def _fa(configs, **cfg):
     return lambda: kernel(q, k, v)
 
 
+def _torch_gemm():
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    return lambda: a @ b
+
+
 KERNELS = {
     "gemm": lambda: _gemm({}),
+    "gemm_cluster": lambda: _gemm({"tl.cluster_multicast": True}),
+    "torch_gemm": _torch_gemm,
     "gemm_cpasync": lambda: _gemm({"tl.disable_warp_specialized": True}),
     "fa": lambda: _fa({}, block_M=128, block_N=128, num_stages=2, threads=256),
     "fa_sm80": lambda: _fa({"tl.disable_wgmma": True}, block_M=128, block_N=64, num_stages=2, threads=128),

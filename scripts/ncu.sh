@@ -8,8 +8,10 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 for k in "$@"; do
+  names='^(main_kernel|kernel_kernel)$'
+  [ "$k" = torch_gemm ] && names='gemm|nvjet|xmma|cutlass'   # cuBLAS's kernel
   # warm-up launches (and the compile) come first; profile the last of ncu_target's launches
-  ncu --target-processes all --launch-skip 2 --launch-count 1 -k regex:'^(main_kernel|kernel_kernel)$' \
+  ncu --target-processes all --launch-skip 2 --launch-count 1 -k "regex:$names" \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
       --section InstructionStats \

@@ -14,6 +14,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     gemm_tma_epilogue  the persistent GEMM (2 blocks) with its epilogue through a swizzled shared
                tile written by TMA stores (tiles 128x128x64: the tile is reused for each block's
                second tile)
+    gemm_cluster  the first GEMM in clusters of two blocks (tl.cluster_multicast): each block
+               multicasts half of the B tile into both, remote mbarrier arrivals release the stages
     fa         flash attention fwd, fp16, BHSD B1 H2 S256 D64, not causal, tiles 128x64, 3 stages,
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
@@ -49,7 +51,7 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_gemm(sms: int | None = None, **over) -> str:
+def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     import torch
 
     import gemm
@@ -60,9 +62,15 @@ def run_gemm(sms: int | None = None, **over) -> str:
 
     c = {**GEMM_CASE, **over}
     extra = {"smem_epilogue": True} if c.pop("smem_epilogue", False) else {}
-    kernel = gemm.matmul(c["M"], c["N"], c["K"], block_M=c["block_M"], block_N=c["block_N"],
-                         block_K=c["block_K"], num_stages=c["num_stages"], threads=c["threads"],
-                         dtype="float16", **extra)
+    shape = dict(block_M=c["block_M"], block_N=c["block_N"], block_K=c["block_K"], num_stages=c["num_stages"],
+                 threads=c["threads"], dtype="float16", **extra)
+    if pass_configs:
+        import tilelang
+
+        kernel = tilelang.compile(gemm.matmul.get_prim_func(c["M"], c["N"], c["K"], **shape), out_idx=[-1],
+                                  pass_configs=pass_configs)
+    else:
+        kernel = gemm.matmul(c["M"], c["N"], c["K"], **shape)
     log(f"  compiled {kernel.name}: grid over {c['M']}x{c['N']}, {c['K'] // c['block_K']} K iterations, "
         f"{c['num_stages']} stages")
     torch.manual_seed(0)
@@ -101,6 +109,7 @@ KERNELS = {
     "gemm": run_gemm,
     "gemm_persistent": lambda: run_gemm(sms=2),
     "gemm_tma_epilogue": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True),
+    "gemm_cluster": lambda: run_gemm(pass_configs={"tl.cluster_multicast": True}),
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
 }

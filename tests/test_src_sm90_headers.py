@@ -345,9 +345,12 @@ def _desc_addr(desc: int, mn: int, k: int, mn_major: bool) -> int:
     return _swizzle(raw, sw)
 
 
-def test_descriptors_address_the_layout(tmp_path):
+@pytest.mark.parametrize("high", [0, 1 << 24], ids=["cta", "cluster-rank-1"])
+def test_descriptors_address_the_layout(tmp_path, high):
     """Every element every wgmma of a GEMM reads, as addressed by the
-    descriptors gemm_sm90.h builds, is the element the layout puts there."""
+    descriptors gemm_sm90.h builds, is the element the layout puts there.
+    In a cluster a block's shared addresses carry its rank above bit 18 (rank 1:
+    bit 24): the descriptors must keep them out of their other fields."""
     a_base, b_base = 1024, 1024 * 64
     lines = []
     for i, (m, n, k, nwg, ta, tb) in enumerate(DESC_SHAPES):
@@ -363,9 +366,9 @@ def test_descriptors_address_the_layout(tmp_path):
         "    for (int mi = 0; mi < S::MI; ++mi)\n"
         "      for (int ks = 0; ks < S::KI; ++ks)\n"
         f"        std::printf(\"A %d %d %d %d %llu\\n\", id, wg, mi, ks,\n"
-        f"                    (unsigned long long)S::desc_a(S::desc_a0({a_base}u, wg), mi, ks));\n"
+        f"                    (unsigned long long)S::desc_a(S::desc_a0({a_base | high}u, wg), mi, ks));\n"
         "  for (int ks = 0; ks < S::KI; ++ks)\n"
-        f"    std::printf(\"B %d %d %llu\\n\", id, ks, (unsigned long long)S::desc_b(S::desc_b0({b_base}u), ks));\n"
+        f"    std::printf(\"B %d %d %llu\\n\", id, ks, (unsigned long long)S::desc_b(S::desc_b0({b_base | high}u), ks));\n"
         "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n"
     )
     exe = tmp_path / "descs"

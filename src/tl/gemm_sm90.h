@@ -374,13 +374,17 @@ struct WgmmaShape {
   }
 
   // Descriptors.  The start address field is (shared address >> 4) in bits
-  // [0, 14); adding a tile offset >> 4 never carries out of it because
-  // shared memory ends below 256 KB.  desc_a0 / desc_b0 are computed once per
-  // call, desc_a / desc_b add compile-time offsets per instruction.
+  // [0, 14): the address is masked to its low 18 bits first, because in a
+  // thread block cluster a block's shared::cta addresses carry its rank above
+  // them (rank 1: bit 24), which would otherwise land in the LBO field.  Adding
+  // a tile offset >> 4 never carries out of the field because shared memory
+  // ends below 256 KB.  desc_a0 / desc_b0 are computed once per call, desc_a /
+  // desc_b add compile-time offsets per instruction.
+  static constexpr uint32_t kAddrMask = (1u << 18) - 1;
   static __host__ __device__ uint64_t desc_a0(uint32_t a_smem, uint32_t wg) {
-    return kDescA | ((a_smem + wg * kAWarpgroupBytes) >> 4);
+    return kDescA | (((a_smem + wg * kAWarpgroupBytes) & kAddrMask) >> 4);
   }
-  static __host__ __device__ uint64_t desc_b0(uint32_t b_smem) { return kDescB | (b_smem >> 4); }
+  static __host__ __device__ uint64_t desc_b0(uint32_t b_smem) { return kDescB | ((b_smem & kAddrMask) >> 4); }
   static __host__ __device__ uint64_t desc_a(uint64_t a0, int mi, int ks) {
     return a0 + (a_offset(mi * 64, ks) >> 4);
   }

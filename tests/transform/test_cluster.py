@@ -27,10 +27,12 @@ def test_b_tile_is_multicast_across_a_cluster_of_two():
     assert producer.count("tl::tma_load_2d(") == 1 and producer.count("tl::tma_load_multicast_2d(") == 2
     assert "(((int)blockIdx.y) & 1) * 8192" in producer
     assert "49152" in producer                                  # each block still expects all 48 KiB
-    # empty[s] counts the 8 consumer warps of both blocks; each warp arrives on both
+    # empty[s] counts the 8 consumer warps of both blocks; each warp arrives on both, lane r on rank r
     assert src.count(", 16);") == 4
     consumer = src[src.index("} else {"):]
-    assert consumer.count("tl::mbarrier_arrive_cluster(") == 2 and "tl::mbarrier_arrive(" not in consumer
+    assert consumer.count("tl::mbarrier_arrive_cluster(") == 1 and "tl::mbarrier_arrive(" not in consumer
+    assert "(((int)threadIdx.x) & 31) < 2)" in consumer
+    assert "((uint)(((int)threadIdx.x) & 31)));" in consumer
     # the cluster meets after the barrier init and before exit
     assert src.count("tl::cluster_sync();") == 2
     assert "NUM_SMS" not in art.grid[0]                           # clusters are not persistent yet

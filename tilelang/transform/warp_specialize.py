@@ -377,22 +377,25 @@ def lower_loop(lw, loop):
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
-    lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
+    lane = tirx.floormod(lw.tid, i32(32))
+    lane0 = tirx.EQ(lane, i32(0))
+    # the warp's releasing lanes: lane 0, or in a cluster lanes 0 and 1 (lane r arrives on rank r)
+    releaser = lane0 if ws.cluster is None else tirx.LT(lane, i32(2))
     wait_full = evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase)
     from tilelang.transform import pipeline, thread_sync
 
     if ws.gemm is not None:
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
-        release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), lane0),
-                                  _arrive_empty(ws, i32(S) + tirx.floormod(j - 1, i32(S))), None)
+        release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), releaser),
+                                  _arrive_empty(ws, i32(S) + tirx.floormod(j - 1, i32(S)), lane), None)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
                     pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
             last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
-            cond = lane0 if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), lane0)
-            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, i32(S) + last), None))
+            cond = releaser if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), releaser)
+            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, i32(S) + last, lane), None))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
@@ -408,13 +411,13 @@ def lower_loop(lw, loop):
     return ws.marker
 
 
-def _arrive_empty(ws, index):
-    """A consumer warp's release of ``empty[index]``: on both blocks of a cluster (their producers
-    both write this stage of this block), else on this block's."""
+def _arrive_empty(ws, index, lane):
+    """A consumer warp's release of ``empty[index]`` (by its releasing lanes): on this block's, or
+    in a cluster on both blocks' (their producers both write this stage of this block), lane r
+    arriving on rank r so that the two remote arrivals go out side by side."""
     if ws.cluster is None:
         return evaluate_extern("tl::mbarrier_arrive", _bar(ws, index))
-    return seq([evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", i32(r)))
-                for r in (0, 1)])
+    return evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", lane))
 
 
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
