@@ -55,6 +55,7 @@ def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     import torch
 
     import gemm
+    import tilelang
     from tilelang.jit import adapter_args
 
     if sms is not None:
@@ -64,13 +65,9 @@ def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     extra = {"smem_epilogue": True} if c.pop("smem_epilogue", False) else {}
     shape = dict(block_M=c["block_M"], block_N=c["block_N"], block_K=c["block_K"], num_stages=c["num_stages"],
                  threads=c["threads"], dtype="float16", **extra)
-    if pass_configs:
-        import tilelang
-
-        kernel = tilelang.compile(gemm.matmul.get_prim_func(c["M"], c["N"], c["K"], **shape), out_idx=[-1],
-                                  pass_configs=pass_configs)
-    else:
-        kernel = gemm.matmul(c["M"], c["N"], c["K"], **shape)
+    # (gemm.matmul is @tilelang.jit(out_idx=[-1]); compiled here to pass the configs)
+    kernel = tilelang.compile(gemm.matmul.get_prim_func(c["M"], c["N"], c["K"], **shape), out_idx=[-1],
+                              pass_configs=pass_configs)
     log(f"  compiled {kernel.name}: grid over {c['M']}x{c['N']}, {c['K'] // c['block_K']} K iterations, "
         f"{c['num_stages']} stages")
     torch.manual_seed(0)

@@ -375,14 +375,17 @@ class Lowerer:
             return []
         gx = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.x"]
         gy = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.y"]
-        cluster = self.ws is not None and self.ws.cluster is not None
-        if cluster:
+        block_by, block_bx = by, bx
+        cluster = self.ws.cluster if self.ws is not None else None
+        if cluster is not None:
+            if order == "col":
+                return []     # (column panels over cluster rows: not done; the plain order shares B)
             # the two blocks of a cluster (blockIdx.y = 2m, 2m + 1) stay vertical neighbours: the
             # panels are laid over cluster rows m, and each block takes row 2 m' + its rank
-            rank, by_var = tirx.floormod(by, i32(2)), by
             by, gy = tirx.floordiv(by, i32(2)), tirx.floordiv(gy, i32(2))
         if order == "col":
             bx, by, gx, gy = by, bx, gy, gx
+            block_by, block_bx = block_bx, block_by
         # All operands are non-negative: C division (truncdiv) is exact, and stays plain / and %
         # where the simplifier cannot see the signs (a persistent kernel's tile indices).
         lin = by * gx + bx
@@ -391,21 +394,14 @@ class Lowerer:
         first = group * panel
         size = tirx.min(gy - first, i32(panel))
         rem = tirx.truncmod(lin, per_group)
-        if cluster:
-            if order == "col":
-                return []     # (column panels over cluster rows: not done; the plain order shares B)
-            bx_var = self.info.block_vars.get("blockIdx.x")
-            new_by = tirx.Var(f"{by_var.name}_swz", "int32")
-            new_bx = tirx.Var(f"{bx_var.name}_swz", "int32")
-            self.vmap[by_var] = new_by
-            self.vmap[bx_var] = new_bx
-            return [tirx.Bind(new_by, (first + tirx.truncmod(rem, size)) * 2 + rank),
-                    tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
-        new_by = tirx.Var(f"{by.name}_swz", "int32")
-        new_bx = tirx.Var(f"{bx.name}_swz", "int32")
-        self.vmap[by] = new_by
-        self.vmap[bx] = new_bx
-        return [tirx.Bind(new_by, first + tirx.truncmod(rem, size)), tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
+        row = first + tirx.truncmod(rem, size)
+        if cluster is not None:
+            row = row * 2 + cluster.rank
+        new_by = tirx.Var(f"{block_by.name}_swz", "int32")
+        new_bx = tirx.Var(f"{block_bx.name}_swz", "int32")
+        self.vmap[block_by] = new_by
+        self.vmap[block_bx] = new_bx
+        return [tirx.Bind(new_by, row), tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
 
 
 class _LoopContext:

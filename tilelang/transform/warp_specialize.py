@@ -89,6 +89,11 @@ class Cluster:
     shared: set                  # producer copy statements multicast
     by: object                   # the blockIdx.y Var
 
+    @property
+    def rank(self):
+        """This block's rank in its cluster (``%cluster_ctarank`` for clusters (1, 2, 1))."""
+        return tirx.floormod(self.by, i32(2))
+
 
 @dataclass
 class Persistent:
@@ -349,17 +354,14 @@ def lower_loop(lw, loop):
             slabs = cols // width
             if ws.cluster is not None and p in ws.cluster.shared:
                 # this block loads its half of the slabs into both blocks of the cluster
-                rank = tirx.floormod(ws.cluster.by, i32(2))
-                for h in range(slabs // 2):
-                    s = rank * (slabs // 2) + h
-                    dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                    loads.append(evaluate_extern("tl::tma_load_multicast_2d", dst_ptr, tmap(j), _bar(ws, stage),
-                                                 tirx.Cast("uint16", i32(3)), coords[0] + s * width, *coords[1:]))
+                mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
+                issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
             else:
-                for s in range(slabs):
-                    dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                    loads.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tmap(j), _bar(ws, stage),
-                                                 coords[0] + s * width, *coords[1:]))
+                mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
+            for s in mine:
+                dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+                loads.append(evaluate_extern(issue, dst_ptr, tmap(j), _bar(ws, stage), *extra,
+                                             coords[0] + s * width, *coords[1:]))
             nbytes_all += rows * cols * 2
     finally:
         lw.vmap = saved_vmap
