@@ -550,4 +550,46 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
   if constexpr (!detail::is_same_v<TC, float>) detail::unpack_pairs<S::kRegs>(C_frag, acc_buf);
 }
 
+// wgmma_gemm_rs without the final wait (float accumulators only): the wgmma
+// run in the background.  Until wgmma_wait<P, COUNT>(C_frag) retires the
+// group, neither A_frag nor C_frag may be written; call
+// wgmma_fence_operand<NA>(A_frag) right after that wait so that A_frag stays
+// live (in registers) up to it.  ptxas checks the register operands of
+// in-flight wgmma itself and serialises them (with a performance warning)
+// where it cannot prove them safe.
+template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
+          bool CLEAR_ACCUM, typename TA, typename TB>
+TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag) {
+  using S = detail::WgmmaShape<M, N, K, NUM_WARPGROUPS_M, false, TRANS_B, TA, TB, float>;
+  constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
+  uint32_t a[NA];
+  detail::pack_pairs<NA>(a, A_frag);
+  const uint64_t db0 = S::desc_b0(smem_addr(B_smem));
+  detail::fence_regs<NA>(a);
+  detail::fence_regs<S::kRegs>(C_frag);
+  detail::wgmma_fence_sync();
+#pragma unroll
+  for (int ks = 0; ks < S::KI; ++ks) {
+#pragma unroll
+    for (int mi = 0; mi < S::MI; ++mi) {
+      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
+      detail::Wgmma<N, float>::template rs<TA, !TRANS_B>(C_frag + mi * S::kBlockRegs, ar[0], ar[1],
+                                                         ar[2], ar[3], S::desc_b(db0, ks),
+                                                         (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+    }
+  }
+  detail::wgmma_commit_sync();
+}
+
+// Keeps the COUNT 16-bit values of a register fragment live up to this point
+// (after the wgmma_wait that retires an asynchronous wgmma reading them).
+template <int COUNT, typename T>
+TL_DEVICE void wgmma_fence_operand(T* frag) {
+  static_assert(sizeof(T) == 2 && COUNT % 2 == 0, "16-bit fragments of an even size");
+  uint32_t r[COUNT / 2];
+  detail::pack_pairs<COUNT / 2>(r, frag);
+  detail::fence_regs<COUNT / 2>(r);
+  detail::unpack_pairs<COUNT / 2>(frag, r);
+}
+
 }  // namespace tl

@@ -82,3 +82,37 @@ def test_pass_configs_keep_the_cp_async_attention_loop():
     ws, why = _plan(func, {"tl.disable_tma_lower": True})
     assert ws is None and "tl.disable_tma_lower" in why
 
+
+
+def test_three_stages_overlap_p_v_of_the_previous_iteration_with_the_softmax():
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
+    text = lowered_text(func, "sm_90a")
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    loop = consumer[consumer.index("for k in range"):]
+    s_issue = loop.index("tl::wgmma_gemm_ss_async")
+    pv_prev = loop.index("tl::wgmma_gemm_rs_async")
+    assert s_issue < pv_prev < loop.index("tl::wgmma_wait<1, 64>")
+    assert "(k + 2) % 3" in loop[pv_prev:pv_prev + 300]            # stage of iteration k - 1
+    # P V of k-1 retires before the cast that overwrites P and the rescale of O
+    wait_o = loop.index("tl::wgmma_wait<0, 64>\", T.address_of(acc_o")
+    assert loop.index("tl::wgmma_fence_operand<64>") > wait_o
+    assert wait_o < loop.index("acc_s_cast[w") and wait_o > loop.index("T.exp2")
+    # stage k-1 is released after that wait; P V of the last iteration runs after the loop
+    assert loop.index("tl::mbarrier_arrive") > wait_o
+    after = loop[loop.index("tl::wgmma_gemm_rs<"):]
+    assert after.index("tl::wgmma_gemm_rs<") < after.index("] / logsum[")
+    off = lowered_text(func, "sm_90a", {"tl.disable_wgmma_overlap": True})
+    assert "wgmma_gemm_rs_async" not in off and "wgmma_gemm_rs<" in off
+
+
+def test_the_overlapped_attention_kernel_compiles_without_serialised_wgmma():
+    import tilelang
+    from tilelang.jit import nvcc
+
+    func = fa.flashattn.get_prim_func(1, 2, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
+    art = tilelang.lower(func, "sm_90a", {"tl.enable_fast_math": True}, out_idx=[3])
+    assert "tl::wgmma_gemm_rs_async" in art.source
+    # ptxas warns ("wgmma.mma_async instructions are serialized") when it cannot keep the
+    # asynchronous wgmma in flight, e.g. because their register operands are not safe
+    _, log = nvcc._run_nvcc(art.source, "cubin", "sm_90a", art.compile_flags, ())
+    assert "serialized" not in log

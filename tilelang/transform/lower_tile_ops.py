@@ -293,8 +293,8 @@ class Lowerer:
 
     # ----- T.gemm ------------------------------------------------------------------------
     def lower_gemm(self, stmt, asynchronous: bool = False):
-        """The gemm call; ``asynchronous`` (wgmma from shared memory, no clear): issue and commit
-        only, the caller waits (``pipeline._lower_async_wgmma``)."""
+        """The gemm call; ``asynchronous`` (wgmma, float accumulator): issue and commit only, the
+        caller waits (``pipeline._lower_async_wgmma``, ``warp_specialize``)."""
         plan = self.layouts.gemms[stmt]
         args = stmt.value.args
         a, b, c = (decode_region(x) for x in args[:3])
@@ -311,7 +311,7 @@ class Lowerer:
         if plan.kind == "wgmma":
             fn = "tl::wgmma_gemm_ss" if a_shared else "tl::wgmma_gemm_rs"
             if asynchronous:
-                fn = "tl::wgmma_gemm_ss_async"
+                fn = "tl::wgmma_gemm_ss_async" if a_shared else "tl::wgmma_gemm_rs_async"
             common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
         else:

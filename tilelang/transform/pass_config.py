@@ -19,6 +19,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_EPILOGUE_STAGING = "tl.disable_epilogue_staging"
     TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
+    TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
@@ -48,6 +49,9 @@ EFFECTS = {
                                         "each loading half of it with TMA multicast (correct; measured within 1-2 % "
                                         "of the default, not faster)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
+    PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
+                                            "keeps each gemm synchronous instead of running the last gemm of "
+                                            "iteration k-1 under the first gemm and the softmax of iteration k",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",
     PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: "every shared buffer gets bytes of its own: buffers whose "

@@ -20,6 +20,12 @@ from tilelang.transform.kernel import SHARED_SCOPES, decode_region, scope_of
 
 def shared_rw(stmt):
     """(reads, writes): sets of shared buffers a statement (and everything in it) touches."""
+    return buffer_rw(stmt, SHARED_SCOPES)
+
+
+def buffer_rw(stmt, scopes):
+    """(reads, writes): the buffers of the given scopes a statement touches (a tile operand
+    counts as read even when it is only written: conservative)."""
     reads, writes = set(), set()
     import tvm_ffi
 
@@ -28,16 +34,16 @@ def shared_rw(stmt):
             for arg in s.value.args:
                 if is_tl_call(arg, "region"):
                     r = decode_region(arg)
-                    if scope_of(r.buffer) in SHARED_SCOPES:
+                    if scope_of(r.buffer) in scopes:
                         if r.access & 1:
                             reads.add(r.buffer)
                         if r.access & 2:
                             writes.add(r.buffer)
-        elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
+        elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in scopes:
             writes.add(s.buffer)
 
     def on_load(e):
-        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in scopes:
             reads.add(e.source)
         return None
 

@@ -402,10 +402,17 @@ def lower_loop(lw, loop):
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
         consumers = [c for c in pipeline._body_list(loop) if not pipeline._is_producer(c)]
-        body = thread_sync.lower_loop_body(lw, consumers)
-        lw.stage = saved_stage
-        release = tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + cstage)), None)
-        consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]), span=loop.span)]
+        rotation = _overlap_plan(lw, consumers, S)
+        if rotation is not None:
+            lw.stage = saved_stage
+            consumer = _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0)
+        else:
+            body = thread_sync.lower_loop_body(lw, consumers)
+            lw.stage = saved_stage
+            release = tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + cstage)),
+                                      None)
+            consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]),
+                                 span=loop.span)]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
@@ -420,6 +427,126 @@ def _arrive_empty(ws, index, lane):
     if ws.cluster is None:
         return evaluate_extern("tl::mbarrier_arrive", _bar(ws, index))
     return evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", lane))
+
+
+def _overlap_plan(lw, consumers, S):
+    """(first gemm, last gemm, index before which the last gemm must have retired) when the
+    general body can overlap its last gemm with the next iteration (see ``_lower_overlapped``),
+    else None. Needs S >= 3 (a stage is released one iteration later), float accumulators, the
+    last gemm last in the body, nothing up to the first gemm touching the last gemm's operands,
+    and no shared-memory barrier inside the body (the body is lowered in pieces)."""
+    from tilelang.transform import thread_sync
+    from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, op_name
+
+    if S < 3 or lw.configs.get("tl.disable_wgmma_overlap"):
+        return None
+    gemms = [i for i, c in enumerate(consumers) if op_name(c) == "gemm"]
+    if len(gemms) < 2 or gemms[-1] != len(consumers) - 1:
+        return None
+    first, last = gemms[0], gemms[-1]
+    for g in (first, last):
+        args = consumers[g].value.args
+        plan = lw.layouts.gemms.get(consumers[g])
+        if plan is None or plan.kind != "wgmma" or str(decode_region(args[2]).buffer.dtype) != "float32" \
+                or const_int(args[6]) is None:
+            return None
+    if scope_of_region(consumers[first].value.args[0]) not in SHARED_SCOPES:
+        return None
+    syncs, (tail_r, tail_w), (head_r, head_w), _ = thread_sync.plan_sequence(consumers, lw.smem_alias)
+    if syncs or thread_sync._conflict(head_r, head_w, tail_r, tail_w):
+        return None
+    scopes = SHARED_SCOPES + (FRAGMENT_SCOPE,)
+    lr, lw_ = thread_sync.buffer_rw(consumers[last], scopes)
+    touched = lr | lw_
+    for c in consumers[:first + 1]:
+        r, w = thread_sync.buffer_rw(c, scopes)
+        if (r | w) & touched:
+            return None
+    wait_at = last
+    for i in range(first + 1, last):
+        r, w = thread_sync.buffer_rw(consumers[i], scopes)
+        if (r | w) & touched:
+            wait_at = i
+            break
+    return first, last, wait_at
+
+
+def scope_of_region(arg) -> str:
+    from tilelang.transform.kernel import scope_of
+
+    return scope_of(decode_region(arg).buffer)
+
+
+def _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0):
+    """The general consumer loop with the last gemm (O += P V) of iteration j-1 moved into
+    iteration j, issued asynchronously right after iteration j's first gemm (S = Q K^T), so that
+    the softmax of j runs while the tensor cores work on P V of j-1 (FlashAttention-3's
+    intra-warpgroup overlap). The reordering is valid because nothing from the start of the body
+    up to the first gemm touches the last gemm's operands; the last gemm must have retired
+    before the first statement that does (the cast into P, the rescale of O):
+
+        for j:  wait full[j]; pre...; first(j) async
+                if j > 0: last(j-1) async
+                wgmma_wait<1> (j > 0) or <0>       # S of j is ready
+                mid...                             # overlaps last(j-1)
+                wgmma_wait<0>; keep P live          # before the first statement touching P or O
+                post...
+                if j > 0: release stage j-1        # its V was read by last(j-1)
+        if n > 0: last(n-1)                         # synchronous
+    """
+    ws = lw.ws
+    S = ws.stages
+    first, last, wait_at = rotation
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    j = k - start
+    staged = [decode_region(p.value.args[1]).buffer for p, _ in ws.producers]
+
+    def lowered_at(stmts, iteration, asynchronous=False):
+        saved_vmap, saved_stage = dict(lw.vmap), dict(lw.stage)
+        if iteration is not None:
+            lw.vmap[k] = start + iteration
+        for b in staged:
+            lw.stage[b] = tirx.floormod(j if iteration is None else iteration, i32(S))
+        try:
+            if asynchronous:
+                return lw.lower_gemm(stmts, asynchronous=True)
+            from tilelang.transform import thread_sync
+
+            return thread_sync.lower_sequence(lw, stmts) if stmts else None
+        finally:
+            lw.vmap, lw.stage = saved_vmap, saved_stage
+
+    def frag_ptr(stmt, operand):
+        buf = decode_region(stmt.value.args[operand]).buffer
+        return buf, tirx.address_of(tirx.BufferLoad(lw.frag[buf], [i32(0)]))
+
+    g_first, g_last = consumers[first], consumers[last]
+    c_first, c_first_ptr = frag_ptr(g_first, 2)
+    c_last, c_last_ptr = frag_ptr(g_last, 2)
+    n_first = lw.layouts.fragments[c_first].local_size
+    n_last = lw.layouts.fragments[c_last].local_size
+    wait_first = tirx.IfThenElse(tirx.GT(j, i32(0)),
+                                 evaluate_extern(f"tl::wgmma_wait<1, {n_first}>", c_first_ptr),
+                                 evaluate_extern(f"tl::wgmma_wait<0, {n_first}>", c_first_ptr))
+    wait_last = [evaluate_extern(f"tl::wgmma_wait<0, {n_last}>", c_last_ptr)]
+    a_last = decode_region(g_last.value.args[0]).buffer
+    if a_last in lw.frag:   # P in registers: keep it live up to the wait
+        count = lw.layouts.fragments[a_last].local_size
+        wait_last.append(evaluate_extern(f"tl::wgmma_fence_operand<{count}>",
+                                         tirx.address_of(tirx.BufferLoad(lw.frag[a_last], [i32(0)]))))
+    # the previous iteration: k - 1 in the statement, stage (j - 1) % S
+    prev = lowered_at(g_last, j - 1, asynchronous=True)
+    body = [wait_full, lowered_at(consumers[:first], None), lowered_at(g_first, None, asynchronous=True),
+            tirx.IfThenElse(tirx.GT(j, i32(0)), prev, None), wait_first,
+            lowered_at(consumers[first + 1:wait_at], None)] + wait_last + \
+        [lowered_at(consumers[wait_at:last], None),
+         tirx.IfThenElse(tirx.And(tirx.GT(j, i32(0)), lane0),
+                         evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))),
+                         None)]
+    out = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)]
+    tail = lowered_at([g_last], n - 1)
+    out.append(tail if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), tail, None))
+    return out
 
 
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
