@@ -278,6 +278,9 @@ def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
 
 def _copy_fragment(lw, src, dst, stmt):
     """Each thread moves the fragment elements it holds, in vectors of consecutive columns."""
+    packed = _packed_cast(lw, src, dst, stmt)
+    if packed is not None:
+        return packed
     frag_side = src if scope_of(src.buffer) == FRAGMENT_SCOPE else dst
     other = dst if frag_side is src else src
     layout = lw.layouts.fragments[frag_side.buffer]
@@ -338,6 +341,27 @@ def _copy_fragment(lw, src, dst, stmt):
         return _subst_stmt(body, w, i32(0))
     return tirx.For(w, i32(0), i32(n // vec), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
                     span=stmt.span)
+
+
+def _packed_cast(lw, src, dst, stmt):
+    """A whole 32-bit fragment cast into a whole 16-bit fragment of the same layout (attention's
+    ``T.copy(acc_s, acc_s_cast)``), two registers at a time: nvcc then keeps the result packed in
+    32-bit registers (one F2FP per pair) even when it lives across a loop iteration, as the P
+    operand of an asynchronous register-A wgmma does; else None."""
+    if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != FRAGMENT_SCOPE:
+        return None
+    if not (src.is_whole() and dst.is_whole()) or nbytes(src.dtype) != 4 or nbytes(dst.dtype) != 2:
+        return None
+    layout, o_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
+    n = layout.local_size
+    if n < 2 or n % 2 or not layout.same_as(o_layout):
+        return None
+    w, lane = tirx.Var("w", "int32"), tirx.Var("l", "int32")
+    i = w * 2 + lane
+    body = tirx.BufferStore(lw.frag[dst.buffer], tirx.Cast(dst.dtype, tirx.BufferLoad(lw.frag[src.buffer], [i])),
+                            [i], span=stmt.span)
+    return tirx.For(w, i32(0), i32(n // 2), tirx.ForKind.SERIAL, _lanes(lane, 2, body),
+                    annotations={"pragma_unroll": True}, span=stmt.span)
 
 
 def _lanes(lane, vec, body, serial=False):
