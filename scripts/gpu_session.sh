@@ -27,7 +27,7 @@ if [[ "$what" == *bench* ]]; then
   cat "$OUT/paths.md"
 fi
 if [[ "$what" == *sanitize* ]]; then
-  TOOLS="racecheck synccheck" KERNELS="gemm gemm_persistent gemm_tma_epilogue fa fa_causal" bash scripts/sanitize.sh > "$OUT/sanitize.out" 2>&1
+  TOOLS="racecheck synccheck" KERNELS="gemm gemm_persistent gemm_tma_epilogue fa fa_causal fa_persistent" bash scripts/sanitize.sh > "$OUT/sanitize.out" 2>&1
   tail -6 "$OUT/sanitize.out"
 fi
 if [[ "$what" == *examples* ]]; then

@@ -20,6 +20,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
                in the second
+    fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
+               block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
 
 Prints ``RESULT <kernel> PASS ...`` or ``RESULT <kernel> FAIL <reason>`` per kernel; exits 1 when
 any kernel failed, 0 otherwise.
@@ -81,15 +83,20 @@ def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
-def run_fa(causal: bool) -> str:
+def run_fa(causal: bool, pass_configs=None, sms: int | None = None) -> str:
     import torch
     import torch.nn.functional as F
 
     import flash_attention as fa
+    import tilelang
+    from tilelang.jit import adapter_args
 
+    if sms is not None:
+        adapter_args._SM_COUNTS[torch.cuda.current_device()] = sms
     c = FA_CASE
-    kernel = fa.flashattn(c["B"], c["H"], c["S"], c["D"], causal, 1, "bhsd", block_M=c["block_M"],
-                          block_N=c["block_N"], num_stages=c["num_stages"], threads=c["threads"])
+    func = fa.flashattn.get_prim_func(c["B"], c["H"], c["S"], c["D"], causal, 1, "bhsd", block_M=c["block_M"],
+                                      block_N=c["block_N"], num_stages=c["num_stages"], threads=c["threads"])
+    kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_fast_math": True, **(pass_configs or {})})
     log(f"  compiled {kernel.name}: B{c['B']} H{c['H']} S{c['S']} D{c['D']} causal={causal}, "
         f"{c['S'] // c['block_N']} KV tiles, {c['num_stages']} stages")
     torch.manual_seed(0)
@@ -109,6 +116,7 @@ KERNELS = {
     "gemm_cluster": lambda: run_gemm(pass_configs={"tl.cluster_multicast": True}),
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
+    "fa_persistent": lambda: run_fa(False, sms=2),
 }
 
 

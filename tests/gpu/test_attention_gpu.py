@@ -19,6 +19,26 @@ def test_flash_attention(B, H, S, D, groups, causal, layout):
     fa.run(B, H, S, D, causal, groups, layout)
 
 
+@pytest.mark.parametrize("sms", [1, 3, 7])
+@pytest.mark.parametrize("num_stages,S", [(2, 256), (3, 1000), (2, 64)])
+def test_persistent_flash_attention_blocks_loop_over_many_tiles(monkeypatch, sms, num_stages, S):
+    """Non-causal attention runs persistent: grids of 1, 3 and 7 blocks (the launcher's SM count
+    forced down) take many (batch, head, row block) tiles each, the K and V barrier rings
+    running on across tiles with 1, 4 and 8 KV iterations per tile (a partial last one)."""
+    import flash_attention as fa
+    import tilelang
+    from tilelang.jit import adapter_args
+
+    monkeypatch.setitem(adapter_args._SM_COUNTS, torch.cuda.current_device(), sms)
+    B, H, D = 2, 3, 128
+    func = fa.flashattn.get_prim_func(B, H, S, D, False, 1, "bhsd", block_M=128, block_N=128,
+                                      num_stages=num_stages, threads=256)
+    kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_fast_math": True})
+    assert "NUM_SMS" in kernel.artifact.grid[0]
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    torch.testing.assert_close(kernel(q, k, v), fa.ref_program(q, k, v, False, 1, "bhsd"), rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("B,H,HK,S,D", [(2, 32, 2, 1000, 128), (1, 8, 1, 4096, 64), (1, 16, 16, 300, 64)])
 def test_flash_decoding(B, H, HK, S, D):
     import flash_decoding as fd

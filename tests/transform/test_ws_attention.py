@@ -41,7 +41,7 @@ def test_attention_tiles_are_tma_boxes_of_the_4d_tensors(layout):
 
 def test_attention_consumers_release_each_stage_after_the_body():
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
-    text = lowered_text(func, "sm_90a")
+    text = lowered_text(func, "sm_90a", {"tl.disable_wgmma_overlap": True, "tl.disable_persistent": True})
     assert text.count("tl::tma_load_4d") == 4        # K and V, two 64-column slabs each
     consumer = text[text.index("tl::setmaxnreg_inc"):]
     loop = consumer[consumer.index("for k in range"):consumer.index("] / logsum[")]   # up to the epilogue
@@ -86,7 +86,7 @@ def test_pass_configs_keep_the_cp_async_attention_loop():
 
 def test_three_stages_overlap_p_v_of_the_previous_iteration_with_the_softmax():
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
-    text = lowered_text(func, "sm_90a")
+    text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
     consumer = text[text.index("tl::setmaxnreg_inc"):]
     loop = consumer[consumer.index("for k in range"):]
     s_issue = loop.index("tl::wgmma_gemm_ss_async")
@@ -97,8 +97,8 @@ def test_three_stages_overlap_p_v_of_the_previous_iteration_with_the_softmax():
     wait_o = loop.index("tl::wgmma_wait<0, 64>\", T.address_of(acc_o")
     assert loop.index("tl::wgmma_fence_operand<64>") > wait_o
     assert wait_o < loop.index("acc_s_cast[w") and wait_o > loop.index("T.exp2")
-    # stage k-1 is released after that wait; P V of the last iteration runs after the loop
-    assert loop.index("tl::mbarrier_arrive") > wait_o
+    # V's stage k-1 is released after that wait; P V of the last iteration runs after the loop
+    assert loop.index("tl_mbar[9 + (k - 1) % 3]") > wait_o
     after = loop[loop.index("tl::wgmma_gemm_rs<"):]
     assert after.index("tl::wgmma_gemm_rs<") < after.index("] / logsum[")
     off = lowered_text(func, "sm_90a", {"tl.disable_wgmma_overlap": True})
@@ -116,3 +116,43 @@ def test_the_overlapped_attention_kernel_compiles_without_serialised_wgmma():
     # asynchronous wgmma in flight, e.g. because their register operands are not safe
     _, log = nvcc._run_nvcc(art.source, "cubin", "sm_90a", art.compile_flags, ())
     assert "serialized" not in log
+
+
+def test_k_and_v_tiles_get_barriers_of_their_own_when_p_v_overlaps():
+    """With the overlap, V's tiles have full / empty barriers apart from K's: K's stage goes back
+    as soon as S = Q K^T retired, V's once P V has, and two stages suffice."""
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
+    assert "tl_mbar = T.decl_buffer((8,)" in text                   # 2 groups x (full, empty) x 2 stages
+    producer = text[text.index("for k_tma in range"):text.index("tl::setmaxnreg_inc")]
+    # each group: wait for its empty barrier, expect its own 32 KiB, load onto its full barrier
+    assert producer.count("tl::mbarrier_arrive_expect_tx") == 2 and producer.count(", 32768)") == 2
+    assert "tl_mbar[4 + k_tma % 2]" in producer and "tl_mbar[6 + k_tma % 2]" in producer
+    assert producer.index("K_shared") < producer.index("tl_mbar[6 + k_tma % 2]") < producer.index("V_shared")
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    loop = consumer[consumer.index("for k in range"):consumer.index("] / logsum[")]
+    wait_s = loop.index("tl::wgmma_wait<1, 64>")
+    release_k = loop.index("tl::mbarrier_arrive\", T.address_of(tl_mbar[4 + k % 2])")
+    assert wait_s < release_k < loop.index("T.exp2")                  # K back before the softmax
+    wait_v = loop.index("tl::mbarrier_wait\", T.address_of(tl_mbar[2 + k % 2]), k // 2 % 2)")
+    release_v = loop.index("tl_mbar[6 + (k - 1) % 2]")
+    assert loop.index("tl::wgmma_wait<0, 64>") < wait_v < release_v  # V of k-1 back after P V retired
+    assert loop.index("tl::mbarrier_wait\", T.address_of(tl_mbar[k % 2])") < loop.index("wgmma_gemm_ss_async")
+
+
+def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of_each_tile():
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a")
+    producer = text[text.index("if v >= 256"):text.index("tl::setmaxnreg_inc")]
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    # both roles loop over the (batch, head, row block) tiles; the ring slot runs on across them
+    assert "for tile_it_p in range" in producer and "for tile_it in range" in consumer
+    assert "tl_mbar[4 + (tile_it_p * 4 + k_tma) % 2]" in producer
+    assert "T.Div(bx + tile_it * num_blocks, 16)" in consumer                      # bz of the tile
+    # P V of the tile's last iteration retires after the loop; then V's stage goes back
+    tail = consumer[consumer.index("tl::wgmma_gemm_rs<"):]
+    assert tail.index("tl_mbar[6 + (tile_it * 4 + 4 - 1) % 2]") < tail.index("] / logsum[")
+    # the next tile's Q load waits for this tile's TMA store out of the same bytes
+    assert tail.index("tl::tma_store_wait<0>") < tail.rindex("named_barrier_sync")
+    causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    assert "tile_it" not in lowered_text(causal, "sm_90a")     # its KV loop length depends on the row block

@@ -69,8 +69,13 @@ class Lowerer:
             # (clusters: one tile pair per cluster, not persistent yet)
             self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
-        if self.ws is not None and self.ws.persistent is not None and self.smem_bytes > SMEM_BUDGET_SM90:
-            self.ws.persistent = None       # the staged tiles cannot keep bytes of their own
+        if self.ws is not None and self.ws.persistent is not None and (
+                self.smem_bytes > SMEM_BUDGET_SM90 or (self.ws.gemm is None and 2 * self.smem_bytes <= SMEM_BUDGET_SM90
+                                                       and self.T < 256)):
+            # the staged tiles cannot keep bytes of their own; or, for a general loop body, two
+            # blocks fit on an SM (shared memory, and no 232-register consumer warpgroups) and
+            # hide each other's prologue and epilogue (GEMM main loops: measured persistent)
+            self.ws.persistent = None
             self._plan_memory()
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
@@ -102,7 +107,8 @@ class Lowerer:
                                                     data=self.smem.data, elem_offset=offsets[buf] // esize,
                                                     scope="shared.dyn")
         if self.ws is not None:
-            self.ws.mbar = self._carve("tl_mbar", 2 * self.ws.stages, "uint64")
+            warp_specialize.plan_overlap(self)      # may split the ring into barrier groups
+            self.ws.mbar = self._carve("tl_mbar", 2 * self.ws.stages * len(self.ws.groups), "uint64")
             self.extra_allocs.append(self.ws.mbar)
         self.strided = {}       # strided parameter -> (flat view, strides)
         for param in self.info.func.params:

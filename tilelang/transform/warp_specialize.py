@@ -74,7 +74,9 @@ class WsPlan:
     tensormaps: list             # artifact tensor map specs (see KernelArtifact.tensormaps)
     marker: object = None        # the lowered producer/consumer IfThenElse
     raise_regs: list = field(default_factory=list)   # setmaxnreg_inc, first in the consumer branch
-    mbar: object = None          # shared view: full[0..S), empty[S..2S) (uint64 mbarriers)
+    mbar: object = None          # shared view: full(g, s) = g*S + s, empty(g, s) = (G + g)*S + s (uint64)
+    groups: list = field(default_factory=list)   # tile groups with barriers of their own: [[producer index]]
+    overlap: tuple = None        # the general body's overlap plan (``_overlap_plan``), or None
     persistent: "Persistent | None" = None   # the block loops over output tiles (GEMM main loop)
     issue_loop: object = None    # the producer's TMA issue loop (wrapped in the tile loop)
     cluster: "Cluster | None" = None   # clusters of two blocks sharing a tile (tl.cluster_multicast)
@@ -163,12 +165,12 @@ def plan_or_reason(lw) -> tuple:
 
 
 def persistent_plan(lw) -> "Persistent | None":
-    """The persistent-grid plan of a warp-specialised GEMM main loop, or None (one tile per
-    block): needs the single asynchronous wgmma, a main loop whose bounds do not depend on the
-    block index, and the pipelined loop among the kernel body's top-level statements (so every
-    other statement runs per tile)."""
+    """The persistent-grid plan of a warp-specialised loop (the GEMM main loop, attention's KV
+    loop), or None (one tile per block): needs a loop whose bounds do not depend on the block
+    index (not causal attention's) and the pipelined loop among the kernel body's top-level
+    statements (so every other statement runs per tile)."""
     ws = lw.ws
-    if ws is None or ws.gemm is None or lw.configs.get("tl.disable_persistent"):
+    if ws is None or lw.configs.get("tl.disable_persistent"):
         return None
     launch = {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
     dims = [launch[t] for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if t in launch]
@@ -311,15 +313,61 @@ def _bar(ws, index):
     return tirx.address_of(tirx.BufferLoad(ws.mbar, [index]))
 
 
+def _full(ws, g, stage):
+    """``full`` barrier of tile group g at a stage: the group's TMA bytes have landed."""
+    return _bar(ws, i32(g * ws.stages) + stage)
+
+
+def _empty(ws, g, stage):
+    """``empty`` barrier of tile group g at a stage: every consumer warp is done reading it."""
+    return _bar(ws, i32((len(ws.groups) + g) * ws.stages) + stage)
+
+
+def plan_overlap(lw) -> None:
+    """Decide, once shared memory is planned, whether the general body overlaps its last gemm
+    with the next iteration (``ws.overlap``) and how the staged tiles group into barriers
+    (``ws.groups``): with the overlap, the tiles read only by the last gemm (attention's V) get
+    full / empty barriers of their own, so the tiles of the first gemm (K) are released as soon
+    as it retires and V one iteration later; two stages then suffice. Otherwise one group."""
+    from tilelang.transform import pipeline
+
+    ws = lw.ws
+    ws.groups = [list(range(len(ws.producers)))]
+    if ws.gemm is not None:
+        return
+    consumers = [c for c in pipeline._body_list(ws.loop) if not pipeline._is_producer(c)]
+    split = _late_group(lw, consumers)
+    ws.overlap = _overlap_plan(lw, consumers, ws.stages, split is not None)
+    if ws.overlap is not None and split is not None:
+        late = [i for i, (p, _) in enumerate(ws.producers) if decode_region(p.value.args[1]).buffer in split]
+        ws.groups = [[i for i in range(len(ws.producers)) if i not in late], late]
+
+
+def _late_group(lw, consumers):
+    """The staged tiles read by the last consumer statement (a gemm) and by no other, when there
+    are others: they can wait for their own barrier; else None."""
+    from tilelang.transform import thread_sync
+    from tilelang.transform.kernel import SHARED_SCOPES
+
+    staged = {decode_region(p.value.args[1]).buffer for p, _ in lw.ws.producers}
+    last_r, last_w = thread_sync.buffer_rw(consumers[-1], SHARED_SCOPES)
+    late = (last_r | last_w) & staged
+    for c in consumers[:-1]:
+        r, w = thread_sync.buffer_rw(c, SHARED_SCOPES)
+        late -= r | w
+    return late if late and late != staged else None
+
+
 def init_barriers(lw) -> list:
     """All threads: thread 0 initialises the mbarrier ring, then a block-wide barrier."""
     ws = lw.ws
     S = ws.stages
     init = []
     arrivals = lw.T // 32 * (2 if ws.cluster is not None else 1)   # consumer warps (of both blocks)
-    for s in range(S):
-        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(s)), 1))
-        init.append(evaluate_extern("tl::mbarrier_init", _bar(ws, i32(S + s)), arrivals))
+    for g in range(len(ws.groups)):
+        for s in range(S):
+            init.append(evaluate_extern("tl::mbarrier_init", _full(ws, g, i32(s)), 1))
+            init.append(evaluate_extern("tl::mbarrier_init", _empty(ws, g, i32(s)), arrivals))
     init.append(evaluate_extern("tl::fence_barrier_init"))
     out = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
     if ws.cluster is not None:   # both blocks' barriers exist before either multicasts into them
@@ -341,9 +389,11 @@ def lower_loop(lw, loop):
         P.n = n
     jp = kp - start if P is None else P.it_p * n + (kp - start)
     stage, phase = tirx.floormod(jp, i32(S)), tirx.floormod(tirx.floordiv(jp, i32(S)), i32(2))
-    loads, nbytes_all = [], 0
+    loads, nbytes_all = [[] for _ in ws.groups], [0] * len(ws.groups)
+    group_of = {i: g for g, members in enumerate(ws.groups) for i in members}
     try:
-        for p, j in ws.producers:
+        for i, (p, j) in enumerate(ws.producers):
+            g = group_of[i]
             src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
             spec = ws.tensormaps[j]
             width = spec["box"][0]
@@ -360,13 +410,14 @@ def lower_loop(lw, loop):
                 mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
             for s in mine:
                 dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                loads.append(evaluate_extern(issue, dst_ptr, tmap(j), _bar(ws, stage), *extra,
-                                             coords[0] + s * width, *coords[1:]))
-            nbytes_all += rows * cols * 2
+                loads[g].append(evaluate_extern(issue, dst_ptr, tmap(j), _full(ws, g, stage), *extra,
+                                                coords[0] + s * width, *coords[1:]))
+            nbytes_all[g] += rows * cols * 2
     finally:
         lw.vmap = saved_vmap
-    body = seq([evaluate_extern("tl::mbarrier_wait", _bar(ws, i32(S) + stage), tirx.bitwise_xor(phase, i32(1))),
-                evaluate_extern("tl::mbarrier_arrive_expect_tx", _bar(ws, stage), nbytes_all)] + loads)
+    body = seq([stmt for g in range(len(ws.groups)) for stmt in
+                [evaluate_extern("tl::mbarrier_wait", _empty(ws, g, stage), tirx.bitwise_xor(phase, i32(1))),
+                 evaluate_extern("tl::mbarrier_arrive_expect_tx", _full(ws, g, stage), nbytes_all[g])] + loads[g]])
     prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tmap(j)) for j in range(len(ws.tensormaps))]
     issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(prefetch + [issue_loop]), None)]
@@ -383,7 +434,7 @@ def lower_loop(lw, loop):
     lane0 = tirx.EQ(lane, i32(0))
     # the warp's releasing lanes: lane 0, or in a cluster lanes 0 and 1 (lane r arrives on rank r)
     releaser = lane0 if ws.cluster is None else tirx.LT(lane, i32(2))
-    wait_full = evaluate_extern("tl::mbarrier_wait", _bar(ws, cstage), cphase)
+    wait_full = evaluate_extern("tl::mbarrier_wait", _full(ws, 0, cstage), cphase)
     from tilelang.transform import pipeline, thread_sync
 
     if ws.gemm is not None:
@@ -402,10 +453,10 @@ def lower_loop(lw, loop):
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
         consumers = [c for c in pipeline._body_list(loop) if not pipeline._is_producer(c)]
-        rotation = _overlap_plan(lw, consumers, S)
-        if rotation is not None:
+        if ws.overlap is not None:
             lw.stage = saved_stage
-            consumer = _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0)
+            base = i32(0) if P is None else P.it_c * n      # the tile's first ring slot
+            consumer = _lower_overlapped(lw, loop, consumers, ws.overlap, base, lane0)
         else:
             body = thread_sync.lower_loop_body(lw, consumers)
             lw.stage = saved_stage
@@ -429,16 +480,17 @@ def _arrive_empty(ws, index, lane):
     return evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", lane))
 
 
-def _overlap_plan(lw, consumers, S):
+def _overlap_plan(lw, consumers, S, split):
     """(first gemm, last gemm, index before which the last gemm must have retired) when the
     general body can overlap its last gemm with the next iteration (see ``_lower_overlapped``),
-    else None. Needs S >= 3 (a stage is released one iteration later), float accumulators, the
+    else None. Needs S >= 3 (a stage is released one iteration later) or, where the last gemm's
+    tiles have barriers of their own (``split``), S >= 2; float accumulators, the
     last gemm last in the body, nothing up to the first gemm touching the last gemm's operands,
     and no shared-memory barrier inside the body (the body is lowered in pieces)."""
     from tilelang.transform import thread_sync
     from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, op_name
 
-    if S < 3 or lw.configs.get("tl.disable_wgmma_overlap"):
+    if S < (2 if split else 3) or lw.configs.get("tl.disable_wgmma_overlap"):
         return None
     gemms = [i for i, c in enumerate(consumers) if op_name(c) == "gemm"]
     if len(gemms) < 2 or gemms[-1] != len(consumers) - 1:
@@ -477,28 +529,39 @@ def scope_of_region(arg) -> str:
     return scope_of(decode_region(arg).buffer)
 
 
-def _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0):
+def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
     """The general consumer loop with the last gemm (O += P V) of iteration j-1 moved into
     iteration j, issued asynchronously right after iteration j's first gemm (S = Q K^T), so that
     the softmax of j runs while the tensor cores work on P V of j-1 (FlashAttention-3's
     intra-warpgroup overlap). The reordering is valid because nothing from the start of the body
     up to the first gemm touches the last gemm's operands; the last gemm must have retired
-    before the first statement that does (the cast into P, the rescale of O):
+    before the first statement that does (the cast into P, the rescale of O). With one barrier
+    group a stage is released one iteration late; with two (``plan_overlap``: V's tiles apart)
+    K's tile goes back as soon as S = Q K^T retires and V's once P V has:
 
-        for j:  wait full[j]; pre...; first(j) async
+        for j:  wait full(0, j); pre...; first(j) async
                 if j > 0: last(j-1) async
                 wgmma_wait<1> (j > 0) or <0>       # S of j is ready
+                [two groups: release empty(0, j)]
                 mid...                             # overlaps last(j-1)
                 wgmma_wait<0>; keep P live          # before the first statement touching P or O
                 post...
-                if j > 0: release stage j-1        # its V was read by last(j-1)
+                [two groups: wait full(1, j)]       # V of j, read by last(j) in iteration j+1
+                if j > 0: release stage j-1 (one group) / empty(1, j-1) (two)
         if n > 0: last(n-1)                         # synchronous
+                  [persistent: release V's stage n-1 (its ring slot is reused by the next tile)]
+
+    Iteration j uses ring slot ``base + j`` (``base``: the tile's first slot in a persistent
+    kernel, else 0).
     """
     ws = lw.ws
     S = ws.stages
+    split = len(ws.groups) > 1
     first, last, wait_at = rotation
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     j = k - start
+    slot = base + j
+    cphase = tirx.floormod(tirx.floordiv(slot, i32(S)), i32(2))
     staged = [decode_region(p.value.args[1]).buffer for p, _ in ws.producers]
 
     def lowered_at(stmts, iteration, asynchronous=False):
@@ -506,7 +569,7 @@ def _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0):
         if iteration is not None:
             lw.vmap[k] = start + iteration
         for b in staged:
-            lw.stage[b] = tirx.floormod(j if iteration is None else iteration, i32(S))
+            lw.stage[b] = tirx.floormod(slot if iteration is None else base + iteration, i32(S))
         try:
             if asynchronous:
                 return lw.lower_gemm(stmts, asynchronous=True)
@@ -519,6 +582,9 @@ def _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0):
     def frag_ptr(stmt, operand):
         buf = decode_region(stmt.value.args[operand]).buffer
         return buf, tirx.address_of(tirx.BufferLoad(lw.frag[buf], [i32(0)]))
+
+    def release(g, stage, cond=lane0):
+        return tirx.IfThenElse(cond, evaluate_extern("tl::mbarrier_arrive", _empty(ws, g, stage)), None)
 
     g_first, g_last = consumers[first], consumers[last]
     c_first, c_first_ptr = frag_ptr(g_first, 2)
@@ -534,17 +600,36 @@ def _lower_overlapped(lw, loop, consumers, rotation, wait_full, lane0):
         count = lw.layouts.fragments[a_last].local_size
         wait_last.append(evaluate_extern(f"tl::wgmma_fence_operand<{count}>",
                                          tirx.address_of(tirx.BufferLoad(lw.frag[a_last], [i32(0)]))))
+    stage, prev_stage = tirx.floormod(slot, i32(S)), tirx.floormod(slot - 1, i32(S))
     # the previous iteration: k - 1 in the statement, stage (j - 1) % S
     prev = lowered_at(g_last, j - 1, asynchronous=True)
-    body = [wait_full, lowered_at(consumers[:first], None), lowered_at(g_first, None, asynchronous=True),
-            tirx.IfThenElse(tirx.GT(j, i32(0)), prev, None), wait_first,
-            lowered_at(consumers[first + 1:wait_at], None)] + wait_last + \
-        [lowered_at(consumers[wait_at:last], None),
-         tirx.IfThenElse(tirx.And(tirx.GT(j, i32(0)), lane0),
-                         evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + tirx.floormod(j - 1, i32(S)))),
-                         None)]
+    body = [evaluate_extern("tl::mbarrier_wait", _full(ws, 0, stage), cphase),
+            lowered_at(consumers[:first], None), lowered_at(g_first, None, asynchronous=True),
+            tirx.IfThenElse(tirx.GT(j, i32(0)), prev, None), wait_first]
+    # group 0 goes back once the first gemm retired, unless a later statement reads its tiles
+    from tilelang.transform import thread_sync
+    from tilelang.transform.kernel import SHARED_SCOPES
+
+    early = {staged[i] for i in ws.groups[0]}
+    late_reads = set()
+    for c in consumers[first + 1:last]:
+        r, w = thread_sync.buffer_rw(c, SHARED_SCOPES)
+        late_reads |= r | w
+    early_release = split and not (early & late_reads)
+    if early_release:
+        body.append(release(0, stage))
+    body += [lowered_at(consumers[first + 1:wait_at], None)] + wait_last + \
+        [lowered_at(consumers[wait_at:last], None)]
+    if split:
+        if not early_release:
+            body.append(release(0, stage))
+        body.append(evaluate_extern("tl::mbarrier_wait", _full(ws, 1, stage), cphase))
+    body.append(release(len(ws.groups) - 1, prev_stage, tirx.And(tirx.GT(j, i32(0)), lane0)))
     out = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)]
-    tail = lowered_at([g_last], n - 1)
+    tail = [lowered_at([g_last], n - 1)]
+    if ws.persistent is not None:   # the ring runs on into the next tile: give the last stage back
+        tail.append(release(len(ws.groups) - 1, tirx.floormod(base + n - 1, i32(S))))
+    tail = seq(tail)
     out.append(tail if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), tail, None))
     return out
 
