@@ -156,3 +156,25 @@ def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of
     assert tail.index("tl::tma_store_wait<0>") < tail.rindex("named_barrier_sync")
     causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     assert "tile_it" not in lowered_text(causal, "sm_90a")     # its KV loop length depends on the row block
+
+
+def test_the_rescale_of_o_runs_under_the_next_s_and_the_first_iteration_is_peeled():
+    """The rescale of O by the new row maxima moves into the next iteration, between the issue of
+    S = Q K^T and that of P V (it then overlaps the tensor cores' S); iteration 0, which has no
+    P V to finish, is peeled off, so the loop has no branch on the iteration around the wgmma
+    (ptxas injected a wgmma wait before the rescale otherwise, C7517)."""
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    peeled = consumer[consumer.index("tl::mbarrier_wait\", T.address_of(tl_mbar[0]), 0)"):
+                      consumer.index("for k in range(1, 4)")]
+    assert "wgmma_gemm_rs" not in peeled and "tl::wgmma_wait<0, 64>\", T.address_of(acc_s" in peeled
+    assert "acc_o[v_1] * scores_scale" not in peeled
+    loop = consumer[consumer.index("for k in range(1, 4)"):consumer.index("] / logsum[")]
+    body, tail = loop.split("\n        for v_1 in T.serial(64, unroll=True):\n            acc_o[v_1] = acc_o[v_1] * ", 1)
+    assert "if k > 0" not in body and "tl::wgmma_wait<1, 64>" in body
+    rescale = body.index("acc_o[v_1] = acc_o[v_1] * scores_scale")
+    assert body.index("wgmma_gemm_ss_async") < rescale < body.index("wgmma_gemm_rs_async")
+    assert body.count("acc_o[v_1] = acc_o[v_1] * scores_scale") == 1
+    # after the loop: the last rescale, then P V of the last iteration, synchronous
+    assert tail.index("scores_scale") < tail.index("tl::wgmma_gemm_rs<")

@@ -520,7 +520,35 @@ def _overlap_plan(lw, consumers, S, split):
         if (r | w) & touched:
             wait_at = i
             break
-    return first, last, wait_at
+    return first, last, wait_at, _deferred(consumers, first, last, wait_at, scopes)
+
+
+def _deferred(consumers, first, last, wait_at, scopes):
+    """Indices of the statements between the wait and the last gemm that can run one iteration
+    later, right before the last gemm is issued there (attention's rescale of O, which then runs
+    under S = Q K^T of the next iteration): they update the last gemm's accumulator, do not
+    touch its A operand (P), and conflict neither with the statements they move past (the rest
+    of the body after them, the next iteration's statements up to its first gemm)."""
+    from tilelang.transform import thread_sync
+
+    def rw(i):
+        return thread_sync.buffer_rw(consumers[i], scopes)
+
+    def conflict(a, b):
+        return bool(a[1] & (b[0] | b[1]) or a[0] & b[1])
+
+    acc = decode_region(consumers[last].value.args[2]).buffer
+    a_op = decode_region(consumers[last].value.args[0]).buffer
+    head = [rw(i) for i in range(first + 1)]
+    moved, staying = [], []
+    for i in reversed(range(wait_at, last)):
+        mine = rw(i)
+        touched = mine[0] | mine[1]
+        if acc in mine[1] and a_op not in touched and not any(conflict(mine, o) for o in head + staying):
+            moved.append(i)
+        else:
+            staying.append(mine)
+    return sorted(moved)
 
 
 def scope_of_region(arg) -> str:
@@ -540,16 +568,21 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
     K's tile goes back as soon as S = Q K^T retires and V's once P V has:
 
         for j:  wait full(0, j); pre...; first(j) async
-                if j > 0: last(j-1) async
+                if j > 0: deferred(j-1); last(j-1) async
                 wgmma_wait<1> (j > 0) or <0>       # S of j is ready
+                                                    # (j = 0 is peeled off the loop: no branches)
                 [two groups: release empty(0, j)]
                 mid...                             # overlaps last(j-1)
                 wgmma_wait<0>; keep P live          # before the first statement touching P or O
-                post...
+                post... (but the deferred)
                 [two groups: wait full(1, j)]       # V of j, read by last(j) in iteration j+1
                 if j > 0: release stage j-1 (one group) / empty(1, j-1) (two)
-        if n > 0: last(n-1)                         # synchronous
+        if n > 0: deferred(n-1); last(n-1)          # synchronous
                   [persistent: release V's stage n-1 (its ring slot is reused by the next tile)]
+
+    The deferred statements (``_deferred``: the rescale of O) run under first(j) instead of
+    between the wait for last(j-1) and the next issue, where the warpgroup's tensor work would
+    stall on them.
 
     Iteration j uses ring slot ``base + j`` (``base``: the tile's first slot in a persistent
     kernel, else 0).
@@ -557,11 +590,11 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
     ws = lw.ws
     S = ws.stages
     split = len(ws.groups) > 1
-    first, last, wait_at = rotation
+    first, last, wait_at, deferred = rotation
+    late = [consumers[i] for i in deferred]          # run in the next iteration, before last
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     j = k - start
     slot = base + j
-    cphase = tirx.floormod(tirx.floordiv(slot, i32(S)), i32(2))
     staged = [decode_region(p.value.args[1]).buffer for p, _ in ws.producers]
 
     def lowered_at(stmts, iteration, asynchronous=False):
@@ -591,21 +624,12 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
     c_last, c_last_ptr = frag_ptr(g_last, 2)
     n_first = lw.layouts.fragments[c_first].local_size
     n_last = lw.layouts.fragments[c_last].local_size
-    wait_first = tirx.IfThenElse(tirx.GT(j, i32(0)),
-                                 evaluate_extern(f"tl::wgmma_wait<1, {n_first}>", c_first_ptr),
-                                 evaluate_extern(f"tl::wgmma_wait<0, {n_first}>", c_first_ptr))
     wait_last = [evaluate_extern(f"tl::wgmma_wait<0, {n_last}>", c_last_ptr)]
     a_last = decode_region(g_last.value.args[0]).buffer
     if a_last in lw.frag:   # P in registers: keep it live up to the wait
         count = lw.layouts.fragments[a_last].local_size
         wait_last.append(evaluate_extern(f"tl::wgmma_fence_operand<{count}>",
                                          tirx.address_of(tirx.BufferLoad(lw.frag[a_last], [i32(0)]))))
-    stage, prev_stage = tirx.floormod(slot, i32(S)), tirx.floormod(slot - 1, i32(S))
-    # the previous iteration: k - 1 in the statement, stage (j - 1) % S
-    prev = lowered_at(g_last, j - 1, asynchronous=True)
-    body = [evaluate_extern("tl::mbarrier_wait", _full(ws, 0, stage), cphase),
-            lowered_at(consumers[:first], None), lowered_at(g_first, None, asynchronous=True),
-            tirx.IfThenElse(tirx.GT(j, i32(0)), prev, None), wait_first]
     # group 0 goes back once the first gemm retired, unless a later statement reads its tiles
     from tilelang.transform import thread_sync
     from tilelang.transform.kernel import SHARED_SCOPES
@@ -616,17 +640,38 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
         r, w = thread_sync.buffer_rw(c, SHARED_SCOPES)
         late_reads |= r | w
     early_release = split and not (early & late_reads)
-    if early_release:
-        body.append(release(0, stage))
-    body += [lowered_at(consumers[first + 1:wait_at], None)] + wait_last + \
-        [lowered_at(consumers[wait_at:last], None)]
-    if split:
-        if not early_release:
+    post = [c for i, c in enumerate(consumers[wait_at:last], wait_at) if i not in deferred]
+
+    def body_at(it, peeled):
+        """Iteration ``it`` (None: the loop's own) of the loop; ``peeled``: the first one, which
+        has no previous iteration to finish."""
+        jj = i32(0) if peeled else j
+        at = i32(0) if peeled else None
+        stage = tirx.floormod(base + jj, i32(S))
+        phase = tirx.floormod(tirx.floordiv(base + jj, i32(S)), i32(2))
+        body = [evaluate_extern("tl::mbarrier_wait", _full(ws, 0, stage), phase),
+                lowered_at(consumers[:first], at), lowered_at(g_first, at, asynchronous=True)]
+        if not peeled:   # the previous iteration: k - 1 in its statements, stage (j - 1) % S
+            body += ([lowered_at(late, jj - 1)] if late else []) + [lowered_at(g_last, jj - 1, asynchronous=True)]
+        body.append(evaluate_extern(f"tl::wgmma_wait<{0 if peeled else 1}, {n_first}>", c_first_ptr))
+        if early_release:
             body.append(release(0, stage))
-        body.append(evaluate_extern("tl::mbarrier_wait", _full(ws, 1, stage), cphase))
-    body.append(release(len(ws.groups) - 1, prev_stage, tirx.And(tirx.GT(j, i32(0)), lane0)))
-    out = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)]
-    tail = [lowered_at([g_last], n - 1)]
+        body += [lowered_at(consumers[first + 1:wait_at], at)] + ([] if peeled else wait_last) + \
+            [lowered_at(post, at)]
+        if split:
+            if not early_release:
+                body.append(release(0, stage))
+            body.append(evaluate_extern("tl::mbarrier_wait", _full(ws, 1, stage), phase))
+        if not peeled:
+            body.append(release(len(ws.groups) - 1, tirx.floormod(base + jj - 1, i32(S))))
+        return seq(body)
+
+    # The first iteration is peeled off: ptxas injects a wgmma wait before the deferred
+    # statements (C7517) when they and the previous gemm sit in a branch on the iteration.
+    first_it = body_at(i32(0), True)
+    out = [first_it if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), first_it, None),
+           tirx.For(k, start + 1, n - 1, tirx.ForKind.SERIAL, body_at(None, False), span=loop.span)]
+    tail = ([lowered_at(late, n - 1)] if late else []) + [lowered_at([g_last], n - 1)]
     if ws.persistent is not None:   # the ring runs on into the next tile: give the last stage back
         tail.append(release(len(ws.groups) - 1, tirx.floormod(base + n - 1, i32(S))))
     tail = seq(tail)
