@@ -33,12 +33,17 @@ their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is rel
 of the iteration that read it, and the producer runs up to S tiles ahead. The consumer
 warpgroups meet no barrier inside the loop: they drift apart, and one's softmax overlaps the
 other's wgmma. (Making them take turns at the tensor cores with named barriers, as
-FlashAttention-3's ping-pong does, measured slower here: 0.77x SDPA against 0.97x, with
-synchronous wgmma on both sides of the turn the tensor cores idle whenever a softmax is shorter
-than the other warpgroup's gemms.)
+FlashAttention-3's ping-pong does, measured slower here: 0.77x SDPA against 0.97x with
+synchronous wgmma, and 8 % slower on top of the overlap below.)
 
-A GEMM main loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SMs)``
-blocks, each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
+When the body ends in a gemm whose operands the start of the body does not touch (attention's
+O += P V), that gemm of iteration k-1 runs asynchronously under the first gemm and the softmax of
+iteration k (``plan_overlap``, ``_lower_overlapped``); the tiles only it reads (V) then get full /
+empty barriers of their own (``WsPlan.groups``), so that K's stage is released as soon as
+S = Q K^T retired.
+
+The loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SMs)`` blocks,
+each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
 iteration k of the it-th tile being ``it * n + k``.
 
 Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
