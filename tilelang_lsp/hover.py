@@ -187,6 +187,8 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
     if summary.get("persistent"):
         lines.append("- persistent: a grid of min(tiles, SMs) blocks, each looping over output tiles (the "
                      "producer loads the next tile during the epilogue)")
+    elif summary.get("persistent_why"):
+        lines.append(f"- one output tile per block, not a persistent grid: {summary['persistent_why']}")
     if summary.get("epilogue_stage"):
         at = ", ".join(f"line {n}" for n in summary["epilogue_stage"] if n)
         lines.append("- epilogue: the accumulator goes through a swizzled shared tile and TMA stores"

@@ -16,7 +16,8 @@
      "fragment_registers": int, "flops_per_launch": int|None,
      "epilogue_stage"?: [line] (sm_90a: copies staged through shared memory + TMA stores),
      "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
-     "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles)}
+     "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles),
+     "persistent_why"?: str (why such a loop keeps one tile per block)}
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
 name, where it came from, ``describe()``, words per axis, registers per thread, replication and
@@ -271,7 +272,7 @@ def _warp_specialised(info, layouts, out=None):
     """(the compiler's warp-specialisation plan or None, why not, the Lowerer) for wgmma kernels,
     on the kernel the compiler lowers (its epilogue staged through shared memory where it is:
     ``transform.stage_epilogue``); ``out`` gets "epilogue_stage" (lines of the staged copies) and
-    "persistent"."""
+    "persistent" (+ "persistent_why")."""
     if layouts is None or not layouts.wgmma:
         return None, None, None
     try:
@@ -284,6 +285,8 @@ def _warp_specialised(info, layouts, out=None):
             out["epilogue_stage"] = [_line(s.span) for s in result.picked]
             out["epilogue_registers"] = [[_line(s.span), why] for s, why in result.skipped]
             out["persistent"] = lw.persistent_tiles is not None
+            if lw.persistent_why:
+                out["persistent_why"] = lw.persistent_why
         return lw.ws, lw.ws_reason, lw
     except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plain description
         return None, None, None

@@ -41,8 +41,8 @@ def test_hover_on_a_shared_buffer_shows_stages_swizzle_and_budget(gemm):
     assert "shared `float16[32, 128]`" in text
     assert "8 KiB × 3 pipeline stages = **24 KiB**" in text
     assert "wgmma operand layout: 128-byte swizzle, 2 slabs of 64 columns" in text
-    # 48 KiB of tiles, the 32 KiB epilogue stage (a persistent grid: bytes of its own), 48 bytes of mbarriers
-    assert "80.0 KiB of 227 KiB per block on sm_90a" in text
+    # 48 KiB of tiles (the 32 KiB epilogue stage on their bytes: one tile per block), 48 bytes of mbarriers
+    assert "48.0 KiB of 227 KiB per block on sm_90a" in text
 
 
 def test_hover_on_gemm_shows_instruction_and_warps(gemm):
@@ -133,9 +133,9 @@ def test_compile_lens_reports_registers_and_ptx_instructions(gemm, server):
     assert data["instructions"]["wgmma"] > 0       # sm_90a: warpgroup MMA reading shared memory
     assert data["instructions"]["mma.sync"] == 0
     assert data["instructions"]["cp.async.bulk (TMA)"] > 0   # warp-specialised TMA main loop
-    # 3 stages of A and B, the 32 KiB epilogue stage (bytes of its own: the grid is persistent)
-    # and the mbarriers
-    assert data["dynamic_smem"] == 48 * 1024 + 32 * 1024 + 2 * 3 * 8
+    # 3 stages of A and B (the 32 KiB epilogue stage on their bytes: two such blocks fit on an
+    # SM, so one tile per block) and the mbarriers
+    assert data["dynamic_smem"] == 48 * 1024 + 2 * 3 * 8
     assert data["instructions"]["cp.async.bulk (TMA)"] >= 3      # A and B loads, C stores
     assert result["language"] == "cuda" and "__global__" in result["cuda_source"]
     assert "registers: **" in result["report"]
@@ -143,8 +143,9 @@ def test_compile_lens_reports_registers_and_ptx_instructions(gemm, server):
     text = hover_text(gemm, "T.Kernel", 3)
     assert f"**{data['registers']}/thread** from ptxas" in text
     # ... and the shared memory the compiler really uses, with the epilogue stage and the grid
-    assert "80.0 KiB" in text or "80 KiB" in text, text
-    assert "- persistent:" in text and "- epilogue: the accumulator goes through a swizzled shared tile" in text
+    assert "48.0 KiB" in text or "48 KiB" in text, text
+    assert "- persistent:" not in text and "- epilogue: the accumulator goes through a swizzled shared tile" in text
+    assert "- one output tile per block, not a persistent grid: two blocks fit on an SM" in text
 
 
 def _cuda_gpu() -> bool:

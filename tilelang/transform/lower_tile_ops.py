@@ -69,12 +69,17 @@ class Lowerer:
             # (clusters: one tile pair per cluster, not persistent yet)
             self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
+        self.persistent_why = None       # why a loop that could run persistent keeps one tile per block
         if self.ws is not None and self.ws.persistent is not None and (
-                self.smem_bytes > SMEM_BUDGET_SM90 or (self.ws.gemm is None and 2 * self.smem_bytes <= SMEM_BUDGET_SM90
-                                                       and self.T < 256)):
-            # the staged tiles cannot keep bytes of their own; or, for a general loop body, two
-            # blocks fit on an SM (shared memory, and no 232-register consumer warpgroups) and
-            # hide each other's prologue and epilogue (GEMM main loops: measured persistent)
+                self.smem_bytes > SMEM_BUDGET_SM90 or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256)):
+            # the staged tiles cannot keep bytes of their own; or two blocks fit on an SM (shared
+            # memory, and no 232-register consumer warpgroups): a grid of one block per SM would
+            # halve the occupancy (H200, fp16 GEMM 128 x 8192 x 8192 with 64x64 tiles: 231
+            # TFLOP/s persistent, 342 one tile per block; 128x128 tiles, one block per SM either
+            # way: 293 / 295, and 528 / 421 at 8192 x 8192 x 512)
+            self.persistent_why = (f"with bytes of its own the pipeline would need {self.smem_bytes} bytes of shared "
+                                   "memory" if self.smem_bytes > SMEM_BUDGET_SM90 else
+                                   "two blocks fit on an SM, which a grid of one block per SM would keep apart")
             self.ws.persistent = None
             self._plan_memory()
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
