@@ -461,6 +461,28 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
   wgmma_commit_sync();
 }
 
+// Issues every wgmma of one block GEMM with A in registers (NA packed 32-bit
+// registers, fenced by the caller) and B in shared memory, and commits them as
+// one group.
+template <class S, int NA, bool TRANS_B, bool CLEAR_ACCUM, class TA>
+TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
+  const uint64_t db0 = S::desc_b0(smem_addr(B));
+  fence_regs<NA>(a);
+  fence_regs<S::kRegs>(acc);
+  wgmma_fence_sync();
+#pragma unroll
+  for (int ks = 0; ks < S::KI; ++ks) {
+#pragma unroll
+    for (int mi = 0; mi < S::MI; ++mi) {
+      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
+      Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(acc + mi * S::kBlockRegs, ar[0], ar[1], ar[2],
+                                                             ar[3], S::desc_b(db0, ks),
+                                                             (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+    }
+  }
+  wgmma_commit_sync();
+}
+
 }  // namespace detail
 
 // Warpgroup-collective fence / commit / wait, for callers that issue their
@@ -528,21 +550,7 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
     detail::pack_pairs<S::kRegs>(acc_buf, C_frag);
     acc = acc_buf;
   }
-  const uint64_t db0 = S::desc_b0(smem_addr(B_smem));
-  detail::fence_regs<NA>(a);
-  detail::fence_regs<S::kRegs>(acc);
-  detail::wgmma_fence_sync();
-#pragma unroll
-  for (int ks = 0; ks < S::KI; ++ks) {
-#pragma unroll
-    for (int mi = 0; mi < S::MI; ++mi) {
-      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
-      detail::Wgmma<N, R>::template rs<TA, !TRANS_B>(acc + mi * S::kBlockRegs, ar[0], ar[1],
-                                                     ar[2], ar[3], S::desc_b(db0, ks),
-                                                     (CLEAR_ACCUM && ks == 0) ? 0 : 1);
-    }
-  }
-  detail::wgmma_commit_sync();
+  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, acc);
   detail::wgmma_wait_sync<0>();
   // The A registers are read asynchronously: keep them alive until here.
   detail::fence_regs<NA>(a);
@@ -564,21 +572,7 @@ TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_
   constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
   uint32_t a[NA];
   detail::pack_pairs<NA>(a, A_frag);
-  const uint64_t db0 = S::desc_b0(smem_addr(B_smem));
-  detail::fence_regs<NA>(a);
-  detail::fence_regs<S::kRegs>(C_frag);
-  detail::wgmma_fence_sync();
-#pragma unroll
-  for (int ks = 0; ks < S::KI; ++ks) {
-#pragma unroll
-    for (int mi = 0; mi < S::MI; ++mi) {
-      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
-      detail::Wgmma<N, float>::template rs<TA, !TRANS_B>(C_frag + mi * S::kBlockRegs, ar[0], ar[1],
-                                                         ar[2], ar[3], S::desc_b(db0, ks),
-                                                         (CLEAR_ACCUM && ks == 0) ? 0 : 1);
-    }
-  }
-  detail::wgmma_commit_sync();
+  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, C_frag);
 }
 
 // Keeps the COUNT 16-bit values of a register fragment live up to this point
