@@ -486,9 +486,9 @@ def _arrive_empty(ws, index, lane):
 
 
 def _overlap_plan(lw, consumers, S, split):
-    """(first gemm, last gemm, index before which the last gemm must have retired) when the
-    general body can overlap its last gemm with the next iteration (see ``_lower_overlapped``),
-    else None. Needs S >= 3 (a stage is released one iteration later) or, where the last gemm's
+    """(first gemm, last gemm, index before which the last gemm must have retired, indices of the
+    statements deferred to the next iteration: ``_deferred``) when the general body can overlap
+    its last gemm with the next iteration (see ``_lower_overlapped``), else None. Needs S >= 3 (a stage is released one iteration later) or, where the last gemm's
     tiles have barriers of their own (``split``), S >= 2; float accumulators, the
     last gemm last in the body, nothing up to the first gemm touching the last gemm's operands,
     and no shared-memory barrier inside the body (the body is lowered in pieces)."""
@@ -647,9 +647,9 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
     early_release = split and not (early & late_reads)
     post = [c for i, c in enumerate(consumers[wait_at:last], wait_at) if i not in deferred]
 
-    def body_at(it, peeled):
-        """Iteration ``it`` (None: the loop's own) of the loop; ``peeled``: the first one, which
-        has no previous iteration to finish."""
+    def body_at(peeled):
+        """The loop's iteration, or (``peeled``) iteration 0, which has no previous iteration to
+        finish."""
         jj = i32(0) if peeled else j
         at = i32(0) if peeled else None
         stage = tirx.floormod(base + jj, i32(S))
@@ -673,9 +673,9 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
 
     # The first iteration is peeled off: ptxas injects a wgmma wait before the deferred
     # statements (C7517) when they and the previous gemm sit in a branch on the iteration.
-    first_it = body_at(i32(0), True)
+    first_it = body_at(True)
     out = [first_it if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), first_it, None),
-           tirx.For(k, start + 1, n - 1, tirx.ForKind.SERIAL, body_at(None, False), span=loop.span)]
+           tirx.For(k, start + 1, n - 1, tirx.ForKind.SERIAL, body_at(False), span=loop.span)]
     tail = ([lowered_at(late, n - 1)] if late else []) + [lowered_at([g_last], n - 1)]
     if ws.persistent is not None:   # the ring runs on into the next tile: give the last stage back
         tail.append(release(len(ws.groups) - 1, tirx.floormod(base + n - 1, i32(S))))
