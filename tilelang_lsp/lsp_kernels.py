@@ -254,6 +254,7 @@ def _pipelines(info, planned=(None, None, None)) -> list:
             mechanism += f". Not warp-specialised with TMA on sm_90a: {why_not}"
         if ws is not None and ws.loop.same_as(s):
             consume = ("issue the wgmma asynchronously and release the previous stage" if ws.gemm is not None else
+                       _overlap_text(ws) if ws.overlap is not None else
                        "run the loop body (its wgmma wait for their results) and release the stage at the end of "
                        "the iteration; the consumer warpgroups do not wait for each other inside the loop")
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
@@ -300,6 +301,28 @@ def _async_wgmma_loop(lw, loop, body, stages) -> bool:
         return False
     consumers = [p for p in body if not pipeline._is_producer(p)]
     return pipeline._async_gemm(lw, consumers, stages) is not None
+
+
+def _overlap_text(ws) -> str:
+    """How the consumers run an overlapped general body (``warp_specialize._lower_overlapped``)."""
+    from tilelang.transform import pipeline
+    from tilelang.transform.kernel import decode_region
+
+    consumers = [c for c in pipeline._body_list(ws.loop) if not pipeline._is_producer(c)]
+    first, last, wait_at, deferred = ws.overlap
+    text = (f"run the loop body with the gemm of line {_line(consumers[last].span)} issued asynchronously one "
+            f"iteration late, right after the gemm of line {_line(consumers[first].span)}, so that it runs under "
+            f"that gemm and the code after it up to line {_line(consumers[wait_at].span)}")
+    if deferred:
+        lines = ", ".join(str(_line(consumers[i].span)) for i in deferred)
+        text += f"; line {lines} moves to the next iteration, between the two gemm issues"
+    if len(ws.groups) > 1:
+        late = ", ".join(decode_region(ws.producers[i][0].value.args[1]).buffer.name for i in ws.groups[1])
+        early = ", ".join(decode_region(ws.producers[i][0].value.args[1]).buffer.name for i in ws.groups[0])
+        text += (f"; {late} waits on mbarriers of its own, so {early} goes back to the producer as soon as the "
+                 "first gemm retired")
+    return text + ("; the consumer warpgroups do not wait for each other inside the loop (FlashAttention-3's "
+                   "intra-warpgroup overlap; tl.disable_wgmma_overlap turns it off)")
 
 
 def _mechanism(stages: int, producers: list) -> str:

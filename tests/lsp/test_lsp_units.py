@@ -273,9 +273,19 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     import flash_attention as fa
 
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bshd", block_M=128, block_N=128, num_stages=2)
-    (p,) = summarize(func, "sm_90a")["pipelines"]
+    summary = summarize(func, "sm_90a")
+    (p,) = summary["pipelines"]
     assert p["warp_specialized"] and p["producers"] == ["K_shared", "V_shared"]
     assert "run the loop body" in p["mechanism"] and "do not wait for each other" in p["mechanism"]
+    # P V runs one iteration late under S = Q K^T; the lines of the example's macro calls
+    source = Path(fa.__file__).read_text().splitlines()
+    line = {name: next(i for i, t in enumerate(source, 1) if t.strip().startswith(name + "("))
+            for name in ("mma0", "rescale", "mma1")}
+    assert (f"the gemm of line {line['mma1']} issued asynchronously one iteration late, right after the gemm "
+            f"of line {line['mma0']}") in p["mechanism"]
+    assert f"line {line['rescale']} moves to the next iteration" in p["mechanism"]
+    assert "V_shared waits on mbarriers of its own, so K_shared goes back" in p["mechanism"]
+    assert summary["persistent"] is True
     (cp,) = summarize(func, "sm_80")["pipelines"]
     assert not cp["warp_specialized"] and cp["mechanism"].startswith("cp.async")
 
