@@ -12,9 +12,11 @@ Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations)
   ``src/tl/gemm_sm90.h``; reductions are in-thread loops + warp shuffles + shared memory,
   ``T.Parallel`` nests are unrolled per-thread loops over the loop layout's registers;
 * ``__syncthreads()`` separates conflicting shared-memory accesses (see ``thread_sync``);
-* on sm_90a a GEMM main loop may become a TMA producer warpgroup plus consumer warpgroups
-  (``warp_specialize``): the block then has 128 more threads than ``T.Kernel`` asked for; a
-  persistent one runs on a 1-D grid of ``min(tiles, SMs)`` blocks looping over the tiles.
+* on sm_90a a pipelined loop (a GEMM main loop, attention's KV loop) may become a TMA producer
+  warpgroup plus consumer warpgroups (``warp_specialize``): the block then has 128 more threads
+  than ``T.Kernel`` asked for; where one such block fills an SM and the loop's bounds do not
+  depend on the block index, it runs persistent, on a 1-D grid of ``min(tiles, SMs)`` blocks
+  looping over the tiles.
 
 Every new statement carries the span of the user statement it came from.
 """
