@@ -66,12 +66,12 @@ class Lowerer:
         self.ws, self.ws_reason = warp_specialize.plan_or_reason(self)
         self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
         self.tensormaps = self.ws.tensormaps if self.ws else []
+        self.persistent_why = None       # why a warp-specialised loop keeps one tile per block
         if self.ws is not None:
             self.ws.cluster = warp_specialize.cluster_plan(self)
             # (clusters: one tile pair per cluster, not persistent yet)
             self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
-        self.persistent_why = None       # why a loop that could run persistent keeps one tile per block
         if self.ws is not None and self.ws.persistent is not None and (
                 self.smem_bytes > SMEM_BUDGET_SM90 or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256)):
             # the staged tiles cannot keep bytes of their own; or two blocks fit on an SM (shared

@@ -183,6 +183,7 @@ def persistent_plan(lw) -> "Persistent | None":
         return None
     block_vars = [v for v, _ in dims]
     if any(uses_vars(e, block_vars) for e in (ws.loop.min, ws.loop.extent)):
+        lw.persistent_why = "the T.Pipelined loop's bounds depend on the block index (tiles of unequal length)"
         return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
         return None
