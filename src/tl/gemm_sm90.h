@@ -462,8 +462,7 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
 }
 
 // Issues every wgmma of one block GEMM with A in registers (NA packed 32-bit
-// registers, fenced by the caller) and B in shared memory, and commits them as
-// one group.
+// registers) and B in shared memory, and commits them as one group.
 template <class S, int NA, bool TRANS_B, bool CLEAR_ACCUM, class TA>
 TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
   const uint64_t db0 = S::desc_b0(smem_addr(B));

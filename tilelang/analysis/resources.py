@@ -96,7 +96,8 @@ def check_lowered_smem(k, rep) -> None:
     if total > limit:
         _report_smem(k, rep, usage, total, limit, Note(
             f"on sm_90a, wgmma operand tiles start at 1024-byte boundaries and a warp-specialised pipeline "
-            f"keeps 16 bytes of mbarriers per stage (and per tile group with barriers of its own): {total - estimate} bytes beyond the buffers themselves"))
+            f"keeps 16 bytes of mbarriers per stage (and per tile group with barriers of its own): "
+            f"{total - estimate} bytes beyond the buffers themselves"))
 
 
 def _report_smem(k, rep, usage, total, limit, extra=None) -> None:

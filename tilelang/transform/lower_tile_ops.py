@@ -386,8 +386,8 @@ class Lowerer:
         by = self.info.block_vars.get("blockIdx.y")
         if bx is None or by is None:
             return []
-        gx = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.x"]
-        gy = dict((str(iv.thread_tag), e) for iv, e in self.info.launch)["blockIdx.y"]
+        launch = warp_specialize._launch(self)
+        gx, gy = launch["blockIdx.x"][1], launch["blockIdx.y"][1]
         block_by, block_bx = by, bx
         cluster = self.ws.cluster if self.ws is not None else None
         if cluster is not None:

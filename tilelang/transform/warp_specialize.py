@@ -177,7 +177,7 @@ def persistent_plan(lw) -> "Persistent | None":
     ws = lw.ws
     if ws is None or lw.configs.get("tl.disable_persistent"):
         return None
-    launch = {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
+    launch = _launch(lw)
     dims = [launch[t] for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if t in launch]
     if not dims or "blockIdx.x" not in launch:
         return None
@@ -193,6 +193,11 @@ def persistent_plan(lw) -> "Persistent | None":
     return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
 
 
+def _launch(lw) -> dict:
+    """{thread tag: (its Var, its extent)} of the kernel's launch."""
+    return {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
+
+
 def cluster_plan(lw) -> "Cluster | None":
     """The cluster plan (``tl.cluster_multicast``) of a warp-specialised GEMM main loop, or None:
     an even blockIdx.y extent, and producer copies of 2-D tensors of which those not indexed by
@@ -200,7 +205,7 @@ def cluster_plan(lw) -> "Cluster | None":
     ws = lw.ws
     if ws is None or ws.gemm is None or not lw.configs.get("tl.cluster_multicast"):
         return None
-    launch = {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
+    launch = _launch(lw)
     if "blockIdx.y" not in launch or (const_int(launch["blockIdx.y"][1]) or 1) % 2:
         return None
     by = launch["blockIdx.y"][0]
@@ -447,14 +452,14 @@ def lower_loop(lw, loop):
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
         release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), releaser),
-                                  _arrive_empty(ws, i32(S) + tirx.floormod(j - 1, i32(S)), lane), None)
+                                  _arrive_empty(ws, tirx.floormod(j - 1, i32(S)), lane), None)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
                     pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
             last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
             cond = releaser if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), releaser)
-            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, i32(S) + last, lane), None))
+            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, last, lane), None))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
@@ -466,8 +471,7 @@ def lower_loop(lw, loop):
         else:
             body = thread_sync.lower_loop_body(lw, consumers)
             lw.stage = saved_stage
-            release = tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _bar(ws, i32(S) + cstage)),
-                                      None)
+            release = tirx.IfThenElse(lane0, _arrive_empty(ws, cstage, lane), None)
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]),
                                  span=loop.span)]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
@@ -477,24 +481,25 @@ def lower_loop(lw, loop):
     return ws.marker
 
 
-def _arrive_empty(ws, index, lane):
-    """A consumer warp's release of ``empty[index]`` (by its releasing lanes): on this block's, or
-    in a cluster on both blocks' (their producers both write this stage of this block), lane r
-    arriving on rank r so that the two remote arrivals go out side by side."""
+def _arrive_empty(ws, stage, lane, group=0):
+    """A consumer warp's release of ``empty(group, stage)`` (by its releasing lanes): on this
+    block's, or in a cluster on both blocks' (their producers both write this stage of this
+    block), lane r arriving on rank r so that the two remote arrivals go out side by side."""
     if ws.cluster is None:
-        return evaluate_extern("tl::mbarrier_arrive", _bar(ws, index))
-    return evaluate_extern("tl::mbarrier_arrive_cluster", _bar(ws, index), tirx.Cast("uint32", lane))
+        return evaluate_extern("tl::mbarrier_arrive", _empty(ws, group, stage))
+    return evaluate_extern("tl::mbarrier_arrive_cluster", _empty(ws, group, stage), tirx.Cast("uint32", lane))
 
 
 def _overlap_plan(lw, consumers, S, split):
     """(first gemm, last gemm, index before which the last gemm must have retired, indices of the
     statements deferred to the next iteration: ``_deferred``) when the general body can overlap
-    its last gemm with the next iteration (see ``_lower_overlapped``), else None. Needs S >= 3 (a stage is released one iteration later) or, where the last gemm's
-    tiles have barriers of their own (``split``), S >= 2; float accumulators, the
-    last gemm last in the body, nothing up to the first gemm touching the last gemm's operands,
-    and no shared-memory barrier inside the body (the body is lowered in pieces)."""
+    its last gemm with the next iteration (see ``_lower_overlapped``), else None. Needs S >= 3
+    (a stage is released one iteration later) or, where the last gemm's tiles have barriers of
+    their own (``split``), S >= 2; float accumulators, the last gemm last in the body, nothing up
+    to the first gemm touching the last gemm's operands, and no shared-memory barrier inside the
+    body (the body is lowered in pieces)."""
     from tilelang.transform import thread_sync
-    from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, op_name
+    from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, op_name, scope_of
 
     if S < (2 if split else 3) or lw.configs.get("tl.disable_wgmma_overlap"):
         return None
@@ -508,7 +513,7 @@ def _overlap_plan(lw, consumers, S, split):
         if plan is None or plan.kind != "wgmma" or str(decode_region(args[2]).buffer.dtype) != "float32" \
                 or const_int(args[6]) is None:
             return None
-    if scope_of_region(consumers[first].value.args[0]) not in SHARED_SCOPES:
+    if scope_of(decode_region(consumers[first].value.args[0]).buffer) not in SHARED_SCOPES:
         return None
     syncs, (tail_r, tail_w), (head_r, head_w), _ = thread_sync.plan_sequence(consumers, lw.smem_alias)
     if syncs or thread_sync._conflict(head_r, head_w, tail_r, tail_w):
@@ -540,9 +545,6 @@ def _deferred(consumers, first, last, wait_at, scopes):
     def rw(i):
         return thread_sync.buffer_rw(consumers[i], scopes)
 
-    def conflict(a, b):
-        return bool(a[1] & (b[0] | b[1]) or a[0] & b[1])
-
     acc = decode_region(consumers[last].value.args[2]).buffer
     a_op = decode_region(consumers[last].value.args[0]).buffer
     head = [rw(i) for i in range(first + 1)]
@@ -550,17 +552,11 @@ def _deferred(consumers, first, last, wait_at, scopes):
     for i in reversed(range(wait_at, last)):
         mine = rw(i)
         touched = mine[0] | mine[1]
-        if acc in mine[1] and a_op not in touched and not any(conflict(mine, o) for o in head + staying):
+        if acc in mine[1] and a_op not in touched and not any(thread_sync._conflict(*mine, *o) for o in head + staying):
             moved.append(i)
         else:
             staying.append(mine)
     return sorted(moved)
-
-
-def scope_of_region(arg) -> str:
-    from tilelang.transform.kernel import scope_of
-
-    return scope_of(decode_region(arg).buffer)
 
 
 def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
@@ -623,7 +619,7 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
         return buf, tirx.address_of(tirx.BufferLoad(lw.frag[buf], [i32(0)]))
 
     def release(g, stage, cond=lane0):
-        return tirx.IfThenElse(cond, evaluate_extern("tl::mbarrier_arrive", _empty(ws, g, stage)), None)
+        return tirx.IfThenElse(cond, _arrive_empty(ws, stage, None, g), None)
 
     g_first, g_last = consumers[first], consumers[last]
     c_first, c_first_ptr = frag_ptr(g_first, 2)
