@@ -178,3 +178,19 @@ def test_the_rescale_of_o_runs_under_the_next_s_and_the_first_iteration_is_peele
     assert body.count("acc_o[v_1] = acc_o[v_1] * scores_scale") == 1
     # after the loop: the last rescale, then P V of the last iteration, synchronous
     assert tail.index("scores_scale") < tail.index("tl::wgmma_gemm_rs<")
+
+
+def test_the_causal_mask_is_built_only_where_it_bites():
+    """A T.Parallel store of ``if_then_else(c, a, b)`` with c an integer comparison: interval
+    analysis over the nest gives the scalar condition under which c holds everywhere; the store
+    of a runs under it (a uniform branch), the nest as written otherwise. Causal attention: every
+    KV tile left of the diagonal (k < bx) skips the mask; non-causal: the bound check folds."""
+    causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    loop = lowered_text(causal, "sm_90a")
+    loop = loop[loop.index("for k in range(1"):]
+    branch = loop.index("if 0 < bx - k:")
+    assert loop.index("acc_s[v_1] = T.float32(0.0)") > branch
+    assert branch < loop.index("T.if_then_else(bx * 128 +") < loop.index("wgmma_gemm_ss_async")
+    plain = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(plain, "sm_90a")
+    assert "T.if_then_else" not in text and "acc_s[v_1] = T.float32(0.0)" in text

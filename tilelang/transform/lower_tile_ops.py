@@ -32,8 +32,8 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.transform import (lower_copy, lower_reduce, pipeline, smem_plan, thread_sync,
                                  warp_specialize)
-from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, i32, seq,
-                                         simplify, substitute_stmt)
+from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, seq,
+                                         simplify, substitute_stmt, uses_vars)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
@@ -264,6 +264,48 @@ class Lowerer:
     # ----- T.Parallel --------------------------------------------------------------------
     def lower_parallel(self, stmt):
         loop_vars, extents, body = parallel_nest(stmt)
+        unswitched = self._unswitch_select(stmt, loop_vars, extents, body)
+        if unswitched is not None:
+            return unswitched
+        return self._lower_parallel_nest(stmt, loop_vars, body)
+
+    def _unswitch_select(self, stmt, loop_vars, extents, body):
+        """A nest whose one store writes ``if_then_else(c, a, b)``, c an integer comparison
+        (attention's causal mask): the condition under which c holds at every point of the nest
+        is a scalar (interval analysis over the loop domain); the nest becomes ``if that: the
+        store of a, else: the nest as written`` (a uniform branch: causal attention takes the
+        first way in every iteration but the diagonal one), or just the store of a where the
+        analyzer proves the scalar condition. None where this does not apply."""
+        if not isinstance(body, tirx.BufferStore):
+            return None
+        value = body.value
+        if not (isinstance(value, ir.Call) and getattr(value.op, "name", "") == "prim.if_then_else"):
+            return None
+        cond, a, _ = value.args
+        if isinstance(cond, (tirx.GE, tirx.GT)):
+            diff = cond.a - cond.b - (1 if isinstance(cond, tirx.GT) else 0)
+        elif isinstance(cond, (tirx.LE, tirx.LT)):
+            diff = cond.b - cond.a - (1 if isinstance(cond, tirx.LT) else 0)
+        else:
+            return None
+        if not dtype_of(diff).startswith("int") or has_load(diff):
+            return None
+        dom = {v: tvm.sym.IntervalSet(0, e - 1) for v, e in zip(loop_vars, extents)}
+        low = self.an.int_set(diff, dom)
+        if low.is_everything() or uses_vars(low.min_value, loop_vars):
+            return None
+        everywhere = self.an.simplify(self.rewrite(low.min_value >= 0))
+        if isinstance(everywhere, tirx.IntImm) and not everywhere.value:
+            return None      # provably not everywhere (a mask that always bites): as written
+        plain = _replace_innermost(stmt, len(loop_vars), tirx.BufferStore(body.buffer, a, body.indices,
+                                                                          span=body.span))
+        lowered = self._lower_parallel_nest(plain, loop_vars, parallel_nest(plain)[2])
+        if self.prove(everywhere):
+            return lowered
+        return tirx.IfThenElse(everywhere, lowered, self._lower_parallel_nest(stmt, loop_vars, body),
+                               span=stmt.span)
+
+    def _lower_parallel_nest(self, stmt, loop_vars, body):
         layout = self.layouts.loops[loop_vars[0]]
         v = tirx.Var("v", "int32")
         self.bind_loop(v, max(layout.local_size, 1))
@@ -476,6 +518,14 @@ class _AccessRewriter(ExprRewriter):
 def _subst_stmt(stmt, var, value):
     """Substitute ``var`` in a lowered statement (used to inline a 1-iteration loop)."""
     return substitute_stmt(stmt, {var: value})
+
+
+def _replace_innermost(stmt, depth, body):
+    """The T.Parallel nest ``stmt`` (``depth`` loops) with ``body`` as its innermost statement."""
+    if depth == 0:
+        return body
+    return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, _replace_innermost(stmt.body, depth - 1, body),
+                    annotations=stmt.annotations, span=stmt.span)
 
 
 def _writes_memory(body) -> bool:
