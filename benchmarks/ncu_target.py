@@ -8,7 +8,8 @@ a few times (the first launches warm up; profile the last one).
 Kernels: gemm (fp16 8192^3, TMA + warp specialisation, 128x256x64, 4 stages), gemm_cluster (the
 same in clusters of two with B multicast), gemm_cpasync (the same with cp.async), torch_gemm (cuBLAS's
 kernel for the same product: profile it with a regex matching its name, see scripts/ncu.sh), fa (flash attention forward B8 H32 S4096 D128, wgmma path), fa_sm80 (the
-same on the sm_80 path, 128x64 tiles over four warps).
+same on the sm_80 path, 128x64 tiles over four warps), fa_causal (causal, 3 stages), torch_sdpa /
+torch_sdpa_causal (SDPA's kernel for the same attention; scripts/ncu.sh matches it by name).
 """
 
 from __future__ import annotations
@@ -37,16 +38,24 @@ def _gemm(configs):
     return lambda: kernel(a, b)
 
 
-def _fa(configs, **cfg):
+def _fa(configs, causal=False, **cfg):
     import torch
 
     import flash_attention as fa
     import tilelang
 
-    func = fa.flashattn.get_prim_func(8, 32, 4096, 128, False, 1, "bhsd", **cfg)
+    func = fa.flashattn.get_prim_func(8, 32, 4096, 128, causal, 1, "bhsd", **cfg)
     kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_fast_math": True, **configs})
     q, k, v = (torch.randn(8, 32, 4096, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     return lambda: kernel(q, k, v)
+
+
+def _torch_sdpa(causal):
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v = (torch.randn(8, 32, 4096, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def _torch_gemm():
@@ -63,6 +72,9 @@ KERNELS = {
     "torch_gemm": _torch_gemm,
     "gemm_cpasync": lambda: _gemm({"tl.disable_warp_specialized": True}),
     "fa": lambda: _fa({}, block_M=128, block_N=128, num_stages=2, threads=256),
+    "fa_causal": lambda: _fa({}, True, block_M=128, block_N=128, num_stages=3, threads=256),
+    "torch_sdpa": lambda: _torch_sdpa(False),
+    "torch_sdpa_causal": lambda: _torch_sdpa(True),
     "fa_sm80": lambda: _fa({"tl.disable_wgmma": True}, block_M=128, block_N=64, num_stages=2, threads=128),
 }
 

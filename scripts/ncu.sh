@@ -10,6 +10,7 @@ mkdir -p "$OUT"
 for k in "$@"; do
   names='^(main_kernel|kernel_kernel)$'
   [ "$k" = torch_gemm ] && names='gemm|nvjet|xmma|cutlass'   # cuBLAS's kernel
+  case "$k" in torch_sdpa*) names='sdpa|flash|fmha|attention|cudnn' ;; esac   # SDPA's kernel
   # warm-up launches (and the compile) come first; profile the last of ncu_target's launches
   ncu --target-processes all --launch-skip 2 --launch-count 1 -k "regex:$names" \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
