@@ -261,6 +261,11 @@ def _pipelines(info, planned=(None, None, None)) -> list:
                          f"swizzle slab of each staged tile into a ring of {stages} stages, completing on "
                          f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "
                          f"{consume}. No block-wide barrier.")
+            if ws.heads:
+                heads = ", ".join(f"`{decode_region(h.value.args[1]).buffer.name}`" for h, _ in ws.heads)
+                mechanism += (f" The producer also loads {heads} (copied in front of the loop) with TMA, on a "
+                              "barrier of its own" + (", the next tile's while the consumers finish this one"
+                                                      if ws.persistent is not None else "") + ".")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
                     "extent": _int_or_text(s.extent), "mechanism": mechanism,
                     "warp_specialized": ws is not None and ws.loop.same_as(s)})

@@ -286,9 +286,13 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     assert f"line {line['rescale']} moves to the next iteration" in p["mechanism"]
     assert "V_shared waits on mbarriers of its own, so K_shared goes back" in p["mechanism"]
     assert summary["persistent"] is True
+    assert "also loads `Q_shared` (copied in front of the loop) with TMA" in p["mechanism"]
+    assert "the next tile's while the consumers finish this one" in p["mechanism"]
     causal = summarize(fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bshd", block_M=128, block_N=128,
                                                   num_stages=2), "sm_90a")
     assert causal["persistent"] is False and "bounds depend on the block index" in causal["persistent_why"]
+    assert "also loads `Q_shared`" in causal["pipelines"][0]["mechanism"]
+    assert "the next tile's" not in causal["pipelines"][0]["mechanism"]
     (cp,) = summarize(func, "sm_80")["pipelines"]
     assert not cp["warp_specialized"] and cp["mechanism"].startswith("cp.async")
 

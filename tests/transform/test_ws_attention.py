@@ -42,7 +42,7 @@ def test_attention_tiles_are_tma_boxes_of_the_4d_tensors(layout):
 def test_attention_consumers_release_each_stage_after_the_body():
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     text = lowered_text(func, "sm_90a", {"tl.disable_wgmma_overlap": True, "tl.disable_persistent": True})
-    assert text.count("tl::tma_load_4d") == 4        # K and V, two 64-column slabs each
+    assert text.count("tl::tma_load_4d") == 6        # Q, K and V, two 64-column slabs each
     consumer = text[text.index("tl::setmaxnreg_inc"):]
     loop = consumer[consumer.index("for k in range"):consumer.index("] / logsum[")]   # up to the epilogue
     assert "tl::wgmma_gemm_ss" in loop and "tl::wgmma_gemm_rs" in loop
@@ -123,7 +123,7 @@ def test_k_and_v_tiles_get_barriers_of_their_own_when_p_v_overlaps():
     as soon as S = Q K^T retired, V's once P V has, and two stages suffice."""
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
-    assert "tl_mbar = T.decl_buffer((8,)" in text                   # 2 groups x (full, empty) x 2 stages
+    assert "tl_mbar = T.decl_buffer((10,)" in text     # 2 groups x (full, empty) x 2 stages, Q's pair
     producer = text[text.index("for k_tma in range"):text.index("tl::setmaxnreg_inc")]
     # each group: wait for its empty barrier, expect its own 32 KiB, load onto its full barrier
     assert producer.count("tl::mbarrier_arrive_expect_tx") == 2 and producer.count(", 32768)") == 2
@@ -194,3 +194,85 @@ def test_the_causal_mask_is_built_only_where_it_bites():
     plain = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     text = lowered_text(plain, "sm_90a")
     assert "T.if_then_else" not in text and "acc_s[v_1] = T.float32(0.0)" in text
+
+
+def test_the_producer_loads_q_and_the_next_tiles_q_during_the_epilogue():
+    """Q, copied in front of the loop and read only by it, is the producer's: a TMA box per slab
+    on a barrier pair of its own. In a persistent kernel the producer waits until the consumers
+    gave the previous tile's Q back (right after the loop, before P V of the last iteration) and
+    O_shared gets bytes of its own, since the next tile's Q lands while O is stored."""
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a")
+    assert "tl_mbar = T.decl_buffer((10,)" in text      # the ring's 8, then Q's full (8) and empty (9)
+    producer = text[text.index("for tile_it_p in range"):text.index("tl::setmaxnreg_inc")]
+    q = producer.index("tl::mbarrier_wait\", T.address_of(tl_mbar[9]), tile_it_p % 2 ^ 1)")
+    assert q < producer.index("tl::mbarrier_arrive_expect_tx\", T.address_of(tl_mbar[8]), 32768)") \
+        < producer.index("T.address_of(Q_shared[8192])") < producer.index("for k_tma in range")
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    assert "cp_async" not in consumer and "named_barrier_sync" not in consumer[:consumer.index("for k in range")]
+    assert consumer.index("tl_mbar[8]), tile_it % 2)") < consumer.index("tl::wgmma_gemm_ss_async")
+    after = consumer[consumer.index("tl_mbar[9]"):]
+    assert after.index("tl::wgmma_gemm_rs<") < after.index("] / logsum[")      # Q goes back before P V
+    assert _offset(text, "O_shared") - _offset(text, "Q_shared") >= 16384
+
+
+def _offset(text, name):
+    """Element offset of a shared buffer's view in the dynamic allocation."""
+    import re
+
+    decl = re.search(rf"{name} = T.decl_buffer\(.*", text).group(0)
+    found = re.search(r"elem_offset=(\d+)", decl)
+    return int(found.group(1)) if found else 0
+
+
+def test_one_tile_per_block_loads_q_once_and_o_keeps_q_bytes():
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
+    text = lowered_text(func, "sm_90a")
+    producer = text[text.index("tl::setmaxnreg_dec"):text.index("tl::setmaxnreg_inc")]
+    assert producer.count("T.address_of(Q_shared[") == 2 and "tl_mbar[13]" not in producer   # no wait for Q's return
+    assert producer.index("T.address_of(Q_shared[8192])") < producer.index("for k_tma in range")
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    assert "tl_mbar[13]" not in consumer and "cp_async" not in consumer
+    assert _offset(text, "O_shared") == _offset(text, "Q_shared") == 0
+
+
+def test_q_stays_with_the_consumers_where_the_producer_cannot_take_it():
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a", {"tl.disable_tma_prologue": True})
+    assert "tl_mbar = T.decl_buffer((8,)" in text and text.count("tl::tma_load_4d") == 4
+    assert "tl::cp_async" in text[text.index("tl::setmaxnreg_inc"):]
+
+    @T.prim_func
+    def kernel(A: T.Tensor((1024, 64), "float16"), B: T.Tensor((1024, 64), "float16"),
+               C: T.Tensor((1024, 64), "float16")):
+        with T.Kernel(8, threads=128) as bx:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            S = T.alloc_fragment((128, 64), "float32")
+            P = T.alloc_fragment((128, 64), "float16")
+            O = T.alloc_fragment((128, 64), "float32")
+            T.copy(A[bx * 128, 0], A_s)
+            T.clear(O)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(B[k * 64, 0], B_s)
+                T.gemm(A_s, B_s, S, transpose_B=True, clear_accum=True)
+                T.copy(S, P)
+                T.gemm(P, B_s, O)
+            T.copy(A_s, C[bx * 128, 0])        # A_s is read after the loop too: not a head
+            T.copy(O, C[bx * 128, 0])
+
+    ws, why = _plan(kernel)
+    assert why is None and ws.heads == []
+
+
+def test_where_q_cannot_keep_its_bytes_it_goes_back_at_the_end_of_the_tile():
+    """Three stages of K and V leave no room for O_shared beside Q_shared in a persistent
+    kernel: O keeps Q's bytes, and the consumers give Q back only after the tile's closing
+    barrier (its TMA store has read O), so the next tile's Q cannot land on an O being stored."""
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
+    text = lowered_text(func, "sm_90a")
+    assert "for tile_it in range" in text and _offset(text, "O_shared") == _offset(text, "Q_shared") == 0
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    release = consumer.index("tl::mbarrier_arrive\", T.address_of(tl_mbar[13]))")
+    assert consumer.index("tl::tma_store_wait<0>") < consumer.rindex("tl::named_barrier_sync", 0, release) < release
+    assert consumer.count("tl_mbar[13]") == 1

@@ -101,13 +101,23 @@ class Lowerer:
         # a persistent kernel the producer fills the next tile's stages during the epilogue, so
         # the staged tiles are live throughout and share bytes with nothing.
         live = smem_plan.live_ranges(self.info.body, list(sizes))
+        reuse = not self.configs.get("tl.disable_shared_memory_reuse")
         if self.ws is not None and self.ws.persistent is not None:
             whole = (0, len(smem_plan.top_level(self.info.body)))
             for p, _ in self.ws.producers:
                 live[decode_region(p.value.args[1]).buffer] = whole
-        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(
-            self.info.body, sizes, aligns, reuse=not self.configs.get("tl.disable_shared_memory_reuse"),
-            live=live)
+            # The next tile's heads land during this tile's epilogue, where they have bytes of
+            # their own; where that does not fit, they share them (attention's O_shared on Q's
+            # bytes) and go back at the end of the tile instead (warp_specialize.head_release).
+            with_heads = dict(live)
+            for h, _ in self.ws.heads:
+                with_heads[decode_region(h.value.args[1]).buffer] = whole
+            planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
+            self.ws.heads_late = bool(self.ws.heads) and planned[1] > SMEM_BUDGET_SM90
+            if not self.ws.heads_late:
+                live = with_heads
+        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse,
+                                                                   live=live)
         for buf, n in sizes.items():
             esize = nbytes(str(buf.dtype))
             self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,
@@ -115,7 +125,7 @@ class Lowerer:
                                                     scope="shared.dyn")
         if self.ws is not None:
             warp_specialize.plan_overlap(self)      # may split the ring into barrier groups
-            self.ws.mbar = self._carve("tl_mbar", 2 * self.ws.stages * len(self.ws.groups), "uint64")
+            self.ws.mbar = self._carve("tl_mbar", warp_specialize.barrier_count(self.ws), "uint64")
             self.extra_allocs.append(self.ws.mbar)
         self.strided = {}       # strided parameter -> (flat view, strides)
         for param in self.info.func.params:
@@ -240,6 +250,8 @@ class Lowerer:
     def lower_op(self, stmt):
         name = op_name(stmt)
         if name == "copy":
+            if warp_specialize.is_head(self, stmt):
+                return None      # the TMA producer loads it (warp_specialize._heads)
             return lower_copy.lower_copy(self, stmt)
         if name == "fill":
             return lower_copy.lower_fill(self, stmt)

@@ -20,6 +20,7 @@ class PassConfigKey(str, enum.Enum):
     TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
+    TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
@@ -52,6 +53,11 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",
+    PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
+                                           "warp-specialised loop with several gemms (attention's Q) is loaded "
+                                           "by the consumers with cp.async instead of by the TMA producer "
+                                           "(which, in a persistent kernel, loads the next tile's during the "
+                                           "epilogue)",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
                                                  "accessed inside T.Parallel (tile copies stay guarded)",
     PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: "every shared buffer gets bytes of its own: buffers whose "

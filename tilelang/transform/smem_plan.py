@@ -40,7 +40,7 @@ def top_level(body) -> list:
     return flatten([body])
 
 
-def _names_buffers(stmt, shared: set) -> set:
+def names_buffers(stmt, shared: set) -> set:
     if isinstance(stmt, tirx.AllocBuffer) or (
             isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value)
             and stmt.value.op.name in ("tl.annotate_layout", "tl.use_swizzle")):
@@ -60,7 +60,7 @@ def live_ranges(body, buffers) -> dict:
     shared = set(buffers)
     out = {}
     for k, stmt in enumerate(top_level(body)):
-        for buf in _names_buffers(stmt, shared):
+        for buf in names_buffers(stmt, shared):
             first, _ = out.get(buf, (k, k))
             out[buf] = (first, k)
     return out

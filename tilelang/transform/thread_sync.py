@@ -110,7 +110,13 @@ def plan_sequence(stmts, alias=None):
 
 
 def lower_sequence(lw, stmts):
-    syncs, _, _, _ = plan_sequence(stmts, getattr(lw, "smem_alias", None))
+    planned = stmts
+    if getattr(lw, "ws", None) is not None and lw.ws.heads:
+        # a head copy is the TMA producer's, behind an mbarrier the consumers wait on: no barrier
+        from tilelang.transform.warp_specialize import is_head
+
+        planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if is_head(lw, s) else s for s in stmts]
+    syncs, _, _, _ = plan_sequence(planned, getattr(lw, "smem_alias", None))
     out = []
     for k, s in enumerate(stmts):
         if k in syncs:

@@ -46,6 +46,13 @@ The loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SM
 each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
 iteration k of the it-th tile being ``it * n + k``.
 
+A whole tile copied in front of a general loop and read only by it (attention's Q: ``_heads``)
+is the producer's too: it loads it with TMA before the tile's ring loads, on a full / empty
+pair after the ring's barriers; the consumers wait for it in front of the loop and, in a
+persistent kernel, give it back right after the loop, so the next tile's Q lands while they
+finish P V and store O (which then gets bytes of its own instead of Q's). Where those bytes do
+not fit (three stages of K and V), O keeps Q's bytes and Q goes back at the end of the tile.
+
 Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
 moves the statements around the loop into the consumer branch (so the accumulator never lives
 across the role split, where the producer's 40-register budget would apply), keeping bindings of
@@ -85,6 +92,9 @@ class WsPlan:
     persistent: "Persistent | None" = None   # the block loops over output tiles (GEMM main loop)
     issue_loop: object = None    # the producer's TMA issue loop (wrapped in the tile loop)
     cluster: "Cluster | None" = None   # clusters of two blocks sharing a tile (tl.cluster_multicast)
+    heads: list = field(default_factory=list)    # [(copy statement, tensor map index)]: ``_heads``
+    heads_late: bool = False     # persistent, the heads share bytes: given back at the end of the tile
+    head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
 
 
 @dataclass
@@ -166,7 +176,43 @@ def plan_or_reason(lw) -> tuple:
             return None, spec
         pairs.append((p, len(specs)))
         specs.append(spec)
-    return WsPlan(loop, S, gemm, pairs, specs), None
+    heads = []
+    if gemm is None and not lw.configs.get("tl.disable_tma_prologue"):
+        for h, spec in _heads(lw, loop, consumers):
+            heads.append((h, len(specs)))
+            specs.append({**spec, "name": f"tl_tmap_{len(specs)}"})
+    return WsPlan(loop, S, gemm, pairs, specs, heads=heads), None
+
+
+def _heads(lw, loop, consumers) -> list:
+    """[(copy statement, tensor map spec)]: the whole-tile copies in front of a general loop body
+    that the producer can load with TMA instead of the consumers with cp.async (attention's Q):
+    top-level statements before the loop copying a global tensor into a swizzled wgmma operand
+    named by nothing but the copy and the loop, which only reads it. The consumers wait for it on
+    a barrier of its own before the loop; in a persistent kernel they give it back once the loop
+    is done, and the producer loads the next tile's during the epilogue."""
+    from tilelang.transform import smem_plan, thread_sync
+    from tilelang.transform.kernel import SHARED_SCOPES, op_name, scope_of
+
+    top = smem_plan.top_level(lw.info.body)
+    at = next(i for i, x in enumerate(top) if x.same_as(loop))
+    written = set()
+    for c in consumers:
+        written |= thread_sync.shared_rw(c)[1]
+    out = []
+    for i, stmt in enumerate(top[:at]):
+        if not (isinstance(stmt, tirx.Evaluate) and op_name(stmt) == "copy"):
+            continue
+        src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+        if scope_of(src.buffer) != "global" or scope_of(dst.buffer) not in SHARED_SCOPES or dst.buffer in written:
+            continue
+        if any(j not in (i, at) and dst.buffer in smem_plan.names_buffers(x, {dst.buffer})
+               for j, x in enumerate(top)):
+            continue
+        spec = tma_box_spec(lw, src, dst, 0)
+        if not isinstance(spec, str):
+            out.append((stmt, spec))
+    return out
 
 
 def persistent_plan(lw) -> "Persistent | None":
@@ -334,6 +380,21 @@ def _empty(ws, g, stage):
     return _bar(ws, i32((len(ws.groups) + g) * ws.stages) + stage)
 
 
+def _head_full(ws):
+    """The heads' ``full`` barrier (after the ring's): their TMA bytes have landed."""
+    return _bar(ws, i32(2 * ws.stages * len(ws.groups)))
+
+
+def _head_empty(ws):
+    """The heads' ``empty`` barrier: every consumer warp is done with this tile's heads."""
+    return _bar(ws, i32(2 * ws.stages * len(ws.groups) + 1))
+
+
+def barrier_count(ws) -> int:
+    """mbarriers the plan needs: full / empty per group and stage, plus the heads' pair."""
+    return 2 * ws.stages * len(ws.groups) + (2 if ws.heads else 0)
+
+
 def plan_overlap(lw) -> None:
     """Decide, once shared memory is planned, whether the general body overlaps its last gemm
     with the next iteration (``ws.overlap``) and how the staged tiles group into barriers
@@ -379,6 +440,9 @@ def init_barriers(lw) -> list:
         for s in range(S):
             init.append(evaluate_extern("tl::mbarrier_init", _full(ws, g, i32(s)), 1))
             init.append(evaluate_extern("tl::mbarrier_init", _empty(ws, g, i32(s)), arrivals))
+    if ws.heads:
+        init.append(evaluate_extern("tl::mbarrier_init", _head_full(ws), 1))
+        init.append(evaluate_extern("tl::mbarrier_init", _head_empty(ws), arrivals))
     init.append(evaluate_extern("tl::fence_barrier_init"))
     out = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
     if ws.cluster is not None:   # both blocks' barriers exist before either multicasts into them
@@ -405,25 +469,8 @@ def lower_loop(lw, loop):
     try:
         for i, (p, j) in enumerate(ws.producers):
             g = group_of[i]
-            src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
-            spec = ws.tensormaps[j]
-            width = spec["box"][0]
-            rows, cols = (const_int(x) for x in dst.buffer.shape)
-            coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
-            view = lw.smem_views[dst.buffer]
-            size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
-            slabs = cols // width
-            if ws.cluster is not None and p in ws.cluster.shared:
-                # this block loads its half of the slabs into both blocks of the cluster
-                mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
-                issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
-            else:
-                mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
-            for s in mine:
-                dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-                loads[g].append(evaluate_extern(issue, dst_ptr, tmap(j), _full(ws, g, stage), *extra,
-                                                coords[0] + s * width, *coords[1:]))
-            nbytes_all[g] += rows * cols * 2
+            shared = ws.cluster is not None and p in ws.cluster.shared
+            nbytes_all[g] += _tma_loads(lw, p, j, _full(ws, g, stage), stage, loads[g], shared)
     finally:
         lw.vmap = saved_vmap
     body = seq([stmt for g in range(len(ws.groups)) for stmt in
@@ -431,7 +478,9 @@ def lower_loop(lw, loop):
                  evaluate_extern("tl::mbarrier_arrive_expect_tx", _full(ws, g, stage), nbytes_all[g])] + loads[g]])
     prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tmap(j)) for j in range(len(ws.tensormaps))]
     issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
-    producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(prefetch + [issue_loop]), None)]
+    ws.head_issue = _head_issue(lw)
+    issue = prefetch + (ws.head_issue if P is None else []) + [issue_loop]   # (persistent: per tile, _persist)
+    producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(issue), None)]
     # --- consumers: wait for the tile, issue the wgmma, release the previous stage
     if const_int(start) == 0:
         lw.bind_loop(k, n)
@@ -468,17 +517,90 @@ def lower_loop(lw, loop):
             lw.stage = saved_stage
             base = i32(0) if P is None else P.it_c * n      # the tile's first ring slot
             consumer = _lower_overlapped(lw, loop, consumers, ws.overlap, base, lane0)
+            # the tail (the last gemm of the last iteration) runs after the loop: when it does
+            # not read the heads, they go back before it
+            _, last, _, deferred = ws.overlap
+            heads = {decode_region(h.value.args[1]).buffer for h, _ in ws.heads}
+            reads = thread_sync.shared_rw(seq([consumers[i] for i in deferred + [last]]))[0]
+            at = len(consumer) - 1 if not heads & reads else len(consumer)
+            consumer = consumer[:at] + head_release(lw) + consumer[at:]
         else:
             body = thread_sync.lower_loop_body(lw, consumers)
             lw.stage = saved_stage
             release = tirx.IfThenElse(lane0, _arrive_empty(ws, cstage, lane), None)
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]),
-                                 span=loop.span)]
+                                 span=loop.span)] + head_release(lw)
+        consumer = head_wait(lw) + consumer
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
     ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
     return ws.marker
+
+
+def _tma_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
+    """Append to ``out`` the TMA box loads of one whole-tile copy (tensor map j) into ``stage``
+    of its shared tile, one per swizzle slab, completing on ``bar``; the tile's bytes. With
+    ``multicast`` this block loads its half of the slabs into both blocks of its cluster."""
+    ws = lw.ws
+    src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
+    width = ws.tensormaps[j]["box"][0]
+    rows, cols = (const_int(x) for x in dst.buffer.shape)
+    coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
+    view = lw.smem_views[dst.buffer]
+    size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
+    slabs = cols // width
+    if multicast:
+        mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
+        issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
+    else:
+        mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
+    for s in mine:
+        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+        out.append(evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + s * width, *coords[1:]))
+    return rows * cols * 2
+
+
+def _head_issue(lw) -> list:
+    """The producer's loads of the heads (``_heads``) for one tile: in a persistent kernel it
+    first waits until the consumers gave the previous tile's back (phase of tile ``it``)."""
+    ws = lw.ws
+    if not ws.heads:
+        return []
+    loads, nbytes_all = [], 0
+    for h, j in ws.heads:
+        nbytes_all += _tma_loads(lw, h, j, _head_full(ws), i32(0), loads)
+    wait = []
+    if ws.persistent is not None:
+        phase = tirx.bitwise_xor(tirx.floormod(ws.persistent.it_p, i32(2)), i32(1))
+        wait = [evaluate_extern("tl::mbarrier_wait", _head_empty(ws), phase)]
+    return wait + [evaluate_extern("tl::mbarrier_arrive_expect_tx", _head_full(ws), nbytes_all)] + loads
+
+
+def head_wait(lw) -> list:
+    """The consumers' wait for this tile's heads, in front of the loop."""
+    ws = lw.ws
+    if not ws.heads:
+        return []
+    phase = i32(0) if ws.persistent is None else tirx.floormod(ws.persistent.it_c, i32(2))
+    return [evaluate_extern("tl::mbarrier_wait", _head_full(ws), phase)]
+
+
+def head_release(lw, end_of_tile=False) -> list:
+    """A persistent kernel's consumer warps give the heads back once the loop no longer reads
+    them, so that the producer can load the next tile's; where the heads share bytes with a
+    buffer used after the loop (``heads_late``), at the end of the tile (``end_of_tile``),
+    after its closing barrier."""
+    ws = lw.ws
+    if not ws.heads or ws.persistent is None or ws.heads_late != end_of_tile:
+        return []
+    lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
+    return [tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), None)]
+
+
+def is_head(lw, stmt) -> bool:
+    """``stmt`` is a head copy (the producer loads it; the statement itself lowers to nothing)."""
+    return lw.ws is not None and any(stmt.same_as(h) for h, _ in lw.ws.heads)
 
 
 def _arrive_empty(ws, stage, lane, group=0):
@@ -790,7 +912,7 @@ def _persist(lw, front, before, after):
 
     # producer: its own copies of the tile bindings around the TMA issue loop
     renames = {b.var: tirx.Var(f"{b.var.name}_p", "int32") for b in tile_binds}
-    looped = tile_loop(P.it_p, "p", seq(tile_binds + [ws.issue_loop]), renames)
+    looped = tile_loop(P.it_p, "p", seq(tile_binds + ws.head_issue + [ws.issue_loop]), renames)
     producer = _replace(marker.then_case, ws.issue_loop, looped)
     found = []
     walk_stmts(producer, lambda x: found.append(1) if x.same_as(looped) else None)
@@ -800,6 +922,8 @@ def _persist(lw, front, before, after):
     reads, writes = thread_sync.shared_rw(seq(before + after)) if before or after else (set(), set())
     if reads or writes:   # the next tile's epilogue must not overwrite what this one still reads
         tail = [thread_sync.sync_stmt(lw)]
+    if ws.heads_late:   # the heads' bytes are free once the tile's barrier is passed
+        tail = [thread_sync.sync_stmt(lw)] + head_release(lw, end_of_tile=True)
     body = seq(tile_binds + before + [marker.else_case] + after + tail)
     consumer = seq(ws.raise_regs + [tile_loop(P.it_c, "t", body, {})])
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
