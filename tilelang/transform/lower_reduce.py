@@ -1,7 +1,9 @@
 """Lowering of ``T.reduce_*`` and ``T.cumsum``.
 
 A reduction of fragment ``src`` over ``dim`` runs in three steps: each thread folds the registers
-it holds along ``dim``; threads of the same warp that hold other parts of the row combine through
+it holds along ``dim`` (from 8 registers on, into ``FOLD_LANES`` independent partial results
+combined as a tree, so the dependency chain is a quarter as long); threads of the same warp that
+hold other parts of the row combine through
 an XOR-shuffle butterfly (``tl::warp_allreduce``); threads in other warps combine through a
 shared-memory workspace. Every replica of the result ends up with the full value, which is what
 the replicated output layout (``drop_dim``) promises.
@@ -15,7 +17,7 @@ from tvm import tirx
 
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.transform import thread_sync
-from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify
+from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
 
 _OPS = {
@@ -25,6 +27,10 @@ _OPS = {
     "absmax": ("tl::MaxOp", tirx.max),
     "min": ("tl::MinOp", tirx.min),
 }
+
+
+# Independent partial results per output register in a thread's fold (a power of two).
+FOLD_LANES = 4
 
 
 def _init(kind, dtype):
@@ -77,11 +83,30 @@ def lower_reduce(lw, stmt):
         value = tirx.Cast(dtype, value)
     if kind in ("abssum", "absmax"):
         value = tirx.abs(value)
-    fold = tirx.For(w, i32(0), i32(n_red), tirx.ForKind.SERIAL,
-                    tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [u]), value), [u]),
-                    annotations={"pragma_unroll": True})
-    init = tirx.BufferStore(acc, _init(kind, dtype), [u])
-    stmts = [tirx.AllocBuffer(acc), _for(u, n_out, seq([init, fold]))]
+    stmts = [tirx.AllocBuffer(acc)]
+    if n_red >= 2 * FOLD_LANES:
+        # FOLD_LANES independent partial results, combined as a tree at the end: dependency
+        # chains of n_red / FOLD_LANES instead of n_red (a softmax row of 32 registers: 10 dependent
+        # FMNMX instead of 32)
+        part = tirx.decl_buffer((FOLD_LANES,), dtype, f"{dst.buffer.name}_part", scope="local")
+        lane = tirx.floormod(w, i32(FOLD_LANES))
+        w0 = tirx.Var("w0", "int32")
+        first = tirx.For(w0, i32(0), i32(FOLD_LANES), tirx.ForKind.SERIAL,
+                         tirx.BufferStore(part, substitute(value, {w: w0}), [w0]),
+                         annotations={"pragma_unroll": True})
+        rest = tirx.For(w, i32(FOLD_LANES), i32(n_red - FOLD_LANES), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(part, combine(tirx.BufferLoad(part, [lane]), value), [lane]),
+                        annotations={"pragma_unroll": True})
+        level = [tirx.BufferLoad(part, [i32(i)]) for i in range(FOLD_LANES)]
+        while len(level) > 1:
+            level = [combine(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        stmts.append(_for(u, n_out, seq([tirx.AllocBuffer(part), first, rest,
+                                         tirx.BufferStore(acc, level[0], [u])])))
+    else:
+        fold = tirx.For(w, i32(0), i32(n_red), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [u]), value), [u]),
+                        annotations={"pragma_unroll": True})
+        stmts.append(_for(u, n_out, seq([tirx.BufferStore(acc, _init(kind, dtype), [u]), fold])))
     in_warp, cross = _split_thread_axes([a for a in F.thread_axes if a.dim == dim and a.extent > 1])
     for stride, extent in in_warp:
         shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {stride}, {stride * extent}>",
