@@ -346,3 +346,31 @@ def test_warp_specialised_kernel_keeps_every_consumer_barrier_off_the_producer()
     producer, consumer = body.split("} else {", 1)
     assert "tl::tma_load_2d" in producer and "tma_store" not in producer and "named_barrier" not in producer
     assert "tl::setmaxnreg_inc<232>" in consumer and "tl::tma_store_2d(TL_TMAP(2)" in consumer
+
+
+def test_a_thread_folds_its_row_into_four_independent_partial_results():
+    """A row of 32 registers per thread: four partial results (chains of 8) combined as a tree,
+    no init constant, then the warp butterfly; 4 registers per row keep the sequential fold."""
+    def rows(R, N):
+        @T.prim_func
+        def kernel(A: T.Tensor((R, N), "float32"), B: T.Tensor((R,), "float32"), C: T.Tensor((R,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                x = T.alloc_fragment((R, N), "float32")
+                r = T.alloc_fragment((R,), "float32")
+                s = T.alloc_fragment((R,), "float32")
+                T.copy(A, x)
+                T.reduce_max(x, r, dim=1)
+                T.reduce_sum(x, s, dim=1)
+                T.copy(r, B)
+                T.copy(s, C)
+        return kernel
+
+    text = lowered_text(rows(2, 4096), "sm_80")          # 32 registers of each row per thread
+    fold = text[text.index("r_part = T.alloc_local((4,))"):text.index("tl::warp_allreduce<tl::MaxOp")]
+    assert "for w0 in T.serial(4, unroll=True):" in fold and "for w in T.serial(4, 32, unroll=True):" in fold
+    assert "r_part[w % 4] = T.max(r_part[w % 4], x[" in fold
+    assert "r_red[u] = T.max(T.max(r_part[0], r_part[1]), T.max(r_part[2], r_part[3]))" in fold
+    assert "-inf" not in fold
+    assert "s_red[u] = s_part[0] + s_part[1] + (s_part[2] + s_part[3])" in text
+    short = lowered_text(rows(128, 128), "sm_80")         # 4 registers of each row per thread
+    assert "_part" not in short and "r_red[u] = T.max(r_red[u], x[" in short
