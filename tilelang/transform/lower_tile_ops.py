@@ -113,7 +113,8 @@ class Lowerer:
             for h, _ in self.ws.heads:
                 with_heads[decode_region(h.value.args[1]).buffer] = whole
             planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
-            self.ws.heads_late = bool(self.ws.heads) and planned[1] > SMEM_BUDGET_SM90
+            barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2)     # at most, carved after the buffers
+            self.ws.heads_late = bool(self.ws.heads) and planned[1] + barriers > SMEM_BUDGET_SM90
             if not self.ws.heads_late:
                 live = with_heads
         offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse,
