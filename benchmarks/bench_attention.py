@@ -3,7 +3,10 @@
 same run, causal and not.  Goal (issue 5): >= 0.6x SDPA at B=8, H=32, S=4096, D=128, fp16.
 
     python3 benchmarks/bench_attention.py [--out FILE] [--compile-only] [--no-sm80]
-                                          [--pass-config KEY=VALUE ...]
+                                          [--pass-config KEY=VALUE ...] [--shape B,H,S,D ...]
+
+``--shape`` (repeatable) measures other shapes than B8 H32 S4096 D128, e.g. longer sequences
+(more KV iterations per row block) to see what the per-tile prologue and epilogue cost.
 
 bench_core.py imports ``attention_rows`` so that one invocation covers everything.
 """
@@ -117,7 +120,16 @@ def main():
                         help="an extra pass config for every kernel (repeatable), e.g. "
                              "tl.disable_warpgroup_pingpong=1")
     parser.add_argument("--no-sm80", action="store_true", help="leave out the sm_80-path row")
+    parser.add_argument("--shape", action="append", default=[], metavar="B,H,S,D",
+                        help="measure this shape instead of B8 H32 S4096 D128 (repeatable)")
     args = parser.parse_args()
+    shapes = []
+    for item in args.shape:
+        try:
+            B, H, S, D = (int(x) for x in item.split(","))
+        except ValueError:
+            parser.error(f"--shape {item!r}: expected four integers B,H,S,D")
+        shapes.append((B, H, S, D))
     for item in args.pass_config:
         key, _, value = item.partition("=")
         EXTRA_PASS_CONFIGS[key] = value.lower() not in ("0", "false", "no", "")
@@ -126,7 +138,9 @@ def main():
     if not args.compile_only and not torch.cuda.is_available():
         print("no CUDA device: the benchmarks need a GPU (--compile-only works without one)")
         return 0
-    rows = attention_rows(compile_only=args.compile_only, sm80=not args.no_sm80)
+    rows = []
+    for B, H, S, D in shapes or [(None, None, None, None)]:
+        rows += attention_rows(B, H, S, D, compile_only=args.compile_only, sm80=not args.no_sm80)
     header = []
     if torch.cuda.is_available():
         header = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}", ""]
