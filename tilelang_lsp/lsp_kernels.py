@@ -263,9 +263,12 @@ def _pipelines(info, planned=(None, None, None)) -> list:
                          f"{consume}. No block-wide barrier.")
             if ws.heads:
                 heads = ", ".join(f"`{decode_region(h.value.args[1]).buffer.name}`" for h, _ in ws.heads)
+                when = ("" if ws.persistent is None else
+                        ", the next tile's once this tile's epilogue is done (a buffer written after the loop "
+                        "shares its bytes: no room for both)" if ws.heads_late else
+                        ", the next tile's while the consumers finish this one")
                 mechanism += (f" The producer also loads {heads} (copied in front of the loop) with TMA, on a "
-                              "barrier of its own" + (", the next tile's while the consumers finish this one"
-                                                      if ws.persistent is not None else "") + ".")
+                              f"barrier of its own{when}.")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
                     "extent": _int_or_text(s.extent), "mechanism": mechanism,
                     "warp_specialized": ws is not None and ws.loop.same_as(s)})

@@ -293,6 +293,10 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     assert causal["persistent"] is False and "bounds depend on the block index" in causal["persistent_why"]
     assert "also loads `Q_shared`" in causal["pipelines"][0]["mechanism"]
     assert "the next tile's" not in causal["pipelines"][0]["mechanism"]
+    three = summarize(fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bshd", block_M=128, block_N=128,
+                                                 num_stages=3), "sm_90a")
+    assert three["persistent"] is True
+    assert "the next tile's once this tile's epilogue is done" in three["pipelines"][0]["mechanism"]
     (cp,) = summarize(func, "sm_80")["pipelines"]
     assert not cp["warp_specialized"] and cp["mechanism"].startswith("cp.async")
 
