@@ -262,7 +262,7 @@ def _pipelines(info, planned=(None, None, None)) -> list:
                          f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "
                          f"{consume}. No block-wide barrier.")
             if ws.heads:
-                heads = ", ".join(f"`{decode_region(h.value.args[1]).buffer.name}`" for h, _ in ws.heads)
+                heads = ", ".join(f"`{buf.name}`" for buf in ws.head_buffers)
                 when = ("" if ws.persistent is None else
                         ", the next tile's once this tile's epilogue is done (a buffer written after the loop "
                         "shares its bytes: no room for both)" if ws.heads_late else

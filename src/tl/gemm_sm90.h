@@ -440,6 +440,23 @@ TL_DEVICE void wgmma_wait_sync() {
 }
 #undef TL_WG_SYNC_ASM
 
+// The issue sequence shared by both operand kinds: fences the accumulators, then
+// calls one(acc block, ks, mi, scale_d) for every (K step, M block) and commits
+// the wgmma it issued as one group.
+template <class S, bool CLEAR_ACCUM, class One>
+TL_DEVICE void issue_all(typename S::R* acc, One one) {
+  fence_regs<S::kRegs>(acc);
+  wgmma_fence_sync();
+#pragma unroll
+  for (int ks = 0; ks < S::KI; ++ks) {
+#pragma unroll
+    for (int mi = 0; mi < S::MI; ++mi) {
+      one(acc + mi * S::kBlockRegs, ks, mi, (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+    }
+  }
+  wgmma_commit_sync();
+}
+
 // Issues every wgmma of one block GEMM with both operands in shared memory
 // and commits them as one group.
 template <class S, int NWG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, class TA>
@@ -447,18 +464,10 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
   const uint32_t wg = static_cast<uint32_t>(warpgroup_index<NWG>());
   const uint64_t da0 = S::desc_a0(smem_addr(A), wg);
   const uint64_t db0 = S::desc_b0(smem_addr(B));
-  fence_regs<S::kRegs>(acc);
-  wgmma_fence_sync();
-#pragma unroll
-  for (int ks = 0; ks < S::KI; ++ks) {
-#pragma unroll
-    for (int mi = 0; mi < S::MI; ++mi) {
-      Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B>(
-          acc + mi * S::kBlockRegs, S::desc_a(da0, mi, ks), S::desc_b(db0, ks),
-          (CLEAR_ACCUM && ks == 0) ? 0 : 1);
-    }
-  }
-  wgmma_commit_sync();
+  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int sd) {
+    Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B>(c, S::desc_a(da0, mi, ks), S::desc_b(db0, ks),
+                                                                   sd);
+  });
 }
 
 // Issues every wgmma of one block GEMM with A in registers (NA packed 32-bit
@@ -467,19 +476,10 @@ template <class S, int NA, bool TRANS_B, bool CLEAR_ACCUM, class TA>
 TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
   const uint64_t db0 = S::desc_b0(smem_addr(B));
   fence_regs<NA>(a);
-  fence_regs<S::kRegs>(acc);
-  wgmma_fence_sync();
-#pragma unroll
-  for (int ks = 0; ks < S::KI; ++ks) {
-#pragma unroll
-    for (int mi = 0; mi < S::MI; ++mi) {
-      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
-      Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(acc + mi * S::kBlockRegs, ar[0], ar[1], ar[2],
-                                                             ar[3], S::desc_b(db0, ks),
-                                                             (CLEAR_ACCUM && ks == 0) ? 0 : 1);
-    }
-  }
-  wgmma_commit_sync();
+  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int sd) {
+    const uint32_t* ar = a + (mi * S::KI + ks) * 4;
+    Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(c, ar[0], ar[1], ar[2], ar[3], S::desc_b(db0, ks), sd);
+  });
 }
 
 }  // namespace detail

@@ -102,6 +102,7 @@ class Lowerer:
         # the staged tiles are live throughout and share bytes with nothing.
         live = smem_plan.live_ranges(self.info.body, list(sizes))
         reuse = not self.configs.get("tl.disable_shared_memory_reuse")
+        planned = None
         if self.ws is not None and self.ws.persistent is not None:
             whole = (0, len(smem_plan.top_level(self.info.body)))
             for p, _ in self.ws.producers:
@@ -109,16 +110,16 @@ class Lowerer:
             # The next tile's heads land during this tile's epilogue, where they have bytes of
             # their own; where that does not fit, they share them (attention's O_shared on Q's
             # bytes) and go back at the end of the tile instead (warp_specialize.head_release).
-            with_heads = dict(live)
-            for h, _ in self.ws.heads:
-                with_heads[decode_region(h.value.args[1]).buffer] = whole
-            planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
-            barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2)     # at most, carved after the buffers
-            self.ws.heads_late = bool(self.ws.heads) and planned[1] + barriers > SMEM_BUDGET_SM90
-            if not self.ws.heads_late:
-                live = with_heads
-        offsets, self.smem_bytes, self.smem_alias = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse,
-                                                                   live=live)
+            if self.ws.heads:
+                with_heads = {**live, **{buf: whole for buf in self.ws.head_buffers}}
+                planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
+                barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2)     # at most, carved after the buffers
+                self.ws.heads_late = planned[1] + barriers > SMEM_BUDGET_SM90
+                if self.ws.heads_late:
+                    planned = None
+        if planned is None:
+            planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=live)
+        offsets, self.smem_bytes, self.smem_alias = planned
         for buf, n in sizes.items():
             esize = nbytes(str(buf.dtype))
             self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,

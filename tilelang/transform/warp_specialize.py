@@ -96,6 +96,11 @@ class WsPlan:
     heads_late: bool = False     # persistent, the heads share bytes: given back at the end of the tile
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
 
+    @property
+    def head_buffers(self) -> list:
+        """The shared tiles the heads fill."""
+        return [decode_region(h.value.args[1]).buffer for h, _ in self.heads]
+
 
 @dataclass
 class Cluster:
@@ -520,9 +525,8 @@ def lower_loop(lw, loop):
             # the tail (the last gemm of the last iteration) runs after the loop: when it does
             # not read the heads, they go back before it
             _, last, _, deferred = ws.overlap
-            heads = {decode_region(h.value.args[1]).buffer for h, _ in ws.heads}
             reads = thread_sync.shared_rw(seq([consumers[i] for i in deferred + [last]]))[0]
-            at = len(consumer) - 1 if not heads & reads else len(consumer)
+            at = len(consumer) - 1 if not set(ws.head_buffers) & reads else len(consumer)
             consumer = consumer[:at] + head_release(lw) + consumer[at:]
         else:
             body = thread_sync.lower_loop_body(lw, consumers)
