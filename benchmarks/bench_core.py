@@ -53,6 +53,10 @@ GEMM_CONFIGS = [
     {"block_M": 64, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 128},
     # M <= 64: a memory-bound stream of B; 64x64 tiles put twice the blocks on the SMs
     {"block_M": 64, "block_N": 64, "block_K": 64, "num_stages": 6, "threads": 128},
+    # ... and deeper K stages keep more of B in flight per block (~100-190 KiB)
+    {"block_M": 64, "block_N": 64, "block_K": 128, "num_stages": 6, "threads": 128},
+    {"block_M": 64, "block_N": 128, "block_K": 128, "num_stages": 4, "threads": 128},
+    {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 8, "threads": 128},
 ]
 SOFTMAX_CONFIGS = [{"threads": 256}, {"threads": 512}]
 RMSNORM_CONFIGS = [{"threads": 256}, {"threads": 512}]
