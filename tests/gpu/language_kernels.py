@@ -385,3 +385,28 @@ def ragged_parallel(M=100, N=130, bm=64, bn=64):
 
 
 ALL["ragged_parallel"] = ragged_parallel
+
+
+def a_in_registers(M=1024, K=64, blocks_k=16):
+    """C[i] = sum_k A[i] B_k^T for 128-row blocks i and 64-row slices B_k of B, with A's tile
+    copied into registers in front of a warp-specialised loop (attention's Q as the register
+    operand of Q K^T): the tile is read only before the loop, while the producer already fills
+    the ring."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((blocks_k * 64, K), "float16"),
+               C: T.Tensor((M, 64), "float32")):
+        with T.Kernel(M // 128, threads=128) as bx:
+            A_s = T.alloc_shared((128, K), "float16")
+            B_s = T.alloc_shared((64, K), "float16")
+            A_r = T.alloc_fragment((128, K), "float16")
+            acc = T.alloc_fragment((128, 64), "float32")
+            T.copy(A[bx * 128, 0], A_s)
+            T.copy(A_s, A_r)
+            T.clear(acc)
+            for k in T.Pipelined(blocks_k, num_stages=2):
+                T.copy(B[k * 64, 0], B_s)
+                T.gemm(A_r, B_s, acc, transpose_B=True)
+            T.copy(acc, C[bx * 128, 0])
+
+    return kernel

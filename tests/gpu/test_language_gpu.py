@@ -197,3 +197,12 @@ def test_upstream_profiler_usage():
     profiler.assert_allclose(lambda a, b: (a.float() @ b.float()).half(), rtol=1e-2, atol=1e-2)
     assert profiler.do_bench(lambda a, b: a @ b, warmup=5, rep=10) > 0
     assert profiler.do_bench(warmup=5, rep=10) > 0
+
+
+def test_tile_copied_into_registers_before_a_warp_specialised_loop():
+    """On sm_90a the producer fills the ring while the consumers still read A's tile: the ring
+    has bytes of its own (it shared A_s's once, and the result was wrong)."""
+    A, B = cuda(1024, 64, dtype=torch.float16), cuda(16 * 64, 64, dtype=torch.float16)
+    C = tilelang.compile(lk.a_in_registers(), out_idx=[2])(A, B)
+    ref = sum(A.float() @ B[k * 64:(k + 1) * 64].float().T for k in range(16))
+    torch.testing.assert_close(C, ref, rtol=1e-3, atol=1e-2)

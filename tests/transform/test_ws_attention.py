@@ -276,3 +276,17 @@ def test_where_q_cannot_keep_its_bytes_it_goes_back_at_the_end_of_the_tile():
     release = consumer.index("tl::mbarrier_arrive\", T.address_of(tl_mbar[13]))")
     assert consumer.index("tl::tma_store_wait<0>") < consumer.rindex("tl::named_barrier_sync", 0, release) < release
     assert consumer.count("tl_mbar[13]") == 1
+
+
+def test_the_ring_never_lends_its_bytes_to_a_tile_used_before_the_loop():
+    """The producer starts filling the ring as the kernel starts, while the consumers still load
+    A's tile and copy it into registers: the ring's stages must not share A_s's bytes although
+    A_s is dead once the loop runs (they did, and causal attention with Q in registers read K
+    where Q should have been)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))
+    import language_kernels as lk
+
+    text = lowered_text(lk.a_in_registers(), "sm_90a")
+    assert "k_tma" in text and "tl::wgmma_gemm_rs" in text
+    a, b = _offset(text, "A_s"), _offset(text, "B_s")
+    assert a + 128 * 64 <= b or b + 2 * 64 * 64 <= a

@@ -103,6 +103,15 @@ class Lowerer:
         live = smem_plan.live_ranges(self.info.body, list(sizes))
         reuse = not self.configs.get("tl.disable_shared_memory_reuse")
         planned = None
+        if self.ws is not None:
+            # The producer warp starts filling the ring (and loading the heads) as the kernel
+            # starts, while the consumers still run what comes before the loop: those tiles are
+            # live from the first statement (a tile read only before the loop, e.g. Q copied
+            # into registers, must not lend them its bytes).
+            for buf in [decode_region(p.value.args[1]).buffer for p, _ in self.ws.producers] + \
+                    list(self.ws.head_buffers):
+                if buf in live:
+                    live[buf] = (0, live[buf][1])
         if self.ws is not None and self.ws.persistent is not None:
             whole = (0, len(smem_plan.top_level(self.info.body)))
             for p, _ in self.ws.producers:

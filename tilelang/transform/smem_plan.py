@@ -6,9 +6,10 @@ statement that names it to the last one (a loop that names it keeps it live for 
 iterations). The classic case is flash attention's output tile: ``O_shared`` is written only
 after the main loop, so it takes the bytes of ``Q_shared`` (read only inside the loop), which
 saves a quarter of the kernel's shared memory and lets two blocks share an SM. (The caller
-decides liveness: a persistent warp-specialised kernel makes the tiles its producer refills
-during the epilogue live throughout, so there O gets bytes of its own where they fit:
-``lower_tile_ops.Lowerer._plan_memory``.)
+decides liveness, ``lower_tile_ops.Lowerer._plan_memory``: in a warp-specialised kernel the
+tiles the producer fills are live from the first statement, since it starts loading while the
+consumers run what precedes the loop; a persistent one makes them live throughout, as the
+producer refills them during the epilogue, so there O gets bytes of its own where they fit.)
 
 Placement is first fit in declaration order: each buffer goes to the lowest (aligned) offset
 that overlaps no earlier buffer live at the same time. When no lifetimes are disjoint this is
