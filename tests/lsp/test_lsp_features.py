@@ -62,6 +62,21 @@ def test_hover_on_pipelined_and_kernel(gemm):
     assert "blocks/SM" in text
 
 
+def test_hover_on_use_swizzle_estimates_the_l2_bytes_of_a_wave(open_doc, lsp_dir):
+    # the GEMM fixture with 128x256 tiles over 8192^3, rasterised in panels of 10 block rows
+    text = (lsp_dir / "gemm_kernel.py").read_text()
+    text = text.replace("block_N=128, block_K=32, num_stages=3, threads=128", "block_N=256, block_K=64, "
+                        "num_stages=3, threads=256")
+    text = text.replace("T.clear(C_local)", "T.use_swizzle(10)\n            T.clear(C_local)")
+    doc = open_doc("gemm_kernel.py", text.replace("matmul(1024, 1024, 1024)", "matmul(8192, 8192, 8192)"),
+                   as_name="swizzled.py")
+    assert doc.diagnostics() == []
+    text = hover_text(doc, "T.use_swizzle", 3)
+    assert "panels of **10** block rows (blockIdx.y) · grid 32 x 64" in text
+    assert "read **680 KiB** of A and B tiles per K step" in text
+    assert "`T.use_swizzle(16)` would read 584 KiB (14 % less)" in text
+
+
 def test_hover_on_other_members_shows_their_docs(gemm):
     assert "T.copy(src, dst" in hover_text(gemm, "T.copy", 3)
 

@@ -312,3 +312,44 @@ def test_kernel_hover_says_why_an_epilogue_stores_from_registers():
     assert not summary["epilogue_stage"]
     # on sm_80 there is no stage to explain
     assert not summarize(_small_gemm(threads=128), "sm_80").get("epilogue_registers")
+
+
+def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel():
+    import sys
+    from pathlib import Path
+
+    from tilelang_lsp.lsp_kernels import summarize
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import gemm
+
+    def raster(**cfg):
+        func = gemm.matmul.get_prim_func(8192, 8192, 8192, block_K=64, **cfg)
+        return summarize(func, "sm_90a")["raster"]
+
+    # 128x256 tiles: the example's panel is the best (16 block rows of 16 KiB A tiles, 8-9 columns
+    # of 32 KiB B tiles per wave of 132 blocks)
+    r = raster(block_M=128, block_N=256)
+    assert (r["panel"], r["best_panel"], r["wave"], r["grid"]) == (16, 16, 132, [32, 64])
+    assert r["bytes"] < 0.6 * r["plain_bytes"]
+    text = hover.raster_markdown(r, {"arch": "sm_90a"}, None)
+    assert "panels of **16** block rows (blockIdx.y) · grid 32 x 64" in text
+    assert "132 blocks in flight (one per SM of sm_90a (H100 / H200))" in text and "the fewest bytes" in text
+    # a panel of 10 (upstream's examples) reads more, and the hover says which panel reads fewest
+    from tilelang.analysis import raster as est
+
+    ten = {**est.raster_estimate(10, "row", 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2), "grid": [32, 64]}
+    text = hover.raster_markdown(ten, {"arch": "sm_90a"}, None)
+    assert "read **680 KiB**" in text and "`T.use_swizzle(16)` would read 584 KiB (14 % less)" in text
+
+
+def test_raster_order_visits_every_block_once_and_prefers_balanced_panels():
+    from tilelang.analysis import raster
+
+    for gx, gy, panel, order in ((32, 64, 10, "row"), (7, 5, 3, "row"), (6, 9, 4, "col"), (1, 3, 8, "row")):
+        seen = {raster.block_of(i, panel, gx, gy, order) for i in range(gx * gy)}
+        assert seen == {(r, c) for r in range(gy) for c in range(gx)}
+    est = raster.raster_estimate(10, "row", 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2)
+    assert est["best_panel"] == 16 and est["bytes"] > est["best_bytes"] and est["plain_bytes"] > est["bytes"]
+    # square tiles: about sqrt(132) block rows
+    assert raster.raster_estimate(10, "row", 64, 64, 132, 128 * 64 * 2, 64 * 128 * 2)["best_panel"] == 11

@@ -30,6 +30,10 @@ _SMEM_PER_BLOCK = {
 _GPU_NAMES = {70: "V100", 75: "T4", 80: "A100", 86: "RTX 3090 / A10", 89: "RTX 4090 / L40",
               90: "H100 / H200", 100: "B200", 120: "RTX 5090"}
 
+# Multiprocessors of the architecture's data-centre part (A100, H100 SXM / H200, B200): the blocks
+# in flight at one block per SM, for estimates that depend on them (the rasterisation hover).
+_SM_COUNTS = {80: 108, 90: 132, 100: 148}
+
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 INT8 = ("int8", "uint8")
 
@@ -53,6 +57,11 @@ def smem_per_block(arch: str) -> int:
     cc = parse_arch(arch)
     known = [k for k in _SMEM_PER_BLOCK if k <= cc]
     return _SMEM_PER_BLOCK[max(known)] if known else 48 * KIB
+
+
+def sm_count(arch: str) -> int | None:
+    """Multiprocessors of the architecture's data-centre GPU (132 for sm_90a), or None."""
+    return _SM_COUNTS.get(parse_arch(arch))
 
 
 def has_tma(arch: str) -> bool:

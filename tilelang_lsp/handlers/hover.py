@@ -99,6 +99,10 @@ class _Context:
     # ----- T members ----------------------------------------------------------------------
     def member(self, member: str, node) -> str | None:
         call = self.model.call_at(node.end_lineno, self.model.char_col(node.end_lineno, node.end_col_offset) - 1)
+        if member == "use_swizzle" and call is not None:
+            found = self.raster()
+            if found is not None:
+                return found
         if member in ("gemm", "Pipelined", "Kernel") and call is not None:
             found = self.tile_op(member, call)
             if found is not None:
@@ -108,6 +112,13 @@ class _Context:
             if target is not None:
                 return self.buffer(target)
         return self.doc(member)
+
+    def raster(self) -> str | None:
+        for entry in self.entries:
+            r = entry["summary"].get("raster")
+            if r is not None:
+                return hover.raster_markdown(r, entry["summary"], entry["binding"], len(self.entries) - 1)
+        return None
 
     def tile_op(self, member: str, call) -> str | None:
         ordinal = self.model.ordinal_of_call(self.factory, call) if self.factory is not None else 0
