@@ -18,9 +18,9 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, trans_A=False, trans_B
     A_shared_shape = (block_K, block_M) if trans_A else (block_M, block_K)
     B_shared_shape = (block_N, block_K) if trans_B else (block_K, block_N)
     # Blocks run in panels of `panel` block rows: the ~132 blocks in flight on an H100 / H200 then
-    # cover r rows and 132 / r columns of tiles and, per K step, read r * block_M + 132 / r * block_N
-    # elements from L2, fewest at r = sqrt(132 * block_N / block_M): 16 for 128x256 tiles (1-2 %
-    # faster than 10 at 4096^3 and 8192^3, benchmarks/RESULTS.md, session 8).
+    # cover r rows and 132 / r columns of tiles and, per K step, read (r * block_M + 132 / r *
+    # block_N) * block_K elements from L2, fewest at r = sqrt(132 * block_N / block_M): 16 for
+    # 128x256 tiles (1-2 % faster than 10 at 4096^3 and 8192^3, benchmarks/RESULTS.md, session 8).
     panel = max(1, round((132 * block_N / block_M) ** 0.5))
 
     @T.prim_func

@@ -65,7 +65,11 @@ def summarize(func, arch: str) -> dict:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
     out["flops_per_launch"] = _gemm_flops(info, layouts)
-    raster = _raster(info, out)
+    try:
+        raster = _raster(info, out)
+    except Exception as err:  # noqa: BLE001 - an estimate only: its hover is left out
+        raster = None
+        out["error"] = out["error"] or f"rasterisation estimate failed: {type(err).__name__}: {err}"
     if raster is not None:
         out["raster"] = raster
     return out
