@@ -156,9 +156,8 @@ def raster_markdown(r: dict, summary: dict, binding: str | None, others: int = 0
     """``T.use_swizzle``: the A and B bytes a wave of blocks reads per K step with this panel,
     the best panel and plain order (``tilelang.analysis.raster``)."""
     gx, gy = r["grid"]
-    across = "block rows (blockIdx.y)" if r["order"] == "row" else "block columns (blockIdx.x)"
     kb = lambda n: f"{n / KIB:.0f} KiB"  # noqa: E731
-    lines = [f"**T.use_swizzle** · panels of **{r['panel']}** {across} · grid {gx} x {gy}", "",
+    lines = [f"**T.use_swizzle** · panels of **{r['panel']}** block rows (blockIdx.y) · grid {gx} x {gy}", "",
              f"- about {r['wave']} blocks in flight (one per SM of {_gpu(summary['arch'])}) read "
              f"**{kb(r['bytes'])}** of A and B tiles per K step from L2 (averaged over the first waves; plain "
              f"order: {kb(r['plain_bytes'])})"]

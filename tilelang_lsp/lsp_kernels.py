@@ -95,10 +95,10 @@ def _raster(info, out) -> dict | None:
     gx, gy = launch["grid"][0], launch["grid"][1]
     args = found[0].value.args
     panel, order = int(args[0].value), str(args[1].value)
-    if not (isinstance(gx, int) and isinstance(gy, int)) or panel < 1 or gx * gy <= 1:
+    if not (isinstance(gx, int) and isinstance(gy, int)) or panel < 1 or gx * gy <= 1 or order != "row":
         return None
     g = gemms[0]
-    est = raster.raster_estimate(panel, order, gx, gy, wave, g["M"] * g["K"] * nbytes(g["a_dtype"]),
+    est = raster.raster_estimate(panel, gx, gy, wave, g["M"] * g["K"] * nbytes(g["a_dtype"]),
                                  g["K"] * g["N"] * nbytes(g["b_dtype"]))
     return {"line": _line(found[0].span), "grid": [gx, gy], **est}
 

@@ -338,7 +338,7 @@ def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel
     # a panel of 10 (upstream's examples) reads more, and the hover says which panel reads fewest
     from tilelang.analysis import raster as est
 
-    ten = {**est.raster_estimate(10, "row", 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2), "grid": [32, 64]}
+    ten = {**est.raster_estimate(10, 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2), "grid": [32, 64]}
     text = hover.raster_markdown(ten, {"arch": "sm_90a"}, None)
     assert "read **680 KiB**" in text and "`T.use_swizzle(16)` would read 584 KiB (14 % less)" in text
 
@@ -346,10 +346,10 @@ def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel
 def test_raster_order_visits_every_block_once_and_prefers_balanced_panels():
     from tilelang.analysis import raster
 
-    for gx, gy, panel, order in ((32, 64, 10, "row"), (7, 5, 3, "row"), (6, 9, 4, "col"), (1, 3, 8, "row")):
-        seen = {raster.block_of(i, panel, gx, gy, order) for i in range(gx * gy)}
+    for gx, gy, panel in ((32, 64, 10), (7, 5, 3), (6, 9, 4), (1, 3, 8)):
+        seen = {raster.block_of(i, panel, gx, gy) for i in range(gx * gy)}
         assert seen == {(r, c) for r in range(gy) for c in range(gx)}
-    est = raster.raster_estimate(10, "row", 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2)
+    est = raster.raster_estimate(10, 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2)
     assert est["best_panel"] == 16 and est["bytes"] > est["best_bytes"] and est["plain_bytes"] > est["bytes"]
     # square tiles: about sqrt(132) block rows
-    assert raster.raster_estimate(10, "row", 64, 64, 132, 128 * 64 * 2, 64 * 128 * 2)["best_panel"] == 11
+    assert raster.raster_estimate(10, 64, 64, 132, 128 * 64 * 2, 64 * 128 * 2)["best_panel"] == 11

@@ -374,3 +374,38 @@ def test_a_thread_folds_its_row_into_four_independent_partial_results():
     assert "s_red[u] = s_part[0] + s_part[1] + (s_part[2] + s_part[3])" in text
     short = lowered_text(rows(128, 128), "sm_80")         # 4 registers of each row per thread
     assert "_part" not in short and "r_red[u] = T.max(r_red[u], x[" in short
+
+
+@pytest.mark.parametrize("order", ["row", "col"])
+def test_swizzled_blocks_walk_panels_in_launch_order(order):
+    """T.use_swizzle(panel, order): every block index once, and the blocks launched one after
+    another (blockIdx.x fastest) walk a panel of `panel` block rows (row) or columns (col) before
+    the next; the row walk is the one tilelang.analysis.raster estimates for the hover. (The
+    column walk used to start from the transposed launch order, so the blocks in flight together
+    were scattered over the grid.)"""
+    from tilelang.analysis import raster
+    from tilelang.transform.ir_utils import eval_int
+    from tilelang.transform.kernel import analyze_kernel
+    from tilelang.transform.layout_inference import infer_layouts
+    from tilelang.transform.lower_tile_ops import Lowerer
+
+    gx, gy, panel = 6, 4, 2
+
+    @T.prim_func
+    def kernel(A: T.Tensor((gy * 16, gx * 16), "float32")):
+        with T.Kernel(gx, gy, threads=128) as (bx, by):
+            T.use_swizzle(panel, order=order)
+            for i, j in T.Parallel(16, 16):
+                A[by * 16 + i, bx * 16 + j] = 1.0
+
+    info = analyze_kernel(kernel)
+    lw = Lowerer(info, infer_layouts(info, "sm_80"), {})
+    binds = {b.var.name: b.value for b in lw._block_swizzle(panel, order)}
+    walk = [tuple(eval_int(binds[v], {"bx": i % gx, "by": i // gx}) for v in ("by_swz", "bx_swz"))
+            for i in range(gx * gy)]
+    assert sorted(walk) == [(r, c) for r in range(gy) for c in range(gx)]
+    if order == "row":
+        assert walk == [raster.block_of(i, panel, gx, gy) for i in range(gx * gy)]
+        assert {r for r, _ in walk[:panel * gx]} == {0, 1}
+    else:
+        assert {c for _, c in walk[:panel * gy]} == {0, 1} and walk[:3] == [(0, 0), (0, 1), (1, 0)]

@@ -1,23 +1,22 @@
 """What ``T.use_swizzle`` does to the L2 traffic of a tiled GEMM: an estimate for the hover.
 
 Contract: pure functions of integers; no TVM. The block order is the compiler's
-(``lower_tile_ops.Lowerer._block_swizzle``): with ``order="row"``, panels of ``panel`` block rows
+(``lower_tile_ops.Lowerer._block_swizzle``) in row order: panels of ``panel`` block rows
 (blockIdx.y), and within a panel the blocks go down the rows first, then to the next column.
-A wave is the first ``wave`` blocks of that order (one per SM); per K step it reads one A tile
+(Column order linearises the blocks differently from the launch order; no estimate for it.)
+A wave is ``wave`` consecutive blocks of the launch (one per SM); per K step it reads one A tile
 per block row it touches and one B tile per block column. Fewer bytes per wave means fewer L2
 reads and DRAM refills, and on a power-capped H200 a higher clock: 128x256 tiles at 8192^3 ran
 1-2 % faster with the panel this estimate calls best (16) than with 10, and 3-7 % faster than in
-row order (benchmarks/RESULTS.md, session 8).
+plain launch order (benchmarks/RESULTS.md, session 8).
 """
 
 from __future__ import annotations
 
 
-def block_of(lin: int, panel: int, gx: int, gy: int, order: str = "row") -> tuple[int, int]:
-    """(block row, block column) of the ``lin``-th block in the swizzled order."""
-    if order == "col":
-        col, row = block_of(lin, panel, gy, gx)
-        return row, col
+def block_of(lin: int, panel: int, gx: int, gy: int) -> tuple[int, int]:
+    """(block row, block column) of the ``lin``-th block launched (blockIdx.y * gx + blockIdx.x)
+    under ``T.use_swizzle(panel)`` in row order."""
     per_group = gx * panel
     first = (lin // per_group) * panel
     size = min(gy - first, panel)
@@ -26,7 +25,7 @@ def block_of(lin: int, panel: int, gx: int, gy: int, order: str = "row") -> tupl
 
 
 def wave_bytes(panel: int | None, gx: int, gy: int, wave: int, a_tile: int, b_tile: int,
-               order: str = "row", max_waves: int = 16) -> float:
+               max_waves: int = 16) -> float:
     """Bytes of A and B tiles one wave of ``wave`` consecutive blocks reads per K step (each block
     row it touches costs ``a_tile``, each block column ``b_tile``), averaged over the grid's
     waves (at most ``max_waves``); ``panel`` None: plain order (blockIdx.x fastest)."""
@@ -34,18 +33,17 @@ def wave_bytes(panel: int | None, gx: int, gy: int, wave: int, a_tile: int, b_ti
     starts = list(range(0, n, wave))[:max_waves]
     total = 0
     for s in starts:
-        blocks = [(i // gx, i % gx) if panel is None else block_of(i, panel, gx, gy, order)
+        blocks = [(i // gx, i % gx) if panel is None else block_of(i, panel, gx, gy)
                   for i in range(s, min(n, s + wave))]
         total += len({r for r, _ in blocks}) * a_tile + len({c for _, c in blocks}) * b_tile
     return total / len(starts)
 
 
-def raster_estimate(panel: int, order: str, gx: int, gy: int, wave: int, a_tile: int, b_tile: int) -> dict:
+def raster_estimate(panel: int, gx: int, gy: int, wave: int, a_tile: int, b_tile: int) -> dict:
     """Bytes per K step of a wave with ``panel``, with the best panel (ties: the nearest to
     ``panel``) and in plain order; ``a_tile`` / ``b_tile``: one block's A / B tile per K step."""
-    span = gy if order == "row" else gx
-    cost = {p: wave_bytes(p, gx, gy, wave, a_tile, b_tile, order) for p in range(1, min(span, 64) + 1)}
+    cost = {p: wave_bytes(p, gx, gy, wave, a_tile, b_tile) for p in range(1, min(gy, 64) + 1)}
     best = min(cost, key=lambda p: (cost[p], abs(p - panel)))
-    mine = cost.get(panel) if panel in cost else wave_bytes(panel, gx, gy, wave, a_tile, b_tile, order)
-    return {"panel": panel, "order": order, "wave": min(wave, gx * gy), "bytes": mine, "best_panel": best,
+    mine = cost.get(panel) if panel in cost else wave_bytes(panel, gx, gy, wave, a_tile, b_tile)
+    return {"panel": panel, "order": "row", "wave": min(wave, gx * gy), "bytes": mine, "best_panel": best,
             "best_bytes": cost[best], "plain_bytes": wave_bytes(None, gx, gy, wave, a_tile, b_tile)}

@@ -265,6 +265,8 @@ def eval_int(expr, env: dict | None = None) -> int:
         return int(env[expr.name])
     ops = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
            "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,
+           "Div": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),   # C (truncating)
+           "Mod": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
            "Min": min, "Max": max, "BitwiseXor": lambda a, b: a ^ b,
            "BitwiseAnd": lambda a, b: a & b, "BitwiseOr": lambda a, b: a | b}
     if name in ops:

@@ -461,12 +461,13 @@ class Lowerer:
             # the two blocks of a cluster (blockIdx.y = 2m, 2m + 1) stay vertical neighbours: the
             # panels are laid over cluster rows m, and each block takes row 2 m' + its rank
             by, gy = tirx.floordiv(by, i32(2)), tirx.floordiv(gy, i32(2))
-        if order == "col":
-            bx, by, gx, gy = by, bx, gy, gx
+        # the launch order (blockIdx.x fastest): consecutive blocks are the ones in flight together
+        lin = by * gx + bx
+        if order == "col":   # panels of block columns: the same walk with the axes' roles swapped
+            gx, gy = gy, gx
             block_by, block_bx = block_bx, block_by
         # All operands are non-negative: C division (truncdiv) is exact, and stays plain / and %
         # where the simplifier cannot see the signs (a persistent kernel's tile indices).
-        lin = by * gx + bx
         per_group = gx * panel
         group = tirx.truncdiv(lin, per_group)
         first = group * panel
