@@ -155,10 +155,12 @@ def pipeline_markdown(p: dict, summary: dict, binding: str | None, others: int =
 def raster_markdown(r: dict, summary: dict, binding: str | None, others: int = 0) -> str:
     """``T.use_swizzle``: the A and B bytes a wave of blocks reads per K step with this panel,
     the best panel and plain order (``tilelang.analysis.raster``)."""
+    from tilelang.analysis import targets
+
     gx, gy = r["grid"]
     kb = lambda n: f"{n / KIB:.0f} KiB"  # noqa: E731
     lines = [f"**T.use_swizzle** · panels of **{r['panel']}** block rows (blockIdx.y) · grid {gx} x {gy}", "",
-             f"- about {r['wave']} blocks in flight (one per SM of {_gpu(summary['arch'])}) read "
+             f"- about {r['wave']} blocks in flight (one per SM of {targets.gpu_name(summary['arch'])}) read "
              f"**{kb(r['bytes'])}** of A and B tiles per K step from L2 (averaged over the first waves; plain "
              f"order: {kb(r['plain_bytes'])})"]
     if r["best_panel"] != r["panel"] and r["best_bytes"] < r["bytes"]:
@@ -169,12 +171,6 @@ def raster_markdown(r: dict, summary: dict, binding: str | None, others: int = 0
     lines.append("- fewer bytes: fewer L2 reads and DRAM refills, and a higher clock under the power cap "
                  "(assumes blockIdx.y picks the A tile and blockIdx.x the B tile, as in a GEMM)")
     return "\n".join(lines) + _footer(binding, others)
-
-
-def _gpu(arch: str) -> str:
-    from tilelang.analysis import targets
-
-    return targets.gpu_name(arch)
 
 
 # ----- the kernel ----------------------------------------------------------------------------------

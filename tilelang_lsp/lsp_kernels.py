@@ -18,8 +18,8 @@
      "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
      "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles),
      "persistent_why"?: str (why such a loop keeps one tile per block),
-     "raster"?: {"line", "panel", "order", "grid": [gx, gy], "wave", "bytes", "best_panel",
-                 "best_bytes", "plain_bytes"} (``T.use_swizzle`` in a one-gemm kernel: the A and
+     "raster"?: {"panel", "grid": [gx, gy], "wave", "bytes", "best_panel", "best_bytes",
+                 "plain_bytes"} (``T.use_swizzle`` in row order in a one-gemm kernel: the A and
                  B bytes a wave of blocks reads per K step, ``tilelang.analysis.raster``)}
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
@@ -80,27 +80,22 @@ def _raster(info, out) -> dict | None:
     constant grid; blockIdx.y picks the A tile (gemm M rows), blockIdx.x the B tile (N columns)."""
     from tilelang.analysis import raster, targets
     from tilelang.language.dtypes import nbytes
-    from tilelang.transform.ir_utils import walk_stmts
-    from tilelang.transform.kernel import op_name
+    from tilelang.transform.lower_tile_ops import find_swizzle
 
-    found = []
-    walk_stmts(info.body, lambda st: found.append(st) if op_name(st) == "use_swizzle" else None)
-    gemms, launch = out["gemms"], out["launch"]
+    swizzle, gemms, launch = find_swizzle(info.body), out["gemms"], out["launch"]
     try:
         wave = targets.sm_count(out["arch"])
     except ValueError:
         wave = None
-    if len(found) != 1 or len(gemms) != 1 or wave is None or launch is None:
+    if swizzle is None or len(gemms) != 1 or wave is None or launch is None:
         return None
-    gx, gy = launch["grid"][0], launch["grid"][1]
-    args = found[0].value.args
-    panel, order = int(args[0].value), str(args[1].value)
+    (panel, order), (gx, gy) = swizzle, launch["grid"][:2]
     if not (isinstance(gx, int) and isinstance(gy, int)) or panel < 1 or gx * gy <= 1 or order != "row":
         return None
     g = gemms[0]
     est = raster.raster_estimate(panel, gx, gy, wave, g["M"] * g["K"] * nbytes(g["a_dtype"]),
                                  g["K"] * g["N"] * nbytes(g["b_dtype"]))
-    return {"line": _line(found[0].span), "grid": [gx, gy], **est}
+    return {"grid": [gx, gy], **est}
 
 
 def _line(span) -> int | None:

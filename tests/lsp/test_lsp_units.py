@@ -323,13 +323,10 @@ def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     import gemm
 
-    def raster(**cfg):
-        func = gemm.matmul.get_prim_func(8192, 8192, 8192, block_K=64, **cfg)
-        return summarize(func, "sm_90a")["raster"]
-
     # 128x256 tiles: the example's panel is the best (16 block rows of 16 KiB A tiles, 8-9 columns
     # of 32 KiB B tiles per wave of 132 blocks)
-    r = raster(block_M=128, block_N=256)
+    func = gemm.matmul.get_prim_func(8192, 8192, 8192, block_M=128, block_N=256, block_K=64)
+    r = summarize(func, "sm_90a")["raster"]
     assert (r["panel"], r["best_panel"], r["wave"], r["grid"]) == (16, 16, 132, [32, 64])
     assert r["bytes"] < 0.6 * r["plain_bytes"]
     text = hover.raster_markdown(r, {"arch": "sm_90a"}, None)

@@ -45,5 +45,5 @@ def raster_estimate(panel: int, gx: int, gy: int, wave: int, a_tile: int, b_tile
     cost = {p: wave_bytes(p, gx, gy, wave, a_tile, b_tile) for p in range(1, min(gy, 64) + 1)}
     best = min(cost, key=lambda p: (cost[p], abs(p - panel)))
     mine = cost.get(panel) if panel in cost else wave_bytes(panel, gx, gy, wave, a_tile, b_tile)
-    return {"panel": panel, "order": "row", "wave": min(wave, gx * gy), "bytes": mine, "best_panel": best,
+    return {"panel": panel, "wave": min(wave, gx * gy), "bytes": mine, "best_panel": best,
             "best_bytes": cost[best], "plain_bytes": wave_bytes(None, gx, gy, wave, a_tile, b_tile)}

@@ -103,19 +103,18 @@ class Lowerer:
         live = smem_plan.live_ranges(self.info.body, list(sizes))
         reuse = not self.configs.get("tl.disable_shared_memory_reuse")
         planned = None
-        if self.ws is not None:
-            # The producer warp starts filling the ring (and loading the heads) as the kernel
-            # starts, while the consumers still run what comes before the loop: those tiles are
-            # live from the first statement (a tile read only before the loop, e.g. Q copied
-            # into registers, must not lend them its bytes).
-            for buf in [decode_region(p.value.args[1]).buffer for p, _ in self.ws.producers] + \
-                    list(self.ws.head_buffers):
-                if buf in live:
-                    live[buf] = (0, live[buf][1])
+        ring = [decode_region(p.value.args[1]).buffer for p, _ in self.ws.producers] if self.ws is not None else []
+        # The producer warp starts filling the ring (and loading the heads) as the kernel starts,
+        # while the consumers still run what comes before the loop: those tiles are live from the
+        # first statement (a tile read only before the loop, e.g. Q copied into registers, must
+        # not lend them its bytes).
+        for buf in ring + (list(self.ws.head_buffers) if self.ws is not None else []):
+            if buf in live:
+                live[buf] = (0, live[buf][1])
         if self.ws is not None and self.ws.persistent is not None:
             whole = (0, len(smem_plan.top_level(self.info.body)))
-            for p, _ in self.ws.producers:
-                live[decode_region(p.value.args[1]).buffer] = whole
+            for buf in ring:
+                live[buf] = whole
             # The next tile's heads land during this tile's epilogue, where they have bytes of
             # their own; where that does not fit, they share them (attention's O_shared on Q's
             # bytes) and go back at the end of the tile instead (warp_specialize.head_release).
@@ -410,7 +409,7 @@ class Lowerer:
     # ----- the kernel --------------------------------------------------------------------
     def run(self):
         body = self.info.body
-        swz = _find_swizzle(body)
+        swz = find_swizzle(body)
         prelude = []
         if swz is not None:
             prelude = self._block_swizzle(*swz)
@@ -567,7 +566,8 @@ def _writes_memory(body) -> bool:
     return bool(found)
 
 
-def _find_swizzle(body):
+def find_swizzle(body):
+    """(panel, order) of the kernel's first ``T.use_swizzle``, or None (the one the lowering uses)."""
     from tilelang.transform.ir_utils import walk_stmts
 
     found = []
