@@ -14,10 +14,17 @@ examples' own ``kernels()`` functions), starts ``tilelang-lsp``, waits for the f
   debounce coalesces the burst);
 - a line inserted at the top of the file: every line below moves, so every kernel is rebuilt
   (the worst case; run after the other measures);
-- hover on a fragment, a shared buffer, ``T.gemm`` and ``T.Kernel``; completion after ``T.``.
+- hover on a fragment, a shared buffer, ``T.gemm``, ``T.Kernel`` and ``T.use_swizzle``;
+  completion after ``T.``;
+- TL0501 quick fixes: a second document whose kernel is over the shared-memory budget is
+  opened, edited and asked for its code actions (the fewer-stages fix) several times;
+- the server process's memory (``/proc/<pid>/status``): resident size after start-up, after the
+  first diagnostics, after the hovers and after the quick fixes, and its peak (``VmHWM``) over the
+  whole session. The server never imports tvm or torch (the worker does), so it stays small.
 
-Goals (2-core CPU machine): edit -> diagnostics p95 < 150 ms, hover < 50 ms, start-up < 1.5 s.
-Prints a table; asserts nothing (benchmarks never fail a build).
+Goals (2-core CPU machine): edit -> diagnostics p95 < 150 ms, hover < 50 ms, start-up < 1.5 s,
+server peak RSS < 100 MiB. Prints a table and a line per goal; asserts nothing (benchmarks never
+fail a build).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tilelang_lsp.lsp_client import LspClient  # noqa: E402
+from tilelang_lsp.editor_client import LspClient  # noqa: E402
 
 EXAMPLES = ["gemm", "gemm_epilogue", "softmax", "rmsnorm", "row_reduce", "softplus", "vector_add", "layernorm"]
 SKIP_FUNCTIONS = {"main", "run"}
@@ -74,6 +81,45 @@ def _pieces(text: str, suffix: str) -> list:
 def percentile(values, q) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def memory_mib(client: LspClient) -> dict:
+    """The server process's resident (``VmRSS``) and peak resident (``VmHWM``) size, MiB."""
+    out = {}
+    try:
+        for line in Path(f"/proc/{client.proc.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+BUDGET_KERNEL = REPO / "tests" / "lsp" / "fixtures" / "smem_budget.py"
+
+
+def measure_fixes(client: LspClient, folder: Path, n: int) -> list:
+    """Open an over-budget kernel (TL0501) and ask for its quick fix after each of ``n`` edits."""
+    path = folder / "over_budget.py"
+    text = BUDGET_KERNEL.read_text()
+    path.write_text(text)
+    s = Session(client, path, text)
+    client.wait_diagnostics(s.uri, 1, 300)
+    out = []
+    for i in range(n):
+        time.sleep(0.2)
+        s.change(text + f"\n# edit {i}\n")
+        diags = client.diagnostics[s.uri][1]
+        sent = time.perf_counter()
+        actions = client.request("textDocument/codeAction", {
+            "textDocument": {"uri": s.uri}, "range": {"start": {"line": 0, "character": 0},
+                                                      "end": {"line": 0, "character": 0}},
+            "context": {"diagnostics": diags}})
+        out.append(time.perf_counter() - sent)
+        if not any("num_stages" in a["title"] for a in actions or []):
+            print("warning: no TL0501 quick fix offered")
+    return out
 
 
 def start(folder: Path) -> LspClient:
@@ -179,23 +225,29 @@ def main() -> None:
     startup = measure_startup(folder, args.starts)
     client = start(folder)
     client.initialize(str(folder))
+    memory = {"after start-up": memory_mib(client)}
     opened = time.perf_counter()
     s = Session(client, path, text)
     first = client.wait_diagnostics(s.uri, 1, 300)
     cold = time.perf_counter() - opened
     print(f"first diagnostics (worker cold start, tvm import, every kernel built): {cold:.2f} s, "
           f"{len(first)} diagnostics")
+    memory["after the first diagnostics"] = memory_mib(client)
     measure_edits(s, 5, 0.2)                               # warm-up
     edits = measure_edits(s, args.edits, args.pause)
     bursts = measure_bursts(s, max(args.edits // 5, 5))
-    hovers = {what: [] for what in ("fragment", "shared buffer", "T.gemm", "T.Kernel")}
     needles = {"fragment": ("C_local = ", 2), "shared buffer": ("A_shared = ", 2), "T.gemm": ("T.gemm(", 3),
-               "T.Kernel": ("T.Kernel(", 3)}
-    for _ in range(args.hovers // 4):
+               "T.Kernel": ("T.Kernel(", 3), "T.use_swizzle": ("T.use_swizzle(", 3)}
+    hovers = {what: [] for what in needles}
+    for _ in range(args.hovers // len(needles)):
         for what, (needle, offset) in needles.items():
             hovers[what].append(s.timed("textDocument/hover", needle, offset))
+    memory["after the hovers"] = memory_mib(client)
     completions = [s.timed("textDocument/completion", "T.gemm(", 2) for _ in range(args.hovers // 2)]
+    fixes = measure_fixes(client, folder, max(args.edits // 10, 5))
+    memory["after the TL0501 quick fixes"] = memory_mib(client)
     tops = measure_top_edits(s, max(args.edits // 10, 5))
+    memory["at the end"] = memory_mib(client)
     client.shutdown()
     print()
     print(f"{'measure (ms)':<44} {'n':>5} {'p50':>9} {'p95':>9} {'max':>9}  goal")
@@ -206,6 +258,15 @@ def main() -> None:
     for what, values in hovers.items():
         print(row(f"hover on {what}", values, goal="< 50"))
     print(row("completion after T.", completions))
+    print(row("TL0501 quick fix (codeAction)", fixes))
+    print()
+    for when, mem in memory.items():
+        print(f"server RSS {when:<32} {mem.get('VmRSS', 0):>7.1f} MiB")
+    peak = memory["at the end"].get("VmHWM", 0)
+    print(f"server peak RSS over the session (VmHWM)  {peak:>7.1f} MiB   goal < 100")
+    p95 = percentile(edits, 95) * 1e3
+    print(f"edit -> diagnostics p95                   {p95:>7.1f} ms    goal < 150"
+          f"  ({'met' if p95 < 150 else 'missed'})")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,11 @@
 #include "tl/reduce.h"
 #include "tl/atomic.h"
 #include "tl/math.h"
+#include "tl/warp.h"
 #include "tl/print.h"
+#include "tl/checks.h"
+#include "tl/random.h"
+#include "tl/packed.h"
 // Hopper (sm_90) headers.  They compile for every target; their sm_90 / sm_90a
 // instructions are only emitted when compiling for such a target.
 #include "tl/barrier.h"

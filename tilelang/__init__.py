@@ -13,7 +13,9 @@ inference, tile-op lowering, pipelining) -> ``tilelang.codegen`` (TVM CUDA codeg
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import logging
+
+from tilelang.version import __version__  # noqa: F401
 
 from tilelang import language  # noqa: F401 - installs the parser hooks
 from tilelang import layout  # noqa: F401 - tilelang.layout.make_swizzled_layout, tilelang.layout.Layout
@@ -23,8 +25,35 @@ from tilelang.profiler import Profiler, TensorSupplyType, do_bench
 from tilelang import autotuner  # noqa: F401 - tilelang.autotuner.AutoTuner, set_autotune_inputs
 from tilelang.autotuner import autotune
 from tilelang.transform.pass_config import PassConfigKey
+from tilelang import tvm_compat as _tvm_compat
+from tilelang import cache, contrib, engine, math, testing, tileop, transform, utils  # noqa: F401
+from tilelang.engine.callback import register_cuda_postproc, register_hip_postproc  # noqa: F401
+from tilelang.jit import par_compile  # noqa: F401
+from tilelang.layout import Fragment, Layout  # noqa: F401
+from tilelang.utils.tensor import torch_assert_close  # noqa: F401
+from tilelang.env import env  # noqa: E402 - ``tilelang.env`` is upstream's Environment object
 
 import tvm  # noqa: E402 - ``from tilelang import tvm`` as upstream code writes it
+from tvm import DataType  # noqa: E402,F401 - ``from tilelang import DataType``
+
+_tvm_compat.install()
+logger = logging.getLogger("tilelang")
+
+
+def set_log_level(level) -> None:
+    """Set the ``tilelang`` logger's level (a name such as "INFO" or a ``logging`` level); the
+    first call also gives the logger a stderr handler, so its messages show without other setup."""
+    if isinstance(level, str):
+        name = level.upper()
+        if not isinstance(logging.getLevelName(name), int):
+            raise ValueError(f"unknown log level {level!r}; use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        level = logging.getLevelName(name)
+    logger.setLevel(level)
+    if not any(getattr(h, "_tilelang", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s [TileLang:%(name)s:%(levelname)s] %(message)s"))
+        handler._tilelang = True
+        logger.addHandler(handler)
 
 
 def enable_cache() -> None:
@@ -47,19 +76,10 @@ def is_cache_enabled() -> bool:
     return cache.enabled()
 
 
-def cdiv(a, b):
-    """Ceiling division of integers (or TIR expressions)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return language.ceildiv(a, b)
+from tilelang.math import cdiv, next_power_of_2  # noqa: E402
 
 
-def next_power_of_2(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    n = int(n)
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-__all__ = ["JITKernel", "PassConfigKey", "Profiler", "TensorSupplyType", "TileLangCompileError", "autotune", "autotuner", "cdiv",
-           "compile", "disable_cache", "do_bench", "enable_cache", "is_cache_enabled", "jit", "language", "lower",
-           "next_power_of_2", "tvm"]
+__all__ = ["DataType", "Fragment", "JITKernel", "Layout", "PassConfigKey", "Profiler", "TensorSupplyType",
+           "TileLangCompileError", "autotune", "autotuner", "cache", "cdiv", "compile", "disable_cache", "do_bench",
+           "enable_cache", "env", "is_cache_enabled", "jit", "language", "lower", "next_power_of_2", "par_compile",
+           "set_log_level", "tvm"]

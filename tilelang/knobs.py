@@ -3,7 +3,9 @@
 Contract:
 - Each knob is a plain function that reads ``os.environ`` at call time, so a
   test (or a user) can change the environment between calls and be obeyed;
-  nothing is cached here.
+  nothing is cached here.  ``force(name, value)`` overrides a variable for this
+  process without touching ``os.environ`` (``tilelang.env.env.X = value`` uses
+  it); ``force(name, None)`` lifts the override.
 - Boolean knobs accept 1/0, true/false, yes/no, on/off (any case); unset or
   empty means the default.  Any other value raises ``ValueError`` naming the
   variable, so a typo is not silently read as "off".
@@ -16,6 +18,7 @@ Nothing in this module imports tvm, torch or anything else from tilelang.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -33,25 +36,70 @@ KNOBS: dict[str, tuple[str, str, str]] = {
     "TILELANG_FRONTEND_DEBUG": ("bool", "0", "1 makes the frontend keep full Python tracebacks"),
     "TILELANG_KEEP_TEMPS": ("bool", "0", "1 keeps nvcc's temporary directories"),
     "TILELANG_AUTOTUNE_FORCE": ("bool", "0", "1 makes @tilelang.autotune re-tune instead of using stored results"),
+    "TILELANG_TMP_DIR": ("path", "<cache dir>/tmp", "upstream's scratch directory, readable as tilelang.env; our "
+                         "nvcc runs use the system temp dir and the cache writes inside its own shards"),
+    "TILELANG_PRINT_ON_COMPILATION": ("bool", "1", "upstream's knob: 1 logs each kernel name as it compiles (INFO)"),
+    "TILELANG_COMPILE_TIMEOUT_SECONDS": ("float", "", "nvcc subprocess timeout in seconds (empty or 0: none)"),
+    "TILELANG_JIT_DIAGNOSTICS": ("bool", "0", "1 logs each JIT phase (lower, nvcc) at INFO on tilelang.jit.diagnostics"),
+    "TILELANG_PASS_PROFILE_THRESHOLD_MS": ("float", "0", "upstream's pass-profile threshold; accepted, validated"),
+    "TILELANG_AUTO_TUNING_CPU_COUNTS": ("int", "-1", "autotuner compile threads (-1 or 0: one per usable CPU)"),
     "CUDA_HOME": ("path", "", "CUDA toolkit root (CUDA_PATH is read too)"),
 }
 
+# name -> value forced for this process (``force``); consulted before os.environ.
+_FORCED: dict[str, object] = {}
+
+
+def force(name: str, value) -> None:
+    """Override environment variable ``name`` for this process (``None`` removes the override)."""
+    if value is None:
+        _FORCED.pop(name, None)
+    else:
+        _FORCED[name] = value
+
+
+def forced(name: str):
+    """The value forced for ``name``, or None."""
+    return _FORCED.get(name)
+
+
+def raw(name: str) -> str | None:
+    """The variable's text: the forced value if any, else ``os.environ``, else None."""
+    value = _FORCED.get(name)
+    if value is not None:
+        return str(value)
+    return os.environ.get(name)
+
 
 def _bool(name: str, default: bool = False) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
+    text = raw(name)
+    if text is None:
         return default
-    value = raw.strip().lower()
+    value = text.strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
         return False if value else default
-    raise ValueError(f"environment variable {name}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
+    raise ValueError(f"environment variable {name}={text!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
 
 
 def _path(name: str) -> Path | None:
-    raw = os.environ.get(name, "").strip()
-    return Path(raw).expanduser() if raw else None
+    text = (raw(name) or "").strip()
+    return Path(text).expanduser() if text else None
+
+
+def _nonnegative(name: str, text: str | None) -> float | None:
+    """A finite number >= 0 parsed from ``text`` (None when empty); ValueError naming ``name``."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite non-negative number, got {text!r}")
+    return value
 
 
 def package_dir() -> Path:
@@ -91,18 +139,18 @@ def use_nvrtc() -> bool:
 
 def dump_ir() -> bool:
     """TILELANG_DUMP_IR set to a true value or to a directory."""
-    raw = os.environ.get("TILELANG_DUMP_IR", "").strip()
-    if raw.lower() in _FALSE:
+    text = (raw("TILELANG_DUMP_IR") or "").strip()
+    if text.lower() in _FALSE:
         return False
     return True
 
 
 def dump_ir_dir() -> Path | None:
     """The directory given in TILELANG_DUMP_IR, or None when it is a plain boolean."""
-    raw = os.environ.get("TILELANG_DUMP_IR", "").strip()
-    if raw.lower() in _TRUE or raw.lower() in _FALSE:
+    text = (raw("TILELANG_DUMP_IR") or "").strip()
+    if text.lower() in _TRUE or text.lower() in _FALSE:
         return None
-    return Path(raw).expanduser()
+    return Path(text).expanduser()
 
 
 def frontend_debug() -> bool:
@@ -120,11 +168,50 @@ def autotune_force() -> bool:
     return _bool("TILELANG_AUTOTUNE_FORCE")
 
 
+def tmp_dir() -> Path:
+    """TILELANG_TMP_DIR, default ``<cache dir>/tmp``."""
+    return _path("TILELANG_TMP_DIR") or cache_dir() / "tmp"
+
+
+def print_on_compilation() -> bool:
+    """TILELANG_PRINT_ON_COMPILATION (default on): log each kernel name as it is compiled."""
+    return _bool("TILELANG_PRINT_ON_COMPILATION", default=True)
+
+
+def compile_timeout_seconds() -> float | None:
+    """TILELANG_COMPILE_TIMEOUT_SECONDS: seconds nvcc may run, or None (unset, empty or 0)."""
+    value = _nonnegative("TILELANG_COMPILE_TIMEOUT_SECONDS", raw("TILELANG_COMPILE_TIMEOUT_SECONDS"))
+    return value or None
+
+
+def pass_profile_threshold_ms() -> float:
+    """TILELANG_PASS_PROFILE_THRESHOLD_MS (default 0): a finite number >= 0."""
+    return _nonnegative("TILELANG_PASS_PROFILE_THRESHOLD_MS", raw("TILELANG_PASS_PROFILE_THRESHOLD_MS")) or 0.0
+
+
+def parse_threshold_ms(value, name: str = "pass profile threshold") -> float:
+    """A finite, non-negative number of milliseconds (from a pass config or the environment)."""
+    try:
+        text = str(float(value)) if isinstance(value, (bool, int, float)) else str(value)
+        return _nonnegative(name, text) or 0.0
+    except ValueError:
+        raise ValueError(f"{name} must be a finite non-negative number") from None
+
+
+def autotune_cpu_count() -> int:
+    """TILELANG_AUTO_TUNING_CPU_COUNTS: compile threads for the autotuner (-1 or unset: auto)."""
+    text = (raw("TILELANG_AUTO_TUNING_CPU_COUNTS") or "").strip()
+    try:
+        return int(text) if text else -1
+    except ValueError:
+        raise ValueError(f"TILELANG_AUTO_TUNING_CPU_COUNTS must be an integer, got {text!r}") from None
+
+
 def describe() -> str:
     """One line per knob: name, type, current value (or default) and meaning."""
     lines = []
     for name, (kind, default, meaning) in KNOBS.items():
-        current = os.environ.get(name)
+        current = raw(name)
         shown = f"{current!r}" if current is not None else f"(default {default or 'unset'})"
         lines.append(f"{name} [{kind}] = {shown}: {meaning}")
     return "\n".join(lines)

@@ -1,4 +1,6 @@
-"""Concrete values for checking: which arguments each kernel factory of a file is built with.
+"""Runs in the tilelang-check process and in the worker process (value-free: no tvm).
+
+Concrete values for checking: which arguments each kernel factory of a file is built with.
 
 A factory's parameters are bound from the first of these sources that has anything for it:
 1. explicit configuration: ``# tilelang: check matmul(M=1024, N=1024, K=1024)`` pragmas in the file,

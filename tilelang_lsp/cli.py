@@ -1,4 +1,6 @@
-"""``tilelang-check PATH...``: the checker on the command line and as a pre-commit hook.
+"""Runs in the tilelang-check process (tvm is imported only by its worker).
+
+``tilelang-check PATH...``: the checker on the command line and as a pre-commit hook.
 
 Usage: ``tilelang-check [options] PATH...`` where a PATH is a file, a folder (searched for
 ``*.py``, skipping hidden folders, virtual environments and ``__pycache__``) or a glob.
@@ -13,7 +15,7 @@ matches nothing); 3 bad configuration (``[tool.tilelang.check]`` or a check prag
 2 an internal error (TL0003, or the checker itself failed); 1 a warning or an error remains
 after ``--select``/``--ignore`` and ignore comments; 0 otherwise (infos and hints do not fail).
 
-Kernel factories are built in a worker process (``tilelang_lsp.worker``) started before this
+Kernel factories are built in a worker process (``worker_client``/``worker_main``) started before this
 process imports anything heavy, so the two tvm imports overlap. ``--no-exec`` runs no user code
 and only the checks that need no values. No GPU and no CUDA driver are needed.
 """
@@ -102,14 +104,6 @@ def _python_files(folder: Path) -> list:
                          and not (Path(root) / d / "pyvenv.cfg").exists())
         out += [Path(root) / n for n in sorted(names) if n.endswith(".py")]
     return out
-
-
-def _matches(code: str, patterns) -> bool:
-    return any(code.startswith(p) for p in patterns)
-
-
-def filter_codes(diagnostics, select, ignore) -> list:
-    return [d for d in diagnostics if (not select or _matches(d.code, select)) and not _matches(d.code, ignore)]
 
 
 def _display_path(file: str) -> str:
@@ -204,13 +198,14 @@ def _light_tilelang() -> None:
 
 
 def _run(args, start, shared_worker) -> int:
-    from tilelang_lsp.worker import Session, Worker
+    from tilelang_lsp.session import Session
+    from tilelang_lsp.worker_client import WorkerClient
 
     files = expand_paths(args.paths)
     _check_target_spelling(args.target)
     worker = shared_worker
     if worker is None and not args.no_exec:
-        worker = Worker()
+        worker = WorkerClient("tilelang-check-worker")
         worker.start()  # the worker imports tvm; this process does not need it
     if shared_worker is None:
         _light_tilelang()
@@ -223,6 +218,7 @@ def _run(args, start, shared_worker) -> int:
 
 def _check_files(args, files, start, Session, worker) -> int:
     from tilelang_lsp.binding import ConfigError, load_config
+    from tilelang_lsp.session import filter_codes
 
     configs = {}
 
@@ -271,7 +267,7 @@ def _check_target_spelling(target) -> None:
 
 
 def _check_target(target: str) -> None:
-    from tilelang.analysis.targets import parse_arch
+    from tilelang.targets import parse_arch
 
     try:
         parse_arch(target)

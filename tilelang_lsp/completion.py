@@ -1,7 +1,9 @@
-"""Completion and signature help, from the text before the cursor and the ``SourceModel``.
+"""Runs in the language-server process.
+
+Completion and signature help, from the text before the cursor and the ``SourceModel``.
 
 - After ``T.`` (any alias of ``tilelang.language``) or ``tilelang.``: the namespace's members with
-  their signatures and docs (the index the worker introspected; ``lsp_tools.language_index``).
+  their signatures and docs (the index the worker introspected; ``worker_tools.language_index``).
 - Inside the parentheses of a call: the callee's keyword arguments not given yet (``num_stages=``,
   ``threads=``, ``transpose_B=``, ``policy=``, ``clear_accum=``, ``dim=``, ``clear=``, ``out_idx=``,
   ...), from its signature, or from ``KNOWN_KEYWORDS`` before the index has arrived; then names.

@@ -1,4 +1,6 @@
-"""Conversions between TileLang's plain data and LSP types: the only module importing lsprotocol.
+"""Runs in the language-server process.
+
+Conversions between TileLang's plain data and LSP types: the only module importing lsprotocol.
 
 Positions: TileLang spans are 1-based lines and 1-based character (code point) columns with an
 exclusive end (``tilelang.diagnostics.span``); LSP positions are 0-based lines and 0-based

@@ -1,6 +1,8 @@
-"""Hover text (Markdown) from the hover data the worker computed with the diagnostics.
+"""Runs in the language-server process.
 
-Inputs are ``lsp_kernels.summarize`` dicts (one per kernel build) and, for the kernel hover, the
+Hover text (Markdown) from the hover data the worker computed with the diagnostics.
+
+Inputs are ``tilelang.analysis.summary`` dicts (one per kernel build) and, for the kernel hover, the
 last Compile lens result of the factory (registers from ptxas). Every function here is pure
 formatting: no IO, no LSP types, no tvm. What each hover shows:
 
@@ -155,12 +157,10 @@ def pipeline_markdown(p: dict, summary: dict, binding: str | None, others: int =
 def raster_markdown(r: dict, summary: dict, binding: str | None, others: int = 0) -> str:
     """``T.use_swizzle``: the A and B bytes a wave of blocks reads per K step with this panel,
     the best panel and plain order (``tilelang.analysis.raster``)."""
-    from tilelang.analysis import targets
-
     gx, gy = r["grid"]
     kb = lambda n: f"{n / KIB:.0f} KiB"  # noqa: E731
     lines = [f"**T.use_swizzle** · panels of **{r['panel']}** block rows (blockIdx.y) · grid {gx} x {gy}", "",
-             f"- about {r['wave']} blocks in flight (one per SM of {targets.gpu_name(summary['arch'])}) read "
+             f"- about {r['wave']} blocks in flight (one per SM of {summary.get('gpu') or summary['arch']}) read "
              f"**{kb(r['bytes'])}** of A and B tiles per K step from L2 (averaged over the first waves; plain "
              f"order: {kb(r['plain_bytes'])})"]
     if r["best_panel"] != r["panel"] and r["best_bytes"] < r["bytes"]:

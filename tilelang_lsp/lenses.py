@@ -1,9 +1,11 @@
-"""Code lenses over kernel factories and the reports of their commands.
+"""Runs in the language-server process.
+
+Code lenses over kernel factories and the reports of their commands.
 
 Two lenses sit on each kernel factory (and module-level ``@T.prim_func``): **Compile for
 <target>** (command ``tilelang.compile``) and **Run** (``tilelang.run``), both with the arguments
 ``[document uri, factory name]``. The server executes them in its tools worker
-(``lsp_tools.compile_kernel`` / ``run_kernel``) and answers ``workspace/executeCommand`` with
+(``worker_tools.compile_kernel`` / ``run_kernel``) and answers ``workspace/executeCommand`` with
 ``command_result``: ``{"kind", "ok", "title", "report" (Markdown), "data" (the worker's dict)}``
 plus ``"cuda_source"`` and ``"language": "cuda"`` for a compile, which an editor opens as a new,
 untitled document (the VS Code extension does). Pure formatting: no IO, no LSP types.

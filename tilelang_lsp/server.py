@@ -1,17 +1,21 @@
-"""``tilelang-lsp``: the TileLang language server (pygls 2, stdio by default, ``--tcp HOST:PORT``).
+"""Runs in the language-server process.
+
+``tilelang-lsp``: the TileLang language server (pygls 2, stdio by default, ``--tcp HOST:PORT``).
 
 Process model: this process parses documents with ``ast`` (symbols, definitions, completion,
-hover targets) and never imports tvm, torch or ``tilelang`` (start-up < 1 s; a kernel that hangs
-cannot freeze the editor). Everything that executes user code or needs the compiler runs in two
-worker processes (``lsp_worker``): the *check* worker (diagnostics and the hover data computed
-with them, started at ``initialized``) and the *tools* worker (code lenses: compile, run; started
-on first use). ``tilelang.allowExecution = false`` keeps user code from running at all: the
-checker then runs only its value-free checks and the lenses refuse.
+hover targets) and never imports tvm, torch or ``tilelang`` (start-up ~1 s, ~45 MiB; a kernel
+that hangs cannot freeze the editor; ``tests/lsp/test_lsp_imports.py`` guards it). Everything
+that executes user code or needs the compiler runs in two worker processes
+(``worker_client.WorkerClient``; their side is ``worker_main``): the *check* worker
+(diagnostics and the hover data computed from the same analysis, started at ``initialized``)
+and the *tools* worker (code lenses: compile, run; started on first use). The workers' replies
+are plain dicts; this process only formats them. ``tilelang.allowExecution = false`` keeps user
+code from running at all: the checker then runs only its value-free checks and the lenses refuse.
 
-Wiring: ``TileLangServer`` holds the settings (``lsp_state.Settings``), the diagnostics scheduler
-(``lsp_state.Checks``), a ``SourceModel`` per document version and the completion index; the
-handlers in ``tilelang_lsp/handlers`` (one module per LSP method family) use it. ``convert`` is
-the only module that builds LSP types.
+Wiring: ``TileLangServer`` holds the settings (``server_state.Settings``), the diagnostics
+scheduler (``server_state.Checks``), a ``SourceModel`` (``server_source``) per document version
+and the completion index; the handlers in ``tilelang_lsp/handlers`` (one module per LSP method
+family) use it. ``convert`` is the only module that builds LSP types.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ import sys
 from pygls.lsp.server import LanguageServer
 
 from tilelang_lsp import convert
-from tilelang_lsp.lsp_source import SourceModel
-from tilelang_lsp.lsp_state import Checks, Settings
-from tilelang_lsp.lsp_worker import WorkerClient
+from tilelang_lsp.server_source import SourceModel
+from tilelang_lsp.server_state import Checks, Settings
+from tilelang_lsp.worker_client import WorkerClient
 
 VERSION = "0.1.0"
 TOOLS_TIMEOUT = 300.0

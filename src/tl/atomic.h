@@ -163,4 +163,103 @@ TL_DEVICE T atomic_min(T* addr, U val) {
   return atomic_min(addr, cvt<T>(val));
 }
 
+// ---------------------------------------------------------------------------
+// Packed adds (T.atomic_addx2 / T.atomic_addx4) from a source element range
+// ---------------------------------------------------------------------------
+
+// Two 16-bit values at src added to dst, dst 4-byte aligned.
+TL_DEVICE void atomic_addx2(half* dst, const half* src) {
+  atomic_add_x2(dst, *reinterpret_cast<const half2*>(src));
+}
+TL_DEVICE void atomic_addx2(__nv_bfloat16* dst, const __nv_bfloat16* src) {
+  atomic_add_x2(dst, *reinterpret_cast<const __nv_bfloat162*>(src));
+}
+// Two or four floats: one vector atomic on sm_90+ (dst 8 / 16-byte aligned), else one per element.
+TL_DEVICE void atomic_addx2(float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), *reinterpret_cast<const float2*>(src));
+#else
+  atomicAdd(dst, src[0]);
+  atomicAdd(dst + 1, src[1]);
+#endif
+}
+TL_DEVICE void atomic_addx4(float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float4*>(dst), *reinterpret_cast<const float4*>(src));
+#else
+  for (int i = 0; i < 4; ++i) atomicAdd(dst + i, src[i]);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Ordered loads and stores (T.atomic_load / T.atomic_store) and atomic_or.
+// ORDER: 0 relaxed, 1 acquire (consume too), 2 release, 3 seq_cst; GPU scope.
+// ---------------------------------------------------------------------------
+
+template <int ORDER>
+TL_DEVICE unsigned long long load_ordered_bits(const void* addr, int bytes) {
+  unsigned long long v = 0;
+  if (ORDER == 3) asm volatile("fence.sc.gpu;\n" ::: "memory");
+  if (bytes == 4) {
+    unsigned r;
+    if (ORDER == 0) {
+      asm volatile("ld.relaxed.gpu.b32 %0, [%1];\n" : "=r"(r) : "l"(addr) : "memory");
+    } else {
+      asm volatile("ld.acquire.gpu.b32 %0, [%1];\n" : "=r"(r) : "l"(addr) : "memory");
+    }
+    v = r;
+  } else {
+    if (ORDER == 0) {
+      asm volatile("ld.relaxed.gpu.b64 %0, [%1];\n" : "=l"(v) : "l"(addr) : "memory");
+    } else {
+      asm volatile("ld.acquire.gpu.b64 %0, [%1];\n" : "=l"(v) : "l"(addr) : "memory");
+    }
+  }
+  return v;
+}
+
+template <int ORDER, class T>
+TL_DEVICE T atomic_load(const T* addr) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_load needs a 32- or 64-bit element");
+  unsigned long long bits = load_ordered_bits<ORDER>(addr, sizeof(T));
+  T out;
+  memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+template <int ORDER, class T, class U>
+TL_DEVICE int atomic_store(T* addr, U value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_store needs a 32- or 64-bit element");
+  T v = cvt<T>(value);
+  if (ORDER == 3) asm volatile("fence.sc.gpu;\n" ::: "memory");
+  if (sizeof(T) == 4) {
+    unsigned b;
+    memcpy(&b, &v, 4);
+    if (ORDER == 2) {
+      asm volatile("st.release.gpu.b32 [%0], %1;\n" ::"l"(addr), "r"(b) : "memory");
+    } else {
+      asm volatile("st.relaxed.gpu.b32 [%0], %1;\n" ::"l"(addr), "r"(b) : "memory");
+    }
+  } else {
+    unsigned long long b;
+    memcpy(&b, &v, 8);
+    if (ORDER == 2) {
+      asm volatile("st.release.gpu.b64 [%0], %1;\n" ::"l"(addr), "l"(b) : "memory");
+    } else {
+      asm volatile("st.relaxed.gpu.b64 [%0], %1;\n" ::"l"(addr), "l"(b) : "memory");
+    }
+  }
+  return 0;
+}
+
+// Any 32- or 64-bit integer (int64_t is `long` or `long long` depending on the platform).
+template <class T>
+TL_DEVICE T atomic_or(T* addr, T val) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_or needs a 32- or 64-bit integer");
+  if (sizeof(T) == 4) {
+    return (T)atomicOr(reinterpret_cast<unsigned*>(addr), (unsigned)val);
+  }
+  return (T)atomicOr(reinterpret_cast<unsigned long long*>(addr), (unsigned long long)val);
+}
+
 }  // namespace tl

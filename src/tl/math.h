@@ -43,4 +43,26 @@ TL_DEVICE __nv_bfloat16 sigmoid(__nv_bfloat16 x) {
   return __float2bfloat16_rn(sigmoid(__bfloat162float(x)));
 }
 
+// T.any_of / T.all_of: whether any / every one of n consecutive elements is non-zero, as this
+// thread sees them (the caller passes a range every thread can read: global, shared or local).
+template <typename T> TL_DEVICE bool any_of(const T* p, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (static_cast<bool>(p[i])) return true;
+  }
+  return false;
+}
+template <typename T> TL_DEVICE bool all_of(const T* p, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!static_cast<bool>(p[i])) return false;
+  }
+  return true;
+}
+
+// T.dp4a: c += the dot product of four signed bytes of a and of b (the 4 bytes at a and b must be
+// 4-byte aligned).
+TL_DEVICE int dp4a(const void* a, const void* b, int* c) {
+  *c = __dp4a(*static_cast<const int*>(a), *static_cast<const int*>(b), *c);
+  return 0;
+}
+
 }  // namespace tl

@@ -88,6 +88,28 @@ struct AbsMaxOp {
   static TL_DEVICE T init() { return cvt<T>(0); }
 };
 
+// Bitwise reductions of integers (T.reduce_bitand / bitor / bitxor).
+struct BitAndOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return a & b; }
+  template <class T>
+  static TL_DEVICE T init() { return static_cast<T>(~T(0)); }
+};
+
+struct BitOrOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return a | b; }
+  template <class T>
+  static TL_DEVICE T init() { return T(0); }
+};
+
+struct BitXorOp {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return a ^ b; }
+  template <class T>
+  static TL_DEVICE T init() { return T(0); }
+};
+
 // Butterfly all-reduce among lanes whose indices differ only in the bits
 // from LO up to (but excluding) HI: the value is combined with the lanes at
 // xor-distance LO, 2*LO, ..., HI/2.  With LO = 1 and HI = 32 every lane of

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tilelang_lsp.worker import Session, Worker
+from tilelang_lsp.session import Session
+from tilelang_lsp.worker_client import WorkerClient
 
 
 @pytest.fixture(scope="session")
 def worker():
-    w = Worker()
+    w = WorkerClient("tilelang-check-worker")
     w.start()
     yield w
     w.stop()

@@ -9,7 +9,8 @@ import pytest
 
 import tilelang
 import tilelang.language as T
-from tilelang.analysis import CheckContext, check, targets
+from tilelang import targets
+from tilelang.analysis import CheckContext, check
 from tilelang.diagnostics import TileLangCompileError
 
 

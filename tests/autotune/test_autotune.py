@@ -28,7 +28,7 @@ from tilelang.autotuner import AutotuneError, AutoTuner, GpuRunner, ProfileArgs,
 from tilelang.autotuner.progress import Progress
 from tilelang.autotuner.runner import compare
 from tilelang.jit import nvcc
-from tilelang.jit.artifact import ParamSpec
+from tilelang.artifact import ParamSpec
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -504,15 +504,15 @@ def test_gpu_runner_times_with_every_argument_preallocated(monkeypatch):
 
     timed = []
 
-    def fake_do_bench(fn, warmup, rep):
+    def fake_do_bench(fn, warmup, rep, backend="event"):
         fn()
-        timed.append((warmup, rep))
+        timed.append((warmup, rep, backend))
         return 0.25
 
     monkeypatch.setattr(bench, "do_bench", fake_do_bench)
     kernel = CpuAdd()
     runner = GpuRunner(ProfileArgs(ref_prog=lambda x: x + 1))
-    assert runner.bench(kernel, {}, 5, 10) == 0.25 and timed == [(5, 10)]
+    assert runner.bench(kernel, {}, 5, 10) == 0.25 and timed == [(5, 10, "event")]
     x, y = runner._full_args(kernel)
     assert x is runner.inputs(kernel)[0] and y.shape == x.shape  # the output, allocated once
-    assert runner.ref_latency(1, 2) == 0.25 and timed[-1] == (1, 2)
+    assert runner.ref_latency(1, 2) == 0.25 and timed[-1] == (1, 2, "event")

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tilelang_lsp.worker import Worker
+from tilelang_lsp.worker_client import WorkerClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
 def worker():
-    w = Worker()
+    w = WorkerClient("tilelang-check-worker")
     w.start()
     yield w
     w.stop()

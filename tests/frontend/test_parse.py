@@ -6,7 +6,7 @@ from tvm import tirx
 import tilelang
 import tilelang.language as T
 from tilelang.frontend import ParseError
-from tilelang.transform.ir_utils import walk_stmts
+from tilelang.tir_utils import walk_stmts
 from tilelang.transform.kernel import analyze_kernel, op_name, tile_calls
 
 

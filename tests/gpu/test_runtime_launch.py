@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tilelang.jit import cache, nvcc
-from tilelang.jit.artifact import KernelArtifact, ParamSpec
+from tilelang.artifact import KernelArtifact, ParamSpec
 from tilelang.jit.kernel import JITKernel
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tilelang.jit.adapter_args import ArgPlan
-from tilelang.jit.artifact import ArtifactError, KernelArtifact, ParamSpec
+from tilelang.artifact import ArtifactError, KernelArtifact, ParamSpec
 from tilelang.jit.kernel import JITKernel
 
 SRC = 'extern "C" __global__ void k() {}'

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tilelang.jit.artifact import ArtifactError, KernelArtifact, ParamSpec, arch_number, parse_int_expr
+from tilelang.artifact import ArtifactError, KernelArtifact, ParamSpec, arch_number, parse_int_expr
 
 
 def make_artifact(**overrides) -> KernelArtifact:
@@ -103,7 +103,7 @@ def test_arch_number():
 
 
 def test_arg_types_match_what_the_driver_packs():
-    from tilelang.jit.artifact import ARG_TYPES
+    from tilelang.artifact import ARG_TYPES
     from tilelang.jit.driver import ARG_FORMATS
 
     assert set(ARG_TYPES) == set(ARG_FORMATS)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tilelang.jit import cache
-from tilelang.jit.artifact import KernelArtifact, ParamSpec
+from tilelang.artifact import KernelArtifact, ParamSpec
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from tilelang.jit import nvcc
-from tilelang.jit.artifact import ArtifactError
+from tilelang.artifact import ArtifactError
 
 try:
     nvcc.find_nvcc()

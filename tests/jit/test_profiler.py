@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tilelang.jit.artifact import ParamSpec
+from tilelang.artifact import ParamSpec
 from tilelang.profiler import Profiler, do_bench
 
 

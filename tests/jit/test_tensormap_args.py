@@ -9,7 +9,7 @@ import torch
 
 from tilelang.jit import driver
 from tilelang.jit.adapter_args import ArgPlan
-from tilelang.jit.artifact import ArtifactError, KernelArtifact, ParamSpec
+from tilelang.artifact import ArtifactError, KernelArtifact, ParamSpec
 from tilelang.jit.driver import arg_layout
 
 SRC = 'extern "C" __global__ void k() {}'

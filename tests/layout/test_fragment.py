@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tilelang.transform.ir_utils import eval_int
+from tilelang.tir_utils import eval_int
 from tilelang.layout import (LayoutError, SharedLayout, default_fragment, drop_dim, mma_accumulator,
                              mma_operand_a, project)
 

@@ -67,7 +67,7 @@ def test_forward_fn_and_split_functions_agree_with_the_lambdas():
     owners = a.owners()
     assert all(owners[t, r] == flat for (t, r), flat in expect.items())
     # index(tid, reg) and local_of(i, j) are the closed-form inverse and forward maps.
-    from tilelang.transform.ir_utils import eval_int
+    from tilelang.tir_utils import eval_int
 
     tid, reg = tirx.Var("tid", "int32"), tirx.Var("reg", "int32")
     index = a.index(tid, reg)
@@ -405,7 +405,7 @@ def test_fragment_layout_on_shared_and_shared_layout_on_fragment_are_refused():
 
 
 def test_hover_summary_describes_the_annotated_layout():
-    from tilelang_lsp.lsp_kernels import fragment_summary
+    from tilelang.analysis.summary import fragment_summary
 
     layouts = infer_layouts(analyze_kernel(elementwise_reduce()))
     ((buf, frag),) = [(b, f) for b, f in layouts.fragments.items() if b.name == "x"]

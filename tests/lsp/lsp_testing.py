@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from tilelang_lsp.lsp_client import LspClient
+from tilelang_lsp.editor_client import LspClient
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

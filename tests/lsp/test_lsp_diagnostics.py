@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilelang_lsp.lsp_client import apply_edits
+from tilelang_lsp.editor_client import apply_edits
 
 pytestmark = pytest.mark.timeout(180)
 

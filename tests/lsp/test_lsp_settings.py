@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lsp_testing import FIXTURES, Doc, start_server
-from tilelang_lsp.lsp_client import default_capabilities
+from tilelang_lsp.editor_client import default_capabilities
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -137,5 +137,53 @@ def test_a_hung_build_times_out_and_a_dead_worker_is_replaced(tmp_path):
         assert "worker process" in found[0]["message"]
         doc.replace((FIXTURES / "no_clear.py").read_text())
         assert [d["code"] for d in doc.diagnostics()] == ["TL0401"]
+    finally:
+        assert client.shutdown() == 0
+
+
+HANG_IN_IF = '''import time
+
+import tilelang
+import tilelang.language as T
+
+if True:
+    READY = time.sleep(3600)
+
+
+@tilelang.jit(out_idx=[-1])
+def add_one(N, block=128):
+    @T.prim_func
+    def kernel(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] + 1.0
+
+    return kernel
+
+
+kernel = add_one(1024)
+'''
+
+
+def test_a_module_level_hang_inside_an_if_times_out_once_and_does_not_stall_other_files(tmp_path):
+    """Issue 16: the hang's timeout used to be swallowed (no diagnostic) and paid again on every check."""
+    import time
+
+    client = start_server(tmp_path, options={"timeout": 2}, name="hang")
+    try:
+        hang = Doc(client, tmp_path / "hang.py", HANG_IN_IF)
+        found = hang.diagnostics()
+        assert [(d["code"], d["range"]["start"]["line"]) for d in found] == [("TL0803", 6)]
+        assert "ran past the time limit (no answer within 2 s)" in found[0]["message"]
+        other = Doc(client, tmp_path / "other.py", (FIXTURES / "no_clear.py").read_text())
+        assert [d["code"] for d in other.diagnostics()] == ["TL0401"]
+        for i in range(3):   # editing the hanging file re-checks it without running the hang again
+            hang.replace(HANG_IN_IF.replace("kernel = add_one(1024)", f"kernel = add_one({2048 + i})"))
+            other.replace(other.text + f"\n# edit {i}\n")
+            started = time.monotonic()
+            assert [d["code"] for d in other.diagnostics()] == ["TL0401"]
+            assert time.monotonic() - started < 1.5, "the other file waited for the hang again"
+            found = hang.diagnostics()
+            assert [d["code"] for d in found] == ["TL0803"] and "not run" in found[0]["message"]
     finally:
         assert client.shutdown() == 0

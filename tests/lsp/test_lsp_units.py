@@ -8,10 +8,10 @@ import pytest
 from lsp_testing import FIXTURES
 from tilelang_lsp import completion, convert, hover, lenses
 from tilelang_lsp.handlers.code_action import add_missing_fixes
-from tilelang_lsp.lsp_check import BuildKeys
-from tilelang_lsp.lsp_source import SourceModel, parse_tolerant
-from tilelang_lsp.lsp_state import Result, Settings, syntax_result
-from tilelang_lsp.lsp_tools import count_ptx
+from tilelang_lsp.worker_check import BuildKeys
+from tilelang_lsp.server_source import SourceModel, parse_tolerant
+from tilelang_lsp.server_state import Result, Settings, syntax_result
+from tilelang_lsp.worker_tools import count_ptx
 
 
 def test_positions_count_utf16_units_and_clamp():
@@ -87,8 +87,9 @@ def test_build_keys_change_only_for_the_edited_factory():
 def test_the_check_service_changes_nothing_in_the_checker():
     import tilelang.analysis.source as source
     import tilelang.analysis.suppress as suppress
-    from tilelang_lsp import binding, worker
-    from tilelang_lsp.lsp_check import CheckService
+    from tilelang_lsp import binding
+    from tilelang_lsp import worker_build as worker
+    from tilelang_lsp.worker_check import CheckService
 
     before = (source.parse_file, suppress.find_ignores, binding.find_pragmas, worker.load_module,
               worker.build_kernel)
@@ -120,15 +121,26 @@ def test_occupancy_estimate_names_the_limit():
 
 def _budget_summary(stages: int) -> dict:
     shared = {"scope": "shared.dyn", "bytes": 32768, "stages": stages}
-    return {"arch": "sm_90a", "smem_limit": 232448, "buffers": {"A_shared": dict(shared), "B_shared": dict(shared)},
+    return {"arch": "sm_90a", "smem_limit": 232448, "smem_total": 2 * 32768 * stages,
+            "buffers": {"A_shared": dict(shared), "B_shared": dict(shared)},
             "pipelines": [{"line": 16, "stages": stages, "producers": ["A_shared", "B_shared"]}]}
+
+
+def test_the_worker_counts_the_stages_that_fit_with_the_compilers_placement():
+    from tilelang.analysis.summary import fitting_stages
+
+    assert fitting_stages(_budget_summary(4)) == 3          # 2 x 32 KiB x 3 = 192 KiB <= 227 KiB
+    assert fitting_stages(_budget_summary(3)) is None       # already fits: no fix
+    tight = {**_budget_summary(4), "smem_limit": 40000}
+    assert fitting_stages(tight) is None                    # not even one stage fits
 
 
 def test_stages_fix_edits_the_default_of_the_factory_parameter():
     text = (FIXTURES / "smem_budget.py").read_text()
     span = {"file": "/k.py", "line": 12, "column": 13, "end_line": 12, "end_column": 21}
     diag = {"code": "TL0501", "message": "m", "span": span, "fix": None, "binding": "deep_pipeline(M=4096)"}
-    result = Result(1, [diag], {"deep_pipeline": [{"binding": "deep_pipeline(M=4096)", "summary": _budget_summary(4)}]})
+    summary = {**_budget_summary(4), "stages_fit": 3}    # the worker's count (``fitting_stages``)
+    result = Result(1, [diag], {"deep_pipeline": [{"binding": "deep_pipeline(M=4096)", "summary": summary}]})
     add_missing_fixes(result, text, "/k.py")
     edit = diag["fix"]["edits"][0]
     assert diag["fix"]["title"].startswith("lower num_stages from 4 to 3")
@@ -187,7 +199,7 @@ class _FakeServer:
 def _compute(server, text):
     import asyncio
 
-    from tilelang_lsp.lsp_state import Checks
+    from tilelang_lsp.server_state import Checks
 
     return asyncio.run(Checks(server)._compute("file:///k.py", 7, text))
 
@@ -233,7 +245,7 @@ def _small_gemm(threads, block=64, stages=3):
 
 
 def test_gemm_hover_says_why_sm90a_falls_back_to_mma_sync():
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     summary = summarize(_small_gemm(threads=256), "sm_90a")
     text = hover.gemm_markdown(summary["gemms"][0], None)
@@ -244,7 +256,7 @@ def test_gemm_hover_says_why_sm90a_falls_back_to_mma_sync():
 
 
 def test_pipeline_hover_says_why_a_wgmma_loop_is_not_warp_specialised():
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     ws = summarize(_small_gemm(threads=128), "sm_90a")["pipelines"][0]
     assert ws["warp_specialized"] and ws["mechanism"].startswith("TMA (sm_90a)")
@@ -255,7 +267,7 @@ def test_pipeline_hover_says_why_a_wgmma_loop_is_not_warp_specialised():
 
 
 def test_pipeline_hover_describes_the_cp_async_fed_wgmma_loop():
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     # 384 threads: no warp specialisation, but wgmma (3 warpgroups x 64 rows) with 4 stages.
     p = summarize(_small_gemm(threads=384, block=192, stages=4), "sm_90a")["pipelines"][0]
@@ -267,7 +279,7 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     import sys
     from pathlib import Path
 
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     import flash_attention as fa
@@ -302,7 +314,7 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
 
 
 def test_kernel_hover_says_why_an_epilogue_stores_from_registers():
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     summary = summarize(_small_gemm(threads=128), "sm_90a")      # C is float32
     (line, why), = summary["epilogue_registers"]
@@ -318,7 +330,7 @@ def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel
     import sys
     from pathlib import Path
 
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     import gemm
@@ -326,17 +338,18 @@ def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel
     # 128x256 tiles: the example's panel is the best (16 block rows of 16 KiB A tiles, 8-9 columns
     # of 32 KiB B tiles per wave of 132 blocks)
     func = gemm.matmul.get_prim_func(8192, 8192, 8192, block_M=128, block_N=256, block_K=64)
-    r = summarize(func, "sm_90a")["raster"]
+    summary = summarize(func, "sm_90a")
+    r = summary["raster"]
     assert (r["panel"], r["best_panel"], r["wave"], r["grid"]) == (16, 16, 132, [32, 64])
     assert r["bytes"] < 0.6 * r["plain_bytes"]
-    text = hover.raster_markdown(r, {"arch": "sm_90a"}, None)
+    text = hover.raster_markdown(r, summary, None)
     assert "panels of **16** block rows (blockIdx.y) · grid 32 x 64" in text
     assert "132 blocks in flight (one per SM of sm_90a (H100 / H200))" in text and "the fewest bytes" in text
     # a panel of 10 (upstream's examples) reads more, and the hover says which panel reads fewest
     from tilelang.analysis import raster as est
 
     ten = {**est.raster_estimate(10, 32, 64, 132, 128 * 64 * 2, 64 * 256 * 2), "grid": [32, 64]}
-    text = hover.raster_markdown(ten, {"arch": "sm_90a"}, None)
+    text = hover.raster_markdown(ten, summary, None)
     assert "read **680 KiB**" in text and "`T.use_swizzle(16)` would read 584 KiB (14 % less)" in text
 
 

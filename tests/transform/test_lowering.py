@@ -384,7 +384,7 @@ def test_swizzled_blocks_walk_panels_in_launch_order(order):
     column walk used to start from the transposed launch order, so the blocks in flight together
     were scattered over the grid.)"""
     from tilelang.analysis import raster
-    from tilelang.transform.ir_utils import eval_int
+    from tilelang.tir_utils import eval_int
     from tilelang.transform.kernel import analyze_kernel
     from tilelang.transform.layout_inference import infer_layouts
     from tilelang.transform.lower_tile_ops import Lowerer

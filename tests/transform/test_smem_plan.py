@@ -83,7 +83,7 @@ def test_checker_counts_the_shared_bytes_once():
 
 def test_hover_summary_names_the_buffers_sharing_bytes():
     from tilelang_lsp.hover import shared_markdown
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang.analysis.summary import summarize
 
     summary = summarize(attention_like(), "sm_80")
     assert summary["buffers"]["O_s"]["shares_with"] == ["Q_s"]

@@ -15,7 +15,7 @@ Contract (shared by the JIT, ``tilelang-check`` and the language server):
 
 from __future__ import annotations
 
-__all__ = ["CheckContext", "check", "check_pass"]
+__all__ = ["CheckContext", "analyze", "check", "check_pass"]
 
 
 def __getattr__(name):
@@ -33,6 +33,13 @@ def check(func, target_arch: str = "sm_90a", context=None):
     from tilelang.analysis.checker import check as _check
 
     return _check(func, target_arch, context)
+
+
+def analyze(func, target_arch: str = "sm_90a", context=None):
+    """``(Kernel or None, diagnostics)``: ``check`` and the facts it computed, for the hover summary."""
+    from tilelang.analysis.checker import analyze as _analyze
+
+    return _analyze(func, target_arch, context)
 
 
 def check_pass(state) -> None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 
-from tilelang.analysis import targets
+from tilelang import targets
 from tilelang.diagnostics import Note
 from tilelang.language.dtypes import nbytes
-from tilelang.transform.ir_utils import analyzer, const_int
+from tilelang.tir_utils import analyzer, const_int
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region
 
 

@@ -17,7 +17,7 @@ import tvm_ffi
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.transform.ir_utils import ExprRewriter, const_int, has_load, walk_stmts
+from tilelang.tir_utils import ExprRewriter, const_int, has_load, walk_stmts
 from tilelang.transform.kernel import op_name
 
 

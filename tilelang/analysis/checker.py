@@ -4,12 +4,17 @@ Contract: returns diagnostics sorted by position and never raises on a user mist
 check becomes one TL0003 diagnostic (``Reporter.guard``). Order matters only for deduplication:
 the specific checks run first, then layout inference (``transform.layout_inference``), whose
 ``LoweringError`` becomes a diagnostic at its own span unless a check already reported an error
-on those lines; register pressure needs the inferred layouts and runs last.
+on those lines; register pressure needs the inferred layouts and runs last. Inference gets the
+context's pass configs, as the compiler's does (``tl.disable_wgmma`` changes the layouts).
+
+``analyze`` returns ``(Kernel or None, diagnostics)``: the same run, with the facts it computed
+(``Kernel``: analysis and layouts), so that the hover summary (``analysis.summary``) reads the
+analysis the checks read instead of computing its own.
 """
 
 from __future__ import annotations
 
-from tilelang.analysis import targets
+from tilelang import targets
 from tilelang.analysis.alignment import check_alignment
 from tilelang.analysis.bounds import check_bounds
 from tilelang.analysis.dataflow import check_dataflow
@@ -35,6 +40,12 @@ CHECKS = (
 
 def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None) -> list[Diagnostic]:
     """All diagnostics for one kernel on ``target_arch``; see the module docstring."""
+    return analyze(func, target_arch, context)[1]
+
+
+def analyze(func, target_arch: str = "sm_90a", context: CheckContext | None = None):
+    """``(Kernel or None, diagnostics)``: ``check``'s run and the facts it computed (None when the
+    kernel analysis itself failed; ``Kernel.layouts`` is None when inference failed)."""
     ctx = context or CheckContext()
     rep = Reporter(func, ctx)
     try:
@@ -42,10 +53,10 @@ def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None
         info = analyze_kernel(func)
     except LoweringError as err:
         _report_lowering(rep, err)
-        return sort_diagnostics(rep.finish())
+        return None, sort_diagnostics(rep.finish())
     except Exception as err:  # noqa: BLE001 - reported as TL0003 by finish()
         rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
-        return sort_diagnostics(rep.finish())
+        return None, sort_diagnostics(rep.finish())
     k = Kernel.build(func, info, target_arch, ctx)
     rep.allocs = k.allocs
     for name, fn in CHECKS:
@@ -55,12 +66,12 @@ def check(func, target_arch: str = "sm_90a", context: CheckContext | None = None
     rep.guard("register checks", check_registers, k, rep)            # TL0502
     rep.guard("lowered shared memory check", check_lowered_smem, k, rep)  # TL0501 (sm_90a carve-out)
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
-    return sort_diagnostics(rep.finish())
+    return k, sort_diagnostics(rep.finish())
 
 
 def _infer(k, rep):
     try:
-        return infer_layouts(k.info, k.arch)
+        return infer_layouts(k.info, k.arch, dict(k.ctx.pass_configs))
     except LoweringError as err:
         _report_lowering(rep, err)
         return None

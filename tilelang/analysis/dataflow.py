@@ -22,7 +22,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.transform.ir_utils import const_int, tvm_ffi_walk
+from tilelang.tir_utils import const_int, tvm_ffi_walk
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name
 
 TRACKED = (FRAGMENT_SCOPE, "local")

@@ -17,7 +17,7 @@ import numpy as np
 from tvm import tirx
 
 from tilelang.diagnostics import Note, Severity
-from tilelang.transform.ir_utils import children, const_int, uses_vars
+from tilelang.tir_utils import children, const_int, uses_vars
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
 
 LIMIT = 1 << 24

@@ -9,9 +9,9 @@ Shape problems point at the operand that disagrees (B for K, C for M x N).
 
 from __future__ import annotations
 
-from tilelang.analysis import targets
+from tilelang import targets
 from tilelang.diagnostics import Fix, Note, TextEdit
-from tilelang.transform.ir_utils import const_int
+from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region
 from tilelang.transform.layout_inference import warp_partition
 

@@ -24,7 +24,7 @@ def _read(file: str) -> str | None:
     return "".join(lines) if lines else None
 
 
-def _silenced(configs) -> set:
+def silenced_codes(configs) -> set:
     """Codes the user switched off through pass configs (see tilelang.transform.pass_config)."""
     off = set()
     if configs.get("tl.disable_buffer_init_check"):
@@ -41,7 +41,7 @@ def run_check_pass(state) -> None:
     ctx = CheckContext(out_idx=getattr(state, "out_idx", None), read_source=_read,
                        pass_configs=dict(getattr(state, "pass_configs", None) or {}))
     diagnostics = [d for d in check(state.func, state.arch, ctx)
-                   if d.code not in _silenced(getattr(state, "pass_configs", None) or {})]
+                   if d.code not in silenced_codes(getattr(state, "pass_configs", None) or {})]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR and d.code != "TL0003"]
     if errors:
         raise TileLangCompileError(errors)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
-from tilelang.transform.ir_utils import walk_stmts
+from tilelang.tir_utils import walk_stmts
 from tilelang.transform.kernel import is_parallel_nest, op_name, parallel_nest, scope_of
 
 
@@ -22,6 +22,7 @@ class Kernel:
     arch: str
     ctx: object            # report.CheckContext
     layouts: object = None  # transform.layout_inference.Layouts, when inference succeeded
+    lowerer: object = None  # the Lowerer the sm_90a carve-out check built (the hover summary reuses it)
     ops: list = field(default_factory=list)        # Evaluate statements of tl.* ops, program order
     allocs: dict = field(default_factory=dict)     # buffer -> AllocBuffer statement
     nests: list = field(default_factory=list)      # outermost For of every T.Parallel nest

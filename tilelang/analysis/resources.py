@@ -3,7 +3,7 @@ thread of each fragment (TL0502) and the block's thread count (TL0503).
 
 Input: a ``Kernel``; TL0502 needs its ``layouts``. Shared memory is counted the way the
 compiler lays it out (``transform.smem_plan``): every shared buffer, 128-byte aligned, times the
-number of pipeline stages ``transform.pipeline.plan_stages`` gives it, buffers with disjoint
+number of pipeline stages ``transform.pipelined_loop.plan_stages`` gives it, buffers with disjoint
 lifetimes sharing bytes; once layouts
 are known, sm_90a wgmma kernels are re-counted with the lowering's exact carve-out (1024-byte
 aligned operand tiles, mbarrier rings: ``check_lowered_smem``). The notes list every buffer with
@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 
-from tilelang.analysis import targets
+from tilelang import targets
 from tilelang.diagnostics import Note
 from tilelang.language.dtypes import nbytes
-from tilelang.transform.ir_utils import const_int
+from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE
 from tilelang.transform import smem_plan
-from tilelang.transform.pipeline import plan_stages
+from tilelang.transform.pipelined_loop import plan_stages
 
 SMEM_ALIGN = 128
 
@@ -92,7 +92,8 @@ def check_lowered_smem(k, rep) -> None:
         return
     from tilelang.transform.lower_tile_ops import Lowerer
 
-    total = Lowerer(k.info, k.layouts, dict(k.ctx.pass_configs)).smem_bytes
+    k.lowerer = Lowerer(k.info, k.layouts, dict(k.ctx.pass_configs))
+    total = k.lowerer.smem_bytes
     if total > limit:
         _report_smem(k, rep, usage, total, limit, Note(
             f"on sm_90a, wgmma operand tiles start at 1024-byte boundaries and a warp-specialised pipeline "

@@ -13,7 +13,7 @@ import math
 from tvm import tirx
 
 from tilelang.diagnostics import Note
-from tilelang.transform.ir_utils import const_int
+from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, parallel_nest
 
 

@@ -35,7 +35,8 @@ from tilelang.autotuner.configs import ConfigError, ConfigTypeError
 from tilelang.autotuner.runner import AutotuneError, GpuRunner
 from tilelang.autotuner.tuner import (AutotunedFactory, AutotuneResult, AutoTuner, CompileArgs, ConfigResult,
                                       ProfileArgs, autotune)
+from tilelang.autotuner import param  # noqa: E402 - upstream's ``tilelang.autotuner.param``
 
-__all__ = ["AutoTuner", "AutotuneError", "AutotuneResult", "AutotunedFactory", "CompileArgs", "ConfigError",
+__all__ = ["AutoTuner", "AutotuneError", "param", "AutotuneResult", "AutotunedFactory", "CompileArgs", "ConfigError",
            "ConfigResult", "ConfigTypeError", "GpuRunner", "ProfileArgs", "autotune", "get_autotune_inputs",
            "set_autotune_inputs"]

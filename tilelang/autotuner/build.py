@@ -3,7 +3,8 @@
 Contract:
 - ``compile_all(thunks, compile_args, timeout, workers, report) -> {index: Built | Failed}``:
   ``thunks[i]()`` calls the factory for config ``i`` and returns a ``@T.prim_func`` (or an
-  already compiled JITKernel).  ``report(outcome)`` is called in the calling thread as each
+  already compiled JITKernel); ``compile_args`` is one dict for all, or a list with one per
+  config (per-config ``pass_configs``).  ``report(outcome)`` is called in the calling thread as each
   outcome arrives, and ``report(None)`` while waiting (a few times a second).
 - Each config runs in its own thread, at most ``workers`` at once.  The Python part (the
   factory, then lowering) runs under one process-wide lock, ``tilelang.jit.LOWER_LOCK``: it holds the GIL
@@ -122,7 +123,8 @@ def compile_all(thunks: list, compile_args: dict, timeout: float, workers: int, 
         while todo and len(running) < max(1, workers) and not lock_lost:
             i = todo.popleft()
             running.add(i)
-            threading.Thread(target=_job, args=(i, thunks[i], compile_args, started, outcomes),
+            args_i = compile_args[i] if isinstance(compile_args, list) else compile_args
+            threading.Thread(target=_job, args=(i, thunks[i], args_i, started, outcomes),
                              name=f"tilelang-autotune-{i}", daemon=True).start()
         try:
             outcome = outcomes.get(timeout=_POLL_S)

@@ -16,6 +16,9 @@ Contract:
 - ``call_args(signature, fixed, config) -> (args, kwargs)``: how to call the factory for
   one config (positional-only and ``*args``/``**kwargs`` parameters included).
 - ``describe(config)``: ``block_M=64, threads=128`` (``defaults`` for an empty config).
+- A config may also hold ``pass_configs`` (a dict, upstream's per-config compile option): it is
+  not a factory argument (``call_args`` leaves it out, the name check allows it) and
+  ``compile_overrides(config)`` returns it, to be merged over the run's own pass configs.
 
 Nothing here imports tvm or torch, and nothing needs a GPU.
 """
@@ -27,6 +30,9 @@ import itertools
 from typing import Any, Callable
 
 Config = dict[str, Any]
+
+# Config keys that steer the compile of a config rather than the factory call.
+COMPILE_KEYS = ("pass_configs",)
 
 
 class ConfigError(ValueError):
@@ -89,15 +95,28 @@ def _check_names(configs: list[Config], signature: inspect.Signature, name: str)
         return
     tunable = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     for i, config in enumerate(configs):
+        extra = config.get("pass_configs")
+        if "pass_configs" not in tunable and extra is not None and not isinstance(extra, dict):
+            raise ConfigTypeError(f"autotune {name}: config #{i} sets pass_configs to {type(extra).__name__}; "
+                                  "it must be a dict of pass config keys")
         for key in config:
-            if key not in tunable:
+            if key not in tunable and key not in COMPILE_KEYS:
                 raise ConfigError(f"autotune {name}: config #{i} {{{describe(config)}}} sets {key!r}, which is not "
                                  f"a parameter of {name}({', '.join(tunable)})")
 
 
+def compile_overrides(config: Config, signature: inspect.Signature | None = None) -> dict:
+    """The ``pass_configs`` a config adds over the run's own (empty when it sets none, or when
+    ``pass_configs`` is a parameter of the factory, which then receives it)."""
+    if signature is not None and "pass_configs" in signature.parameters:
+        return {}
+    return dict(config.get("pass_configs") or {})
+
+
 def call_args(signature: inspect.Signature, fixed: dict, config: Config) -> tuple[tuple, dict]:
     """Positional and keyword arguments calling the factory with ``fixed`` and ``config``."""
-    merged = {**fixed, **config}
+    compile_only = [k for k in COMPILE_KEYS if k not in signature.parameters]
+    merged = {k: v for k, v in {**fixed, **config}.items() if k not in compile_only}
     ordered: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     var_kw = None

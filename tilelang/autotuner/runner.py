@@ -9,7 +9,8 @@ Contract (``GpuRunner(profile)``, ``profile`` a ``ProfileArgs``):
 - Inputs are made once per run for each distinct kernel signature (all the configs of a
   factory usually share one) and reused by every config and by the reference: from
   ``set_autotune_inputs(...)`` when active, else ``supply_prog(input_params)``, else the
-  profiler's generator for ``supply_type`` (random normals for ``Auto``).  Outputs are
+  generator of ``tilelang.utils.tensor.get_tensor_supply(supply_type)`` (for ``Auto``: uniform
+  in [-1, 1) for 16- and 32-bit floats, small integers otherwise).  Outputs are
   allocated once by a first call, so no allocation is timed (a kernel without ``out_idx`` is
   timed on the shared inputs themselves, which it may overwrite).  A kernel whose inputs
   cannot be generated (symbolic dims, scalar params) is an ``AutotuneError`` asking for
@@ -21,8 +22,8 @@ Contract (``GpuRunner(profile)``, ``profile`` a ``ProfileArgs``):
   ``max_mismatched_ratio`` of the elements may lie outside ``atol + rtol * |ref|``;
   ``manual_check_prog(outputs, ref_outputs)`` replaces the comparison when given.  A mismatch
   raises AssertionError with a one-line message.
-- ``bench(kernel, config, warmup, rep) -> ms``: ``tilelang.profiler.do_bench`` of one call with
-  every argument preallocated.  ``ref_latency(warmup, rep)``: the same for ``ref_prog`` on the
+- ``bench(kernel, config, warmup, rep) -> ms``: ``tilelang.profiler.do_bench`` (with the profile's
+  timing ``backend``) of one call with every argument preallocated.  ``ref_latency(warmup, rep)``: the same for ``ref_prog`` on the
   first inputs made (None without ``ref_prog``).
 """
 
@@ -119,7 +120,7 @@ class GpuRunner:
         from tilelang.profiler.bench import do_bench
 
         args = self._full_args(kernel)
-        return do_bench(lambda: kernel(*args), warmup=warmup, rep=rep)
+        return do_bench(lambda: kernel(*args), warmup=warmup, rep=rep, backend=self.profile.backend)
 
     def ref_latency(self, warmup: float, rep: float) -> float | None:
         from tilelang.profiler.bench import do_bench
@@ -128,7 +129,7 @@ class GpuRunner:
         if ref is None or self._first is None:
             return None
         inputs = self._inputs[self._first]
-        return do_bench(lambda: ref(*inputs), warmup=warmup, rep=rep)
+        return do_bench(lambda: ref(*inputs), warmup=warmup, rep=rep, backend=self.profile.backend)
 
 
 def _signature(kernel) -> tuple:

@@ -107,7 +107,7 @@ def _closure(factory) -> dict:
 
 
 def tuning_key(factory, arguments: dict, configs: list, compile_args: dict, arch: str) -> str:
-    from tilelang import __version__
+    from tilelang.version import __version__
 
     return cache.cache_key("autotune", RECORD_FORMAT, __version__, _identity(factory), plain(arguments),
                            plain(configs), plain(compile_args), arch)

@@ -22,7 +22,6 @@ import inspect
 import os
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -69,6 +68,7 @@ class ProfileArgs:
     cache_input_tensors: bool = False  # inputs are always made once per run and shared
     early_stop: bool = False
     early_stop_factor: float = 2.0
+    backend: str = "event"   # do_bench's timing backend: "event", "cupti" or "cudagraph"
 
 
 @dataclass
@@ -142,8 +142,7 @@ def _unwrap(target) -> tuple[Callable, CompileArgs | None]:
     from tilelang.jit.eager import EagerJit
 
     if isinstance(target, EagerJit):
-        raise TypeError(f"autotune cannot tune the eager-style kernel {target.__name__!r} (one taking tensors); "
-                        "write it as a factory returning a @T.prim_func")
+        return target.tuning_factory(), None  # returns compiled kernels (the eager out_idx)
     if isinstance(target, AutotunedFactory):
         raise TypeError(f"{target.__name__!r} is already decorated with @autotune")
     if isinstance(target, _JitFactory):
@@ -163,6 +162,10 @@ def _problem(target, configs, compile_args: CompileArgs | None, args: tuple, kwa
     bound.apply_defaults()
     everything = dict(bound.arguments)
     keyed = {k: v for k, v in everything.items() if k not in set(do_not_specialize or ())}
+    from tilelang.jit.eager import EagerJit
+
+    if isinstance(target, EagerJit):  # a tensor argument counts by its shape and dtype
+        keyed = {k: target.key_of(v) for k, v in keyed.items()}
     return _Problem(name, factory, signature, fixed, tuned, compile_args or jit_args or CompileArgs(), keyed,
                     _marker(everything))
 
@@ -178,12 +181,21 @@ def _thunk(problem: _Problem, config: dict):
     return functools.partial(problem.factory, *args, **kwargs)
 
 
+def _compile_args(problem: _Problem, config: dict) -> dict:
+    """The run's compile arguments with the config's own ``pass_configs`` merged over them."""
+    args = problem.compile_args.as_dict()
+    extra = cfgs.compile_overrides(config, problem.signature)
+    if extra:
+        args["pass_configs"] = {**(args.get("pass_configs") or {}), **extra}
+    return args
+
+
 def _compile_one(problem: _Problem, config: dict):
     with build.LOWER_LOCK:
         func = _thunk(problem, config)()
     if isinstance(func, JITKernel):
         return func
-    return build.build_kernel(func, problem.compile_args.as_dict())
+    return build.build_kernel(func, _compile_args(problem, config))
 
 
 # ------------------------------------------------------------------ one run
@@ -242,7 +254,7 @@ def _from_record(record: dict | None, problem: _Problem, key: str) -> AutotuneRe
 
 
 def _record(result: AutotuneResult, problem: _Problem, arch: str) -> dict:
-    from tilelang import __version__
+    from tilelang.version import __version__
 
     return {"name": problem.name, "arch": arch, "tilelang_version": __version__,
             "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -257,6 +269,12 @@ def _ms(latency) -> str:
 
 
 def _cpu_count() -> int:
+    """Compile threads: TILELANG_AUTO_TUNING_CPU_COUNTS when positive, else the usable CPUs."""
+    from tilelang import knobs
+
+    wanted = knobs.autotune_cpu_count()
+    if wanted > 0:
+        return wanted
     try:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
@@ -312,7 +330,8 @@ def _compile_phase(problem: _Problem, profile: ProfileArgs, table: list, progres
             progress.advance(f"{{{cfgs.describe(row.config)}}} ({outcome.seconds:.1f} s)")
 
     thunks = [_thunk(problem, c) for c in problem.configs]
-    outcomes = build.compile_all(thunks, problem.compile_args.as_dict(), profile.timeout, workers, report)
+    per_config = [_compile_args(problem, c) for c in problem.configs]
+    outcomes = build.compile_all(thunks, per_config, profile.timeout, workers, report)
     return {i: o.kernel for i, o in sorted(outcomes.items()) if isinstance(o, build.Built)}
 
 
@@ -401,12 +420,14 @@ class AutoTuner:
                          supply_prog=None, rtol=0.01, atol=0.01, max_mismatched_ratio=0.01, skip_check=False,
                          manual_check_prog=None, cache_input_tensors=False, backend="event", early_stop=False,
                          early_stop_factor=2.0) -> "AutoTuner":
-        """See ``autotune``.  Only CUDA-event timing exists here; another ``backend`` warns."""
-        if backend != "event":
-            warnings.warn(f"autotune: timing backend {backend!r} is not available; using CUDA events", stacklevel=2)
+        """See ``autotune``; ``backend`` is ``do_bench``'s timing backend (event, cupti, cudagraph)."""
+        from tilelang.profiler.bench import BACKENDS
+
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown timing backend {backend!r}; use one of {', '.join(BACKENDS)}")
         self.profile_args = ProfileArgs(warmup, rep, timeout, supply_type, ref_prog, supply_prog, rtol, atol,
                                         max_mismatched_ratio, skip_check, manual_check_prog, cache_input_tensors,
-                                        early_stop, early_stop_factor)
+                                        early_stop, early_stop_factor, backend)
         return self
 
     @_user_facing
@@ -443,8 +464,19 @@ class AutotunedFactory:
 
     @_user_facing
     def __call__(self, *args, **kwargs):
+        from tilelang.jit.eager import EagerJit
+
+        kernel = self.compile(*args, **kwargs)
+        if isinstance(self._target, EagerJit) and args:  # an eager kernel runs on its tensors
+            return self._target.run(kernel, args, kwargs)
+        return kernel
+
+    @_user_facing
+    def compile(self, *args, **kwargs):
+        """The tuned kernel for these arguments (tuning if needed)."""
         from tilelang.jit import _hashable
 
+        kwargs.pop("__return_kernel", None)   # upstream's flag; the kernel is what is returned
         key = (tuple(_hashable(a) for a in args), tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))
         kernel = self._kernels.get(key)
         if kernel is None:

@@ -7,8 +7,8 @@ snippet, and imports nothing from TVM or lsprotocol.
 """
 
 from . import codes
-from .codes import Code, all_codes, get
-from .diagnostic import Diagnostic, Fix, Note, Severity, TextEdit, has_errors, sort_diagnostics
+from .codes import Code, Severity, all_codes, get
+from .diagnostic import Diagnostic, Fix, Note, TextEdit, has_errors, sort_diagnostics
 from .errors import (
     TileLangCompileError,
     filter_traceback,

@@ -17,12 +17,31 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
-
-from .diagnostic import Severity
+from enum import Enum
 
 DOCS_URL = "https://tilelang.dev/diagnostics"
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Fix")
 CODE_PATTERN = re.compile(r"TL\d{4}")
+
+
+class Severity(str, Enum):
+    """How bad a finding is. The values are the strings used in JSON, config files and the CLI."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    HINT = "hint"
+
+    @property
+    def rank(self) -> int:
+        """1 for error through 4 for hint: lower is more severe (the LSP DiagnosticSeverity numbering)."""
+        return _RANK[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_RANK = {Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3, Severity.HINT: 4}
 
 
 @dataclass(frozen=True)

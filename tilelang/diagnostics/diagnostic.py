@@ -15,33 +15,11 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from . import codes
+from .codes import Code, Severity
 from .span import Span
-
-if TYPE_CHECKING:
-    from .codes import Code
-
-
-class Severity(str, Enum):
-    """How bad a finding is. The values are the strings used in JSON, config files and the CLI."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-    HINT = "hint"
-
-    @property
-    def rank(self) -> int:
-        """1 for error through 4 for hint: lower is more severe (the LSP DiagnosticSeverity numbering)."""
-        return _RANK[self]
-
-    def __str__(self) -> str:
-        return self.value
-
-
-_RANK = {Severity.ERROR: 1, Severity.WARNING: 2, Severity.INFO: 3, Severity.HINT: 4}
 
 
 def _span_or_none(data: Any) -> Span | None:
@@ -130,8 +108,6 @@ class Diagnostic:
         severity: Severity | str | None = None,
     ) -> Diagnostic:
         """Build a diagnostic whose severity defaults to the registry's for ``code``."""
-        from . import codes  # codes imports Severity from this module.
-
         entry = codes.get(str(code))
         return cls(
             entry.code,
@@ -146,8 +122,6 @@ class Diagnostic:
     @property
     def url(self) -> str | None:
         """The documentation link for the code, or ``None`` for a code the registry does not know."""
-        from . import codes
-
         entry = codes.lookup(self.code)
         return entry.url if entry else None
 

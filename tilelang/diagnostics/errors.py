@@ -29,7 +29,8 @@ from types import TracebackType
 from typing import Any, Callable, NoReturn, TypeVar
 
 from .. import knobs
-from .diagnostic import Diagnostic, Severity
+from .codes import Severity
+from .diagnostic import Diagnostic
 from .render import render_text
 
 # Module-name prefixes whose frames are "internal". tvm is included because its parser and passes

@@ -29,7 +29,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from . import codes
-from .diagnostic import Diagnostic, Severity
+from .codes import Severity
+from .diagnostic import Diagnostic
 from .span import Span, split_lines
 
 JSON_SCHEMA_VERSION = 1

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
+from tilelang.artifact import NUM_SMS, KernelArtifact, ParamSpec
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
+from tilelang.engine.callback import apply_cuda_postproc
 from tilelang.engine.pipeline import PASSES
-from tilelang.jit.artifact import NUM_SMS, KernelArtifact, ParamSpec
-from tilelang.transform.ir_utils import const_int
+from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import LoweringError
+from tilelang.transform.pass_config import nvcc_flags
 
 
 @dataclass
@@ -196,9 +198,9 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
                 message=f"out_idx {i} is out of range for a kernel with {n} parameters",
                 span=_func_span(st.func))])
         outs.append(j)
-    flags = ["--use_fast_math"] if st.pass_configs.get("tl.enable_fast_math") else []
+    flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     return KernelArtifact(
-        name=st.cuda.name, source=st.cuda.source, params=params, kernel_args=kernel_args,
+        name=st.cuda.name, source=apply_cuda_postproc(st.cuda.source, st.arch), params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
         compile_flags=flags, tensormaps=list(st.tensormaps))

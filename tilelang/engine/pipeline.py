@@ -1,14 +1,18 @@
 """The ordered pass list. Each entry: (name, function(state) -> None), run in order by ``lower``.
 
+    check             the static checks (``tilelang.analysis``): errors stop the build
     analyze_kernel    find the launch, the thread variables and every buffer
     infer_layouts     fragment / loop / shared layouts and gemm warp partitions
+    stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
     lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers
     emit_cuda         TVM CUDA codegen + our device library include
 """
 
 from __future__ import annotations
 
+from tilelang.analysis import check_pass
 from tilelang.codegen import emit_cuda
+from tilelang.transform import stage_epilogue
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
@@ -37,10 +41,10 @@ def _emit(st):
 
 
 PASSES = [
-    ("check", __import__("tilelang.analysis", fromlist=["check_pass"]).check_pass),  # static checks (TL codes)
+    ("check", check_pass),                        # static checks (TL codes)
     ("analyze_kernel", _analyze),
     ("infer_layouts", _layouts),
-    ("stage_epilogues", __import__("tilelang.transform.stage_epilogue", fromlist=["apply"]).apply),  # sm_90a
+    ("stage_epilogues", stage_epilogue.apply),    # sm_90a: wgmma accumulator copies staged through shared memory
     ("lower_tile_ops", _lower),
     ("emit_cuda", _emit),
 ]

@@ -1,9 +1,12 @@
-"""The TileLang front end: TVM's TVMScript parser extended for the ``T`` namespace.
+"""The TileLang front end: a kernel's Python function becomes a TVM ``PrimFunc``.
 
-``prim_func`` parses a Python function into a TVM ``PrimFunc`` whose statements all carry the
-user's source span. Parse failures become ``TileLangCompileError`` with a located diagnostic.
+``prim_func`` runs the kernel body as Python against TVM's IR builder (``builder``/``rewrite``/
+``program``; the eager ``@tilelang.jit`` style in ``eager``); ``TILELANG_FRONTEND=tvm`` selects
+the previous path, TVM's TVMScript parser with our hooks (``parser``). Every statement carries the
+user's source span; failures become ``ParseError`` with a located diagnostic.
 """
 
-from .parser import ParseError, parse_source, prim_func
+from .errors import ParseError
+from .parser import macro, parse_source, prim_func
 
-__all__ = ["ParseError", "parse_source", "prim_func"]
+__all__ = ["ParseError", "macro", "parse_source", "prim_func"]

@@ -1,6 +1,6 @@
-"""Hooks into TVM's TVMScript parser.
-
-Two extensions, both installed once on import:
+"""``prim_func``/``macro``/``inline``: the builder front end (``program``) unless
+``TILELANG_FRONTEND=tvm`` selects the previous one, TVM's TVMScript parser with our hooks, which
+this module also holds. Two extensions, installed once by ``install()``:
 
 * the ``For`` visitor of the ``tirx`` dispatch token is wrapped so that ``T.Parallel(M, N)``
   (several loop frames at once) can be the iterator of one ``for`` statement;
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import sys
 
 from tvm.script.parser.core import diagnostics as _diag
 from tvm.script.parser.core import dispatch, doc
@@ -19,30 +21,8 @@ from tvm.script.parser.core.diagnostics import DiagnosticError
 from tvm.tirx.script.parser import entry as _entry
 from tvm.tirx.script.parser import parser as _tparser
 
+from .errors import ParseError, _span  # noqa: F401 - ParseError is part of this module's API
 
-
-class ParseError(DiagnosticError):
-    """A located front-end error: ``message`` at ``file:line:column``-``end_line:end_column``."""
-
-    def __init__(self, formatted: str, message: str, span):
-        super().__init__(formatted)
-        self.message = message
-        self.span = span
-
-    def __reduce__(self):
-        return (ParseError, (str(self), self.message, self.span))
-
-    def to_diagnostic(self):
-        from tilelang.diagnostics import Diagnostic, Severity
-
-        return Diagnostic(code=_code_for(self.message), severity=Severity.ERROR,
-                          message=self.message, span=self.span)
-
-
-def _code_for(message: str) -> str:
-    if message.startswith("TL0") and message[6:8] == ": ":
-        return message[:6]
-    return "TL0001"
 
 
 _original_error = _diag.Diagnostics.error
@@ -50,12 +30,7 @@ _original_error = _diag.Diagnostics.error
 
 def _structured_error(self, node, message):
     lineno, col, end_line, end_col = self.source.location(node)
-    try:
-        from tilelang.diagnostics import Span
-    except ImportError:  # during bootstrap of the package only
-        from collections import namedtuple
-        Span = namedtuple("Span", "file line column end_line end_column")
-    span = Span(str(self.source.source_name), lineno, col, end_line, end_col)
+    span = _span(self.source.source_name, lineno, col, end_line, end_col)
     try:
         _original_error(self, node, message)
     except DiagnosticError as err:
@@ -66,15 +41,15 @@ _original_visit_for = dispatch.get(token="tirx", type_name="For")
 
 
 def _visit_for(self, node):
-    """Enter every frame of a multi-loop iterator (``T.Parallel``) around one loop body."""
-    from tilelang.language.loops import Parallel
-
+    """Enter every frame of a multi-loop iterator around one loop body: a loop spec is any
+    object whose class sets ``tl_loop_spec`` and whose ``loop_frames()`` gives the frames
+    (``T.Parallel``); the front end knows no language class."""
     iter_node = node.iter
     if isinstance(iter_node, doc.Call):
         func = self.eval_expr(iter_node.func)
-        if func is Parallel:
+        if getattr(func, "tl_loop_spec", False):
             spec = self.eval_expr(iter_node)
-            frames = spec.frames()
+            frames = spec.loop_frames()
             with self.var_table.with_frame(), contextlib.ExitStack() as stack:
                 loop_vars = [stack.enter_context(f) for f in frames]
                 source = loop_vars if len(loop_vars) > 1 else loop_vars[0]
@@ -128,16 +103,54 @@ def install() -> None:
     _installed = True
 
 
+def builder_enabled() -> bool:
+    """Which front end parses kernels: the builder (default) or TVM's TVMScript parser
+    (``TILELANG_FRONTEND=tvm``, kept selectable while the builder settles)."""
+    return os.environ.get("TILELANG_FRONTEND", "builder").lower() != "tvm"
+
+
 def prim_func(func=None, *, private: bool = False, check_well_formed: bool = True):
     """Parse a TileLang kernel into a TVM PrimFunc (``@T.prim_func``)."""
     install()
+    outer = sys._getframe(1).f_locals  # noqa: SLF001 - the defining scope, for string annotations
 
     def wrap(f):
+        if builder_enabled():
+            from .program import build_prim_func, eager_style
+
+            if eager_style(f):
+                from .eager import build_eager_prim_func
+
+                return build_eager_prim_func(f)
+            return build_prim_func(f, private=private, check_well_formed=check_well_formed,
+                                   outer=outer if func is not None else sys._getframe(1).f_locals)
         return _entry.prim_func(f, private=private, check_well_formed=check_well_formed)
 
     if func is None:
         return wrap
     return wrap(func)
+
+
+def macro(func=None, *, hygienic: bool = True):
+    """``@T.macro``: a function spliced into the kernels that call it."""
+    if builder_enabled():
+        from .program import macro as _macro
+
+        return _macro(func, hygienic=hygienic)
+    from tvm.script import tirx as _T
+
+    return _T.macro(func, hygienic=hygienic) if func is not None else _T.macro(hygienic=hygienic)
+
+
+def inline(func=None):
+    """``@T.inline``: like ``T.macro`` (the builder splices both into the caller)."""
+    if builder_enabled():
+        from .program import macro as _macro
+
+        return _macro(func)
+    from tvm.script import tirx as _T
+
+    return _T.inline(func) if func is not None else _T.inline
 
 
 prim_func.dispatch_token = "tirx"

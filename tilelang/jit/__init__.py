@@ -14,33 +14,47 @@ nvcc, a subprocess, runs outside it, so compiles in threads overlap.
 from __future__ import annotations
 
 import functools
-import inspect
+import logging
+import os
 import threading
 
 from tilelang.diagnostics import hide_internal_frames
 from tilelang.jit import cache, nvcc
-from tilelang.jit.artifact import KernelArtifact
+from tilelang.artifact import KernelArtifact
+from tilelang import knobs
+from tilelang.jit.binding import FactoryFunc
+from tilelang.jit.diagnostics import jit_phase
 from tilelang.jit.kernel import JITKernel
 
 LOWER_LOCK = threading.RLock()
+_log = logging.getLogger("tilelang")
 
-__all__ = ["JITKernel", "compile", "jit", "lower"]
+__all__ = ["JITKernel", "compile", "jit", "lower", "par_compile"]
 
 
-def _normalize_out_idx(out_idx):
-    if out_idx is None:
-        return []
+def _normalize_out_idx(out_idx, func=None):
+    if out_idx is None:  # a prim_func returning T.empty outputs records them (tilelang.frontend)
+        attrs = getattr(func, "attrs", None)
+        return [int(i) for i in attrs["tilelang_out_idx"]] if attrs is not None and "tilelang_out_idx" in attrs else []
     if isinstance(out_idx, int):
         return [out_idx]
     return [int(i) for i in out_idx]
 
 
 @hide_internal_frames
-def lower(func, target="auto", pass_configs=None, out_idx=None) -> KernelArtifact:
-    """Lower a ``@T.prim_func`` to a KernelArtifact (CUDA source and launch description)."""
+def lower(func, target="auto", pass_configs=None, out_idx=None, target_host=None, runtime_only=False,
+          enable_host_codegen=False, enable_device_compile=False) -> KernelArtifact:
+    """Lower a ``@T.prim_func`` to a KernelArtifact (CUDA source and launch description).
+    ``enable_device_compile=True`` also runs nvcc (``artifact.cubin``); upstream's
+    ``target_host``, ``runtime_only`` and ``enable_host_codegen`` are accepted and change nothing
+    (the host side is our Python launcher)."""
     from tilelang.engine import lower as _lower
+    from tilelang.transform.pass_config import normalize
 
-    return _lower(func, target, pass_configs, _normalize_out_idx(out_idx))
+    artifact = _lower(func, target, normalize(pass_configs), _normalize_out_idx(out_idx, func))
+    if enable_device_compile:
+        artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+    return artifact
 
 
 def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None):
@@ -53,7 +67,7 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
     arch = normalize_target(target)
     configs = normalize(pass_configs)
     flags = list(compile_flags or [])
-    outs = _normalize_out_idx(out_idx)
+    outs = _normalize_out_idx(out_idx, func)
     key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
     artifact = cache.load(key) if cache.enabled() else None
     if artifact is None:
@@ -64,64 +78,164 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
 
 @hide_internal_frames
 def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=None,  # noqa: A001
-            execution_backend=None, verbose=False) -> JITKernel:
-    """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache)."""
-    with LOWER_LOCK:
+            execution_backend=None, verbose=False, target_host=None) -> JITKernel:
+    """Compile a ``@T.prim_func`` into a launchable ``JITKernel`` (using the disk cache).
+    ``execution_backend``, ``target_host`` and ``verbose`` are upstream's and accepted unused
+    (one backend here: nvcc and the CUDA driver)."""
+    with LOWER_LOCK, jit_phase("lower", kernel=_name_of(func), target=str(target)):
         key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
     if artifact.cubin is None:
+        if knobs.print_on_compilation():
+            _log.info("TileLang compiles kernel %s for %s", artifact.name, artifact.arch)
         try:
-            artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+            with jit_phase("nvcc", kernel=artifact.name, target=artifact.arch):
+                artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
         except nvcc.NVCCNotFoundError:
             artifact.cubin = None
         if artifact.cubin is not None and cache.enabled():
             cache.store(key, artifact)
+    _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
     return JITKernel(artifact, prim_func=func)
 
 
-class _JitFactory:
-    """The object ``@tilelang.jit`` returns: call it like the factory to get a kernel."""
+def _name_of(func) -> str:
+    attrs = getattr(func, "attrs", None)
+    return str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "main"
 
-    def __init__(self, factory, out_idx, target, pass_configs, compile_flags):
+
+def _write_kernel_source(directory, artifact: KernelArtifact) -> None:
+    """``cuda.kernels_output_dir``: keep each compiled kernel's CUDA source as ``<name>.cu``."""
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, f"{artifact.name}.cu"), "w") as f:
+            f.write(artifact.source)
+
+
+class _JitFactory:
+    """The object ``@tilelang.jit`` returns: call it like the factory to get a kernel.
+
+    Kernels are memoised per canonical argument tuple (``func.parse_args``: positional, keyword
+    and default spellings of one call share a kernel) and per literal call form (a repeated call
+    skips the binding). Upstream's attributes: ``func`` (a ``FactoryFunc``), ``mode`` ("lazy"),
+    ``compile(*args)``, ``par_compile(configs)``, ``get_tir(*args)``, ``get_kernel_source(*args)``.
+    """
+
+    def __init__(self, factory, out_idx, target, pass_configs, compile_flags, debug_root_path=None):
         functools.update_wrapper(self, factory)
         self.factory = factory
         self.out_idx = out_idx
         self.target = target
         self.pass_configs = pass_configs
         self.compile_flags = compile_flags
-        self._kernels = {}
-        self._signature = inspect.signature(factory)
+        self.debug_root_path = debug_root_path
+        self.func = FactoryFunc(factory)
+        self.mode = "lazy"
+        self._kernel_cache: dict = {}
+        self._call_form_cache: dict = {}
         bind = getattr(factory, "bind_compile_args", None)   # an @autotune factory inside @jit
         self._autotuned = callable(bind)
         if self._autotuned:
             bind(out_idx, target, pass_configs, compile_flags)
 
-    def _key(self, args, kwargs):
-        bound = self._signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return tuple((k, _hashable(v)) for k, v in bound.arguments.items())
-
     @hide_internal_frames
     def __call__(self, *args, **kwargs):
-        key = self._key(args, kwargs)
-        kernel = self._kernels.get(key)
+        form = _call_form(args, kwargs)
+        kernel = self._call_form_cache.get(form) if form is not None else None
+        if kernel is not None:
+            return kernel
+        if self._autotuned:   # its own memo and compile arguments; its kernels are final
+            key = None
+        else:
+            key, _ = self.func.parse_args(*args, **kwargs)
+            kernel = self._kernel_cache.get(key)
         if kernel is None:
-            if self._autotuned:   # tunes in threads of its own, which take the lock themselves
-                func = self.factory(*args, **kwargs)
-            else:
-                with LOWER_LOCK:
-                    func = self.factory(*args, **kwargs)
+            func = self.get_tir(*args, **kwargs)
             if isinstance(func, JITKernel):
                 return func
-            kernel = compile(func, self.out_idx, self.target, self.pass_configs, self.compile_flags)
-            self._kernels[key] = kernel
+            kernel = self._compile_tir(func)
+            if key is not None:
+                self._kernel_cache[key] = kernel
+        if form is not None:
+            self._call_form_cache[form] = kernel
         return kernel
 
-    def get_prim_func(self, *args, **kwargs):
+    def _compile_tir(self, func) -> JITKernel:
+        kernel = compile(func, self.out_idx, self.target, self.pass_configs, self.compile_flags)
+        if self.debug_root_path:
+            _write_debug_files(self.debug_root_path, self.__name__, kernel, func)
+        return kernel
+
+    def get_tir(self, *args, **kwargs):
         """The parsed PrimFunc for these factory arguments (no compilation)."""
         if self._autotuned:
             return self.factory(*args, **kwargs)
         with LOWER_LOCK:
             return self.factory(*args, **kwargs)
+
+    get_prim_func = get_tir
+
+    @hide_internal_frames
+    def compile(self, *args, **kwargs) -> JITKernel:
+        """Compile the factory's kernel for these arguments (through the disk cache, not the memo)."""
+        func = self.get_tir(*args, **kwargs)
+        return func if isinstance(func, JITKernel) else self._compile_tir(func)
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        return self(*args, **kwargs).get_kernel_source()
+
+    def par_compile(self, configs, num_workers: int | None = None, ignore_error: bool = False) -> list:
+        """Kernels for several argument sets (tuples: positional, dicts: keywords), compiled in
+        threads; with ``ignore_error`` a failing one is None (and logged) instead of raising."""
+        funcs = []
+        for cfg in configs:
+            if not isinstance(cfg, (tuple, dict)):
+                raise ValueError(f"a par_compile config is a tuple of positional or a dict of keyword arguments, "
+                                 f"not {type(cfg).__name__}")
+            funcs.append(self.get_tir(*cfg) if isinstance(cfg, tuple) else self.get_tir(**cfg))
+        return par_compile(funcs, self.out_idx, self.target, self.pass_configs, self.compile_flags,
+                           num_workers=num_workers, ignore_error=ignore_error)
+
+
+def _call_form(args: tuple, kwargs: dict):
+    """The literal call as a dict key, or None when an argument is unhashable."""
+    form = (args, tuple(kwargs.items()))
+    try:
+        hash(form)
+    except TypeError:
+        return None
+    return form
+
+
+def _write_debug_files(root: str, name: str, kernel: JITKernel, func) -> None:
+    """``debug_root_path``: the kernel's CUDA source and TVMScript, as upstream writes them."""
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, f"tilelang_jit_kernel_{name}.c"), "w") as f:
+        f.write(kernel.get_kernel_source())
+    with open(os.path.join(root, f"tilelang_jit_program_{name}.py"), "w") as f:
+        f.write(func.script())
+
+
+def par_compile(funcs, out_idx=None, target="auto", pass_configs=None, compile_flags=None, num_workers=None,
+                ignore_error: bool = False, execution_backend=None, target_host=None, verbose=None) -> list:
+    """``compile`` each PrimFunc in ``funcs`` in up to ``num_workers`` threads (default: one per
+    CPU), keeping their order; lowering takes turns (``LOWER_LOCK``), nvcc runs in parallel."""
+    import concurrent.futures
+
+    funcs = list(funcs)
+    workers = num_workers or max(1, min(len(funcs), os.cpu_count() or 1))
+    results: list = [None] * len(funcs)
+    with concurrent.futures.ThreadPoolExecutor(workers, "tl-par-compile") as pool:
+        futures = {pool.submit(compile, f, out_idx, target, pass_configs, compile_flags): i
+                   for i, f in enumerate(funcs)}
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            try:
+                results[i] = future.result()
+            except Exception as err:
+                if not ignore_error:
+                    raise
+                _log.warning("par_compile: kernel #%d failed: %s", i, err)
+    return results
 
 
 def _hashable(value):
@@ -133,14 +247,14 @@ def _hashable(value):
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
-        execution_backend=None, verbose=False, debug_root_path=None):
+        execution_backend=None, verbose=False, debug_root_path=None, target_host=None):
     """Decorate a kernel factory: ``@tilelang.jit(out_idx=[-1])``."""
     def wrap(factory):
         from tilelang.jit.eager import EagerJit, is_eager
 
         if is_eager(factory):
-            return EagerJit(factory, target, pass_configs, compile_flags)
-        return _JitFactory(factory, out_idx, target, pass_configs, compile_flags)
+            return EagerJit(factory, target, pass_configs, compile_flags, compile)
+        return _JitFactory(factory, out_idx, target, pass_configs, compile_flags, debug_root_path)
 
     if func is not None and callable(func):
         return wrap(func)

@@ -39,8 +39,9 @@ import operator
 
 import torch
 
+from tilelang import targets
+from tilelang.artifact import KNOWN_DTYPES, NUM_SMS, ArtifactError, KernelArtifact, parse_int_expr
 from tilelang.jit import driver as _driver
-from tilelang.jit.artifact import KNOWN_DTYPES, NUM_SMS, ArtifactError, KernelArtifact, parse_int_expr
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 GRID_X_MAX, GRID_YZ_MAX = 2**31 - 1, 65535
@@ -149,7 +150,7 @@ def device_sm_count(device: int) -> int:
     Device -1 (a CPU-side test of the fast path) counts as 132, an H100/H200's."""
     n = _SM_COUNTS.get(device)
     if n is None:
-        n = _SM_COUNTS[device] = (132 if device < 0 else
+        n = _SM_COUNTS[device] = (targets.sm_count("sm_90a") if device < 0 else
                                   torch.cuda.get_device_properties(device).multi_processor_count)
     return n
 

@@ -38,7 +38,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tilelang import knobs
-from tilelang.jit.artifact import KernelArtifact
+from tilelang.artifact import KernelArtifact
 
 _JSON, _CUBIN, _SOURCE = "artifact.json", "kernel.cubin", "kernel.cu"
 _TMP_PREFIX = ".tmp-"

@@ -245,7 +245,7 @@ def encode_tensormap(dtype: str, dims, strides, box, swizzle: int, address: int)
 
     ``dims`` and ``box`` are in elements, innermost first; ``strides`` are the byte strides of
     dims 1..rank-1; ``swizzle`` is the swizzle width in bytes (0 = none)."""
-    from tilelang.jit.artifact import TENSORMAP_DTYPES
+    from tilelang.artifact import TENSORMAP_DTYPES
 
     dims, strides, box = [int(x) for x in dims], [int(x) for x in strides], [int(x) for x in box]
     desc = (f"tensor map (dtype={dtype}, dims={dims}, strides={strides}, box={box}, swizzle={swizzle}, "
@@ -302,7 +302,7 @@ def arg_layout(kinds: list[str]) -> tuple[str, list[int], int]:
 
 def check_arch_compatible(arch: str, cc: tuple[int, int], device: int) -> None:
     """Raise a clear error when a cubin built for ``arch`` cannot run on a device of ``cc``."""
-    from tilelang.jit.artifact import arch_number
+    from tilelang.artifact import arch_number
 
     num, suffix = arch_number(arch)
     want = (num // 10, num % 10)

@@ -26,12 +26,12 @@ import inspect
 import textwrap
 
 
-class EagerError(TypeError):
-    """The eager function cannot be specialised for these arguments."""
+from tilelang.frontend.eager import EagerError  # noqa: F401 - one class for both front ends
 
 
 def is_eager(func) -> bool:
-    """True for a function written in the eager style (``T.const``/``T.empty``, no inner prim_func)."""
+    """True for a function written in the eager style: no inner ``@T.prim_func``, and it uses
+    ``T.const``/``T.empty``, launches ``T.Kernel`` itself or annotates tensor parameters."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     except (OSError, TypeError, SyntaxError):
@@ -40,9 +40,24 @@ def is_eager(func) -> bool:
     if not isinstance(fdef, ast.FunctionDef):
         return False
     for node in ast.walk(fdef):
-        if isinstance(node, ast.FunctionDef) and node is not fdef:
+        if isinstance(node, ast.FunctionDef) and node is not fdef and any(
+                "prim_func" in ast.unparse(d) for d in node.decorator_list):
             return False
-    return any(_is_t_call(n, ("const", "empty")) for n in ast.walk(fdef))
+    if any(isinstance(n, ast.FunctionDef) and n is not fdef for n in ast.walk(fdef)) and _legacy():
+        return False
+    params = fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs
+    return (any(_is_t_call(n, ("const", "empty")) for n in ast.walk(fdef))
+            or any(isinstance(s, ast.With) and any(_is_t_call(i.context_expr, ("Kernel",)) for i in s.items)
+                   for s in fdef.body)
+            or any(isinstance(s, ast.AnnAssign) and s.value is None and _is_tensor_ann(s.annotation)
+                   for s in fdef.body)
+            or any(p.annotation is not None and _is_tensor_ann(p.annotation) for p in params))
+
+
+def _legacy() -> bool:
+    from tilelang.frontend.parser import builder_enabled
+
+    return not builder_enabled()
 
 
 def _is_t_call(node, names) -> bool:
@@ -148,6 +163,8 @@ class EagerFunction:
 
 
 def _is_tensor_ann(node) -> bool:
+    if isinstance(node, ast.Subscript):
+        node = ast.Call(func=node.value, args=[], keywords=[])
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
         "Tensor", "Buffer", "StridedTensor")
 
@@ -187,38 +204,103 @@ def parse_eager(ef: EagerFunction, tensors, scalars):
 
 
 class EagerJit:
-    """What ``@tilelang.jit`` returns for an eager-style function: call it with tensors."""
+    """What ``@tilelang.jit`` returns for an eager-style function: call it with tensors.
+    ``compile_fn`` is ``tilelang.jit.compile`` (handed in by the decorator, which imports this
+    module: no import back)."""
 
-    def __init__(self, func, target, pass_configs, compile_flags):
+    def __init__(self, func, target, pass_configs, compile_flags, compile_fn):
         import functools
 
         functools.update_wrapper(self, func)
-        self.ef = EagerFunction(func)
         self.target, self.pass_configs, self.compile_flags = target, pass_configs, compile_flags
+        self._compile = compile_fn
         self._kernels = {}
+        if _legacy():
+            self.ef, self.program = EagerFunction(func), None
+        else:
+            from tilelang.frontend.eager import EagerProgram
+
+            self.ef, self.program = None, EagerProgram(func)
+
+    def _key(self, args, kwargs):
+        def one(v):
+            if hasattr(v, "shape") and hasattr(v, "dtype"):
+                return ("tensor", tuple(int(s) for s in v.shape), str(v.dtype))
+            return repr(v)
+
+        return (tuple(one(a) for a in args), tuple(sorted((k, one(v)) for k, v in kwargs.items())))
 
     def _specialise(self, args, kwargs):
-        tensors, scalars = self.ef.bind(args, kwargs)
-        key = (tuple((n, tuple(t.shape), str(t.dtype)) for n, t in tensors),
-               tuple(sorted((k, repr(v)) for k, v in scalars.items())))
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            from tilelang.jit import compile as _compile
-
-            func, out_idx = parse_eager(self.ef, tensors, scalars)
-            kernel = _compile(func, out_idx, self.target, self.pass_configs, self.compile_flags)
-            self._kernels[key] = kernel
-        return kernel, [t for _, t in tensors]
+        if self.program is None:
+            tensors, scalars = self.ef.bind(args, kwargs)
+            key = (tuple((n, tuple(t.shape), str(t.dtype)) for n, t in tensors),
+                   tuple(sorted((k, repr(v)) for k, v in scalars.items())))
+            kernel = self._kernels.get(key)
+            if kernel is None:
+                func, out_idx = parse_eager(self.ef, tensors, scalars)
+                kernel = self._compile(func, out_idx, self.target, self.pass_configs, self.compile_flags)
+                self._kernels[key] = kernel
+            return kernel, [t for _, t in tensors]
+        key = self._key(args, kwargs)
+        entry = self._kernels.get(key)
+        if entry is None:
+            func, out_idx, params = self.program.build(args, kwargs)
+            kernel = self._compile(func, out_idx, self.target, self.pass_configs, self.compile_flags)
+            entry = self._kernels[key] = (kernel, params)
+        kernel, params = entry
+        arguments, _ = self.program.split(args, kwargs)
+        return kernel, [arguments.get(p) for p in params]
 
     def compile(self, *args, **kwargs):
-        """The JITKernel for these arguments (compiled, not run)."""
+        """The JITKernel for these arguments (compiled, not run); keywords that are no parameter
+        give ``T.const`` values (``compile(M=1024, N=1024, block_M=64)``)."""
         return self._specialise(args, kwargs)[0]
 
     def get_prim_func(self, *args, **kwargs):
-        tensors, scalars = self.ef.bind(args, kwargs)
-        return parse_eager(self.ef, tensors, scalars)[0]
+        if self.program is None:
+            tensors, scalars = self.ef.bind(args, kwargs)
+            return parse_eager(self.ef, tensors, scalars)[0]
+        return self.program.build(args, kwargs)[0]
+
+    get_tir = get_prim_func
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        return self.compile(*args, **kwargs).get_kernel_source()
+
+    @staticmethod
+    def key_of(value):
+        """How an argument counts in a tuning record: a tensor by its shape and dtype."""
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            return ["tensor", [int(s) for s in value.shape], str(value.dtype)]
+        return value
+
+    def run(self, kernel, args, kwargs):
+        """Launch ``kernel`` (compiled from this function, e.g. by the autotuner) on the call's
+        tensor and scalar arguments; returns what the kernel returns (its outputs)."""
+        if self.program is None:
+            return kernel(*[t for _, t in self.ef.bind(args, kwargs)[0]])
+        arguments, _ = self.program.split(args, kwargs)
+        kinds = self.program.kinds(arguments)
+        return kernel(*[arguments.get(p) for p in self.program.rw.params if kinds[p] != "python"])
+
+    def tuning_factory(self):
+        """A kernel factory for ``@tilelang.autotune``: its keywords are the function's parameters
+        (tensors optional: shapes may come as ``T.const`` keywords instead) plus ``T.const``
+        values; it returns the compiled kernel (with the eager ``out_idx``)."""
+        import inspect
+
+        def factory(*args, **kwargs):
+            return self.compile(*args, **kwargs)
+
+        sig = inspect.signature(self.__wrapped__)
+        params = [p if p.default is not p.empty or p.kind in (p.VAR_POSITIONAL,) else p.replace(default=None)
+                  for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        params.append(inspect.Parameter("consts", inspect.Parameter.VAR_KEYWORD))
+        factory.__signature__ = sig.replace(parameters=params)
+        factory.__name__ = factory.__qualname__ = self.__name__
+        factory.__wrapped__ = self.__wrapped__  # the tuning record's identity: the user's source
+        return factory
 
     def __call__(self, *args, **kwargs):
         kernel, tensors = self._specialise(args, kwargs)
         return kernel(*tensors)
-

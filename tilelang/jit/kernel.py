@@ -13,10 +13,13 @@ Contract:
   ``adapter_args``); the launch goes to torch's current stream of the tensors'
   device.  Without a GPU the call raises RuntimeError("no CUDA device: ...").
 - The cubin is compiled with nvcc on first launch when the artifact has none.
-- Introspection: ``get_kernel_source``, ``export_sources``, ``get_ptx``/
-  ``show_ptx``, ``get_sass``/``show_sass``, ``ptxas_info``,
-  ``launch_description``, ``get_profiler``; attributes ``artifact``,
-  ``params``, ``out_idx``, ``name``, ``ir``, ``prim_func``.
+- Introspection: ``get_kernel_source`` (also ``kernel_source``),
+  ``get_host_source`` (our host side is Python: the launch description and the
+  generated argument checker), ``export_sources``, ``get_ptx``/``show_ptx``/
+  ``export_ptx``, ``get_sass``/``show_sass``, ``ptxas_info``,
+  ``launch_description``, ``get_profiler``, ``run_once``; attributes
+  ``artifact``, ``params``, ``out_idx``, ``name``, ``ir``, ``prim_func``,
+  ``target`` (the arch), ``compile_flags``.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from tilelang.artifact import KernelArtifact
 from tilelang.jit import nvcc
-from tilelang.jit.artifact import KernelArtifact
 
 
 class JITKernel:
@@ -115,8 +118,29 @@ class JITKernel:
         return f"JITKernel({self.name}({sig}), out_idx={self.out_idx}, arch={self.artifact.arch})"
 
     # ------------------------------------------------------------ introspection
+    @property
+    def target(self) -> str:
+        return self.artifact.arch
+
+    @property
+    def compile_flags(self) -> list[str]:
+        return list(self.artifact.compile_flags)
+
     def get_kernel_source(self) -> str:
         return self.artifact.source
+
+    @property
+    def kernel_source(self) -> str:
+        return self.artifact.source
+
+    def get_host_source(self) -> str:
+        """The host side of the launch: where upstream generates C, we launch from Python with a
+        generated argument checker; this is the launch description followed by that checker."""
+        text = self.launch_description()
+        try:
+            return text + "\n# generated argument checker (Python)\n" + self.arg_plan_source
+        except ImportError:   # no torch: the checker is built on first use of torch
+            return text
 
     def launch_description(self) -> str:
         """A short human-readable description of how the kernel is launched."""
@@ -155,6 +179,9 @@ class JITKernel:
     def show_ptx(self) -> None:
         print(self.get_ptx())
 
+    def export_ptx(self, path) -> None:
+        Path(path).write_text(self.get_ptx())
+
     def get_sass(self) -> str:
         if self._sass is None:
             self._sass = nvcc.disassemble_sass(self.ensure_cubin())
@@ -176,6 +203,10 @@ class JITKernel:
         from tilelang.profiler import Profiler
 
         return Profiler(self, tensor_supply=tensor_supply, tensor_supply_type=tensor_supply_type)
+
+    def run_once(self, symbols=None):
+        """One call on generated inputs (``get_profiler().run_once``)."""
+        return self.get_profiler().run_once(symbols)
 
 
 def _symbol_source(art: KernelArtifact, src) -> str:

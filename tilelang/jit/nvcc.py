@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilelang import knobs
-from tilelang.jit.artifact import arch_number
+from tilelang.artifact import arch_number
 
 DEFAULT_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]
 _MAX_LOG_IN_MESSAGE = 8000
@@ -166,7 +168,13 @@ def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[b
     src, out = tmp / "kernel.cu", tmp / f"kernel.{mode}"
     src.write_text(source)
     cmd = build_command(mode, arch, flags, include_dirs, str(src), str(out))
-    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=tmp)
+    timeout = knobs.compile_timeout_seconds()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=tmp, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise NVCCError(f"nvcc timed out after {timeout} seconds (TILELANG_COMPILE_TIMEOUT_SECONDS)\n"
+                        f"  source kept at: {src}\n  command: {' '.join(cmd)}", command=cmd,
+                        source_path=str(src)) from None
     log = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0 or not out.is_file():
         (tmp / "nvcc.log").write_text(log + "\n")
@@ -211,11 +219,30 @@ def nvrtc_options(arch: str, flags=(), include_dirs=()) -> list[str]:
     except NVCCError:
         pass
     for home in dict.fromkeys(t for t in toolkits if t):
-        if (home / "include").is_dir():
-            opts.append(f"-I{home / 'include'}")
+        opts += [f"-I{d}" for d in cuda_include_dirs(str(home)) if Path(d).is_dir()]
     nvcc_only = {"-O3", "-O2", "-O1", "-O0", "-lineinfo", "-std=c++17", "--expt-relaxed-constexpr"}
     opts += [str(f) for f in flags if str(f) not in nvcc_only]
     return opts
+
+
+def cuda_include_dirs(cuda_home: str, machine: str | None = None, system: str | None = None) -> list[str]:
+    """The header directories of the CUDA toolkit at ``cuda_home`` that exist: the flat
+    ``include`` (pip wheels, most toolkits) and ``targets/<arch>-linux/include`` (system
+    packages), each followed by its ``cccl`` subdirectory (CUDA 13 moved CCCL there). When none
+    exists, the conventional ones are returned so the compiler names the missing header. On
+    Windows only the flat layout exists."""
+    flat = os.path.join(cuda_home, "include")
+    if (system or sys.platform).startswith("win32"):
+        return [flat, os.path.join(flat, "cccl")]
+    arch = "sbsa-linux" if (machine or platform.machine()) in ("aarch64", "arm64") else "x86_64-linux"
+    target = os.path.join(cuda_home, "targets", arch, "include")
+    found = []
+    for base in (flat, target):
+        if os.path.isdir(base):
+            found.append(base)
+            if os.path.isdir(os.path.join(base, "cccl")):
+                found.append(os.path.join(base, "cccl"))
+    return found or [flat, target, os.path.join(target, "cccl")]
 
 
 def _nvrtc_check(nvrtc, result, what: str, prog=None, cmd=None) -> None:

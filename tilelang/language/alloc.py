@@ -41,24 +41,86 @@ def alloc_local(shape, dtype="float32", scope=LOCAL):
 
 def alloc_var(dtype="int32", init=None, scope=LOCAL):
     """A thread-private scalar variable; assign to it with ``x = value``."""
-    scalar = builder.alloc_scalar(normalize_dtype(dtype), scope=scope)
+    dtype = normalize_dtype(dtype)
+    scalar = builder.alloc_scalar(dtype, scope=scope)
     if init is not None:
+        if isinstance(init, (int, float)) and not isinstance(init, bool):
+            from tvm import tirx
+
+            init = tirx.const(init, dtype)  # a float64 initializer stays float64
         builder.buffer_store(scalar.scalar.source, init, [0])
     return scalar
+
+
+def alloc_buffer(shape, dtype="float32", scope=SHARED):
+    """A buffer in ``scope`` (upstream's general form; ``"shared"`` means dynamic shared memory)."""
+    if scope == "shared":
+        scope = SHARED
+    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope=scope)
+
+
+class Ref:
+    """``@T.macro def m(x: T.Ref)``: ``x`` must be a scalar variable (``T.alloc_var``) of the
+    caller, and ``x = v`` in the macro stores to it (``T.Var`` annotates the same)."""
+
+    tl_scalar_ref = True
 
 
 def alloc_global(shape, dtype="float32"):
     raise NotImplementedError("T.alloc_global is not supported yet: pass the buffer as a kernel argument")
 
 
-def empty(shape, dtype="float32"):
-    """Eager style: ``C = T.empty((M, N), dtype)`` declares an output of an ``@tilelang.jit``
-    function; the decorator turns it into an output parameter."""
-    raise RuntimeError("T.empty declares an output of an eager-style @tilelang.jit function "
-                       "(a function taking tensors); use it there, at the top level of the body")
+class _EagerRequest:
+    """What ``T.const``/``T.empty`` return while a kernel is being built: the front end resolves
+    it at the call (``tl_eager_request``: ``resolve(state)`` with the eager run's state), so this
+    layer needs nothing of the front end."""
+
+    tl_eager_request = True
+
+    def __init__(self, kind, args):
+        self.kind, self.args = kind, args
+
+    def resolve(self, state):
+        if state is None:
+            raise RuntimeError(_OUTSIDE[self.kind])
+        return getattr(state, self.kind)(*self.args)
+
+
+_OUTSIDE = {
+    "const": "T.const names the dimensions of an eager-style @tilelang.jit function (a function taking "
+             "tensors); use it there",
+    "empty": "T.empty declares an output of an eager-style @tilelang.jit function (a function taking "
+             "tensors); use it there",
+}
+
+
+def _request(kind, args):
+    from tvm.script.ir_builder import IRBuilder
+
+    if not IRBuilder.is_in_scope():
+        raise RuntimeError(_OUTSIDE[kind])
+    return _EagerRequest(kind, args)
+
+
+def empty(*shape, dtype=None):
+    """Eager style: ``C = T.empty((M, N), dtype)`` (or ``T.empty(M, N, dtype=...)``) declares an
+    output of an ``@tilelang.jit`` function; it becomes an output parameter of the kernel."""
+    if len(shape) >= 1 and isinstance(shape[0], (list, tuple)):
+        if len(shape) > 1 and dtype is None:
+            dtype = shape[1]
+        shape = tuple(shape[0])
+    elif shape and dtype is None and not _is_extent(shape[-1]):
+        shape, dtype = shape[:-1], shape[-1]
+    return _request("empty", (tuple(shape), normalize_dtype(dtype if dtype is not None else "float32")))
+
+
+def _is_extent(value) -> bool:
+    from tvm import ir
+
+    return isinstance(value, int) or ir.is_prim_expr(value)
 
 
 def const(names: str, dtype="int32"):
-    """Eager style: ``M, N = T.const("M, N")`` names dimensions bound from the tensors' shapes."""
-    raise RuntimeError("T.const names the dimensions of an eager-style @tilelang.jit function "
-                       "(a function taking tensors); use it there, at the top level of the body")
+    """Eager style: ``M, N = T.const("M, N")`` names dimensions bound from the tensors' shapes
+    (or from ``compile(M=...)`` keywords)."""
+    return _request("const", (names, normalize_dtype(dtype)))

@@ -43,6 +43,8 @@ def current_kernel() -> KernelContext | None:
 class Kernel:
     """Launch a grid of thread blocks: ``with T.Kernel(gx, gy, threads=128) as (bx, by):``."""
 
+    tl_kernel_launch = True  # the front end's marker: an eager signature ends at the first launch
+
     def __init__(self, *blocks, threads=128, cluster_dims=None, prelude=None, is_cpu=False):
         if len(blocks) == 1 and isinstance(blocks[0], (list, tuple)):
             blocks = tuple(blocks[0])

@@ -19,7 +19,12 @@ STAGE_ATTR = "tl.pipeline_stage"
 
 
 class Parallel:
-    """``for i, j in T.Parallel(M, N):`` - an n-d loop whose iterations are spread over threads."""
+    """``for i, j in T.Parallel(M, N):`` - an n-d loop whose iterations are spread over threads.
+
+    A loop spec for the front end: ``tl_loop_spec`` marks it, ``loop_frames()`` gives the frames
+    that one ``for`` statement enters together."""
+
+    tl_loop_spec = True
 
     def __init__(self, *extents, coalesced_width=None, loop_layout=None):
         if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
@@ -29,7 +34,7 @@ class Parallel:
         self.extents = [as_expr(e) for e in extents]
         self.coalesced_width = coalesced_width
 
-    def frames(self):
+    def loop_frames(self):
         out = []
         for depth, extent in enumerate(self.extents):
             ann = {PARALLEL_ATTR: len(self.extents) - depth}
@@ -52,9 +57,44 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
 
 
 def serial(start, stop=None, step=None, annotations=None):
+    """A sequential loop. A step other than a literal 1 gives a loop spec that runs
+    ``ceildiv(stop - start, step)`` iterations and binds the loop name to ``start + k * step``
+    (a negative constant step counts down)."""
     if stop is None:
         start, stop = 0, start
-    return builder.serial(start, stop, step=step, annotations=annotations)
+    if step is None or _is_one(step):
+        return builder.serial(start, stop, annotations=annotations)
+    return _SteppedSerial(start, stop, step, annotations)
+
+
+def _is_one(value) -> bool:
+    from tvm import tirx
+
+    return (isinstance(value, int) and value == 1) or (isinstance(value, tirx.IntImm) and int(value) == 1)
+
+
+class _SteppedSerial:
+    """``T.serial(start, stop, step)`` with a step other than 1 (a loop spec for the front end)."""
+
+    tl_loop_spec = True
+
+    def __init__(self, start, stop, step, annotations=None):
+        if isinstance(step, int) and step == 0:
+            raise ValueError("T.serial step must not be zero")
+        self.start, self.stop, self.step, self.annotations = start, stop, step, annotations
+
+    def trip_count(self):
+        from .math import ceildiv
+
+        if isinstance(self.step, int) and self.step < 0:
+            return ceildiv(self.start - self.stop, -self.step)
+        return ceildiv(self.stop - self.start, self.step)
+
+    def loop_frames(self):
+        return [builder.serial(0, self.trip_count(), annotations=self.annotations)]
+
+    def loop_values(self, loop_vars):
+        return self.start + loop_vars[0] * self.step
 
 
 def unroll(start, stop=None, step=None, explicit=False, unroll_factor=None, annotations=None):

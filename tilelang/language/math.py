@@ -16,6 +16,7 @@ from .dtypes import normalize_dtype
 
 exp = _T.exp
 exp2 = _T.exp2
+exp10 = _T.exp10
 log = _T.log
 log2 = _T.log2
 log10 = _T.log10
@@ -26,6 +27,19 @@ tanh = _T.tanh
 sin = _T.sin
 cos = _T.cos
 erf = _T.erf
+tan, sinh, cosh = _T.tan, _T.sinh, _T.cosh
+asin, acos, atan, atan2 = _T.asin, _T.acos, _T.atan, _T.atan2
+asinh, acosh, atanh = _T.asinh, _T.acosh, _T.atanh
+log1p, hypot, copysign, nextafter, ldexp = _T.log1p, _T.hypot, _T.copysign, _T.nextafter, _T.ldexp
+nearbyint = _T.nearbyint
+isfinite = _T.isfinite
+popcount, clz = _T.popcount, _T.clz
+shift_left, shift_right = _T.shift_left, _T.shift_right
+bitwise_and, bitwise_or, bitwise_xor, bitwise_not = _T.bitwise_and, _T.bitwise_or, _T.bitwise_xor, _T.bitwise_not
+likely = _T.likely
+call_intrin, call_pure_extern = _T.call_intrin, _T.call_pure_extern
+# Expression nodes upstream's T re-exports (T.Cast("float32", x), T.Ramp(base, stride, lanes) ...).
+Cast, Ramp, Broadcast, Shuffle, Let = tirx.Cast, tirx.Ramp, tirx.Broadcast, tirx.Shuffle, tirx.Let
 floor = _T.floor
 ceil = _T.ceil
 round = _T.round  # noqa: A001 - mirrors the T namespace
@@ -36,7 +50,14 @@ fmod = _T.fmod
 Select = _T.Select
 address_of = _T.address_of
 call_extern = _T.call_extern
-reinterpret = _T.reinterpret
+
+
+def reinterpret(value, dtype):
+    """The bits of ``value`` read as ``dtype`` (same total width): ``T.reinterpret(x, T.uint32)``.
+    The older order ``T.reinterpret(dtype, value)`` is accepted too."""
+    if isinstance(dtype, tvm.ir.Expr) or isinstance(value, str) or getattr(value, "_dtype_str", None):
+        value, dtype = dtype, value
+    return tirx.reinterpret(normalize_dtype(dtype), as_expr(value))
 
 
 def abs(x):  # noqa: A001 - mirrors the T namespace

@@ -1,4 +1,5 @@
-"""Tile operators: ``T.copy``, ``T.fill``/``T.clear``, ``T.gemm``, reductions, ``T.cumsum``, atomics.
+"""Tile operators: ``T.copy``, ``T.fill``/``T.clear``, ``T.gemm``, reductions (arithmetic and bitwise),
+``T.cumsum``, atomics.
 
 Each call checks what can be checked while parsing (operand kinds, ranks) and emits a ``tl.*``
 Op (see ``_ops``). Errors raised here surface at the user's line through the front end.
@@ -129,15 +130,45 @@ def reduce_absmax(buffer, out, dim=-1, clear=True):
     _reduce("absmax", buffer, out, dim, clear)
 
 
+def _bit_reduce(kind, buffer, out, dim, clear):
+    src = _to_region(buffer, READ, what=f"reduce_{kind}")
+    dtype = str(src.args[0].source.dtype)
+    if not dtype.startswith(("int", "uint")):
+        raise TypeError(f"T.reduce_{kind} reduces integer buffers, got {dtype}")
+    _reduce(kind, buffer, out, dim, clear)
+
+
+def reduce_bitand(buffer, out, dim=-1, clear=True):
+    """Bitwise AND of ``buffer`` along ``dim`` into ``out`` (integer fragments)."""
+    _bit_reduce("bitand", buffer, out, dim, clear)
+
+
+def reduce_bitor(buffer, out, dim=-1, clear=True):
+    _bit_reduce("bitor", buffer, out, dim, clear)
+
+
+def reduce_bitxor(buffer, out, dim=-1, clear=True):
+    _bit_reduce("bitxor", buffer, out, dim, clear)
+
+
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
     _reduce(str(reduce_type), buffer, out, dim, clear)
 
 
-def cumsum(src, dst=None, dim=0, reverse=False):
-    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (``src`` itself by default)."""
+def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
+    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (``src`` itself by default).
+    ``annotations`` (upstream's per-op pass hints) are accepted; no pass of ours reads them."""
     s = _to_region(src, READ, what="cumsum")
     d = _to_region(dst if dst is not None else src, WRITE, what="cumsum")
     emit("cumsum", [s, d, int(dim), int(bool(reverse))])
+
+
+def cummax(src, dst=None, dim=0, reverse=False, annotations=None):
+    """Inclusive running maximum of ``src`` along ``dim`` into ``dst`` (``src`` itself by default);
+    lowered like ``T.cumsum`` with max for +. ``annotations`` as for ``T.cumsum``."""
+    s = _to_region(src, READ, what="cummax")
+    d = _to_region(dst if dst is not None else src, WRITE, what="cummax")
+    emit("cumsum", [s, d, int(dim), int(bool(reverse)), "max"])
 
 
 def _atomic(kind, dst, value, memory_order=None, return_prev=False):
@@ -166,3 +197,75 @@ def atomic_max(dst, value, memory_order=None, return_prev=False):
 
 def atomic_min(dst, value, memory_order=None, return_prev=False):
     return _atomic("min", dst, value, memory_order, return_prev)
+
+
+# ----- element atomics with a memory order, bitwise or, packed adds ------------------------------------
+_LOAD_ORDERS = {"relaxed": 0, "consume": 1, "acquire": 1, "seq_cst": 3}
+_STORE_ORDERS = {"relaxed": 0, "release": 2, "seq_cst": 3}
+
+
+def _element(ref, what):
+    """The buffer and element address of ``A[i]`` (or of the first element of a slice/buffer)."""
+    ref = _unwrap(ref)
+    if is_buffer_var(ref):
+        ref = tirx.BufferLoad(ref, [0] * len(ref.shape))
+    elif isinstance(ref, ir.TensorRegion):
+        ref = tirx.BufferLoad(ref.source, [r.min for r in ref.region])
+    if not isinstance(ref, ir.TensorLoad):
+        raise TypeError(f"T.{what} expects a buffer element A[i] (or a slice), got {type(ref).__name__}")
+    return ref.source, tirx.address_of(ref)
+
+
+def _order(orders, memory_order, what):
+    if memory_order not in orders:
+        raise ValueError(f"T.{what}: memory_order must be one of {sorted(orders)}, got {memory_order!r}")
+    return orders[memory_order]
+
+
+def atomic_load(src, memory_order="seq_cst"):
+    """The value of a 32/64-bit element, read with ``memory_order`` (GPU scope)."""
+    buf, addr = _element(src, "atomic_load")
+    order = _order(_LOAD_ORDERS, memory_order, "atomic_load")
+    return tirx.call_extern(str(buf.dtype), f"tl::atomic_load<{order}>", addr)
+
+
+def atomic_store(dst, value, memory_order="seq_cst"):
+    """Write a 32/64-bit element with ``memory_order`` (GPU scope)."""
+    buf, addr = _element(dst, "atomic_store")
+    order = _order(_STORE_ORDERS, memory_order, "atomic_store")
+    return tirx.call_extern("int32", f"tl::atomic_store<{order}>", addr, as_expr(value))
+
+
+def atomic_or(dst, value, memory_order=None):
+    """Atomically OR ``value`` into an integer element; returns the old value."""
+    buf, addr = _element(dst, "atomic_or")
+    if not str(buf.dtype).startswith(("int", "uint")):
+        raise TypeError(f"T.atomic_or needs an integer element, got {buf.dtype}")
+    value = as_expr(value)
+    if str(getattr(value.ty, "dtype", value.ty)) != str(buf.dtype):
+        value = tirx.Cast(str(buf.dtype), value)
+    return tirx.call_extern(str(buf.dtype), "tl::atomic_or", addr, value)
+
+
+def _atomic_packed(n, dst, value, return_prev):
+    what = f"atomic_addx{n}"
+    if return_prev:
+        raise NotImplementedError(f"T.{what}(return_prev=True) is not supported: use T.atomic_add per element")
+    dbuf, daddr = _element(dst, what)
+    sbuf, saddr = _element(value, what)
+    allowed = ("float16", "bfloat16", "float32") if n == 2 else ("float32",)
+    if str(dbuf.dtype) not in allowed or str(sbuf.dtype) != str(dbuf.dtype):
+        raise TypeError(f"T.{what} adds {n} consecutive {'/'.join(allowed)} elements of the same dtype, "
+                        f"got {dbuf.dtype} += {sbuf.dtype}")
+    return tirx.call_extern("int32", f"tl::atomic_addx{n}", daddr, saddr)
+
+
+def atomic_addx2(dst, value, return_prev=False):
+    """Atomically add the 2 consecutive elements at ``value`` to those at ``dst`` (one packed atomic)."""
+    return _atomic_packed(2, dst, value, return_prev)
+
+
+def atomic_addx4(dst, value, return_prev=False):
+    """Atomically add 4 consecutive float32 at ``value`` to those at ``dst`` (one vector atomic on sm_90)."""
+    return _atomic_packed(4, dst, value, return_prev)
+

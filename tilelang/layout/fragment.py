@@ -1,498 +1,332 @@
-"""Fragment layouts: which thread holds which element of a register tile.
+"""The user-facing ``Fragment`` (upstream's ``T.Fragment``): a register-tile layout given by
+functions of the element index, and ``build_user_fragment``, which turns its IR form into the
+compiler's axis form (``tilelang.layout.axes.AxisFragment``) once the block's thread count is
+known. Besides the IR form the class offers upstream's layout algebra over the shared placeholder
+variables of ``tilelang.layout.layout``: ``is_equal``, ``repeat``, ``replicate``,
+``get_thread_size``, ``map_forward_thread``.
 
-A ``Fragment`` over a tile of ``shape`` is a set of axes. Each axis is either a *thread* axis
-(a digit of the thread index: ``(tid // stride) % extent``) or a *local* axis (a digit of the
-register index within a thread). Every axis contributes ``coef * value`` to the index of one tile
-dimension; a thread axis that contributes to no dimension is a *replication* axis (all its
-values hold the same elements). The axes of one dimension form a mixed-radix number system
-(sorted by coefficient, each coefficient is the product of the smaller extents), so both
-directions are closed-form:
-
-* inverse, for code generation: ``index_d(tid, local) = sum coef * digit``;
-* forward, for rewriting accesses: ``local(i, j, ...)`` and ``thread(i, j, ...)`` by digit
-  extraction.
-
-This covers the mma.sync accumulator and operand layouts, the default layout of a ``T.Parallel``
-loop, and every layout derived from them by reductions and broadcasting.
+The axis form itself lives in ``tilelang.layout.axes``; the names the compiler passes import from
+this module (``LOCAL``, ``THREAD``, ``wgmma_accumulator`` ...) are re-exported from there.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+import inspect
 
 import numpy as np
-from tvm import tirx
+from tvm import ir, tirx
 
-from tilelang.transform.ir_utils import i32, simplify
+from tilelang.tir_utils import dtype_of, substitute
 
-THREAD, LOCAL = "thread", "local"
-
-
-@dataclass(frozen=True)
-class Axis:
-    name: str
-    kind: str          # THREAD or LOCAL
-    extent: int
-    stride: int        # digit position: thread-index stride or register-index stride
-    dim: int | None    # tile dimension it indexes; None: a replication (thread) axis
-    coef: int = 1      # contribution to that dimension's index
+from .axes import (LOCAL, THREAD, Axis, LayoutError, UserLayoutError, default_fragment, drop_dim,  # noqa: F401
+                   evaluate_index_expr, mma_accumulator, mma_operand_a, project, user_fragment,
+                   wgmma_accumulator, wgmma_operand_a)
+from .axes import AxisFragment as _AxisFragment
+from .layout import REPLICA, Layout, bound_analyzer, fold, placeholders, same_exprs, unpack_layout_expr
 
 
-class LayoutError(ValueError):
-    """A layout that cannot be built or does not fit; the message is for the user."""
+class Fragment(Layout):
+    """A register-tile layout for ``T.annotate_layout`` (upstream's ``T.Fragment``)::
 
+        T.Fragment((M, N), forward_fn=lambda i, j: (thread, register))
+        T.Fragment((M, N), forward_thread_fn=lambda i, j: thread, forward_index_fn=lambda i, j: register)
 
-@dataclass(frozen=True)
-class Fragment:
-    shape: tuple
-    num_threads: int
-    axes: tuple
-    name: str = "fragment"
-    _tables: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    ``register`` may be a list (a multi-dimensional register index, flattened row-major) or left
+    out (each thread numbers its elements in row-major order). With ``replicate=k`` every element
+    is held by ``k`` threads: a function taking one more argument than the shape has dimensions
+    gets the replica ``rep`` in ``[0, k)`` and places it itself; otherwise replica ``rep`` lives on
+    thread ``thread + rep * T`` (``T``: the threads of one replica), like upstream's
+    ``Fragment.replicate``. The layout is checked and resolved when the kernel is lowered
+    (``build_user_fragment``), where the buffer and the block's thread count are known.
 
-    # ----- construction checks ---------------------------------------------------------
-    def __post_init__(self):
-        for d, extent in enumerate(self.shape):
-            digits = sorted((a for a in self.axes if a.dim == d), key=lambda a: a.coef)
-            expect = 1
-            for a in digits:
-                if a.coef != expect:
-                    raise LayoutError(f"axes of dimension {d} are not a mixed-radix system: {digits}")
-                expect *= a.extent
-            if expect != extent:
-                raise LayoutError(f"axes of dimension {d} cover {expect} values, the tile has {extent}")
-        t = 1
-        for a in sorted(self.thread_axes, key=lambda a: a.stride):
-            if a.stride != t:
-                raise LayoutError(f"thread axes do not tile the thread index: {self.thread_axes}")
-            t *= a.extent
-        if t != self.num_threads:
-            raise LayoutError(f"thread axes cover {t} threads, the block has {self.num_threads}")
-        n = 1
-        for a in sorted(self.local_axes, key=lambda a: a.stride):
-            if a.stride != n:
-                raise LayoutError(f"local axes do not tile the register index: {self.local_axes}")
-            n *= a.extent
+    ``Fragment(shape, num_threads, axes, name)`` still builds the compiler's own axis form
+    (``tilelang.layout.fragment.Fragment``)."""
+
+    kind = "fragment"
+
+    def __new__(cls, shape=None, *args, **kwargs):
+        if ("axes" in kwargs or "num_threads" in kwargs
+                or (args and isinstance(args[0], (int, np.integer)) and not isinstance(args[0], bool))):
+            return _AxisFragment(shape, *args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, shape, forward_fn=None, forward_thread_fn=None, replicate=1, forward_index_fn=None):
+        self.forward_fn = forward_fn
+        self.shape = _constant_shape(shape)
+        if isinstance(replicate, bool) or not isinstance(replicate, (int, np.integer)) or replicate < 1:
+            raise ValueError(f"T.Fragment replicate must be a positive integer, got {replicate!r}")
+        if forward_fn is None and forward_thread_fn is None:
+            raise TypeError("T.Fragment needs forward_fn (returning (thread, register index)) or forward_thread_fn")
+        if forward_fn is not None and (forward_thread_fn is not None or forward_index_fn is not None):
+            raise TypeError("T.Fragment takes either forward_fn or forward_thread_fn/forward_index_fn, not both")
+        self.replicate_size = int(replicate)
+        fn = forward_fn if forward_fn is not None else forward_thread_fn
+        n = len(self.shape)
+        self.variables = [tirx.Var(name, "int32") for name in _param_names(fn, n)]
+        self.rep_var = tirx.Var("rep", "int32")
+        # Replica placement: 0 none, 1 the function places ``rep``, 2 replicas outermost.
+        self.rep_mode = 0 if self.replicate_size == 1 else (1 if _accepts(fn, n + 1) else 2)
+        if self.rep_mode != 1 and not _accepts(fn, n):
+            raise TypeError(f"T.Fragment: {_fn_name(fn)} must take {n} index argument(s) for shape "
+                            f"{list(self.shape)}" + (" (plus rep)" if self.replicate_size > 1 else ""))
+        args = self.variables + ([self.rep_var] if self.rep_mode == 1 else [])
+        if forward_fn is not None:
+            out = forward_fn(*args)
+            if not isinstance(out, (list, tuple)) or len(out) < 2:
+                raise TypeError(f"T.Fragment forward_fn must return (thread, register index), got {out!r}")
+            thread, index = out[0], list(out[1:])
+        else:
+            thread = forward_thread_fn(*args)
+            index = [] if forward_index_fn is None else forward_index_fn(*self.variables)
+        seq = (list, tuple, ir.Array)
+        index = list(index) if isinstance(index, seq) else [index]
+        if len(index) == 1 and isinstance(index[0], seq):
+            index = list(index[0])
+        self.thread = _index_expr(thread, "thread")
+        self.names = [v.name for v in self.variables]
+        self.index_exprs = [_index_expr(e, "register index") for e in index]
+
+    def encode(self):
+        """IR arguments: kind, rank, shape, replicate, replica placement, register outputs, then the
+        thread and register expressions, each ``let``-wrapped over its own fresh indices and ``rep``."""
+        head = [ir.StringImm(self.kind), _imm(len(self.shape))] + [_imm(s) for s in self.shape]
+        head += [_imm(self.replicate_size), _imm(self.rep_mode), _imm(len(self.index_exprs))]
+        return head + [self._wrap(e) for e in [self.thread] + self.index_exprs]
+
+    def _wrap(self, expr):
+        bound = self.variables + [self.rep_var]
+        fresh = [tirx.Var(v.name, "int32") for v in bound]
+        expr = substitute(expr, dict(zip(bound, fresh)))
+        for var in reversed(fresh):
+            expr = tirx.Let(var, tirx.IntImm("int32", 0), expr)
+        return expr
+
+    @classmethod
+    def from_exprs(cls, shape, thread, index, replicate=1) -> "Fragment":
+        """A fragment from its thread and register expressions over ``placeholders`` and ``REPLICA``."""
+        frag = Layout.__new__(cls)
+        frag.forward_fn = None
+        frag.shape = _constant_shape(shape)
+        frag.replicate_size = int(replicate)
+        frag.variables = placeholders(len(frag.shape))
+        frag.names = [v.name for v in frag.variables]
+        frag.rep_var = REPLICA
+        frag.rep_mode = 1 if frag.replicate_size > 1 else 0
+        frag.thread = _index_expr(thread, "thread")
+        frag.index_exprs = [_index_expr(e, "register index") for e in index]
+        return frag
+
+    # ----- upstream's queries, over the shared placeholders ---------------------------------
+    def _canonical(self, expr):
+        vmap = dict(zip(self.variables, placeholders(len(self.shape))))
+        vmap[self.rep_var] = REPLICA
+        ana = bound_analyzer(self.shape, placeholders(len(self.shape)), [(REPLICA, self.replicate_size)])
+        return ana.simplify(substitute(expr, vmap))
 
     @property
-    def thread_axes(self):
-        return tuple(a for a in self.axes if a.kind == THREAD)
+    def forward_index(self):
+        return [self._canonical(e) for e in self.index_exprs]
 
     @property
-    def local_axes(self):
-        return tuple(a for a in self.axes if a.kind == LOCAL)
+    def forward_thread(self):
+        """The thread of element ``placeholders`` and replica ``REPLICA``."""
+        thread = self._canonical(self.thread)
+        if self.rep_mode == 2:
+            thread = thread + self._threads_per_replica() * REPLICA
+        return thread
 
-    @property
-    def local_size(self) -> int:
-        return math.prod(a.extent for a in self.local_axes)
+    def _thread_table(self, thread):
+        grid = np.indices((self.replicate_size,) + self.shape, dtype=np.int64)
+        env = list(zip(placeholders(len(self.shape)), list(grid[1:]))) + [(REPLICA, grid[0])]
+        return np.broadcast_to(np.asarray(evaluate_index_expr(thread, env)), grid.shape[1:])
 
-    @property
-    def replication(self) -> int:
-        return math.prod(a.extent for a in self.thread_axes if a.dim is None)
+    def _threads_per_replica(self) -> int:
+        return int(self._thread_table(self._canonical(self.thread)).max()) + 1
 
-    def replica_index(self, tid):
-        """Expression that is 0 for exactly one replica of every element."""
-        expr = i32(0)
-        scale = 1
-        for a in self.thread_axes:
-            if a.dim is None:
-                expr = expr + _digit(tid, a) * scale
-                scale *= a.extent
-        return simplify(expr)
+    def get_thread_size(self) -> int:
+        """Threads the layout spans, replicas included."""
+        return int(self._thread_table(self.forward_thread).max()) + 1
 
-    # ----- code generation ---------------------------------------------------------------
-    def index(self, tid, local) -> list:
-        """Tile indices of register ``local`` of thread ``tid`` (expressions)."""
-        out = [i32(0) for _ in self.shape]
-        for a in self.axes:
-            if a.dim is None or a.extent == 1:
-                continue
-            src = tid if a.kind == THREAD else local
-            out[a.dim] = out[a.dim] + _digit(src, a) * a.coef
-        return [simplify(e) for e in out]
+    def get_output_shape(self):
+        if not self.index_exprs:
+            return [int(np.prod(self.shape)) // max(1, self.get_thread_size() // self.replicate_size)]
+        return Layout.from_index(self.shape, self.forward_index).get_output_shape()
 
-    def local_of(self, indices) -> "tirx.PrimExpr":
-        """Register index holding tile element ``indices`` (in any thread that holds it)."""
-        expr = i32(0)
-        for a in self.local_axes:
-            if a.extent > 1:
-                expr = expr + _digit(indices[a.dim], a, by_coef=True) * a.stride
-        return simplify(expr)
+    def map_forward_thread(self, indices, rep=0):
+        """The thread holding logical ``indices`` (replica ``rep``)."""
+        vmap = dict(zip(placeholders(len(self.shape)), [_index_expr(i, "index") for i in indices]))
+        vmap[REPLICA] = _index_expr(rep, "replica")
+        return fold(substitute(self.forward_thread, vmap))
 
-    def thread_of(self, indices, replica=0):
-        expr = i32(0)
-        for a in self.thread_axes:
-            if a.dim is not None and a.extent > 1:
-                expr = expr + _digit(indices[a.dim], a, by_coef=True) * a.stride
-        return simplify(expr)
+    def is_equal(self, other) -> bool:
+        """Same shape, replication, thread map and register map."""
+        if not isinstance(other, Fragment):
+            return False
+        return (self.shape == other.shape and self.replicate_size == other.replicate_size
+                and same_exprs([self.forward_thread], [other.forward_thread])
+                and same_exprs(self.forward_index, other.forward_index))
 
-    # ----- numeric view, for checks and hover --------------------------------------------
-    def owners(self) -> np.ndarray:
-        """``owners[tid, local]`` = flat tile index held there (computed by enumeration)."""
-        if "owners" not in self._tables:
-            tids = np.arange(self.num_threads)[:, None]
-            locs = np.arange(max(self.local_size, 1))[None, :]
-            flat = np.zeros((self.num_threads, max(self.local_size, 1)), dtype=np.int64)
-            strides = _row_major_strides(self.shape)
-            for a in self.axes:
-                if a.dim is None:
-                    continue
-                src = tids if a.kind == THREAD else locs
-                flat = flat + ((src // a.stride) % a.extent) * a.coef * strides[a.dim]
-            self._tables["owners"] = flat
-        return self._tables["owners"]
+    # ----- upstream's algebra ---------------------------------------------------------------
+    def repeat(self, repeats, repeat_on_thread: bool = False, lower_dim_first: bool = True) -> "Fragment":
+        """Tile the fragment ``repeats[d]`` times along each dimension; the copies go to further
+        threads (``repeat_on_thread``) or to further registers of the same threads."""
+        repeats = [int(r) for r in (repeats if isinstance(repeats, (list, tuple)) else [repeats])]
+        n = len(self.shape)
+        if len(repeats) != n or min(repeats) < 1:
+            raise ValueError(f"repeat needs one positive factor per dimension ({n}), got {repeats}")
+        variables = placeholders(n)
+        wrap = {v: tirx.floormod(v, e) for v, e in zip(variables, self.shape)}
+        order = list(reversed(range(n))) if lower_dim_first else list(range(n))
+        copy, stride = tirx.IntImm("int32", 0), 1
+        for d in order:
+            copy = copy + stride * tirx.floordiv(variables[d], self.shape[d])
+            stride *= repeats[d]
+        thread = substitute(self.forward_thread, wrap)
+        index = [substitute(e, wrap) for e in self.forward_index]
+        shape = [e * r for e, r in zip(self.shape, repeats)]
+        if repeat_on_thread:
+            thread = thread + self.get_thread_size() // self.replicate_size * copy
+        elif len(index) != 1:
+            raise ValueError("repeat on registers needs a one-dimensional register index (forward_index_fn)")
+        else:
+            index = [index[0] + self.get_output_shape()[0] * copy]
+        return Fragment.from_exprs(shape, thread, index, self.replicate_size)
 
-    def holds(self, tid: int, flat: int) -> bool:
-        return bool((self.owners()[tid] == flat).any())
+    def replicate(self, factor: int) -> "Fragment":
+        """Every element on ``factor`` times as many threads: copy ``r`` on thread ``t + r * T``."""
+        factor = int(factor)
+        if factor < 1:
+            raise ValueError(f"replicate factor must be >= 1, got {factor}")
+        threads = self.get_thread_size() // self.replicate_size
+        inner = substitute(self.forward_thread, {REPLICA: tirx.floormod(REPLICA, self.replicate_size)})
+        thread = inner + threads * self.replicate_size * tirx.floordiv(REPLICA, self.replicate_size)
+        return Fragment.from_exprs(self.shape, thread, self.forward_index, self.replicate_size * factor)
 
     def describe(self) -> str:
-        parts = []
-        for a in sorted(self.thread_axes, key=lambda a: a.stride):
-            where = "replicated" if a.dim is None else f"dim {a.dim} x{a.coef}"
-            parts.append(f"tid/{a.stride}%{a.extent} -> {where}")
-        for a in sorted(self.local_axes, key=lambda a: a.stride):
-            parts.append(f"reg/{a.stride}%{a.extent} -> dim {a.dim} x{a.coef}")
-        return (f"{self.name} {list(self.shape)} over {self.num_threads} threads, "
-                f"{self.local_size} register(s)/thread, replication {self.replication}: " + "; ".join(parts))
+        index = ", ".join(map(str, self.index_exprs)) if self.index_exprs else "row-major per thread"
+        rep = f", replicate {self.replicate_size}" if self.replicate_size > 1 else ""
+        return f"T.Fragment {list(self.shape)}: thread {self.thread}, register {index}{rep}"
 
-    def same_as(self, other: "Fragment") -> bool:
-        return (self.shape == other.shape and self.num_threads == other.num_threads
-                and np.array_equal(self.owners(), other.owners()))
-
-    def renamed(self, name: str) -> "Fragment":
-        return replace(self, name=name, _tables={})
+    def __repr__(self):
+        return self.describe()
 
 
-def _row_major_strides(shape):
-    strides, s = [], 1
-    for extent in reversed(shape):
-        strides.append(s)
-        s *= extent
-    return list(reversed(strides))
+def build_user_fragment(args, num_threads: int, name: str = "T.Fragment") -> _AxisFragment:
+    """Resolve the IR form of a ``T.Fragment`` (``args`` as written by ``Fragment.encode``) for a
+    block of ``num_threads`` threads. Raises ``UserLayoutError`` (TL0201/TL0203)."""
+    n = int(args[1].value)
+    shape = tuple(int(a.value) for a in args[2:2 + n])
+    replicate, rep_mode, n_index = (int(a.value) for a in args[2 + n:5 + n])
+    outputs = [unpack_layout_expr(e, n + 1) for e in args[5 + n:]]
+    grid = np.indices((replicate,) + shape, dtype=np.int64)
+    full = (replicate,) + shape
 
+    def evaluate(output, what):
+        variables, expr = output
+        try:
+            value = evaluate_index_expr(expr, list(zip(variables, list(grid[1:]) + [grid[0]])))
+        except ValueError as err:
+            raise UserLayoutError("TL0201", f"the {what} cannot be computed at compile time: {err}") from None
+        return np.broadcast_to(np.asarray(value, dtype=np.int64), full)
 
-def _digit(value, axis: Axis, by_coef: bool = False):
-    div = axis.coef if by_coef else axis.stride
-    if isinstance(value, int):
-        return (value // div) % axis.extent
-    e = value
-    if div != 1:
-        e = tirx.floordiv(e, i32(div))
-    return tirx.floormod(e, i32(axis.extent))
-
-
-# ----- constructors ------------------------------------------------------------------------
-def _build(shape, num_threads, axes, name):
-    axes = [a for a in axes if a.extent > 1]  # a digit with one value carries no information
-    return Fragment(tuple(int(s) for s in shape), int(num_threads), tuple(axes), name)
-
-
-def mma_accumulator(M, N, warp_m, warp_n, num_threads, name="mma accumulator"):
-    """The m16n8 accumulator layout of ``T.gemm`` (see src/tl/gemm_sm80.h)."""
-    WM, WN = M // warp_m, N // warp_n
-    MI, NI = WM // 16, WN // 8
-    warps = warp_m * warp_n
-    axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
-        Axis("warp_m", THREAD, warp_m, 32, 0, WM), Axis("warp_n", THREAD, warp_n, 32 * warp_m, 1, WN),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8),
-        Axis("ni", LOCAL, NI, 4, 1, 8), Axis("mi", LOCAL, MI, 4 * NI, 0, 16),
-    ]
-    if num_threads > 32 * warps:
-        axes.append(Axis("idle", THREAD, num_threads // (32 * warps), 32 * warps, None))
-    return _build((M, N), num_threads, axes, name)
-
-
-def mma_operand_a(M, K, warp_m, warp_n, num_threads, name="mma A operand"):
-    """Register A operand of ``T.gemm`` (rows split over warp_m, replicated over warp_n)."""
-    WM = M // warp_m
-    MI, KI = WM // 16, K // 16
-    axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
-        Axis("warp_m", THREAD, warp_m, 32, 0, WM), Axis("warp_n", THREAD, warp_n, 32 * warp_m, None),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
-        Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 16),
-    ]
-    warps = warp_m * warp_n
-    if num_threads > 32 * warps:
-        axes.append(Axis("idle", THREAD, num_threads // (32 * warps), 32 * warps, None))
-    return _build((M, K), num_threads, axes, name)
-
-
-def wgmma_accumulator(M, N, warpgroups, num_threads, name="wgmma accumulator"):
-    """The wgmma accumulator layout (src/tl/gemm_sm90.h): warpgroups split M, each thread holds
-    ``MI * N / 2`` elements; warp ``w`` of a warpgroup owns rows ``16w..16w+15`` of each 64-row block."""
-    MW = M // warpgroups
-    MI, NJ = MW // 64, N // 8
-    axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
-        Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8),
-        Axis("j", LOCAL, NJ, 4, 1, 8), Axis("mi", LOCAL, MI, 4 * NJ, 0, 64),
-    ]
-    return _build((M, N), num_threads, axes, name)
-
-
-def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand"):
-    """Register A operand of wgmma: the accumulator layout with N = K (element order per 16-wide
-    k-step), so a converted accumulator feeds the next wgmma unchanged."""
-    MW = M // warpgroups
-    MI, KI = MW // 64, K // 16
-    axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
-        Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
-        Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 64),
-    ]
-    return _build((M, K), num_threads, axes, name)
-
-
-def default_fragment(shape, num_threads, vector=1, name="parallel"):
-    """Spread a tile over threads: vectors of ``vector`` elements along the last dimension,
-    consecutive threads on consecutive vectors, then rows; leftover threads replicate."""
-    shape = [int(s) for s in shape] or [1]
-    axes, t_left, t_stride, l_stride = [], num_threads, 1, 1
-    local_later = []
-    for d in reversed(range(len(shape))):
-        extent, coef = shape[d], 1
-        if d == len(shape) - 1 and vector > 1 and extent % vector == 0:
-            axes.append(Axis(f"v{d}", LOCAL, vector, l_stride, d, 1))
-            l_stride *= vector
-            extent //= vector
-            coef = vector
-        t = math.gcd(extent, t_left)
-        if t > 1:
-            axes.append(Axis(f"t{d}", THREAD, t, t_stride, d, coef))
-            t_stride *= t
-            t_left //= t
-            coef *= t
-            extent //= t
-        if extent > 1:
-            local_later.append((d, extent, coef))
-    for d, extent, coef in reversed(local_later):
-        axes.append(Axis(f"l{d}", LOCAL, extent, l_stride, d, coef))
-        l_stride *= extent
-    if t_left > 1:
-        axes.append(Axis("rep", THREAD, t_left, t_stride, None))
-    return _build(shape, num_threads, axes, name)
-
-
-def drop_dim(frag: Fragment, dim: int, keep_unit: bool = False, name=None) -> Fragment:
-    """The layout of a reduction's result: dimension ``dim`` removed (or kept with extent 1).
-    Threads that held different elements of the reduced dimension become replicas."""
-    axes, l_stride = [], 1
-    for a in sorted(frag.axes, key=lambda a: (a.kind, a.stride)):
-        if a.dim == dim:
-            if a.kind == THREAD:
-                axes.append(replace(a, dim=None, coef=1))
-            continue
-        new_dim = a.dim
-        if a.dim is not None and a.dim > dim and not keep_unit:
-            new_dim = a.dim - 1
-        if a.kind == LOCAL:
-            axes.append(replace(a, dim=new_dim, stride=l_stride))
-            l_stride *= a.extent
-        else:
-            axes.append(replace(a, dim=new_dim))
-    shape = list(frag.shape)
-    if keep_unit:
-        shape[dim] = 1
+    thread = evaluate(outputs[0], "thread")
+    if rep_mode == 2:
+        thread = thread + (int(thread.max()) + 1) * grid[0]
+    if n_index == 0:
+        local = _row_major_ranks(thread[0])
     else:
-        shape.pop(dim)
-    return _build(shape or [1], frag.num_threads, axes, name or f"{frag.name} reduced over dim {dim}")
+        parts = [evaluate(o, "register index") for o in outputs[1:]]
+        local = np.zeros(full, dtype=np.int64)
+        for p in parts:
+            if p.min() < 0:
+                e = np.unravel_index(int(np.argmin(p)), full)[1:]
+                raise UserLayoutError("TL0203", f"gives element {tuple(int(c) for c in e)} register index "
+                                      f"{int(p.min())}")
+            local = local * (int(p.max()) + 1) + p
+        differ = np.nonzero((local != local[0:1]).reshape(replicate, -1).any(axis=0))[0]
+        if len(differ):
+            e = np.unravel_index(int(differ[0]), shape)
+            raise UserLayoutError("TL0203", f"gives the replicas of element {tuple(int(c) for c in e)} different "
+                                  "register indices (the register index may not depend on rep)")
+        local = local[0]
+    return user_fragment(shape, num_threads, thread, local, name)
 
 
-def project(frag: Fragment, dims: list, name=None) -> Fragment:
-    """The layout of a buffer indexed by a subset ``dims`` of a loop's variables (broadcast)."""
-    axes, l_stride = [], 1
-    remap = {d: k for k, d in enumerate(dims)}
-    for a in sorted(frag.axes, key=lambda a: (a.kind, a.stride)):
-        if a.dim in remap:
-            if a.kind == LOCAL:
-                axes.append(replace(a, dim=remap[a.dim], stride=l_stride))
-                l_stride *= a.extent
-            else:
-                axes.append(replace(a, dim=remap[a.dim]))
-        elif a.kind == THREAD:
-            axes.append(replace(a, dim=None, coef=1))
-    shape = [frag.shape[d] for d in dims] or [1]
-    return _build(shape, frag.num_threads, axes, name or f"{frag.name} projected on {dims}")
+def _row_major_ranks(thread):
+    """Register of each element when every thread numbers its elements in row-major order."""
+    flat = thread.reshape(-1)
+    order = np.lexsort((np.arange(flat.size), flat))
+    ranks = np.empty(flat.size, dtype=np.int64)
+    ranks[order] = np.arange(flat.size) - np.searchsorted(flat[order], flat[order], side="left")
+    return ranks.reshape(thread.shape)
 
 
-# ----- user layouts: ``T.Fragment`` ----------------------------------------------------------
-# A user gives the forward maps, element -> thread and element -> register (see
-# ``tilelang.layout.Fragment``). They are evaluated over the whole (constant) tile with numpy, the
-# result is checked to be a layout at all (every element on ``replicate`` distinct threads, dense
-# registers, threads inside the block), and the axis form above is recovered from the table, so
-# every consumer (loops, copies, reductions, hovers) works on it unchanged. A map that is one to
-# one but not a digit map of the thread and register indices is refused: like upstream, whose
-# inverse must be an affine iterator map, we need the closed-form inverse ``index(tid, reg)``.
-
-class UserLayoutError(LayoutError):
-    """A ``T.Fragment`` that is not a usable layout; ``code`` is the diagnostic code."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+def _constant_shape(shape):
+    shape = shape if isinstance(shape, (list, tuple, ir.Array)) else (shape,)
+    out = []
+    for s in shape:
+        value = getattr(s, "value", s)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise TypeError(f"T.Fragment needs a constant positive shape, got {list(shape)}")
+        out.append(int(value))
+    return tuple(out)
 
 
-_NP_BINARY = {
-    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Min": np.minimum, "Max": np.maximum,
-    "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor,
-    "LShift": np.left_shift, "RShift": np.right_shift, "EQ": np.equal, "NE": np.not_equal,
-    "LT": np.less, "LE": np.less_equal, "GT": np.greater, "GE": np.greater_equal,
-    "And": np.logical_and, "Or": np.logical_or,
-}
-
-
-def evaluate_index_expr(expr, env: list):
-    """Evaluate an integer TIR expression elementwise over numpy arrays; ``env`` is a list of
-    ``(var, array)``. Raises ``ValueError`` on anything that is not index arithmetic."""
-    if isinstance(expr, (bool, int, np.integer)):
-        return np.int64(expr)
-    name = type(expr).__name__
-    if name == "IntImm":
-        return np.int64(expr.value)
-    if name == "Var":
-        for var, value in env:
-            if var.same_as(expr):
-                return value
-        raise ValueError(f"'{expr}' is not an index of the layout")
-    if name in _NP_BINARY:
-        return _NP_BINARY[name](evaluate_index_expr(expr.a, env), evaluate_index_expr(expr.b, env))
-    if name in ("FloorDiv", "FloorMod", "Div", "Mod"):
-        a, b = evaluate_index_expr(expr.a, env), evaluate_index_expr(expr.b, env)
-        if np.any(np.asarray(b) == 0):
-            raise ValueError(f"division by zero in '{expr}'")
-        if name == "FloorDiv":
-            return np.floor_divide(a, b)
-        if name == "FloorMod":
-            return np.mod(a, b)
-        q = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))   # truncating division
-        return q if name == "Div" else a - b * q
-    if name == "Not":
-        return np.logical_not(evaluate_index_expr(expr.a, env))
-    if name == "BitwiseNot":
-        return np.invert(evaluate_index_expr(expr.a, env))
-    if name == "Cast":
-        return np.asarray(evaluate_index_expr(expr.value, env)).astype(np.int64)
-    if name == "Select":
-        return np.where(evaluate_index_expr(expr.condition, env), evaluate_index_expr(expr.true_value, env),
-                        evaluate_index_expr(expr.false_value, env))
-    if name == "Let":
-        return evaluate_index_expr(expr.body, [(expr.var, evaluate_index_expr(expr.value, env))] + list(env))
-    if name == "Call" and str(getattr(expr.op, "name", "")).endswith("if_then_else"):
-        c, t, f = (evaluate_index_expr(a, env) for a in expr.args)
-        return np.where(c, t, f)
-    raise ValueError(f"'{expr}' is not integer index arithmetic on the layout's indices")
-
-
-def user_fragment(shape, num_threads: int, thread, local, name: str = "T.Fragment") -> Fragment:
-    """The axis form of a user layout given as tables: ``thread[r, *idx]`` is the thread of
-    replica ``r`` of element ``idx`` and ``local[*idx]`` its register. Raises ``UserLayoutError``
-    (TL0201: does not fit the kernel; TL0203: not a one-to-one thread/register map)."""
-    shape = tuple(int(s) for s in shape)
-    numel = math.prod(shape)
-    thread = np.asarray(thread, dtype=np.int64)
-    R = thread.shape[0]
-    th = np.broadcast_to(thread, (R,) + shape).reshape(R, numel)
-    loc = np.broadcast_to(np.asarray(local, dtype=np.int64), shape).reshape(numel)
-
-    def at(e):
-        return "(" + ", ".join(str(int(c)) for c in np.unravel_index(int(e), shape)) + ")"
-
-    def where(k):
-        r, e = divmod(int(k), numel)
-        return f"element {at(e)}" + (f" (replica {r})" if R > 1 else "")
-
-    if th.min() < 0:
-        k = int(np.argmin(th))
-        raise UserLayoutError("TL0201", f"maps {where(k)} to thread {int(th.flat[k])}")
-    if th.max() >= num_threads:
-        k = int(np.argmax(th))
-        raise UserLayoutError("TL0201", f"maps {where(k)} to thread {int(th.flat[k])}, but the kernel runs "
-                              f"{num_threads} threads")
-    if loc.min() < 0:
-        e = int(np.argmin(loc))
-        raise UserLayoutError("TL0203", f"gives element {at(e)} register index {int(loc[e])}")
-    used, size = int(th.max()) + 1, int(loc.max()) + 1
-    if num_threads % used:
-        raise UserLayoutError("TL0201", f"uses threads 0..{used - 1}, which does not divide the kernel's "
-                              f"{num_threads} threads (the remaining threads would replicate the layout)")
-    slots = (th * size + loc[None, :]).reshape(-1)
-    counts = np.bincount(slots, minlength=used * size)
-    if counts.max() > 1:
-        s = int(np.argmax(counts))
-        a, b = (int(k) for k in np.nonzero(slots == s)[0][:2])
-        t, reg = divmod(s, size)
-        if a % numel == b % numel:
-            raise UserLayoutError("TL0203", f"puts {where(a)} and {where(b)} on the same thread {t}: every "
-                                  f"element must be held by exactly replicate={R} distinct threads")
-        raise UserLayoutError("TL0203", f"puts {where(a)} and {where(b)} in the same register {reg} of thread {t}")
-    if counts.min() == 0:
-        per_thread = counts.reshape(used, size).sum(axis=1)
-        t = int(np.argmin(per_thread))
-        if per_thread[t] == 0:
-            why = f"thread {t} holds no element (threads 0..{used - 1} must all hold elements)"
-        elif per_thread.min() != per_thread.max():
-            why = (f"thread {t} holds {int(per_thread[t])} element(s) but thread {int(np.argmax(per_thread))} holds "
-                   f"{int(per_thread.max())}: every thread must hold the same number")
-        else:
-            t, reg = divmod(int(np.argmin(counts)), size)
-            why = f"thread {t} leaves register {reg} unused: register indices must be 0..{int(per_thread[t]) - 1}"
-        raise UserLayoutError("TL0203", why)
-    table = np.empty(used * size, dtype=np.int64)
-    table[slots] = np.tile(np.arange(numel, dtype=np.int64), R)
-    table = table.reshape(used, size)
-    frag = _axis_form(shape, num_threads, used, table, name)
-    if frag is None:
-        raise UserLayoutError("TL0203", "is one to one, but not a digit (mixed-radix) map of the thread and "
-                              "register indices, so each thread's elements have no closed form; use splits "
-                              "and products of the indices (i % a, i // a * b), like upstream layouts")
-    return frag
-
-
-def _axis_form(shape, num_threads, used, table, name):
-    """Axes reproducing ``table[tid, reg]`` (flat element) for ``tid < used``, or None."""
-    coords = np.stack(np.unravel_index(table, shape), axis=-1) if shape else np.zeros(table.shape + (0,), np.int64)
-    if coords[0, 0].any():
-        return None  # in axis form thread 0, register 0 holds element 0
-    axes = []
-    for kind, values in ((THREAD, coords[:, 0]), (LOCAL, coords[0, :])):
-        digits = _digits(values)
-        if digits is None:
-            return None
-        for k, (stride, extent, dim, coef) in enumerate(digits):
-            if kind == LOCAL and dim is None:
-                return None
-            label = ("t" if kind == THREAD else "r") + str(k) if dim is not None else "rep"
-            axes.append(Axis(label, kind, extent, stride, dim, coef))
-    if num_threads > used:
-        axes.append(Axis("idle", THREAD, num_threads // used, used, None))
+def _param_names(fn, n):
     try:
-        frag = _build(shape, num_threads, axes, name)
-    except LayoutError:
-        return None
-    if not np.array_equal(frag.owners()[:used], table):
-        return None
-    return frag
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = params[:n] if len(params) >= n else []
+    return names or [f"i{k}" for k in range(n)]
 
 
-def _digits(values):
-    """Split ``values[x]`` (tile coordinates as a function of an index ``x``) into digits of
-    ``x``: [(stride, extent, dim or None, coef)], each digit stepping one dimension (or none)."""
-    n, out, stride = len(values), [], 1
-    while stride < n:
-        delta = values[stride]
-        nz = np.nonzero(delta)[0]
-        if len(nz) > 1 or (len(nz) == 1 and delta[nz[0]] < 0):
-            return None
-        run = 1
-        while run * stride < n and np.array_equal(values[run * stride], run * delta):
-            run += 1
-        if run < 2 or (n // stride) % run:
-            return None
-        out.append((stride, run, int(nz[0]) if len(nz) else None, int(delta[nz[0]]) if len(nz) else 1))
-        stride *= run
-    return out
+def _accepts(fn, n) -> bool:
+    try:
+        inspect.signature(fn).bind(*range(n))
+        return True
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): let the call decide
+        return True
+
+
+def _fn_name(fn):
+    return getattr(fn, "__name__", "the layout function")
+
+
+def _index_expr(value, what):
+    if isinstance(value, (bool, np.bool_)):
+        value = int(value)
+    if isinstance(value, (int, np.integer)):
+        return tirx.IntImm("int32", int(value))
+    if not isinstance(value, ir.Expr) or not dtype_of(value).startswith(("int", "uint", "bool")):
+        raise TypeError(f"T.Fragment {what} must be an integer expression of the indices, got {value!r}")
+    return value
+
+
+def _imm(v):
+    return tirx.IntImm("int32", int(v))
+
+
+def make_gemm_fragment_8x8() -> Fragment:
+    """The 8x8 tile of an mma/ldmatrix operand: row ``i`` on threads ``4i..4i+3``, two columns each."""
+    i, j = placeholders(2)
+    return Fragment.from_exprs((8, 8), tirx.floordiv(j, 2) + 4 * i, [tirx.floormod(j, 2)])
+
+
+def make_gemm_fragment_8x8_transposed() -> Fragment:
+    """``make_gemm_fragment_8x8`` with rows and columns exchanged."""
+    i, j = placeholders(2)
+    return Fragment.from_exprs((8, 8), tirx.floordiv(i, 2) + 4 * j, [tirx.floormod(i, 2)])
+
+
+def make_fully_replicated_layout_fragment(buffer, threads: int) -> Fragment:
+    """Every one of ``threads`` threads holds the whole ``buffer`` (row-major in its registers)."""
+    shape = list(buffer) if isinstance(buffer, (list, tuple)) else list(getattr(buffer, "buffer", buffer).shape)
+    shape = _constant_shape(shape)
+    flat = tirx.IntImm("int32", 0)
+    for var, extent in zip(placeholders(len(shape)), shape):
+        flat = flat * extent + var
+    return Fragment.from_exprs(shape, REPLICA, [flat], int(threads))

@@ -24,38 +24,19 @@ Contract:
 
 from __future__ import annotations
 
-import enum
-
 from tilelang.profiler.bench import _torch, do_bench
+# compare_output lives with the tensor helpers (torch_assert_close shares it); the autotuner imports it here.
+from tilelang.utils.tensor import TensorSupplyType, compare_output, get_tensor_supply  # noqa: F401
 
 __all__ = ["Profiler", "TensorSupplyType", "do_bench"]
 
 
-class TensorSupplyType(enum.Enum):
-    """How ``Profiler`` fills generated inputs (upstream's names)."""
-
-    Auto = "auto"
-    Integer = "integer"
-    Uniform = "uniform"
-    Normal = "normal"
-    Randn = "randn"
-    Zero = "zero"
-    One = "one"
-
-
 def _supply_for(kind):
-    torch = _torch()
-    if kind in (None, TensorSupplyType.Auto, TensorSupplyType.Normal, TensorSupplyType.Randn):
+    """The generator for ``tensor_supply_type``: None keeps ours (normals, small integers),
+    an upstream ``TensorSupplyType`` gives upstream's distribution."""
+    if kind is None:
         return _random_tensor
-    if kind == TensorSupplyType.Zero:
-        return lambda shape, dtype, device: torch.zeros(shape, dtype=dtype, device=device)
-    if kind == TensorSupplyType.One:
-        return lambda shape, dtype, device: torch.ones(shape, dtype=dtype, device=device)
-    if kind == TensorSupplyType.Uniform:
-        return lambda shape, dtype, device: torch.rand(shape, device=device).to(dtype)
-    if kind == TensorSupplyType.Integer:
-        return lambda shape, dtype, device: torch.randint(-2, 3, shape, device=device).to(dtype)
-    raise ValueError(f"unknown tensor supply type {kind!r}")
+    return get_tensor_supply(kind)
 
 
 def _random_tensor(shape, dtype, device):
@@ -122,22 +103,28 @@ class Profiler:
         return self.kernel(*self.make_args(symbols))
 
     def do_bench(self, fn=None, warmup: float = 25, rep: float = 100, symbols=None,
-                 return_mode: str = "median", **kwargs):
+                 return_mode: str = "median", input_tensors=None, dynamic_symbolic_constraints=None,
+                 func=None, **kwargs):
         """Milliseconds per call of the kernel (all arguments preallocated), or of ``fn`` called
-        with the kernel's generated inputs (upstream style: ``profiler.do_bench(ref_program)``)."""
-        if fn is None:
+        with the kernel's generated inputs (upstream style: ``profiler.do_bench(ref_program)``).
+        ``input_tensors`` (upstream's) are the inputs to use instead of generated ones;
+        ``dynamic_symbolic_constraints`` is upstream's name for ``symbols``, ``func`` for ``fn``."""
+        fn = fn if fn is not None else func
+        symbols = {**(dynamic_symbolic_constraints or {}), **(symbols or {})}
+        target = self.kernel if fn is None else fn
+        if input_tensors is not None:
+            args = list(input_tensors)
+        elif fn is None:
             args = self.make_args(symbols, with_outputs=True)
-            kernel = self.kernel
-
-            def call():
-                kernel(*args)
         else:
-            inputs = self.make_args(symbols)
+            args = self.make_args(symbols)
 
-            def call():
-                fn(*inputs)
-        for key in ("n_warmup", "n_repeat", "backend", "input_tensors"):
-            kwargs.pop(key, None)
+        def call():
+            target(*args)
+
+        for key in ("n_warmup", "n_repeat"):   # upstream's spellings of the fixed counts
+            if key in kwargs:
+                kwargs["_" + key] = kwargs.pop(key)
         return do_bench(call, warmup=warmup, rep=rep, return_mode=return_mode, **kwargs)
 
     def assert_allclose(self, reference_program, atol: float = 1e-2, rtol: float = 1e-2,
@@ -169,33 +156,3 @@ def kernel_outputs(kernel, args, result, outputs=None) -> tuple[list, list]:
         tensors = [i for i, p in enumerate(params) if p.kind == "tensor"]
         outputs = tensors[-1:]
     return [params[i].name for i in outputs], [args[i] for i in outputs]
-
-
-def compare_output(name: str, got, expected, atol: float, rtol: float, max_mismatched_ratio=None,
-                   against: str = "the reference") -> None:
-    """Raise AssertionError unless ``got`` matches ``expected`` within ``atol + rtol * |expected|``
-    (integers exactly); with ``max_mismatched_ratio``, up to that fraction of the elements may be
-    off (upstream's rule). Shared by ``Profiler.assert_allclose`` and the autotuner's check."""
-    torch = _torch()
-    expected = torch.as_tensor(expected, device=got.device)
-    if tuple(got.shape) != tuple(expected.shape):
-        raise AssertionError(f"output {name!r}: shape {tuple(got.shape)} != reference {tuple(expected.shape)}")
-    if got.dtype.is_floating_point or expected.dtype.is_floating_point:
-        g, e = got.float(), expected.float()
-    else:
-        g, e = got.long(), expected.long()
-        atol = rtol = 0
-    if max_mismatched_ratio:
-        close = torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
-        total = close.numel()
-        bad = total - int(close.sum())
-        if not total or bad <= max_mismatched_ratio * total:
-            return
-        diff = float((g - e).abs()[~close].nan_to_num(float("inf")).max())
-        raise AssertionError(f"output {name!r}: {bad} of {total} elements ({bad / total:.2%}) differ from {against} "
-                             f"beyond atol={atol:g}, rtol={rtol:g} ({bad / total:.2%} > max_mismatched_ratio "
-                             f"{max_mismatched_ratio:g}); max abs diff {diff:g}")
-    try:
-        torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
-    except AssertionError as err:
-        raise AssertionError(f"output {name!r} differs from {against}:\n{err}") from None

@@ -10,6 +10,11 @@ Contract:
 - ``return_mode``: "min", "max", "mean", "median" (a float) or "all" (the list
   of per-run times).  ``quantiles`` (e.g. [0.5, 0.2, 0.8]) returns a list of
   those quantiles instead.
+- ``backend`` (upstream's): "event" (the default, as above); "cupti": the GPU
+  time of the kernels ``fn`` launches, read from torch's profiler (CUPTI)
+  over ``rep`` runs, the L2 flush excluded, mean in ms; "cudagraph": ``fn``
+  captured ``n`` times in one CUDA graph, replayed 10 times after a flush,
+  times divided by ``n``.  ``_n_warmup`` / ``_n_repeat`` fix the counts.
 - Raises RuntimeError("no CUDA device: ...") without a GPU.
 """
 
@@ -56,12 +61,19 @@ def _summarise(times: list[float], return_mode: str, quantiles):
     return float(reducers[return_mode](times))
 
 
+_CACHE_FLUSH_RANGE = "tilelang::l2_flush"
+BACKENDS = ("event", "cupti", "cudagraph")
+
+
 def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "median",
-             quantiles=None, flush_l2: bool = True):
+             quantiles=None, flush_l2: bool = True, backend: str = "event", _n_warmup: int = 0,
+             _n_repeat: int = 0):
     """Time ``fn()`` on the GPU; returns milliseconds (see module docstring)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown profiler backend {backend!r}; use one of {', '.join(BACKENDS)}")
     torch = _torch()
     device = _require_cuda()
-    cache = l2_flush_buffer(device) if flush_l2 else None
+    cache = l2_flush_buffer(device) if flush_l2 or backend == "cupti" else None
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -73,9 +85,14 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "media
     end.record()
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end) / 5, 1e-3)
-    n_warmup, n_repeat = max(1, int(warmup / estimate)), max(1, int(rep / estimate))
+    n_warmup = _n_warmup if _n_warmup > 0 else max(1, int(warmup / estimate))
+    n_repeat = _n_repeat if _n_repeat > 0 else max(1, int(rep / estimate))
     for _ in range(n_warmup):
         fn()
+    if backend == "cupti":
+        return _bench_with_cupti(fn, cache, n_repeat)
+    if backend == "cudagraph":
+        return _summarise(_bench_with_cudagraph(fn, cache, n_repeat), return_mode, quantiles)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     for i in range(n_repeat):
@@ -87,3 +104,47 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "media
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return _summarise(times, return_mode, quantiles)
+
+
+def _bench_with_cupti(fn, cache, n_repeat: int) -> float:
+    """Mean GPU time (ms) of the kernels one ``fn()`` launches, from torch's CUPTI profiler;
+    the L2 flush before each run is recorded under its own range and left out."""
+    torch = _torch()
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(n_repeat):
+            with torch.profiler.record_function(_CACHE_FLUSH_RANGE):
+                cache.zero_()
+            fn()
+        torch.cuda.synchronize()
+    total = flush = 0.0
+    for event in prof.events():
+        if getattr(getattr(event, "device_type", None), "name", "") != "CUDA":
+            continue
+        if not event.is_user_annotation:
+            total += event.self_device_time_total
+        elif event.key == _CACHE_FLUSH_RANGE:
+            flush += event.self_device_time_total
+    return max(total - flush, 0.0) / n_repeat * 1e-3
+
+
+def _bench_with_cudagraph(fn, cache, n_repeat: int, replays: int = 10) -> list[float]:
+    """Per-call times (ms) of ``fn`` captured ``n_repeat`` times in one CUDA graph."""
+    torch = _torch()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n_repeat):
+                fn()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+        for i in range(replays):
+            if cache is not None:
+                cache.zero_()
+            starts[i].record()
+            graph.replay()
+            ends[i].record()
+        torch.cuda.synchronize()
+    return [s.elapsed_time(e) / n_repeat for s, e in zip(starts, ends)]

@@ -4,8 +4,14 @@
     @tilelang.testing.requires_cuda              skip without a CUDA GPU
     @tilelang.testing.requires_cuda_compute_version_ge(9, 0)   (also _gt, _eq, _lt, _le, and
                                                  requires_cuda_compute_version(major, minor, mode))
+    @tilelang.testing.requires_package("einops")   skip unless the packages import
+    @tilelang.testing.requires_cuda_or_cdna      (CUDA only: we target no AMD GPU); requires_rocm,
+                                                 requires_cdna, requires_gfx950, requires_metal and
+                                                 requires_llvm always skip, saying why
     tilelang.testing.set_random_seed(seed)       Python, NumPy and torch generators
     tilelang.testing.torch_assert_close(a, b, ...)
+    tilelang.testing.process_func(fn, name, **kw) / regression()   upstream's perf-regression
+                                                 harness (``tilelang.testing.perf_regression``)
 
 pytest is imported only when a decorator or ``main`` is used.
 """
@@ -17,6 +23,7 @@ import operator
 import random
 import sys
 
+from tilelang.testing.perf_regression import process_func, regression
 from tilelang.utils.tensor import torch_assert_close
 
 _MODES = {"ge": operator.ge, "gt": operator.gt, "eq": operator.eq, "lt": operator.lt, "le": operator.le}
@@ -46,6 +53,45 @@ def requires_cuda(func):
     import pytest
 
     return pytest.mark.skipif(_capability() is None, reason="needs a CUDA GPU")(func)
+
+
+def requires_cuda_or_cdna(func):
+    """Skip without a CUDA GPU (upstream also accepts AMD CDNA GPUs, which we do not target)."""
+    return requires_cuda(func)
+
+
+def _never(backend: str, why: str):
+    def mark(func):
+        import pytest
+
+        return pytest.mark.skip(reason=f"needs {backend}: {why}")(func)
+
+    return mark
+
+
+requires_rocm = _never("a ROCm GPU", "TileLang here compiles for CUDA GPUs only")
+requires_cdna = _never("an AMD CDNA GPU", "TileLang here compiles for CUDA GPUs only")
+requires_gfx950 = _never("an AMD gfx950 GPU", "TileLang here compiles for CUDA GPUs only")
+requires_metal = _never("Metal", "TileLang here compiles for CUDA GPUs only")
+requires_llvm = _never("the LLVM CPU backend", "TileLang here compiles for CUDA GPUs only")
+
+
+def requires_package(*packages: str):
+    """Skip unless every named package imports (``@requires_package("einops", "scipy")``)."""
+    import importlib.util
+
+    import pytest
+
+    missing = []
+    for name in packages:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    why = f"needs the package(s) {', '.join(missing)}" if missing else ""
+    return pytest.mark.skipif(bool(missing), reason=why)
 
 
 def requires_cuda_compute_version(major: int, minor: int = 0, mode: str = "ge"):
@@ -100,6 +146,8 @@ def set_random_seed(seed: int = 42) -> None:
         pass
 
 
-__all__ = ["main", "requires_cuda", "requires_cuda_compute_version", "requires_cuda_compute_version_eq",
-           "requires_cuda_compute_version_ge", "requires_cuda_compute_version_gt", "requires_cuda_compute_version_le",
-           "requires_cuda_compute_version_lt", "set_random_seed", "torch_assert_close"]
+__all__ = ["main", "process_func", "regression", "requires_cdna", "requires_cuda", "requires_cuda_compute_version",
+           "requires_cuda_compute_version_eq", "requires_cuda_compute_version_ge", "requires_cuda_compute_version_gt",
+           "requires_cuda_compute_version_le", "requires_cuda_compute_version_lt", "requires_cuda_or_cdna",
+           "requires_gfx950", "requires_llvm", "requires_metal", "requires_package", "requires_rocm",
+           "set_random_seed", "torch_assert_close"]

@@ -13,7 +13,7 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.transform.ir_utils import children, const_int, i32, simplify, walk_stmts
+from tilelang.tir_utils import children, const_int, i32, simplify, walk_stmts
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
@@ -89,6 +89,10 @@ class KernelInfo:
         if "threadIdx.z" in self.thread_vars:
             expr = expr + self.thread_vars["threadIdx.z"] * (self.threads[0] * self.threads[1])
         return expr
+
+    def launch_dims(self) -> dict:
+        """{thread tag: (its Var, its extent)} of the kernel's launch."""
+        return {str(iv.thread_tag): (iv.var, e) for iv, e in self.launch}
 
     def shared_buffers(self):
         return [b for b, s in self.buffers.items() if s in SHARED_SCOPES]

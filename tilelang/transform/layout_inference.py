@@ -27,7 +27,7 @@ from tilelang.layout import unpack_layout_expr
 from tilelang.layout import (CustomSharedLayout, Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
 from tilelang.layout.fragment import wgmma_accumulator, wgmma_operand_a
-from tilelang.transform.ir_utils import const_int, span_line, walk_stmts
+from tilelang.tir_utils import const_int, span_line, walk_stmts
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name,
                                        parallel_nest, scope_of)

@@ -15,7 +15,9 @@ import math
 from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.transform.ir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify
+from tilelang.layout import CustomSharedLayout
+from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify, substitute_stmt
+from tilelang.transform import tma
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
                                        decode_region, scope_of)
 
@@ -91,8 +93,6 @@ def _vector_width(lw, src, dst, sd, dd, tile):
 
 def _custom_layout(lw, region) -> bool:
     """A user layout gives no guarantee that a run of columns stays contiguous and aligned."""
-    from tilelang.layout import CustomSharedLayout
-
     return isinstance(lw.layouts.shared.get(region.buffer), CustomSharedLayout)
 
 
@@ -141,8 +141,6 @@ def _tma_store(lw, src, dst, stmt):
     waits until the stores have read shared memory (``tma_store_wait<0>``) before it goes on, so
     the barrier that precedes any later write of the tile also covers the stores' reads. Parts of
     the box outside the tensor are not written (TMA clips them)."""
-    from tilelang.transform import warp_specialize
-
     args = stmt.value.args
     if (not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or scope_of(dst.buffer) != "global"
             or scope_of(src.buffer) not in SHARED_SCOPES or src.buffer in lw.stage
@@ -150,7 +148,7 @@ def _tma_store(lw, src, dst, stmt):
         return None
     if any(const_int(lw.rewrite(x)) != 0 for x in src.starts):
         return None     # part of the staging tile
-    spec = warp_specialize.tma_box_spec(lw, dst, src, len(lw.tensormaps))
+    spec = tma.tma_box_spec(lw, dst, src, len(lw.tensormaps))
     if isinstance(spec, str):
         return None
     j = len(lw.tensormaps)
@@ -160,7 +158,7 @@ def _tma_store(lw, src, dst, stmt):
     width = layout.slab_width
     coords = [lw.rewrite(x) for x in dst.starts[::-1]]           # innermost first
     view = lw.smem_views[src.buffer]
-    stores = [evaluate_extern(f"tl::tma_store_{len(coords)}d", warp_specialize.tmap(j),
+    stores = [evaluate_extern(f"tl::tma_store_{len(coords)}d", tma.tmap(j),
                               tirx.address_of(tirx.BufferLoad(view, [i32(s * rows * width)])),
                               coords[0] + s * width, *coords[1:], span=stmt.span)
               for s in range(cols // width)]
@@ -227,16 +225,12 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
 
 def _store_raw(lw, region, idx, value, span):
     """Store to ``region.buffer[idx]`` (idx already rewritten), through its lowered storage."""
-    from tilelang.transform.lower_tile_ops import _AccessRewriter
-
-    buf, flat = _AccessRewriter(lw, None).element(region.buffer, idx)
+    buf, flat = lw.element(region.buffer, idx)
     return tirx.BufferStore(buf, value, flat, span=span)
 
 
 def _load_raw(lw, region, idx):
-    from tilelang.transform.lower_tile_ops import _AccessRewriter
-
-    buf, flat = _AccessRewriter(lw, None).element(region.buffer, idx)
+    buf, flat = lw.element(region.buffer, idx)
     return tirx.BufferLoad(buf, flat)
 
 
@@ -324,9 +318,7 @@ def _copy_fragment(lw, src, dst, stmt):
             o_layout = lw.layouts.fragments[other.buffer]
             value = tirx.BufferLoad(lw.frag[other.buffer], [lw.an.simplify(o_layout.local_of(o_idx))])
         else:
-            from tilelang.transform.lower_tile_ops import _AccessRewriter
-
-            buf, flat = _AccessRewriter(lw, None).element(other.buffer, o_idx)
+            buf, flat = lw.element(other.buffer, o_idx)
             value = tirx.BufferLoad(buf, flat)
         if src.dtype != dst.dtype:
             value = tirx.Cast(dst.dtype, value)
@@ -336,9 +328,7 @@ def _copy_fragment(lw, src, dst, stmt):
             zero = _lanes(lane, vec, tirx.BufferStore(f_buf, tirx.const(0, dst.dtype), f_flat), serial=True)
             body = tirx.IfThenElse(guard, body, zero)
     if n // vec == 1:
-        from tilelang.transform.lower_tile_ops import _subst_stmt
-
-        return _subst_stmt(body, w, i32(0))
+        return substitute_stmt(body, {w: i32(0)})
     return tirx.For(w, i32(0), i32(n // vec), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
                     span=stmt.span)
 
@@ -366,13 +356,11 @@ def _packed_cast(lw, src, dst, stmt):
 
 def _lanes(lane, vec, body, serial=False):
     """``for lane in vectorized(vec): body`` with a fresh loop variable."""
-    from tilelang.transform.lower_tile_ops import _subst_stmt
-
     if vec == 1:
-        return _subst_stmt(body, lane, i32(0))
+        return substitute_stmt(body, {lane: i32(0)})
     fresh = tirx.Var(lane.name, "int32")
     kind = tirx.ForKind.UNROLLED if serial else tirx.ForKind.VECTORIZED
-    return tirx.For(fresh, i32(0), i32(vec), kind, _subst_stmt(body, lane, fresh))
+    return tirx.For(fresh, i32(0), i32(vec), kind, substitute_stmt(body, {lane: fresh}))
 
 
 def lower_fill(lw, stmt):

@@ -8,7 +8,7 @@ import math
 
 from tvm import tirx
 
-from tilelang.transform.ir_utils import const_int, evaluate_extern, i32
+from tilelang.tir_utils import const_int, evaluate_extern, i32
 from tilelang.transform.kernel import FRAGMENT_SCOPE, LoweringError, decode_region, scope_of
 
 
@@ -36,9 +36,7 @@ def lower_print(lw, stmt):
     for extent in reversed(shape):
         idx.append(tirx.floormod(rest, i32(extent)))
         rest = tirx.floordiv(rest, i32(extent))
-    from tilelang.transform.lower_tile_ops import _AccessRewriter
-
-    target, flat_idx = _AccessRewriter(lw, None).element(buf, list(reversed(idx)))
+    target, flat_idx = lw.element(buf, list(reversed(idx)))
     body = evaluate_extern("tl::print_element", msg, v, tirx.BufferLoad(target, flat_idx), span=stmt.span)
     loop = tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body)
     if scope == "local":

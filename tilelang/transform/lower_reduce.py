@@ -16,8 +16,8 @@ import math
 from tvm import tirx
 
 from tilelang.layout.fragment import LOCAL, THREAD
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt
 from tilelang.transform import thread_sync
-from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
 
 _OPS = {
@@ -26,6 +26,9 @@ _OPS = {
     "max": ("tl::MaxOp", tirx.max),
     "absmax": ("tl::MaxOp", tirx.max),
     "min": ("tl::MinOp", tirx.min),
+    "bitand": ("tl::BitAndOp", tirx.bitwise_and),
+    "bitor": ("tl::BitOrOp", tirx.bitwise_or),
+    "bitxor": ("tl::BitXorOp", tirx.bitwise_xor),
 }
 
 
@@ -34,8 +37,10 @@ FOLD_LANES = 4
 
 
 def _init(kind, dtype):
-    if kind in ("sum", "abssum", "absmax"):
+    if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return tirx.const(0, dtype)
+    if kind == "bitand":  # all bits set
+        return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.const(-1, dtype)
     if kind == "max":
         return tirx.min_value(dtype) if not dtype.startswith(("float", "bfloat")) else -tirx.infinity(dtype)
     return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) else tirx.infinity(dtype)
@@ -143,12 +148,10 @@ def _split_thread_axes(axes):
 
 def _for(var, n, body):
     """``for var in range(n): body`` with a fresh loop variable (TIR loop variables are unique)."""
-    from tilelang.transform.lower_tile_ops import _subst_stmt
-
     if n == 1:
-        return _subst_stmt(body, var, i32(0))
+        return substitute_stmt(body, {var: i32(0)})
     fresh = tirx.Var(var.name, "int32")
-    return tirx.For(fresh, i32(0), i32(n), tirx.ForKind.SERIAL, _subst_stmt(body, var, fresh),
+    return tirx.For(fresh, i32(0), i32(n), tirx.ForKind.SERIAL, substitute_stmt(body, {var: fresh}),
                     annotations={"pragma_unroll": True})
 
 
@@ -184,8 +187,6 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
 
 
 def _subst(expr, var, value):
-    from tilelang.transform.ir_utils import substitute
-
     return substitute(expr, {var: i32(value)})
 
 
@@ -196,6 +197,7 @@ def lower_cumsum(lw, stmt):
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
     dim, reverse = int(args[2].value), bool(int(args[3].value))
+    kind = str(args[4].value) if len(args) > 4 else "sum"   # T.cummax passes "max"
     for r in (src, dst):
         if scope_of(r.buffer) not in SHARED_SCOPES + (FRAGMENT_SCOPE,) or not r.is_whole():
             raise LoweringError("TL0002", "T.cumsum works on whole shared-memory buffers or fragments", stmt.span)
@@ -206,7 +208,8 @@ def lower_cumsum(lw, stmt):
     stmts = [sync]
     s_at = _scan_operand(lw, src, shape, "src", stmts)
     d_at = _scan_operand(lw, dst, shape, "dst", [])
-    stmts += [sync, _scan(lw, shape, dim, reverse, s_at, d_at, str(src.buffer.dtype), str(dst.buffer.dtype)), sync]
+    stmts += [sync, _scan(lw, shape, dim, reverse, s_at, d_at, str(src.buffer.dtype), str(dst.buffer.dtype), kind),
+              sync]
     if scope_of(dst.buffer) == FRAGMENT_SCOPE:
         stmts.append(_fragment_io(lw, dst.buffer, shape, d_at, load=True))
     return seq(stmts)
@@ -237,7 +240,7 @@ def _fragment_io(lw, buf, shape, at, load):
                     annotations={"pragma_unroll": True})
 
 
-def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype):
+def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     other = [d for d in range(len(shape)) if d != dim]
     rows = math.prod(shape[d] for d in other) if other else 1
     n = shape[dim]
@@ -255,9 +258,10 @@ def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype):
     val = tirx.BufferLoad(s_buf, s_idx)
     if s_dtype != d_dtype:
         val = tirx.Cast(d_dtype, val)
-    body = seq([tirx.BufferStore(acc, tirx.BufferLoad(acc, [i32(0)]) + val, [i32(0)]),
+    _, combine = _OPS[kind]
+    body = seq([tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [i32(0)]), val), [i32(0)]),
                 tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [i32(0)]), d_idx)])
-    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, tirx.const(0, d_dtype), [i32(0)]),
+    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, _init(kind, d_dtype), [i32(0)]),
                 tirx.For(k, i32(0), i32(n), tirx.ForKind.SERIAL, body)])
     guarded = tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None) if rows % lw.T else scan
     if rounds == 1:

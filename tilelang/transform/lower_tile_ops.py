@@ -28,19 +28,20 @@ import math
 import tvm
 from tvm import ir, tirx
 
+from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.transform import (lower_copy, lower_reduce, pipeline, smem_plan, thread_sync,
-                                 warp_specialize)
-from tilelang.transform.ir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, seq,
-                                         simplify, substitute_stmt, uses_vars)
+from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, seq,
+                                simplify, substitute_stmt, uses_vars, walk_stmts)
+from tilelang.transform import (lower_copy, lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan,
+                                thread_sync, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
 from tilelang.transform.layout_inference import Layouts
 
 SMEM_ALIGN = 128
-SMEM_BUDGET_SM90 = 227 * 1024   # shared memory one block may use on sm_90 (wgmma kernels)
+SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
 
 
 class Lowerer:
@@ -56,7 +57,7 @@ class Lowerer:
         self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
-        self.stages = pipeline.plan_stages(info)
+        self.stages = pipelined_loop.plan_stages(info)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
         self.smem_bytes = 0
@@ -170,6 +171,13 @@ class Lowerer:
             off = off + stage * getattr(self.layouts.shared[buf], "size", _elems(buf))
         return simplify(off)
 
+    def element(self, buf, indices):
+        """(storage buffer, flat indices) where ``buf[indices]`` lives once lowered (``indices``
+        already rewritten): a fragment's register, a shared buffer's slot in its view (swizzle and
+        stage included), a strided parameter's flat view, else ``buf`` itself. The op lowerings
+        (``lower_copy``, ``lower_print``...) reach lowered storage through this one door."""
+        return _AccessRewriter(self, None).element(buf, indices)
+
     def shared_ptr(self, buf, indices):
         view = self.smem_views[buf]
         return tirx.address_of(tirx.BufferLoad(view, [self.shared_offset(buf, indices)]))
@@ -248,7 +256,7 @@ class Lowerer:
     def lower_for(self, loop):
         if self.ws is not None and loop.same_as(self.ws.loop):
             return warp_specialize.lower_loop(self, loop)
-        if "tl.num_stages" in loop.annotations:
+        if pipelined_loop.is_pipelined(loop):
             return pipeline.lower_pipelined(self, loop)
         if const_int(loop.min) == 0:
             self.bind_loop(loop.loop_var, self.rewrite(loop.extent))
@@ -260,7 +268,7 @@ class Lowerer:
     def lower_op(self, stmt):
         name = op_name(stmt)
         if name == "copy":
-            if warp_specialize.is_head(self, stmt):
+            if self.ws is not None and self.ws.is_head(stmt):
                 return None      # the TMA producer loads it (warp_specialize._heads)
             return lower_copy.lower_copy(self, stmt)
         if name == "fill":
@@ -274,9 +282,7 @@ class Lowerer:
         if name == "atomic":
             return lower_copy.lower_atomic(self, stmt)
         if name == "print":
-            from tilelang.transform.lower_print import lower_print
-
-            return lower_print(self, stmt)
+            return lower_print.lower_print(self, stmt)
         if name in ("annotate_layout",):
             return None
         if name == "use_swizzle":
@@ -342,7 +348,7 @@ class Lowerer:
             new_body = tirx.IfThenElse(tirx.EQ(layout.replica_index(self.tid), i32(0)), new_body, None)
         n = max(layout.local_size, 1)
         if n == 1:
-            return _subst_stmt(new_body, v, i32(0))
+            return substitute_stmt(new_body, {v: i32(0)})
         return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, new_body,
                         annotations={"pragma_unroll": True}, span=stmt.span)
 
@@ -450,7 +456,7 @@ class Lowerer:
         by = self.info.block_vars.get("blockIdx.y")
         if bx is None or by is None:
             return []
-        launch = warp_specialize._launch(self)
+        launch = self.info.launch_dims()
         gx, gy = launch["blockIdx.x"][1], launch["blockIdx.y"][1]
         block_by, block_bx = by, bx
         cluster = self.ws.cluster if self.ws is not None else None
@@ -538,11 +544,6 @@ class _AccessRewriter(ExprRewriter):
         return buf, [lw.an.simplify(i) for i in indices]
 
 
-def _subst_stmt(stmt, var, value):
-    """Substitute ``var`` in a lowered statement (used to inline a 1-iteration loop)."""
-    return substitute_stmt(stmt, {var: value})
-
-
 def _replace_innermost(stmt, depth, body):
     """The T.Parallel nest ``stmt`` (``depth`` loops) with ``body`` as its innermost statement."""
     if depth == 0:
@@ -560,16 +561,12 @@ def _writes_memory(body) -> bool:
         if isinstance(s, tirx.Evaluate) and isinstance(s.value, ir.Call):
             found.append(s)
 
-    from tilelang.transform.ir_utils import walk_stmts
-
     walk_stmts(body, visit)
     return bool(found)
 
 
 def find_swizzle(body):
     """(panel, order) of the kernel's first ``T.use_swizzle``, or None (the one the lowering uses)."""
-    from tilelang.transform.ir_utils import walk_stmts
-
     found = []
 
     def visit(s):

@@ -1,18 +1,30 @@
 """Pass configuration keys (``pass_configs={...}`` of ``@tilelang.jit`` / ``tilelang.compile``).
 
-Every key upstream TileLang code passes is accepted; each has a documented effect here. Unknown
-keys produce a warning naming the key (a typo must not be silently ignored).
+Contract: every key upstream TileLang defines is accepted, as ``PassConfigKey`` members or as
+strings (upstream's ``tirx.`` and our older ``tir.`` prefixes both), each with a documented effect
+(``EFFECTS``; ``docs/pass_configs.md`` is generated from it). Keys that mean nothing to our
+compiler say so and why. Unknown keys produce a warning naming the key (a typo must not be
+silently ignored). ``normalize`` returns the plain dict every pass reads (upstream spellings
+mapped onto ours, values validated); ``nvcc_flags`` turns the keys that steer nvcc into flags.
 """
 
 from __future__ import annotations
 
 import enum
+import shlex
 import warnings
 
 
 class PassConfigKey(str, enum.Enum):
+    # Keys with an effect on our compiler.
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
     TL_DISABLE_ASYNC_COPY = "tl.disable_async_copy"
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
+    TIR_USE_ASYNC_COPY = "tirx.use_async_copy"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
@@ -26,8 +38,55 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
     TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
+    CUDA_KERNELS_OUTPUT_DIR = "cuda.kernels_output_dir"
+    # Upstream keys that steer passes or debug output our compiler does not have.
     TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+    TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
+    TL_SIMPLIFY = "tl.Simplify"
+    TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
+    TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS = "convert_boolean_to_and_of_ors"
+    TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES = "apply_constraints_to_boolean_branches"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL = "propagate_knowns_to_prove_conditional"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS = "propagate_knowns_to_simplify_expressions"
+    TL_SIMPLIFY_ENABLE_LET_INLINE = "enable_simplify_let_inline"
+    TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
+    TL_EMIT_LINE_DIRECTIVES = "tl.emit_line_directives"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_ENABLE_REDUCER_PLAN_VERBOSE = "tl.enable_reducer_plan_verbose"
+    TL_LAYOUT_COST_MODEL = "tl.layout_cost_model"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
+    TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_SHUFFLE_ELECT = "tl.disable_shuffle_elect"
+    TL_DISABLE_LOOP_UNSWITCHING = "tl.disable_loop_unswitching"
+    TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE = "tl.loop_unswitching_allow_non_trivial_else"
+    TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
+    TL_FORCE_LET_INLINE = "tl.force_let_inline"
+    TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
+    TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
+    TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_path"
+    TL_PASS_PROFILE = "tl.pass_profile"
+    TIR_ENABLE_EQUIV_TERMS_IN_CSE = "tirx.enable_equiv_terms_in_cse_tir"
+    TIR_DISABLE_CSE = "tirx.disable_cse_tir"
+    TIR_SIMPLIFY = "tirx.Simplify"
+    TIR_DISABLE_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
+    TIR_ENABLE_DEBUG = "tirx.enable_debug"
+    TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
+    TIR_ADD_LOWER_PASS = "tirx.add_lower_pass"
+    TIR_NOALIAS = "tirx.noalias"
 
+
+_NO_PASS = "accepted; no effect: our compiler has no such pass"
+_NO_DEBUG = "accepted; no effect: upstream debug output of a pass our compiler does not have"
+_SIMPLIFY_SUB = "accepted as a sub-key of `tl.Simplify`; no effect (our simplification is TVM's, unconfigured)"
 
 EFFECTS = {
     PassConfigKey.TL_ENABLE_FAST_MATH: "compile with nvcc --use_fast_math (exp/exp2/log map to the SFU "
@@ -66,21 +125,150 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_BUFFER_INIT_CHECK: "drops the checker's TL0401 (read before initialisation) findings",
     PassConfigKey.TL_DISABLE_OUT_OF_BOUND_WARNING: "drops the checker's TL0601/TL0602 bound findings",
     PassConfigKey.TIR_DISABLE_VECTORIZE: "accepted; vector widths are chosen by alignment analysis",
+    PassConfigKey.TL_DISABLE_FAST_MATH: "keeps IEEE math even when `tl.enable_fast_math` is set (fast math is off "
+                                        "by default)",
+    PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL: "an integer in [0, 10]: nvcc --ptxas-options=--register-usage-level=N "
+                                                 "(ptxas' register-versus-optimisation trade-off, default 5)",
+    PassConfigKey.TL_ENABLE_PTXAS_VERBOSE_OUTPUT: "nvcc --ptxas-options=--verbose (registers, spills and shared "
+                                                  "memory of each kernel in the compile log)",
+    PassConfigKey.TL_DEVICE_COMPILE_FLAGS: "extra nvcc flags, a list or a shell-quoted string, appended to the "
+                                           "compile (and part of the cache key)",
+    PassConfigKey.TL_ENABLE_ASYNC_COPY: "False is `tl.disable_async_copy`: no cp.async (True, the default, changes "
+                                        "nothing)",
+    PassConfigKey.TIR_USE_ASYNC_COPY: "upstream's TIR spelling of `tl.enable_async_copy`",
+    PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS: "validated (a finite number >= 0); no effect: our passes are not "
+                                                "profiled one by one",
+    PassConfigKey.CUDA_KERNELS_OUTPUT_DIR: "a directory: `tilelang.compile` writes each kernel's CUDA source there "
+                                           "as `<kernel name>.cu`",
+    PassConfigKey.TL_DISABLE_VECTORIZE_256: "accepted; no effect: we never emit 256-bit global loads or stores "
+                                            "(16-byte vectors at most)",
+    PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: "accepted; no effect: the barriers our tile-op lowering inserts "
+                                                  "are needed for correctness, so they are not optional",
+    PassConfigKey.TL_STORAGE_REWRITE_DETECT_INPLACE: _NO_PASS + " (StorageRewrite; local scalars are never shared)",
+    PassConfigKey.TL_SIMPLIFY: "accepted; no effect: our simplification is TVM's, unconfigured",
+    PassConfigKey.TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES: _SIMPLIFY_SUB,
+    PassConfigKey.TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS: _SIMPLIFY_SUB,
+    PassConfigKey.TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES: _SIMPLIFY_SUB,
+    PassConfigKey.TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL: _SIMPLIFY_SUB,
+    PassConfigKey.TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS: _SIMPLIFY_SUB,
+    PassConfigKey.TL_SIMPLIFY_ENABLE_LET_INLINE: _SIMPLIFY_SUB,
+    PassConfigKey.TL_DISABLE_PRELOWER_SEMANTIC_CHECK: "accepted; no effect: our checks report through diagnostics "
+                                                      "(`tl.disable_buffer_init_check` and friends turn codes off)",
+    PassConfigKey.TL_EMIT_LINE_DIRECTIVES: "accepted; no effect yet (the generated CUDA carries no #line directives)",
+    PassConfigKey.TL_CONFIG_INDEX_BITWIDTH: "accepted; no effect: index width is chosen per kernel (64-bit when a "
+                                            "tensor may exceed 2^31 elements)",
+    PassConfigKey.TL_ENABLE_REDUCER_PLAN_VERBOSE: _NO_DEBUG,
+    PassConfigKey.TL_LAYOUT_COST_MODEL: "accepted; no effect: layout inference has one deterministic rule set, no "
+                                        "cost model",
+    PassConfigKey.TL_REDUCER_FORCE_BASELINE: _NO_PASS + " (reducer plans)",
+    PassConfigKey.TL_ENABLE_LOWER_LDGSTG: _NO_PASS + " (explicit LDG/STG lowering)",
+    PassConfigKey.TL_ENABLE_LOWER_LDGSTG_PREDICATED: _NO_PASS + " (explicit LDG/STG lowering)",
+    PassConfigKey.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: _NO_DEBUG,
+    PassConfigKey.TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS: _NO_DEBUG + " (our shared-memory plan shows in the hover)",
+    PassConfigKey.TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE: "accepted; no effect: buffers with disjoint lifetimes "
+                                                            "always share bytes (see `tl.disable_shared_memory_reuse`)",
+    PassConfigKey.TL_DISABLE_SHUFFLE_ELECT: _NO_PASS + " (the TMA producer elects thread 0 of its warpgroup)",
+    PassConfigKey.TL_DISABLE_LOOP_UNSWITCHING: _NO_PASS + " (loop unswitching)",
+    PassConfigKey.TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE: _NO_PASS + " (loop unswitching)",
+    PassConfigKey.TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS: _NO_PASS + " (IfStmtBinding)",
+    PassConfigKey.TL_FORCE_LET_INLINE: "accepted; no effect: expressions bound without a buffer read are always "
+                                       "inlined",
+    PassConfigKey.TL_AST_PRINT_ENABLE: _NO_DEBUG + " (use TILELANG_DUMP_IR)",
+    PassConfigKey.TL_LAYOUT_VISUALIZATION_ENABLE: _NO_DEBUG + " (the editor hover shows fragment layouts)",
+    PassConfigKey.TL_LAYOUT_VISUALIZATION_FORMATS: _NO_DEBUG + " (the editor hover shows fragment layouts)",
+    PassConfigKey.TL_ENABLE_DUMP_IR: "accepted; no effect: set TILELANG_DUMP_IR to dump the IR after each pass",
+    PassConfigKey.TL_DUMP_IR_DIR: "accepted; no effect: set TILELANG_DUMP_IR=<dir> instead",
+    PassConfigKey.TL_PASS_PROFILE: "accepted; no effect: our passes are not profiled one by one",
+    PassConfigKey.TIR_ENABLE_EQUIV_TERMS_IN_CSE: _NO_PASS + " (TIR common-subexpression elimination)",
+    PassConfigKey.TIR_DISABLE_CSE: _NO_PASS + " (TIR common-subexpression elimination)",
+    PassConfigKey.TIR_SIMPLIFY: "accepted; no effect: our simplification is TVM's, unconfigured",
+    PassConfigKey.TIR_DISABLE_STORAGE_REWRITE: _NO_PASS + " (StorageRewrite)",
+    PassConfigKey.TIR_ENABLE_DEBUG: "accepted; no effect (add `-G` through `tl.device_compile_flags` for device "
+                                    "debug information)",
+    PassConfigKey.TIR_MERGE_STATIC_SMEM: "accepted; no effect: all shared buffers always live in one dynamic "
+                                         "allocation",
+    PassConfigKey.TIR_ADD_LOWER_PASS: "accepted; no effect: our pipeline is a fixed list (tilelang/engine/pipeline.py)",
+    PassConfigKey.TIR_NOALIAS: "accepted; no effect: kernel pointer parameters are always `__restrict__` (tensors "
+                               "passed to one kernel must not overlap)",
 }
 
-KNOWN = {k.value for k in PassConfigKey}
+# Spellings upstream code uses for keys we name differently -> our key.
+ALIASES = {
+    "tl.disable_safe_memory_legalize": PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS.value,
+    "tirx.disable_vectorize": PassConfigKey.TIR_DISABLE_VECTORIZE.value,
+    **{"tir." + k.value[len("tirx."):]: k.value for k in PassConfigKey if k.value.startswith("tirx.")},
+}
+KNOWN = {k.value for k in PassConfigKey} | set(ALIASES)
+
+
+def _check_register_level(value) -> int:
+    try:
+        level = int(value)
+    except (TypeError, ValueError):
+        level = -1
+    if isinstance(value, bool) or not 0 <= level <= 10:
+        raise ValueError(f"tl.ptxas_register_usage_level must be an integer in [0, 10], got {value!r}")
+    return level
+
+
+def _check_threshold(value) -> float:
+    from tilelang import knobs
+
+    return knobs.parse_threshold_ms(value, PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS.value)
+
+
+def _plain(value):
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k.value if isinstance(k, PassConfigKey) else k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 def normalize(configs) -> dict:
-    """Plain ``{str: python value}``; warns about keys we do not know."""
+    """Plain ``{str: python value}`` in our spellings; warns about keys we do not know and
+    raises ValueError for a value a key cannot take."""
     out = {}
     for key, value in dict(configs or {}).items():
         name = key.value if isinstance(key, PassConfigKey) else str(key)
         if name not in KNOWN:
             warnings.warn(f"unknown pass config key {name!r}; known keys: {', '.join(sorted(KNOWN))}",
                           stacklevel=3)
-        out[name] = value if isinstance(value, (bool, int, float, str)) else str(value)
+        out[ALIASES.get(name, name)] = _plain(value)
+    if PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value in out:
+        _check_register_level(out[PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value])
+    if PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS.value in out:
+        _check_threshold(out[PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS.value])
+    for switch in (PassConfigKey.TL_ENABLE_ASYNC_COPY.value, PassConfigKey.TIR_USE_ASYNC_COPY.value):
+        if switch in out and not out[switch]:
+            out.setdefault(PassConfigKey.TL_DISABLE_ASYNC_COPY.value, True)
     return out
+
+
+def _device_flags(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return shlex.split(value)
+    return [str(v) for v in value]
+
+
+def nvcc_flags(configs) -> list[str]:
+    """The nvcc flags the pass configs ask for (fast math, ptxas options, extra device flags)."""
+    configs = normalize(configs)
+    get = configs.get
+    flags = []
+    if get(PassConfigKey.TL_ENABLE_FAST_MATH.value) and not get(PassConfigKey.TL_DISABLE_FAST_MATH.value):
+        flags.append("--use_fast_math")
+    level = get(PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value)
+    if level is not None:
+        flags.append(f"--ptxas-options=--register-usage-level={_check_register_level(level)}")
+    if get(PassConfigKey.TL_ENABLE_PTXAS_VERBOSE_OUTPUT.value):
+        flags.append("--ptxas-options=--verbose")
+    flags += _device_flags(get(PassConfigKey.TL_DEVICE_COMPILE_FLAGS.value))
+    return flags
 
 
 def markdown() -> str:
@@ -89,4 +277,7 @@ def markdown() -> str:
              "(`tilelang.PassConfigKey` has them as an enum). They are part of the kernel cache key.", "",
              "| key | effect |", "|---|---|"]
     lines += [f"| `{k.value}` | {EFFECTS[k]} |" for k in PassConfigKey]
+    lines += ["", "Other spellings accepted for the same keys (upstream's `tirx.` prefix, our older `tir.`):", "",
+              "| spelling | key |", "|---|---|"]
+    lines += [f"| `{a}` | `{k}` |" for a, k in sorted(ALIASES.items())]
     return "\n".join(lines) + "\n"

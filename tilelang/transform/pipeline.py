@@ -13,7 +13,8 @@ producers; every other statement is a consumer. Output (S >= 2):
         __syncthreads()             # nobody still reads the stage the next producer overwrites
     cp.async.wait_group(0)
 
-The shared buffers written by producers get S copies (``plan_stages``). Trip counts of 1, 2 or
+The shared buffers written by producers get S copies (``pipelined_loop.plan_stages``; the
+producers and consumers are those of ``pipelined_loop.PipelinedLoop``). Trip counts of 1, 2 or
 anything not a multiple of S are handled by the guards.
 
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
@@ -34,72 +35,18 @@ from __future__ import annotations
 
 from tvm import tirx
 
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
 from tilelang.transform import thread_sync
-from tilelang.transform.ir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
-from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
-
-
-def _num_stages(loop) -> int:
-    value = loop.annotations.get("tl.num_stages")
-    return int(value) if value is not None else 0
-
-
-def _is_producer(stmt) -> bool:
-    if op_name(stmt) != "copy":
-        return False
-    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
-    return scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES
-
-
-def _body_list(loop):
-    return list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
-
-
-def plan_stages(info) -> dict:
-    """Shared buffer -> number of copies, for buffers filled by pipelined producers."""
-    stages = {}
-
-    def visit(s):
-        if isinstance(s, tirx.For) and _num_stages(s) >= 2:
-            for p in _body_list(s):
-                if _is_producer(p):
-                    buf = decode_region(p.value.args[1]).buffer
-                    stages[buf] = max(stages.get(buf, 1), _num_stages(s))
-
-    walk_stmts(info.body, visit)
-    return stages
-
-
-def _async_gemm(lw, consumers, S):
-    """The consumer is a single wgmma gemm with both operands in shared memory, accumulating into
-    a float fragment without clearing it, and S >= 3: the shape ``_lower_async_wgmma`` handles."""
-    return _single_wgmma(lw, consumers) if S >= 3 else None
-
-
-def _single_wgmma(lw, consumers):
-    """The one wgmma gemm (shared A and B, float accumulator, no clear) that is the whole
-    consumer side of a pipelined loop, or None."""
-    if len(consumers) != 1 or op_name(consumers[0]) != "gemm":
-        return None
-    stmt = consumers[0]
-    plan = lw.layouts.gemms.get(stmt)
-    args = stmt.value.args
-    a, c = decode_region(args[0]), decode_region(args[2])
-    if plan is None or plan.kind != "wgmma" or scope_of(a.buffer) not in SHARED_SCOPES:
-        return None
-    if str(c.buffer.dtype) != "float32" or const_int(args[6]) != 0:
-        return None
-    return stmt
+from tilelang.transform.kernel import decode_region
+from tilelang.transform.pipelined_loop import PipelinedLoop
 
 
 def lower_pipelined(lw, loop):
-    S = _num_stages(loop)
-    stmts = _body_list(loop)
-    producers = [s for s in stmts if _is_producer(s)]
+    pl = PipelinedLoop.of(loop)
+    S, producers, consumers = pl.stages, list(pl.producers), list(pl.consumers)
     if S < 2 or not producers:
         return _plain(lw, loop)
-    consumers = [s for s in stmts if not _is_producer(s)]
-    gemm = _async_gemm(lw, consumers, S)
+    gemm = pl.async_wgmma(lw.layouts)
     if gemm is not None:
         return _lower_async_wgmma(lw, loop, S, producers, gemm)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)

@@ -28,7 +28,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.transform.ir_utils import flatten
+from tilelang.tir_utils import flatten
 
 
 @dataclass

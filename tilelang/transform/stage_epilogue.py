@@ -25,8 +25,11 @@ import tvm
 from tvm import ir, tirx
 
 from tilelang.language._ops import get_op, region
-from tilelang.transform.ir_utils import const_int, flatten, seq
+from tilelang.tir_utils import const_int, flatten, seq
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_region, op_name, scope_of)
+from tilelang.transform.layout_inference import infer_layouts, slab_stage_shape
+from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
+from tilelang.transform.tma import box_spec
 
 SHARED = "shared.dyn"
 SLAB_COLUMNS = 64      # 16-bit elements per 128-byte swizzle slab of the stage
@@ -45,9 +48,6 @@ def _why_not(info, stmt) -> str | None:
     """Why the candidate copy ``stmt`` keeps register stores, or None (it can be staged): the
     stage must take the slab layout and its copy to the tensor must be a TMA box (the same test
     ``lower_copy._tma_store`` makes once the stage exists)."""
-    from tilelang.transform.layout_inference import slab_stage_shape
-    from tilelang.transform.warp_specialize import box_spec
-
     args = stmt.value.args
     if len(args) > 3 and const_int(args[3]) == 1:
         return "the copy says disable_tma=True"
@@ -115,9 +115,6 @@ def staged(info, layouts, arch: str, configs: dict) -> Staging:
     still fits in shared memory, else the inputs. The LSP's hovers count shared memory on the
     same kernel (with the Lowerer built here for the budget check) and say why an epilogue was
     not staged."""
-    from tilelang.transform.layout_inference import infer_layouts
-    from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
-
     func, picked, skipped = stage(info, layouts, configs)
     if func is None:
         return Staging(info, layouts, skipped=skipped)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.transform.ir_utils import evaluate_extern, seq, walk_stmts
+from tilelang.tir_utils import evaluate_extern, seq, walk_stmts
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, scope_of
 
 
@@ -59,7 +59,9 @@ def _is_annotation(stmt) -> bool:
         "tl.annotate_layout", "tl.use_swizzle")
 
 
-def _conflict(r, w, pend_r, pend_w) -> bool:
+def conflict(r, w, pend_r, pend_w) -> bool:
+    """Whether accesses ``(r, w)`` race with the pending ``(pend_r, pend_w)``: read-after-write,
+    write-after-read or write-after-write on a common buffer."""
     return bool((r & pend_w) or (w & pend_r) or (w & pend_w))
 
 
@@ -97,7 +99,7 @@ def plan_sequence(stmts, alias=None):
             r, w = _widen(r, alias), _widen(w, alias)
         if r or w:
             touching += 1
-        if _conflict(r, w, pend_r, pend_w):
+        if conflict(r, w, pend_r, pend_w):
             syncs.append(k)
             pend_r, pend_w = set(), set()
             head_open = False
@@ -113,9 +115,7 @@ def lower_sequence(lw, stmts):
     planned = stmts
     if getattr(lw, "ws", None) is not None and lw.ws.heads:
         # a head copy is the TMA producer's, behind an mbarrier the consumers wait on: no barrier
-        from tilelang.transform.warp_specialize import is_head
-
-        planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if is_head(lw, s) else s for s in stmts]
+        planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if lw.ws.is_head(s) else s for s in stmts]
     syncs, _, _, _ = plan_sequence(planned, getattr(lw, "smem_alias", None))
     out = []
     for k, s in enumerate(stmts):
@@ -134,6 +134,6 @@ def lower_loop_body(lw, body):
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts, getattr(lw, "smem_alias", None))
     lowered = lower_sequence(lw, stmts)
-    if touching > 1 and _conflict(head_r, head_w, tail_r, tail_w):
+    if touching > 1 and conflict(head_r, head_w, tail_r, tail_w):
         lowered = seq([lowered, sync_stmt(lw)])
     return lowered

@@ -6,7 +6,7 @@ loop, at the top level of the kernel body, whose producers are whole-tile copies
 global tensors with static shapes (a rows x columns tile, any other index fixed) into
 slab-swizzled gemm operands (what a TMA box writes), and
 whose consumers are either one wgmma gemm from shared memory into a float accumulator
-(``pipeline._single_wgmma``: the GEMM main loop, below) or any statements that only read the
+(``PipelinedLoop.single_wgmma``: the GEMM main loop, below) or any statements that only read the
 staged tiles, which are used nowhere else (the general body: flash attention's two gemms and
 its softmax). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
 cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
@@ -59,7 +59,8 @@ across the role split, where the producer's 40-register budget would apply), kee
 pure index arithmetic and buffer declarations in front; consumer barriers become named barrier 1
 over T threads (``thread_sync.sync_stmt``). Each TMA source gets a tensor map built on the host at launch
 (``KernelArtifact.tensormaps``), passed as a ``__grid_constant__ CUtensorMap`` kernel parameter
-that the device code names through ``TL_TMAP(j)`` (``codegen.cuda``).
+that the device code names through ``TL_TMAP(j)`` (``codegen.cuda``); the boxes and their loads are
+``tma``'s. The loop's stages, producers and consumers are its ``pipelined_loop.PipelinedLoop``.
 """
 
 from __future__ import annotations
@@ -68,19 +69,18 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
-from tilelang.language.dtypes import nbytes
-from tilelang.layout import SharedLayout
-from tilelang.transform.ir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt,
-                                         uses_vars, walk_stmts)
-from tilelang.transform.kernel import decode_region
+from tilelang.tir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt,
+                                uses_vars, walk_stmts)
+from tilelang.transform import pipeline, smem_plan, thread_sync, tma
+from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name, scope_of
+from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
 PRODUCER_THREADS = 128
 
 
 @dataclass
 class WsPlan:
-    loop: object                 # the T.Pipelined For
-    stages: int
+    pipe: PipelinedLoop          # the T.Pipelined loop: its stages, producers and consumers
     gemm: object                 # the one asynchronous gemm, or None: a general consumer body
     producers: list              # [(copy statement, tensor map index)]
     tensormaps: list             # artifact tensor map specs (see KernelArtifact.tensormaps)
@@ -97,9 +97,23 @@ class WsPlan:
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
 
     @property
+    def loop(self):
+        """The T.Pipelined For."""
+        return self.pipe.loop
+
+    @property
+    def stages(self) -> int:
+        return self.pipe.stages
+
+    @property
     def head_buffers(self) -> list:
         """The shared tiles the heads fill."""
         return [decode_region(h.value.args[1]).buffer for h, _ in self.heads]
+
+    def is_head(self, stmt) -> bool:
+        """``stmt`` is a head copy: the producer loads it, the statement itself lowers to nothing
+        and asks the barrier planner for no barrier."""
+        return any(stmt.same_as(h) for h, _ in self.heads)
 
 
 @dataclass
@@ -136,8 +150,6 @@ def plan(lw) -> WsPlan | None:
 
 def plan_or_reason(lw) -> tuple:
     """(plan, None) or (None, why the GEMM main loop keeps the cp.async path), for hovers."""
-    from tilelang.transform import pipeline
-
     if not lw.layouts.wgmma:
         return None, "the kernel's gemms do not use wgmma"
     for key in ("tl.disable_tma_lower", "tl.disable_warp_specialized"):
@@ -145,11 +157,9 @@ def plan_or_reason(lw) -> tuple:
             return None, f"`{key}` is set"
     if lw.T % 128 or lw.T > 256:
         return None, f"{lw.T} threads: warp specialisation needs 1 or 2 consumer warpgroups (128 or 256 threads)"
-    loops, user_sync = [], []
+    loops, user_sync = pipelined_loops(lw.info.body), []
 
     def visit(s):
-        if isinstance(s, tirx.For) and "tl.num_stages" in s.annotations:
-            loops.append(s)
         if isinstance(s, tirx.Evaluate) and "__syncthreads" in str(s.value):
             user_sync.append(s)
 
@@ -158,14 +168,12 @@ def plan_or_reason(lw) -> tuple:
         return None, f"the kernel has {len(loops)} T.Pipelined loops (one is needed)"
     if user_sync:
         return None, "the kernel calls T.sync_threads() itself"
-    if not _top_level(lw.info.body, loops[0]):
+    pipe = loops[0]
+    if not _top_level(lw.info.body, pipe.loop):
         return None, "the T.Pipelined loop is inside another loop or branch"
-    loop = loops[0]
-    S = pipeline._num_stages(loop)
-    stmts = pipeline._body_list(loop)
-    producers = [s for s in stmts if pipeline._is_producer(s)]
-    consumers = [s for s in stmts if not pipeline._is_producer(s)]
-    gemm = pipeline._single_wgmma(lw, consumers)
+    loop, S = pipe.loop, pipe.stages
+    producers, consumers = list(pipe.producers), list(pipe.consumers)
+    gemm = pipe.single_wgmma(lw.layouts)
     if S < 2:
         return None, "num_stages < 2"
     if not producers:
@@ -176,7 +184,7 @@ def plan_or_reason(lw) -> tuple:
             return None, why
     specs, pairs = [], []
     for p in producers:
-        spec = _tma_spec(lw, p, len(specs))
+        spec = tma.copy_spec(lw, p, len(specs))
         if isinstance(spec, str):
             return None, spec
         pairs.append((p, len(specs)))
@@ -186,7 +194,7 @@ def plan_or_reason(lw) -> tuple:
         for h, spec in _heads(lw, loop, consumers):
             heads.append((h, len(specs)))
             specs.append({**spec, "name": f"tl_tmap_{len(specs)}"})
-    return WsPlan(loop, S, gemm, pairs, specs, heads=heads), None
+    return WsPlan(pipe, gemm, pairs, specs, heads=heads), None
 
 
 def _heads(lw, loop, consumers) -> list:
@@ -196,9 +204,6 @@ def _heads(lw, loop, consumers) -> list:
     named by nothing but the copy and the loop, which only reads it. The consumers wait for it on
     a barrier of its own before the loop; in a persistent kernel they give it back once the loop
     is done, and the producer loads the next tile's during the epilogue."""
-    from tilelang.transform import smem_plan, thread_sync
-    from tilelang.transform.kernel import SHARED_SCOPES, op_name, scope_of
-
     top = smem_plan.top_level(lw.info.body)
     at = next(i for i, x in enumerate(top) if x.same_as(loop))
     written = set()
@@ -214,7 +219,7 @@ def _heads(lw, loop, consumers) -> list:
         if any(j not in (i, at) and dst.buffer in smem_plan.names_buffers(x, {dst.buffer})
                for j, x in enumerate(top)):
             continue
-        spec = tma_box_spec(lw, src, dst, 0)
+        spec = tma.tma_box_spec(lw, src, dst, 0)
         if not isinstance(spec, str):
             out.append((stmt, spec))
     return out
@@ -228,7 +233,7 @@ def persistent_plan(lw) -> "Persistent | None":
     ws = lw.ws
     if ws is None or lw.configs.get("tl.disable_persistent"):
         return None
-    launch = _launch(lw)
+    launch = lw.info.launch_dims()
     dims = [launch[t] for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if t in launch]
     if not dims or "blockIdx.x" not in launch:
         return None
@@ -244,11 +249,6 @@ def persistent_plan(lw) -> "Persistent | None":
     return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
 
 
-def _launch(lw) -> dict:
-    """{thread tag: (its Var, its extent)} of the kernel's launch."""
-    return {str(iv.thread_tag): (iv.var, e) for iv, e in lw.info.launch}
-
-
 def cluster_plan(lw) -> "Cluster | None":
     """The cluster plan (``tl.cluster_multicast``) of a warp-specialised GEMM main loop, or None:
     an even blockIdx.y extent, and producer copies of 2-D tensors of which those not indexed by
@@ -256,7 +256,7 @@ def cluster_plan(lw) -> "Cluster | None":
     ws = lw.ws
     if ws is None or ws.gemm is None or not lw.configs.get("tl.cluster_multicast"):
         return None
-    launch = _launch(lw)
+    launch = lw.info.launch_dims()
     if "blockIdx.y" not in launch or (const_int(launch["blockIdx.y"][1]) or 1) % 2:
         return None
     by = launch["blockIdx.y"][0]
@@ -278,17 +278,12 @@ def _general_blocker(lw, loop, producers, consumers) -> str | None:
     """Why a loop whose consumers are not the single asynchronous gemm of a GEMM main loop (flash
     attention: S = Q K^T, softmax, O += P V) cannot run them as a synchronous consumer body, or
     None. The staged tiles must be only read by the consumers, and only inside this loop."""
-    from tilelang.transform import smem_plan, thread_sync
-
     staged = {decode_region(p.value.args[1]).buffer for p in producers}
     for c in consumers:
         _, writes = thread_sync.shared_rw(c)
         if writes & staged:
             return f"a statement of the loop body writes the staged tile '{next(iter(writes & staged)).name}'"
-        found = []
-        walk_stmts(c, lambda x: found.append(x) if isinstance(x, tirx.For) and "tl.num_stages" in x.annotations
-                   else None)
-        if found:
+        if pipelined_loops(c):
             return "the loop body holds another T.Pipelined loop"
     top = smem_plan.top_level(lw.info.body)
     at = next(i for i, x in enumerate(top) if x.same_as(loop))
@@ -309,66 +304,6 @@ def _top_level(body, target) -> bool:
     if isinstance(body, tirx.AttrStmt):
         return _top_level(body.body, target)
     return False
-
-
-def _tma_spec(lw, stmt, index) -> dict | str:
-    """The tensor map of one producer copy, or why it cannot be a TMA box."""
-    return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index)
-
-
-def tma_box_spec(lw, src, dst, index) -> dict | str:
-    """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
-    load, or a TMA store read the other way), or why there is none."""
-    layout = lw.layouts.shared.get(dst.buffer)
-    if not isinstance(layout, SharedLayout) or not layout.slab or layout.group <= 1:
-        return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
-    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, layout.slab_width, str(dst.buffer.dtype),
-                    dst.buffer.name, index)
-
-
-def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dict | str:
-    """The tensor map of a ``tile`` (rows, columns) box of 16-bit ``dtype`` elements, cut into
-    ``width``-column swizzle slabs, at the global region ``src``, or why TMA cannot move it.
-    Also asked, before the tile exists, by ``stage_epilogue`` (``tile_name``: for messages)."""
-    name = src.buffer.name
-    pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
-    if pi is None or src.buffer.strides:
-        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
-    shape = [const_int(x) for x in src.buffer.shape]
-    tile = [const_int(x) for x in tile]
-    ext = [const_int(x) for x in src.extents]
-    rank = len(shape)
-    if None in shape or nbytes(str(src.buffer.dtype)) != 2:
-        return f"'{name}' is not a 16-bit tensor with a static shape"
-    if not 2 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext:
-        return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
-    if str(src.buffer.dtype) != dtype:
-        return f"'{name}' is copied with a conversion to {dtype}"
-    # The tile is a (rows, columns) box: columns along the innermost dimension, rows along one
-    # other dimension, every further dimension of extent 1 (a head / batch index).
-    wide = [d for d in range(rank - 1) if ext[d] != 1]
-    row_dim = wide[0] if len(wide) == 1 else (rank - 2 if not wide else None)
-    if row_dim is None or [ext[row_dim], ext[-1]] != tile:
-        return f"the copy of '{name}' does not fill '{tile_name}' exactly"
-    rows = tile[0]
-    if rows > 256 or tile[1] % width:
-        return f"'{tile_name}' has {rows} rows (a TMA box has at most 256)"
-    if (shape[-1] * 2) % 16:
-        return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
-    col = analyzer.modular_set(src.starts[-1])
-    if col.coeff % 8 or col.base % 8:
-        return f"the copy of '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
-    strides, acc = [], 2
-    for d in range(rank - 1, 0, -1):          # byte strides of dims 1 .. rank-1, innermost first
-        acc *= shape[d]
-        strides.append(acc)
-    box = [width] + [ext[d] for d in range(rank - 2, -1, -1)]
-    return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
-            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * 2}
-
-
-def tmap(j: int):
-    return tirx.call_extern("int64", "TL_TMAP", i32(j))   # not "handle": TVM would cast it to void*
 
 
 def _bar(ws, index):
@@ -406,13 +341,11 @@ def plan_overlap(lw) -> None:
     (``ws.groups``): with the overlap, the tiles read only by the last gemm (attention's V) get
     full / empty barriers of their own, so the tiles of the first gemm (K) are released as soon
     as it retires and V one iteration later; two stages then suffice. Otherwise one group."""
-    from tilelang.transform import pipeline
-
     ws = lw.ws
     ws.groups = [list(range(len(ws.producers)))]
     if ws.gemm is not None:
         return
-    consumers = [c for c in pipeline._body_list(ws.loop) if not pipeline._is_producer(c)]
+    consumers = list(ws.pipe.consumers)
     split = _late_group(lw, consumers)
     ws.overlap = _overlap_plan(lw, consumers, ws.stages, split is not None)
     if ws.overlap is not None and split is not None:
@@ -423,9 +356,6 @@ def plan_overlap(lw) -> None:
 def _late_group(lw, consumers):
     """The staged tiles read by the last consumer statement (a gemm) and by no other, when there
     are others: they can wait for their own barrier; else None."""
-    from tilelang.transform import thread_sync
-    from tilelang.transform.kernel import SHARED_SCOPES
-
     staged = {decode_region(p.value.args[1]).buffer for p, _ in lw.ws.producers}
     last_r, last_w = thread_sync.buffer_rw(consumers[-1], SHARED_SCOPES)
     late = (last_r | last_w) & staged
@@ -475,13 +405,13 @@ def lower_loop(lw, loop):
         for i, (p, j) in enumerate(ws.producers):
             g = group_of[i]
             shared = ws.cluster is not None and p in ws.cluster.shared
-            nbytes_all[g] += _tma_loads(lw, p, j, _full(ws, g, stage), stage, loads[g], shared)
+            nbytes_all[g] += tma.tile_loads(lw, p, j, _full(ws, g, stage), stage, loads[g], shared)
     finally:
         lw.vmap = saved_vmap
     body = seq([stmt for g in range(len(ws.groups)) for stmt in
                 [evaluate_extern("tl::mbarrier_wait", _empty(ws, g, stage), tirx.bitwise_xor(phase, i32(1))),
                  evaluate_extern("tl::mbarrier_arrive_expect_tx", _full(ws, g, stage), nbytes_all[g])] + loads[g]])
-    prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tmap(j)) for j in range(len(ws.tensormaps))]
+    prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tma.tmap(j)) for j in range(len(ws.tensormaps))]
     issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     ws.head_issue = _head_issue(lw)
     issue = prefetch + (ws.head_issue if P is None else []) + [issue_loop]   # (persistent: per tile, _persist)
@@ -500,8 +430,6 @@ def lower_loop(lw, loop):
     # the warp's releasing lanes: lane 0, or in a cluster lanes 0 and 1 (lane r arrives on rank r)
     releaser = lane0 if ws.cluster is None else tirx.LT(lane, i32(2))
     wait_full = evaluate_extern("tl::mbarrier_wait", _full(ws, 0, cstage), cphase)
-    from tilelang.transform import pipeline, thread_sync
-
     if ws.gemm is not None:
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
@@ -517,7 +445,7 @@ def lower_loop(lw, loop):
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
-        consumers = [c for c in pipeline._body_list(loop) if not pipeline._is_producer(c)]
+        consumers = list(ws.pipe.consumers)
         if ws.overlap is not None:
             lw.stage = saved_stage
             base = i32(0) if P is None else P.it_c * n      # the tile's first ring slot
@@ -542,29 +470,6 @@ def lower_loop(lw, loop):
     return ws.marker
 
 
-def _tma_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
-    """Append to ``out`` the TMA box loads of one whole-tile copy (tensor map j) into ``stage``
-    of its shared tile, one per swizzle slab, completing on ``bar``; the tile's bytes. With
-    ``multicast`` this block loads its half of the slabs into both blocks of its cluster."""
-    ws = lw.ws
-    src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
-    width = ws.tensormaps[j]["box"][0]
-    rows, cols = (const_int(x) for x in dst.buffer.shape)
-    coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
-    view = lw.smem_views[dst.buffer]
-    size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
-    slabs = cols // width
-    if multicast:
-        mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
-        issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
-    else:
-        mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
-    for s in mine:
-        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-        out.append(evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + s * width, *coords[1:]))
-    return rows * cols * 2
-
-
 def _head_issue(lw) -> list:
     """The producer's loads of the heads (``_heads``) for one tile: in a persistent kernel it
     first waits until the consumers gave the previous tile's back (phase of tile ``it``)."""
@@ -573,7 +478,7 @@ def _head_issue(lw) -> list:
         return []
     loads, nbytes_all = [], 0
     for h, j in ws.heads:
-        nbytes_all += _tma_loads(lw, h, j, _head_full(ws), i32(0), loads)
+        nbytes_all += tma.tile_loads(lw, h, j, _head_full(ws), i32(0), loads)
     wait = []
     if ws.persistent is not None:
         phase = tirx.bitwise_xor(tirx.floormod(ws.persistent.it_p, i32(2)), i32(1))
@@ -602,11 +507,6 @@ def head_release(lw, end_of_tile=False) -> list:
     return [tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), None)]
 
 
-def is_head(lw, stmt) -> bool:
-    """``stmt`` is a head copy (the producer loads it; the statement itself lowers to nothing)."""
-    return lw.ws is not None and any(stmt.same_as(h) for h, _ in lw.ws.heads)
-
-
 def _arrive_empty(ws, stage, lane, group=0):
     """A consumer warp's release of ``empty(group, stage)`` (by its releasing lanes): on this
     block's, or in a cluster on both blocks' (their producers both write this stage of this
@@ -624,9 +524,6 @@ def _overlap_plan(lw, consumers, S, split):
     their own (``split``), S >= 2; float accumulators, the last gemm last in the body, nothing up
     to the first gemm touching the last gemm's operands, and no shared-memory barrier inside the
     body (the body is lowered in pieces)."""
-    from tilelang.transform import thread_sync
-    from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, op_name, scope_of
-
     if S < (2 if split else 3) or lw.configs.get("tl.disable_wgmma_overlap"):
         return None
     gemms = [i for i, c in enumerate(consumers) if op_name(c) == "gemm"]
@@ -642,7 +539,7 @@ def _overlap_plan(lw, consumers, S, split):
     if scope_of(decode_region(consumers[first].value.args[0]).buffer) not in SHARED_SCOPES:
         return None
     syncs, (tail_r, tail_w), (head_r, head_w), _ = thread_sync.plan_sequence(consumers, lw.smem_alias)
-    if syncs or thread_sync._conflict(head_r, head_w, tail_r, tail_w):
+    if syncs or thread_sync.conflict(head_r, head_w, tail_r, tail_w):
         return None
     scopes = SHARED_SCOPES + (FRAGMENT_SCOPE,)
     lr, lw_ = thread_sync.buffer_rw(consumers[last], scopes)
@@ -666,8 +563,6 @@ def _deferred(consumers, first, last, wait_at, scopes):
     under S = Q K^T of the next iteration): they update the last gemm's accumulator, do not
     touch its A operand (P), and conflict neither with the statements they move past (the rest
     of the body after them, the next iteration's statements up to its first gemm)."""
-    from tilelang.transform import thread_sync
-
     def rw(i):
         return thread_sync.buffer_rw(consumers[i], scopes)
 
@@ -678,7 +573,7 @@ def _deferred(consumers, first, last, wait_at, scopes):
     for i in reversed(range(wait_at, last)):
         mine = rw(i)
         touched = mine[0] | mine[1]
-        if acc in mine[1] and a_op not in touched and not any(thread_sync._conflict(*mine, *o) for o in head + staying):
+        if acc in mine[1] and a_op not in touched and not any(thread_sync.conflict(*mine, *o) for o in head + staying):
             moved.append(i)
         else:
             staying.append(mine)
@@ -734,8 +629,6 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
         try:
             if asynchronous:
                 return lw.lower_gemm(stmts, asynchronous=True)
-            from tilelang.transform import thread_sync
-
             return thread_sync.lower_sequence(lw, stmts) if stmts else None
         finally:
             lw.vmap, lw.stage = saved_vmap, saved_stage
@@ -759,9 +652,6 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
         wait_last.append(evaluate_extern(f"tl::wgmma_fence_operand<{count}>",
                                          tirx.address_of(tirx.BufferLoad(lw.frag[a_last], [i32(0)]))))
     # group 0 goes back once the first gemm retired, unless a later statement reads its tiles
-    from tilelang.transform import thread_sync
-    from tilelang.transform.kernel import SHARED_SCOPES
-
     early = {staged[i] for i in ws.groups[0]}
     late_reads = set()
     for c in consumers[first + 1:last]:
@@ -883,8 +773,6 @@ def _persist(lw, front, before, after):
                                      [consumer barrier, if before/after touch shared memory]
 
     The consumers' epilogue of one tile runs while the producer fills the ring for the next."""
-    from tilelang.transform import thread_sync
-
     ws, P = lw.ws, lw.ws.persistent
     marker = ws.marker
     block_vars = [v for v, _ in P.dims]
@@ -933,6 +821,6 @@ def _persist(lw, front, before, after):
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
-__all__ = ["PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "box_spec", "tma_box_spec", "cluster_plan", "plan",
+__all__ = ["PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
            "plan_or_reason", "persistent_plan", "lower_loop",
-           "init_barriers", "guard_consumers", "tmap"]
+           "init_barriers", "guard_consumers"]

@@ -1,4 +1,6 @@
-"""LSP method handlers, one module per method family; ``register(server)`` wires them all.
+"""Runs in the language-server process.
+
+LSP method handlers, one module per method family; ``register(server)`` wires them all.
 
 Each module's ``register(server)`` attaches its handlers with ``server.feature``/``server.command``.
 Handlers never raise into pygls for a user's broken code: a failure is logged and the request

@@ -1,4 +1,6 @@
-"""``textDocument/codeAction``: quick fixes carried by the diagnostics, plus two fix builders.
+"""Runs in the language-server process.
+
+``textDocument/codeAction``: quick fixes carried by the diagnostics, plus two fix builders.
 
 Every diagnostic whose ``Diagnostic.fix`` is set carries it in its LSP ``data``; a code action
 request turns the fixes of the diagnostics in its context into ``WorkspaceEdit``s (versioned
@@ -10,9 +12,9 @@ text) builds one for:
   indentation, at the top level of the kernel's ``with T.Kernel`` body (so a clear never lands
   inside the loop that accumulates);
 - TL0501: lower ``num_stages`` of the kernel's ``T.Pipelined`` loop to the largest count whose
-  staged buffers fit the target's per-block budget (from the kernel's hover data): the literal
-  in the call, or the factory parameter's default when the call passes a parameter that the
-  binding did not set.
+  staged buffers fit the target's per-block budget (``stages_fit`` of the kernel's hover data,
+  which the worker computed with the compiler's placement): the literal in the call, or the
+  factory parameter's default when the call passes a parameter that the binding did not set.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ import logging
 import re
 
 from tilelang_lsp import convert
-from tilelang_lsp.lsp_source import dotted
+from tilelang_lsp.server_source import dotted
 
 log = logging.getLogger("tilelang_lsp")
-SMEM_ALIGN = 128
 
 
 def register(server) -> None:
@@ -51,7 +52,7 @@ def add_missing_fixes(result, text: str, path: str) -> None:
     needed = [d for d in result.diagnostics if d.get("fix") is None and d["code"] in builders and d.get("span")]
     if not needed:
         return
-    from tilelang_lsp.lsp_source import SourceModel
+    from tilelang_lsp.server_source import SourceModel
 
     model = SourceModel(text)
     if not model.ok or model.repaired:
@@ -115,33 +116,15 @@ def stages_fix(diag: dict, model, path: str, kernels: dict) -> dict | None:
         return None
     summary = entry["summary"]
     staged = [p for p in summary.get("pipelines", []) if p["producers"] and p["stages"] >= 2]
-    if not staged or not summary.get("smem_limit"):
+    new = summary.get("stages_fit")
+    if not staged or new is None:
         return None
     current = max(p["stages"] for p in staged)
-    new = _fitting_stages(summary, current)
-    if new is None:
-        return None
     edit = _num_stages_edit(model, factory, staged, current, new, diag.get("binding") or "", path)
     if edit is None:
         return None
     return {"title": f"lower num_stages from {current} to {new} to fit {summary['arch']}'s shared memory",
             "edits": [edit]}
-
-
-def _fitting_stages(summary: dict, current: int) -> int | None:
-    buffers = [b for b in summary.get("buffers", {}).values() if b["scope"].startswith("shared")]
-    if any(b["bytes"] is None for b in buffers):
-        return None
-    from tilelang.transform.smem_plan import Item, place
-
-    for stages in range(current - 1, 0, -1):
-        # the compiler's placement: buffers never live together share bytes
-        live = [tuple(b["live"]) if b.get("live") else None for b in buffers]
-        _, total = place([Item(k, b["bytes"] * (stages if b["stages"] > 1 else 1), SMEM_ALIGN, lv)
-                          for k, (b, lv) in enumerate(zip(buffers, live))])
-        if total <= summary["smem_limit"]:
-            return stages
-    return None
 
 
 def _num_stages_edit(model, factory, staged, current, new, binding, path) -> dict | None:

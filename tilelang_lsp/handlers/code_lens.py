@@ -1,21 +1,26 @@
-"""``textDocument/codeLens`` and the commands behind the lenses (``workspace/executeCommand``).
+"""Runs in the language-server process.
+
+``textDocument/codeLens`` and the commands behind the lenses (``workspace/executeCommand``).
 
 ``tilelang.compile`` / ``tilelang.run`` take ``[uri, factory]``, send the document's current text
 to the tools worker and return ``lenses.command_result``. Both execute user code, so they refuse
 while ``tilelang.allowExecution`` is false. Unless the client said it shows results itself
 (``clientHandlesResults``, set by the VS Code extension), the server also shows the report with
-``window/showMessage`` and opens the CUDA source (written to a temporary ``.cu`` file) with
-``window/showDocument`` when the client supports it, so plain LSP clients (Neovim) see results.
+``window/showMessage`` and opens the CUDA source with ``window/showDocument`` when the client
+supports it, so plain LSP clients (Neovim) see results. The source is written to
+``$TMPDIR/tilelang-lsp/<workspace hash>/<file stem>.<factory>.cu``: two workspaces (or two servers)
+never overwrite each other's file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 from pathlib import Path
 
 from tilelang_lsp import convert, lenses
-from tilelang_lsp.lsp_worker import WorkerDied, WorkerTimeout
+from tilelang_lsp.worker_errors import WorkerDied, WorkerTimeout
 
 log = logging.getLogger("tilelang_lsp")
 
@@ -61,7 +66,7 @@ async def run_command(ls, kind: str, args) -> dict:
     if not ls.settings.allow_execution:
         result = lenses.refusal(kind, f"tilelang.allowExecution is false: the {kind} lens would run this "
                                       "file's code, so it is disabled")
-        return _show(ls, result)
+        return _show(ls, result, uri)
     snap = ls.snapshot(uri)
     path = ls.path_of(uri)
     text = snap[1] if snap is not None else _read(path)
@@ -76,7 +81,7 @@ async def run_command(ls, kind: str, args) -> dict:
         data = {"ok": True, "error": (data.get("internal") or "internal error").splitlines()[0]}
     if kind == "compile" and not data.get("error"):
         ls.compile_results[(uri, factory)] = {k: v for k, v in data.items() if k != "cuda_source"}
-    return _show(ls, lenses.command_result(kind, data))
+    return _show(ls, lenses.command_result(kind, data), uri)
 
 
 def _read(path: str) -> str | None:
@@ -86,15 +91,21 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _show(ls, result: dict) -> dict:
+def cuda_path(ls, uri: str, factory: str) -> Path:
+    """Where the Compile lens writes the CUDA source of ``factory`` (see the module docstring)."""
+    root = getattr(ls.workspace, "root_uri", None) or str(Path(ls.path_of(uri)).parent)
+    digest = hashlib.sha1(root.encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / "tilelang-lsp" / digest / f"{Path(ls.path_of(uri)).stem}.{factory}.cu"
+
+
+def _show(ls, result: dict, uri: str) -> dict:
     if ls.settings.client_handles_results:
         return result
     level = "info" if result["ok"] else "error"
     ls.window_show_message(convert.show_message_params(result["report"].replace("**", ""), level))
     if result.get("cuda_source") and convert.client_supports(ls.client_capabilities, "window", "show_document"):
-        folder = Path(tempfile.gettempdir()) / "tilelang-lsp"
-        folder.mkdir(exist_ok=True)
-        target = folder / f"{result['data'].get('factory', 'kernel')}.cu"
+        target = cuda_path(ls, uri, result["data"].get("factory", "kernel"))
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(result["cuda_source"], encoding="utf-8")
         ls.window_show_document(convert.show_document_params(target.as_uri()), lambda *_: None)
         result["cuda_path"] = str(target)

@@ -1,4 +1,6 @@
-"""``textDocument/completion`` and ``textDocument/signatureHelp`` (logic in ``tilelang_lsp.completion``).
+"""Runs in the language-server process.
+
+``textDocument/completion`` and ``textDocument/signatureHelp`` (logic in ``tilelang_lsp.completion``).
 
 Both work on the text before the cursor and the document's ``SourceModel``: in-process, no worker
 round trip. Before the worker has sent the ``tilelang.language`` index, ``T.`` completion is

@@ -1,4 +1,6 @@
-"""``textDocument/hover``: answered from memory, never by a worker round trip.
+"""Runs in the language-server process.
+
+``textDocument/hover``: answered from memory, never by a worker round trip.
 
 The hovered node comes from the document's ``SourceModel`` (``ast``); its data from the hover
 summaries the last check delivered for the enclosing factory (``Checks.kernels``), computed in
@@ -14,7 +16,7 @@ import ast
 import logging
 
 from tilelang_lsp import convert, hover
-from tilelang_lsp.lsp_source import dotted
+from tilelang_lsp.server_source import dotted
 
 log = logging.getLogger("tilelang_lsp")
 

@@ -1,4 +1,6 @@
-"""``initialize``, ``initialized``, ``workspace/didChangeConfiguration``, ``shutdown``.
+"""Runs in the language-server process.
+
+``initialize``, ``initialized``, ``workspace/didChangeConfiguration``, ``shutdown``.
 
 Settings come from ``initializationOptions`` (``{"allowExecution": false, ...}`` or nested under
 ``"tilelang"``), then from ``workspace/configuration`` (section ``tilelang``) when the client
@@ -123,7 +125,7 @@ def _write_cached_index(index: dict) -> None:
 
 
 async def load_language_index(ls) -> None:
-    from tilelang_lsp.lsp_worker import WorkerDied, WorkerTimeout
+    from tilelang_lsp.worker_errors import WorkerDied, WorkerTimeout
 
     try:
         reply = await ls.request_check({"op": "language"}, 60.0)

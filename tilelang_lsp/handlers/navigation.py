@@ -1,4 +1,6 @@
-"""``textDocument/definition`` and ``textDocument/documentSymbol``, from ``ast`` alone.
+"""Runs in the language-server process.
+
+``textDocument/definition`` and ``textDocument/documentSymbol``, from ``ast`` alone.
 
 Definition: a name goes to its binding visible at the cursor (buffers, kernel tensors, factory
 and kernel definitions, parameters, module-level names; innermost function first); ``T.member``

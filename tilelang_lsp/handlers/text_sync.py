@@ -1,7 +1,9 @@
-"""``didOpen``/``didChange``/``didClose`` and the pull request ``textDocument/diagnostic``.
+"""Runs in the language-server process.
+
+``didOpen``/``didChange``/``didClose`` and the pull request ``textDocument/diagnostic``.
 
 ``didChange`` only lets pygls store the text and version, then asks the scheduler
-(``lsp_state.Checks``) for a check; ``didClose`` forgets the document and clears its
+(``server_state.Checks``) for a check; ``didClose`` forgets the document and clears its
 diagnostics. The pull handler answers with the result for the document's current version,
 waiting for its check when needed; an unchanged result id gets an unchanged report.
 """

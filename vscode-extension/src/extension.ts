@@ -1,11 +1,13 @@
-// Entry point: starts tilelang-lsp for Python files, re-sends settings when they or the
-// workspace trust change, and registers the commands behind the Compile/Run lenses.
-// Diagnostics, hovers and completion come only from the server.
+// Entry point: starts tilelang-lsp for Python files, restarts it when its command changes or on
+// "Restart Language Server" (also after a failed start: `ServerSupervisor`), re-sends settings
+// when they or the workspace trust change, and registers the commands behind the Compile/Run
+// lenses. Diagnostics, hovers and completion come only from the server.
 
 import * as vscode from "vscode";
 import { ExecuteCommandRequest, LanguageClient } from "vscode-languageclient/node";
 
 import { createClient } from "./client";
+import { ServerSupervisor } from "./supervisor";
 import {
   CommandResult,
   executeParams,
@@ -17,12 +19,13 @@ import {
   summaryLine,
 } from "./config";
 
-let client: LanguageClient | undefined;
 let output: vscode.OutputChannel;
+let supervisor: ServerSupervisor<LanguageClient> | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("TileLang");
   context.subscriptions.push(output);
+  supervisor = new ServerSupervisor(() => createClient(output), reportStartFailure);
   for (const name of ["tilelang.client.compile", "tilelang.client.run"]) {
     context.subscriptions.push(vscode.commands.registerCommand(name, (...args: unknown[]) => runLens(name, args)));
   }
@@ -42,35 +45,39 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
-  client = undefined;
+  await supervisor?.stop();
+  supervisor = undefined;
 }
 
-async function start(): Promise<void> {
-  client = createClient(output);
-  try {
-    await client.start();
-  } catch (err) {
-    void vscode.window.showErrorMessage(
-      `TileLang: the language server did not start (${String(err)}). Set tilelang.pythonPath to a Python ` +
-        "with tilelang installed, or tilelang.server.command.",
-    );
-  }
+/** Start the server, or replace the running (or failed) one with a new process. */
+function start(): Promise<void> {
+  return supervisor ? supervisor.restart() : Promise.resolve();
 }
 
-async function restart(): Promise<void> {
-  await client?.stop();
-  await start();
+const restart = start;
+
+function reportStartFailure(err: unknown): void {
+  void vscode.window.showErrorMessage(
+    `TileLang: the language server did not start (${String(err)}). Set tilelang.pythonPath to a Python ` +
+      "with tilelang installed, or tilelang.server.command, or run TileLang: Restart Language Server.",
+  );
+}
+
+function runningClient(): LanguageClient | undefined {
+  const client = supervisor?.client;
+  return client?.isRunning() ? client : undefined;
 }
 
 /** The server pulls the settings again (through the trust-applying middleware). */
 function notifySettingsChanged(): void {
-  void client?.sendNotification("workspace/didChangeConfiguration", { settings: null });
+  void runningClient()?.sendNotification("workspace/didChangeConfiguration", { settings: null });
 }
 
 async function runLens(clientCommand: string, args: unknown[]): Promise<void> {
   const command = serverCommandFor(clientCommand);
+  const client = runningClient();
   if (!client || !command) {
+    void vscode.window.showErrorMessage("TileLang: the language server is not running (see Output > TileLang).");
     return;
   }
   const target = lensArguments(args);
@@ -78,7 +85,7 @@ async function runLens(clientCommand: string, args: unknown[]): Promise<void> {
   try {
     const raw = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title, cancellable: false },
-      () => client!.sendRequest(ExecuteCommandRequest.type, executeParams(command, target)),
+      () => client.sendRequest(ExecuteCommandRequest.type, executeParams(command, target)),
     );
     await show(parseResult(raw));
   } catch (err) {

@@ -1,4 +1,5 @@
-"""The worker's ``language``, ``compile`` and ``run`` requests (completion data and code lenses).
+"""Runs in the worker process: the ``language``, ``compile`` and ``run`` requests (completion data
+and code lenses).
 
 ``language_index()`` -> ``{"T": [member], "tilelang": [member]}``: every public member of
 ``tilelang.language`` (and of ``tilelang``) with ``kind`` (function, class, dtype, value),
@@ -6,9 +7,10 @@
 the docstring and its source ``file``/``line`` when Python knows them.
 
 ``compile_kernel(service, {"path", "text", "factory", "target", "binding_index"})`` builds the
-factory with the binding the checker would use (``binding.plan_file``), lowers it
-(``engine.lower.lower``), compiles it with nvcc (``jit.nvcc.compile_ptx`` and ``ptxas_info``)
-and returns registers, spills, shared memory, grid/block, the time of each step, the static
+factory with the binding the checker would use (``binding.plan_file``) and the factory's pass
+configs, lowers it (``tilelang.lower``), compiles it to PTX with nvcc once
+(``jit.nvcc.compile_ptx``) and assembles that PTX with ``ptxas -v`` for the resource usage, and
+returns registers, spills, shared memory, grid/block, the time of each step, the static
 instruction mix of the PTX and the CUDA source.
 
 ``run_kernel(service, {...same})`` runs the kernel on the local GPU with random inputs
@@ -60,7 +62,7 @@ def _members(namespace) -> list:
 
 def _member(name: str, obj) -> dict:
     kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
-    if type(obj).__name__ == "DtypeConstructor":
+    if type(obj).__name__ in ("DtypeConstructor", "dtype"):  # T.float16 (tilelang.language.dtypes.dtype)
         kind = "dtype"
     entry = {"name": name, "kind": kind, "signature": None, "params": [], "doc": "", "file": None, "line": None}
     target = obj.__init__ if inspect.isclass(obj) and kind == "class" else obj
@@ -112,9 +114,9 @@ def bound_kernel(service, message: dict):
     from tvm import tirx
 
     from tilelang.analysis.source import parse_file
-    from tilelang_lsp import worker as checker_worker
+    from tilelang_lsp import worker_build
     from tilelang_lsp.binding import plan_file
-    from tilelang_lsp.lsp_check import file_config, module_for
+    from tilelang_lsp.worker_check import file_config, module_for
 
     path, text, name = message["path"], message["text"], message["factory"]
     try:
@@ -133,7 +135,7 @@ def bound_kernel(service, message: dict):
     request = {"factory": name, "args": list(binding.args), "kwargs": [list(kv) for kv in binding.kwargs],
                "prim_func": fp.factory.is_prim_func}
     try:
-        func = checker_worker.call_factory(module, request)
+        func = worker_build.call_factory(module, request)
     except Exception as err:  # noqa: BLE001 - the user's factory failed
         raise LensError(f"{binding.shown} raised {type(err).__name__}: {err}") from None
     if not isinstance(func, tirx.PrimFunc):
@@ -155,24 +157,25 @@ def _answer_error(err: Exception) -> dict:
 # ----- compile -----------------------------------------------------------------------------------
 
 def compile_kernel(service, message: dict) -> dict:
+    from tilelang import lower
     from tilelang.diagnostics import TileLangCompileError
-    from tilelang.engine.lower import lower
     from tilelang.jit import nvcc
 
-    from tilelang_lsp.lsp_check import DEFAULT_TARGET, file_config
+    from tilelang_lsp.worker_build import pass_configs_of
+    from tilelang_lsp.worker_check import DEFAULT_TARGET, file_config
 
     target = message.get("target") or file_config(message["path"])[0].target or DEFAULT_TARGET
     try:
-        func, binding, _ = bound_kernel(service, message)
+        func, binding, module = bound_kernel(service, message)
         times = {}
         start = time.perf_counter()
-        artifact = lower(func, target)
+        artifact = lower(func, target, pass_configs_of(module.__dict__[message["factory"]]))
         times["lower_ms"] = _ms(start)
         start = time.perf_counter()
         ptx = nvcc.compile_ptx(artifact.source, artifact.arch, artifact.compile_flags)
         times["ptx_ms"] = _ms(start)
         start = time.perf_counter()
-        info = nvcc.ptxas_info(artifact.source, artifact.arch, artifact.compile_flags)
+        info = ptxas_usage(ptx, artifact.arch)
         times["ptxas_ms"] = _ms(start)
     except (LensError, TileLangCompileError, nvcc.NVCCError) as err:
         return _answer_error(err) | _nvcc_log(err)
@@ -183,6 +186,31 @@ def compile_kernel(service, message: dict) -> dict:
             "spill_stores": getattr(usage, "spill_stores", None), "spill_loads": getattr(usage, "spill_loads", None),
             "static_smem": getattr(usage, "smem", None), "times": times,
             "compile_ms": sum(times.values()), "instructions": count_ptx(ptx), "cuda_source": artifact.source}
+
+
+def ptxas_usage(ptx: str, arch: str) -> dict:
+    """``{entry: PtxasInfo}`` of ``ptx`` assembled by ``ptxas -v`` for ``arch``: the resource usage
+    of the PTX already compiled, without a second nvcc run over the CUDA source."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tilelang.artifact import arch_number
+    from tilelang.jit import nvcc
+
+    tool = nvcc.find_cuda_tool("ptxas")
+    if tool is None:
+        raise nvcc.CudaToolNotFoundError("ptxas was not found next to nvcc, under CUDA_HOME or on PATH")
+    num, suffix = arch_number(arch)
+    with tempfile.TemporaryDirectory(prefix="tilelang-ptxas-") as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        cmd = [tool, "-v", f"-arch=sm_{num}{suffix}", str(src), "-o", str(Path(tmp) / "kernel.cubin")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    log = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0:
+        raise nvcc.NVCCError(f"ptxas failed (exit status {proc.returncode}): {log[:2000]}", log=log, command=cmd)
+    return nvcc.parse_ptxas_info(log)
 
 
 def _nvcc_log(err) -> dict:
@@ -225,16 +253,19 @@ def run_kernel(service, message: dict) -> dict:
 
 def _run_on_gpu(func, binding, module, message) -> dict:
     import tilelang
+    from tilelang.analysis.summary import summarize
     from tilelang.profiler import Profiler
-    from tilelang_lsp.lsp_kernels import summarize
+    from tilelang_lsp.worker_build import pass_configs_of
 
     obj = module.__dict__.get(message["factory"])
-    kernel = tilelang.compile(func, out_idx=getattr(obj, "out_idx", None), target="auto")
+    configs = pass_configs_of(obj)
+    kernel = tilelang.compile(func, out_idx=getattr(obj, "out_idx", None), target="auto", pass_configs=configs)
     prof = Profiler(kernel)
     ms = prof.do_bench()
     out = {"ok": True, "ran": True, "error": None, "factory": message["factory"], "binding": binding.describe(),
            "device": _device_name(), "ms": ms}
-    flops = summarize(func, kernel.artifact.arch if hasattr(kernel, "artifact") else "sm_90a").get("flops_per_launch")
+    arch = kernel.artifact.arch if hasattr(kernel, "artifact") else "sm_90a"
+    flops = summarize(func, arch, configs).get("flops_per_launch")
     if flops:
         out["tflops"] = flops / ms / 1e9
     else:

@@ -1,4 +1,5 @@
-"""Small helpers over TVM 0.27 IR that the wheel does not provide from Python.
+"""Small helpers over TVM 0.27 IR that the wheel does not provide from Python (the ground floor:
+every layer, from ``tilelang.layout`` up, may import this module; it imports only TVM).
 
 ``ExprRewriter`` rebuilds an expression bottom-up and lets a subclass replace variables and
 buffer loads; ``substitute`` is built on it. ``walk_stmts`` visits statements in pre-order.

@@ -173,6 +173,11 @@ class KernelArtifact:
         return cls.from_dict(json.loads(text), cubin=cubin)
 
     # ---- introspection helpers -----------------------------------------
+    @property
+    def kernel_source(self) -> str:
+        """Upstream's name for ``source`` (``tilelang.lower(f).kernel_source``)."""
+        return self.source
+
     def param_index(self, name: str) -> int:
         for i, p in enumerate(self.params):
             if p.name == name:

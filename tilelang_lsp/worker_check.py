@@ -1,20 +1,19 @@
-"""The worker's ``check`` request: the checker's ``Session`` run in-process, plus a build cache.
+"""Runs in the worker process: the language server's ``check`` request, with a build cache.
 
 ``CheckService.check({"path", "text", "target", "exec", "timeout"})`` returns::
 
     {"ok": True, "diagnostics": [Diagnostic.to_dict() + {"url"}], "target", "exec",
      "kernels": {factory: [{"binding", "summary"}]}, "elapsed_ms", "hits", "misses"}
 
-It reuses the checker end to end (``tilelang_lsp.worker.Session``: binding plans, merging of
-bindings, value-free fallback checks, ignore comments) and acts itself as the Session's worker
-(the worker protocol of ``tilelang_lsp.worker``), so the user's code runs in this (worker)
-process, never in the server's. It uses only the checker's public API:
+It reuses the checker end to end (``session.Session``: binding plans, merging of bindings,
+value-free fallback checks, ignore comments) and acts itself as the Session's worker (the
+requests of ``worker_build``), so the user's code runs in this process, never in the server's:
 
-- ``load`` executes the document's definitions (``worker.load_module``) and indexes the text for
-  the cache keys below;
-- ``build`` builds one bound kernel and checks it (``worker.build_kernel``) and computes its
-  hover data (``lsp_kernels.summarize``) in the same step, so layouts are computed once per
-  version.
+- ``load`` executes the document's definitions (``worker_build.load_module``) and indexes the
+  text for the cache keys below;
+- ``build`` builds one bound kernel, checks it and summarises it for the hovers
+  (``worker_build.build_kernel`` with ``summary``): the checks and the hover data read one
+  analysis of the kernel (``tilelang.analysis.analyze``, with the factory's pass configs).
 
 The text of one check is parsed once: ``Session`` (``source.parse_file``), ``load_module``, the
 cache keys (``syntax.syntax_tree``) and the span lookups of the checks share the checker's
@@ -26,7 +25,10 @@ names it (or the binding) uses, plus every import. Typing inside one kernel ther
 only that kernel. A key includes line numbers, so results never point at moved lines.
 
 Time limits: each load/build runs under ``SIGALRM`` (``WorkerTimeout``, which the Session turns
-into TL0803); the server also bounds the whole request and kills this process past it.
+into TL0803); the server also bounds the whole request and kills this process past it. A
+module-level statement that ran past the limit (a hang inside an ``if``, say) is remembered by
+its text and position and not run again until it changes (``load_module``'s ``skip``): the
+next checks of the file, and of every other file, do not wait for it again.
 ``[tool.tilelang.check]`` applies as in ``tilelang-check`` (target, exec, timeout, select,
 ignore, bind); an explicit target from the editor wins over it.
 """
@@ -43,8 +45,8 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from tilelang_lsp import worker as checker_worker
-from tilelang_lsp.worker import WorkerTimeout
+from tilelang_lsp import worker_build
+from tilelang_lsp.worker_errors import WorkerTimeout
 
 CACHE_SIZE = 512
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -147,11 +149,12 @@ class CheckService:
     """Serves ``check`` requests; acts as the checker Session's worker (``request``)."""
 
     def __init__(self):
-        self.modules = {}           # path -> module object (``worker.load_module``'s table)
+        self.modules = {}           # path -> module object (``worker_build.load_module``'s table)
         self.loaded = {}            # Session's view: path -> module name
         self._cache = OrderedDict()  # build key -> (reply, summary)
         self._keys = None
         self._statements = {}        # path -> fingerprints of the last clean full load
+        self._hung = {}              # path -> {(first line, text)} of statements that ran past the limit
         self._kernels = {}
         self.hits = self.misses = 0
 
@@ -171,12 +174,16 @@ class CheckService:
         raise ValueError(f"unknown request {message['op']!r}")
 
     def _load(self, message: dict) -> dict:
-        self._keys = keys = BuildKeys(message["path"], message["text"])
+        path = message["path"]
+        self._keys = keys = BuildKeys(path, message["text"])
         reply = self._load_changed_definitions(message, keys)
         if reply is None:
-            reply = checker_worker.load_module(message, self.modules)
+            hung = self._hung.setdefault(path, set())
+            reply = worker_build.load_module({**message, "skip": sorted(hung)}, self.modules)
+            if reply.get("hung"):
+                hung.add(tuple(reply["hung"]))
             clean = not reply.get("diagnostics")
-            self._statements[message["path"]] = keys.fingerprints() if clean else None
+            self._statements[path] = keys.fingerprints() if clean else None
         return reply
 
     def _load_changed_definitions(self, message: dict, keys: BuildKeys) -> dict | None:
@@ -229,19 +236,11 @@ class CheckService:
         return reply
 
     def _build_uncached(self, message: dict):
-        from tilelang_lsp.lsp_kernels import summarize
-
         module = self.modules.get(message["path"])
         if module is None:
             raise RuntimeError(f"{message['path']} was not loaded")
-        reply, func = checker_worker.build_kernel(module, message)
-        if func is None:
-            return reply, None
-        try:
-            summary = summarize(func, message["target"])
-        except Exception as err:  # noqa: BLE001 - hover data are optional; never fail the check
-            summary = {"error": f"{type(err).__name__}: {err}"}
-        return reply, summary
+        reply = worker_build.build_kernel(module, {**message, "summary": True})
+        return reply, reply.pop("summary", None)
 
     def _record(self, message: dict, summary) -> None:
         if summary is not None:
@@ -250,8 +249,7 @@ class CheckService:
 
     # ----- the ``check`` request ----------------------------------------------------------
     def check(self, message: dict) -> dict:
-        from tilelang_lsp.cli import filter_codes
-        from tilelang_lsp.worker import Session
+        from tilelang_lsp.session import Session, filter_codes
 
         start = time.perf_counter()
         path, text = message["path"], message["text"]

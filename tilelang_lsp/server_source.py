@@ -1,4 +1,6 @@
-"""What the server knows about a document from ``ast`` alone: fast, in-process, never runs code.
+"""Runs in the language-server process.
+
+What the server knows about a document from ``ast`` alone: fast, in-process, never runs code.
 
 ``SourceModel(text)`` parses the text (``parse_tolerant``: when the text does not parse, the
 offending lines are blanked one at a time, up to a few tries, so a half-typed line does not hide

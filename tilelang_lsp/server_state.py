@@ -1,4 +1,6 @@
-"""The server's per-document state: settings, the diagnostics scheduler and its results.
+"""Runs in the language-server process.
+
+The server's per-document state: settings, the diagnostics scheduler and its results.
 
 Contract of the scheduler (``Checks``):
 - ``did_change`` only stores text and version (pygls's workspace does) and calls ``touch``.
@@ -29,11 +31,15 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from tilelang_lsp.lsp_worker import WorkerDied, WorkerTimeout
+from tilelang_lsp.worker_errors import WorkerDied, WorkerTimeout
 
 log = logging.getLogger("tilelang_lsp")
 
-DEBOUNCE = 0.15
+# The trailing wait after a burst of edits. Edits after a pause are checked at once, and at most
+# one check per document is in flight (edits during it are coalesced: the newest text is checked
+# next), so the debounce only has to merge keystrokes closer than one check (~50 ms, key repeat
+# ~30-40 ms); a longer one only adds to the latency of the last keystroke of a burst.
+DEBOUNCE = 0.05
 PULL_WAIT = 60.0
 _TARGET = re.compile(r"^(sm_)?\d{2,3}[af]?$")
 
@@ -199,7 +205,7 @@ class Checks:
                 if current[0] != version:
                     self.dropped += 1
                     continue
-                self._deliver(uri, result, text)
+                self.deliver(uri, result, text)
                 return
         except asyncio.CancelledError:
             raise
@@ -254,7 +260,8 @@ class Checks:
         return Result(version, reply["diagnostics"], reply.get("kernels") or {}, reply.get("target"),
                       reply.get("elapsed_ms", 0.0))
 
-    def _deliver(self, uri: str, result: Result, text: str) -> None:
+    def deliver(self, uri: str, result: Result, text: str) -> None:
+        """Record and publish the result of a check of ``text`` (its fixes built on that text)."""
         st = self.docs.get(uri)
         if st is None:
             return

@@ -1,4 +1,6 @@
-"""A small synchronous LSP client over a subprocess's stdio, for tests, benchmarks and smoke checks.
+"""Runs in an editor's place (tests, benchmarks): it starts the language server and talks LSP to it.
+
+A small synchronous LSP client over a subprocess's stdio, for tests, benchmarks and smoke checks.
 
 ``LspClient([sys.executable, "-m", "tilelang_lsp.server"])`` starts the server; a reader thread
 parses ``Content-Length`` frames, resolves responses by id, records notifications and answers the

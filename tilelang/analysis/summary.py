@@ -1,10 +1,11 @@
-"""Hover data of one built kernel, computed in the worker: plain JSON-able dicts.
+"""Hover data of one checked kernel: plain JSON-able dicts, from the checker's own analysis.
 
-``summarize(func, arch)`` runs the compiler's own analyses on a parsed kernel
-(``transform.kernel.analyze_kernel``, ``transform.layout_inference.infer_layouts``,
-``transform.pipeline.plan_stages``) and returns::
+``summarize_kernel(k)`` reads the ``Kernel`` that ``analysis.analyze`` built while it ran the
+checks (the kernel analysis and the layouts inferred with the compile's pass configs), so the
+checks and the hovers read one analysis per build and cannot disagree. ``summarize(func, arch,
+pass_configs)`` runs that analysis first (the Run lens, tests). The result::
 
-    {"arch", "smem_limit", "smem_total", "error": str|None,
+    {"arch", "gpu", "smem_limit", "smem_total", "error": str|None,
      "launch":    {"line", "grid": [str], "threads": [int], "num_threads"},
      "buffers":   {name: {"scope", "shape", "dtype", "bytes", "stages", "line",
                           "swizzle"?: str, "fragment"?: {...},
@@ -13,6 +14,7 @@
      "gemms":     [{"line", "M", "N", "K", "warp_m", "warp_n", "trans_a", "trans_b",
                     "variant", "a_scope", "a_dtype", "b_dtype", "c_dtype", "instruction"}],
      "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
+     "stages_fit": int|None (over budget: the most pipeline stages that fit, for TL0501's fix),
      "fragment_registers": int, "flops_per_launch": int|None,
      "epilogue_stage"?: [line] (sm_90a: copies staged through shared memory + TMA stores),
      "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
@@ -20,12 +22,13 @@
      "persistent_why"?: str (why such a loop keeps one tile per block),
      "raster"?: {"panel", "grid": [gx, gy], "wave", "bytes", "best_panel", "best_bytes",
                  "plain_bytes"} (``T.use_swizzle`` in row order in a one-gemm kernel: the A and
-                 B bytes a wave of blocks reads per K step, ``tilelang.analysis.raster``)}
+                 B bytes a wave of blocks reads per K step, ``analysis.raster``)}
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
 name, where it came from, ``describe()``, words per axis, registers per thread, replication and
 a table of the first threads' first registers (``table[t][r]`` = tile coordinates). Nothing here
-raises: a failing analysis leaves its part empty and says why in ``error``.
+raises: a failing analysis leaves its part empty and says why in ``error``. The language server
+only formats these dicts (``tilelang_lsp.hover``); it never imports this module.
 """
 
 from __future__ import annotations
@@ -34,36 +37,49 @@ import math
 
 TABLE_THREADS = 4
 TABLE_REGISTERS = 8
+SMEM_ALIGN = 128
 
 
-def summarize(func, arch: str) -> dict:
-    from tilelang.analysis import targets
-    from tilelang.transform.kernel import analyze_kernel
+def summarize(func, arch: str, pass_configs: dict | None = None) -> dict:
+    """The hover data of ``func`` on ``arch``: the checker's analysis, then ``summarize_kernel``."""
+    from tilelang.analysis import analyze
+    from tilelang.analysis.report import CheckContext
 
-    out = {"arch": arch, "error": None, "launch": None, "buffers": {}, "gemms": [], "pipelines": [],
-           "fragment_registers": 0, "smem_total": None, "flops_per_launch": None}
+    k, _ = analyze(func, arch, CheckContext(pass_configs=dict(pass_configs or {})))
+    return summarize_kernel(k, arch)
+
+
+def summarize_kernel(k, arch: str | None = None) -> dict:
+    """The hover data of a checked ``Kernel`` (None: the kernel analysis failed)."""
+    from tilelang import targets
+
+    arch = k.arch if k is not None else arch
+    out = {"arch": arch, "gpu": None, "error": None, "launch": None, "buffers": {}, "gemms": [],
+           "pipelines": [], "fragment_registers": 0, "smem_total": None, "flops_per_launch": None,
+           "stages_fit": None}
     try:
-        out["smem_limit"] = targets.smem_per_block(arch)
+        out["smem_limit"], out["gpu"] = targets.smem_per_block(arch), targets.gpu_name(arch)
     except ValueError:
         out["smem_limit"] = None
-    try:
-        info = analyze_kernel(func)
-    except Exception as err:  # noqa: BLE001 - a kernel the analyses reject: no hover data
-        out["error"] = f"{type(err).__name__}: {err}"
+    if k is None:
+        out["error"] = "the kernel analysis failed (see the diagnostics)"
         return out
-    out["launch"] = _launch(func, info)
-    layouts = _layouts(info, out)
-    _buffers(info, layouts, out)
+    info, layouts = k.info, k.layouts
+    if layouts is None:
+        out["error"] = "layout inference failed (see the diagnostics)"
+    out["launch"] = _launch(k.func, info)
+    _buffers(info, layouts, out, reuse=not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse"))
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
         if arch == "sm_90a" and not layouts.wgmma:
             _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
-    planned = _warp_specialised(info, layouts, out)
+    planned = _warp_specialised(k, out)
     out["pipelines"] = _pipelines(info, planned)
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
+    out["stages_fit"] = fitting_stages(out)
     out["flops_per_launch"] = _gemm_flops(info, layouts)
     try:
         raster = _raster(info, out)
@@ -75,10 +91,31 @@ def summarize(func, arch: str) -> dict:
     return out
 
 
+def fitting_stages(summary: dict) -> int | None:
+    """Over budget: the largest ``num_stages`` below the deepest pipeline's whose staged buffers fit
+    the per-block budget with the compiler's placement (buffers never live together share
+    bytes); None when the kernel fits, or no count does."""
+    from tilelang.transform.smem_plan import Item, place
+
+    limit, total = summary.get("smem_limit"), summary.get("smem_total")
+    staged = [p["stages"] for p in summary["pipelines"] if p["producers"] and p["stages"] >= 2]
+    buffers = [b for b in summary["buffers"].values() if b["scope"].startswith("shared")]
+    if not staged or not limit or total is None or total <= limit or any(b["bytes"] is None for b in buffers):
+        return None
+    live = [tuple(b["live"]) if b.get("live") else None for b in buffers]
+    for stages in range(max(staged) - 1, 0, -1):
+        items = [Item(i, b["bytes"] * (stages if b["stages"] > 1 else 1), SMEM_ALIGN, lv)
+                 for i, (b, lv) in enumerate(zip(buffers, live))]
+        if place(items)[1] <= limit:
+            return stages
+    return None
+
+
 def _raster(info, out) -> dict | None:
     """The rasterisation estimate of ``T.use_swizzle`` where it reads as a GEMM's: one gemm,
     constant grid; blockIdx.y picks the A tile (gemm M rows), blockIdx.x the B tile (N columns)."""
-    from tilelang.analysis import raster, targets
+    from tilelang import targets
+    from tilelang.analysis import raster
     from tilelang.language.dtypes import nbytes
     from tilelang.transform.lower_tile_ops import find_swizzle
 
@@ -106,7 +143,7 @@ def _line(span) -> int | None:
 
 
 def _int_or_text(expr):
-    from tilelang.transform.ir_utils import const_int
+    from tilelang.tir_utils import const_int
 
     value = const_int(expr)
     return value if value is not None else str(expr)
@@ -122,21 +159,11 @@ def _launch(func, info) -> dict:
             "threads": [t for t in info.threads], "num_threads": info.num_threads}
 
 
-def _layouts(info, out):
-    from tilelang.transform.layout_inference import infer_layouts
-
-    try:
-        return infer_layouts(info, out["arch"])
-    except Exception as err:  # noqa: BLE001 - LoweringError (reported as a diagnostic) or a bug
-        out["error"] = f"layout inference failed: {getattr(err, 'message', err)}"
-        return None
-
-
-def _buffers(info, layouts, out) -> None:
+def _buffers(info, layouts, out, reuse: bool = True) -> None:
     from tilelang.language.dtypes import nbytes
-    from tilelang.transform.ir_utils import walk_stmts
+    from tilelang.tir_utils import walk_stmts
     from tilelang.transform import smem_plan
-    from tilelang.transform.pipeline import plan_stages
+    from tilelang.transform.pipelined_loop import plan_stages
     from tvm import tirx
 
     stages = plan_stages(info)
@@ -158,7 +185,7 @@ def _buffers(info, layouts, out) -> None:
                 sizes[buf] = entry["bytes"] * entry["stages"]
         out["buffers"].setdefault(buf.name, entry)
     if known:
-        _, total, alias = smem_plan.plan(info.body, sizes, live=live)
+        _, total, alias = smem_plan.plan(info.body, sizes, reuse=reuse, live=live)
         for buf, others in alias.items():
             out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
     out["smem_total"] = total if known else None
@@ -220,7 +247,7 @@ def _axes_in_words(frag) -> list:
 
 
 def _gemm(stmt, plan, arch) -> dict:
-    from tilelang.analysis import targets
+    from tilelang import targets
     from tilelang.transform.kernel import FRAGMENT_SCOPE, decode_region
 
     a, b, c = (decode_region(x) for x in stmt.value.args[:3])
@@ -260,26 +287,15 @@ def _explain_mma(info, layouts, gemms) -> None:
 
 
 def _pipelines(info, planned=(None, None, None)) -> list:
-    from tilelang.transform.ir_utils import walk_stmts
-    from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
-    from tvm import tirx
+    from tilelang.transform.pipelined_loop import pipelined_loops
 
     out = []
     ws, why_not, lw = planned
-
-    def visit(s):
-        if not isinstance(s, tirx.For) or "tl.num_stages" not in s.annotations:
-            return
-        stages = int(s.annotations["tl.num_stages"])
-        body = list(s.body.seq) if isinstance(s.body, tirx.SeqStmt) else [s.body]
-        producers = []
-        for p in body:
-            if op_name(p) == "copy":
-                src, dst = decode_region(p.value.args[0]), decode_region(p.value.args[1])
-                if scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES:
-                    producers.append(dst.buffer.name)
+    for pl in pipelined_loops(info.body):
+        s, stages = pl.loop, pl.stages
+        producers = [buf.name for buf in pl.staged]
         mechanism = _mechanism(stages, producers)
-        if lw is not None and producers and _async_wgmma_loop(lw, s, body, stages):
+        if lw is not None and producers and _async_wgmma_loop(lw, pl):
             mechanism = (f"cp.async (16-byte global-to-shared copies) into a ring of {stages} stages, issued "
                          f"{stages - 2} iterations ahead, feeding asynchronous wgmma with one group in flight "
                          f"(wait_group {stages - 3}, fence.proxy.async + __syncthreads, wgmma.wait_group 1)")
@@ -305,24 +321,24 @@ def _pipelines(info, planned=(None, None, None)) -> list:
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
                     "extent": _int_or_text(s.extent), "mechanism": mechanism,
                     "warp_specialized": ws is not None and ws.loop.same_as(s)})
-
-    walk_stmts(info.body, visit)
     return out
 
 
-def _warp_specialised(info, layouts, out=None):
+def _warp_specialised(k, out=None):
     """(the compiler's warp-specialisation plan or None, why not, the Lowerer) for wgmma kernels,
     on the kernel the compiler lowers (its epilogue staged through shared memory where it is:
     ``transform.stage_epilogue``); ``out`` gets "epilogue_stage" (lines of the staged copies) and
-    "persistent" (+ "persistent_why")."""
+    "persistent" (+ "persistent_why"). The check's Lowerer is reused when nothing was staged."""
+    info, layouts, configs = k.info, k.layouts, dict(k.ctx.pass_configs)
     if layouts is None or not layouts.wgmma:
         return None, None, None
     try:
         from tilelang.transform import stage_epilogue
         from tilelang.transform.lower_tile_ops import Lowerer
 
-        result = stage_epilogue.staged(info, layouts, "sm_90a", {})
-        lw = result.lowerer or Lowerer(result.info, result.layouts, {})
+        result = stage_epilogue.staged(info, layouts, "sm_90a", configs)
+        reuse = k.lowerer if result.info is info and result.layouts is layouts else None
+        lw = result.lowerer or reuse or Lowerer(result.info, result.layouts, configs)
         if out is not None:
             out["epilogue_stage"] = [_line(s.span) for s in result.picked]
             out["epilogue_registers"] = [[_line(s.span), why] for s, why in result.skipped]
@@ -334,22 +350,20 @@ def _warp_specialised(info, layouts, out=None):
         return None, None, None
 
 
-def _async_wgmma_loop(lw, loop, body, stages) -> bool:
-    """The loop is lowered by ``pipeline._lower_async_wgmma`` (cp.async-fed, not warp-specialised)."""
-    from tilelang.transform import pipeline
-
-    if lw.ws is not None and lw.ws.loop.same_as(loop):
+def _async_wgmma_loop(lw, pl) -> bool:
+    """The loop is lowered as cp.async-fed asynchronous wgmma (``PipelinedLoop.async_wgmma``), not
+    warp-specialised."""
+    if lw.ws is not None and lw.ws.loop.same_as(pl.loop):
         return False
-    consumers = [p for p in body if not pipeline._is_producer(p)]
-    return pipeline._async_gemm(lw, consumers, stages) is not None
+    return pl.async_wgmma(lw.layouts) is not None
 
 
 def _overlap_text(ws) -> str:
     """How the consumers run an overlapped general body (``warp_specialize._lower_overlapped``)."""
-    from tilelang.transform import pipeline
     from tilelang.transform.kernel import decode_region
+    from tilelang.transform.pipelined_loop import PipelinedLoop
 
-    consumers = [c for c in pipeline._body_list(ws.loop) if not pipeline._is_producer(c)]
+    consumers = PipelinedLoop.of(ws.loop).consumers
     first, last, wait_at, deferred = ws.overlap
     text = (f"run the loop body with the gemm of line {_line(consumers[last].span)} issued asynchronously one "
             f"iteration late, right after the gemm of line {_line(consumers[first].span)}, so that it runs under "
@@ -380,7 +394,7 @@ def _gemm_flops(info, layouts):
     """2*M*N*K of every T.gemm times its enclosing constant loop trips, times the grid."""
     if layouts is None or not layouts.gemms:
         return None
-    from tilelang.transform.ir_utils import const_int
+    from tilelang.tir_utils import const_int
     from tvm import tirx
 
     total = 0
@@ -397,7 +411,7 @@ def _gemm_flops(info, layouts):
             trips = trips * extent if extent is not None else None
             if trips is None:
                 return
-        from tilelang.transform.ir_utils import children
+        from tilelang.tir_utils import children
 
         for c in children(s):
             visit(c, trips)

@@ -1,0 +1,70 @@
+// Copyright the TileLang compiler authors.
+//
+// Warp vote, ballot, shuffle and match helpers (T.any_sync, T.ballot_sync, T.shfl_sync, ...) and
+// the thread-position queries (T.get_lane_idx, T.get_warp_idx, ...).  Positions count threads in
+// the block's linear order (x fastest), the order warps are formed in.
+#pragma once
+
+#include "common.h"
+
+namespace tl {
+
+TL_DEVICE int linear_thread_idx() {
+  return (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+}
+TL_DEVICE int get_lane_idx(int warp_size = 32) { return linear_thread_idx() % warp_size; }
+TL_DEVICE int get_warp_idx(int warp_size = 32) { return linear_thread_idx() / warp_size; }
+// The warp index made warp-uniform by a broadcast from lane 0, so the compiler may keep it in a
+// uniform register (CUTLASS canonical_warp_idx_sync).
+TL_DEVICE int get_warp_idx_sync(int warp_size = 32) {
+  return __shfl_sync(0xffffffffu, linear_thread_idx() / warp_size, 0);
+}
+TL_DEVICE int get_warp_group_idx(int warp_size = 32, int warps_per_group = 4) {
+  return linear_thread_idx() / (warp_size * warps_per_group);
+}
+
+// Vote: the 32-bit CUDA results, ballots widened to 64 bits as upstream returns them.
+TL_DEVICE int any_sync(unsigned mask, int pred) { return __any_sync(mask, pred); }
+TL_DEVICE int all_sync(unsigned mask, int pred) { return __all_sync(mask, pred); }
+TL_DEVICE uint64_t ballot_sync(unsigned mask, int pred) { return (uint64_t)__ballot_sync(mask, pred); }
+TL_DEVICE uint64_t activemask() { return (uint64_t)__activemask(); }
+// Match compares the value's bits (int, unsigned, 64-bit integers, float or double).
+template <typename T> TL_DEVICE unsigned match_any_sync(unsigned mask, T value) {
+  return __match_any_sync(mask, value);
+}
+template <typename T> TL_DEVICE unsigned match_all_sync(unsigned mask, T value) {
+  int pred;
+  return __match_all_sync(mask, value, &pred);
+}
+
+// Shuffles for every register type: 16-bit floats go through their own overloads, other types
+// through CUDA's templates.
+template <typename T> TL_DEVICE T shfl_sync(unsigned mask, T v, int lane, int width) {
+  return __shfl_sync(mask, v, lane, width);
+}
+template <typename T> TL_DEVICE T shfl_xor_sync(unsigned mask, T v, int delta, int width) {
+  return __shfl_xor_sync(mask, v, delta, width);
+}
+template <typename T> TL_DEVICE T shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
+  return __shfl_down_sync(mask, v, delta, width);
+}
+template <typename T> TL_DEVICE T shfl_up_sync(unsigned mask, T v, unsigned delta, int width) {
+  return __shfl_up_sync(mask, v, delta, width);
+}
+
+// One lane of each group of `extent` threads (0: of the whole block) is elected: the group's
+// first thread.
+TL_DEVICE bool shuffle_elect(int extent) {
+  int t = linear_thread_idx();
+  return extent == 0 ? t == 0 : t % extent == 0;
+}
+
+// Position of the offset-th set bit of mask at or after base (CUDA __fns), and of the lowest set
+// bit (one-based; 0 for none).
+TL_DEVICE unsigned fns(unsigned mask, unsigned base, int offset) { return __fns(mask, base, offset); }
+TL_DEVICE int ffs(int v) { return __ffs(v); }
+TL_DEVICE int ffs(unsigned v) { return __ffs((int)v); }
+TL_DEVICE int ffs(long long v) { return __ffsll(v); }
+TL_DEVICE int ffs(unsigned long long v) { return __ffsll((long long)v); }
+
+}  // namespace tl

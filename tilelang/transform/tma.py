@@ -1,0 +1,106 @@
+"""TMA boxes: the tensor map of a shared tile copied to or from a global tensor, and the box loads.
+
+``box_spec`` decides whether the Tensor Memory Accelerator can move a (rows, columns) tile of a
+16-bit global tensor, cut into swizzle slabs, and returns the ``KernelArtifact.tensormaps`` entry
+(dims, byte strides, box, swizzle) the launcher encodes, or a sentence saying why not. Asked by
+warp specialisation (the producer's loads: ``copy_spec``, ``tile_loads``), by the copy lowering
+(TMA stores of an epilogue tile: ``tma_box_spec``) and, before the tile exists, by
+``stage_epilogue``. Device code names map j as ``TL_TMAP(j)`` (``tmap``; ``codegen.cuda`` appends
+the ``__grid_constant__ CUtensorMap`` parameters).
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from tilelang.language.dtypes import nbytes
+from tilelang.layout import SharedLayout
+from tilelang.tir_utils import const_int, evaluate_extern, i32
+from tilelang.transform.kernel import decode_region
+
+
+def copy_spec(lw, stmt, index) -> dict | str:
+    """The tensor map of one whole-tile global-to-shared copy, or why it cannot be a TMA box."""
+    return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index)
+
+
+def tma_box_spec(lw, src, dst, index) -> dict | str:
+    """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
+    load, or a TMA store read the other way), or why there is none."""
+    layout = lw.layouts.shared.get(dst.buffer)
+    if not isinstance(layout, SharedLayout) or not layout.slab or layout.group <= 1:
+        return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
+    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, layout.slab_width, str(dst.buffer.dtype),
+                    dst.buffer.name, index)
+
+
+def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dict | str:
+    """The tensor map of a ``tile`` (rows, columns) box of 16-bit ``dtype`` elements, cut into
+    ``width``-column swizzle slabs, at the global region ``src``, or why TMA cannot move it.
+    Also asked, before the tile exists, by ``stage_epilogue`` (``tile_name``: for messages)."""
+    name = src.buffer.name
+    pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
+    if pi is None or src.buffer.strides:
+        return f"'{name}' is not a plain kernel parameter (a view or strided tensor)"
+    shape = [const_int(x) for x in src.buffer.shape]
+    tile = [const_int(x) for x in tile]
+    ext = [const_int(x) for x in src.extents]
+    rank = len(shape)
+    if None in shape or nbytes(str(src.buffer.dtype)) != 2:
+        return f"'{name}' is not a 16-bit tensor with a static shape"
+    if not 2 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext:
+        return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
+    if str(src.buffer.dtype) != dtype:
+        return f"'{name}' is copied with a conversion to {dtype}"
+    # The tile is a (rows, columns) box: columns along the innermost dimension, rows along one
+    # other dimension, every further dimension of extent 1 (a head / batch index).
+    wide = [d for d in range(rank - 1) if ext[d] != 1]
+    row_dim = wide[0] if len(wide) == 1 else (rank - 2 if not wide else None)
+    if row_dim is None or [ext[row_dim], ext[-1]] != tile:
+        return f"the copy of '{name}' does not fill '{tile_name}' exactly"
+    rows = tile[0]
+    if rows > 256 or tile[1] % width:
+        return f"'{tile_name}' has {rows} rows (a TMA box has at most 256)"
+    if (shape[-1] * 2) % 16:
+        return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
+    col = analyzer.modular_set(src.starts[-1])
+    if col.coeff % 8 or col.base % 8:
+        return f"the copy of '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
+    strides, acc = [], 2
+    for d in range(rank - 1, 0, -1):          # byte strides of dims 1 .. rank-1, innermost first
+        acc *= shape[d]
+        strides.append(acc)
+    box = [width] + [ext[d] for d in range(rank - 2, -1, -1)]
+    return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
+            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * 2}
+
+
+def tmap(j: int):
+    return tirx.call_extern("int64", "TL_TMAP", i32(j))   # not "handle": TVM would cast it to void*
+
+
+def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
+    """Append to ``out`` the TMA box loads of one whole-tile copy (tensor map j) into ``stage``
+    of its shared tile, one per swizzle slab, completing on ``bar``; the tile's bytes. With
+    ``multicast`` this block loads its half of the slabs into both blocks of its cluster
+    (``lw.ws``: the warp-specialisation plan, whose ``tensormaps`` hold map j)."""
+    ws = lw.ws
+    src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
+    width = ws.tensormaps[j]["box"][0]
+    rows, cols = (const_int(x) for x in dst.buffer.shape)
+    coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
+    view = lw.smem_views[dst.buffer]
+    size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
+    slabs = cols // width
+    if multicast:
+        mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
+        issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
+    else:
+        mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
+    for s in mine:
+        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
+        out.append(evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + s * width, *coords[1:]))
+    return rows * cols * 2
+
+
+__all__ = ["box_spec", "copy_spec", "tile_loads", "tma_box_spec", "tmap"]

@@ -1,0 +1,112 @@
+"""Names upstream TileLang's TVM fork has and apache-tvm 0.27 spells differently, installed onto
+``tvm`` when ``tilelang`` is imported, so that upstream-style code such as
+
+    from tvm import arith, tirx
+    analyzer = arith.Analyzer(); isinstance(e, tirx.PrimExpr)
+
+runs unchanged. Contract: ``install()`` only *adds* names that are missing (it never replaces
+one apache-tvm defines), is idempotent, and each name is an alias of the 0.27 object that does
+the same job (no wrappers that change behaviour), except where noted:
+
+=============================================  ===============================================
+upstream name                                  apache-tvm 0.27 object
+=============================================  ===============================================
+``tvm.arith`` (``Analyzer``, ``ConstIntBound``) ``tvm.sym`` (the module was renamed)
+``tvm.tir``                                     ``tvm.tirx``
+``tirx.PrimExpr``                               ``tvm.ir.Expr`` (base of every TIR expression)
+``tirx.StringImm``                              ``tvm.ir.StringImm``
+``tirx.op.Op``                                  ``tvm.ir.Op``
+``tirx.stmt_functor.post_order_visit(n, f)``    ``tvm_ffi.structural_walk``, ``f`` on every
+                                                statement and expression, children first
+``tirx.stmt_functor.substitute(n, vmap)``       ``tilelang.tir_utils.substitute`` (expressions)
+                                                / ``substitute_stmt`` (statements)
+``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``
+``tvm.ir.structural_equal`` / ``_hash``         ``tvm_ffi.structural_equal`` / ``_hash``
+``tvm.TVMError``, ``tvm.error.TVMError``        ``RuntimeError`` (what TVM's FFI errors derive from)
+``tvm.testing.requires_package``                ``tilelang.testing.requires_package``
+=============================================  ===============================================
+
+Not mapped (no 0.27 equivalent): ``tirx.Call(dtype, op, args)``, upstream's constructor order
+(build calls with ``tvm.ir.Call(op, args, ret_ty=...)``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+__all__ = ["install"]
+
+
+def _post_order_visit(node, fvisit) -> None:
+    """Call ``fvisit`` on every statement and expression under ``node`` (itself included),
+    children first (upstream's signature)."""
+    import tvm_ffi
+    from tvm import ir, tirx
+
+    def visit(value):
+        if isinstance(value, (tirx.Stmt, ir.Expr)):
+            fvisit(value)
+
+    tvm_ffi.structural_walk(node, visit, order="post")
+
+
+def _substitute(node, vmap):
+    """Replace variables in an expression or a statement (``vmap``: Var -> expression)."""
+    from tvm import tirx
+
+    from tilelang import tir_utils
+
+    if isinstance(node, tirx.Stmt):
+        return tir_utils.substitute_stmt(node, dict(vmap))
+    return tir_utils.substitute(node, dict(vmap))
+
+
+def _add(obj, name: str, value) -> None:
+    if not hasattr(obj, name):
+        setattr(obj, name, value)
+
+
+def _alias_module(name: str, module) -> None:
+    sys.modules.setdefault(name, module)
+
+
+def _stmt_functor():
+    module = types.ModuleType("tvm.tirx.stmt_functor", "upstream's tvm.tirx.stmt_functor (see tilelang.tvm_compat)")
+    module.post_order_visit = _post_order_visit
+    module.substitute = _substitute
+    return module
+
+
+def install() -> None:
+    """Add the upstream names to ``tvm`` (see the module docstring)."""
+    import tvm
+    import tvm.sym
+    import tvm.testing
+    import tvm.tirx.op
+    import tvm.tirx.transform
+    import tvm_ffi
+    from tvm import ir, tirx
+
+    _add(tvm, "arith", tvm.sym)
+    _alias_module("tvm.arith", tvm.sym)
+    _add(tvm, "tir", tirx)
+    _alias_module("tvm.tir", tirx)
+    _add(tirx, "PrimExpr", ir.Expr)
+    _add(tirx, "StringImm", ir.StringImm)
+    _add(tvm.tirx.op, "Op", ir.Op)
+    if not hasattr(tirx, "stmt_functor"):
+        tirx.stmt_functor = _stmt_functor()
+        _alias_module("tvm.tirx.stmt_functor", tirx.stmt_functor)
+    _add(tvm.tirx.transform, "Simplify", tvm.tirx.transform.StmtSimplify)
+    _add(ir, "structural_equal", tvm_ffi.structural_equal)
+    _add(ir, "structural_hash", tvm_ffi.structural_hash)
+    _add(tvm, "TVMError", RuntimeError)
+    _add(tvm.error, "TVMError", RuntimeError)
+
+    def requires_package(*packages):
+        from tilelang.testing import requires_package as impl
+
+        return impl(*packages)
+
+    _add(tvm.testing, "requires_package", requires_package)
