@@ -24,10 +24,12 @@ upstream name                                  apache-tvm 0.27 object
 ``tvm.ir.structural_equal`` / ``_hash``         ``tvm_ffi.structural_equal`` / ``_hash``
 ``tvm.TVMError``, ``tvm.error.TVMError``        ``RuntimeError`` (what TVM's FFI errors derive from)
 ``tvm.testing.requires_package``                ``tilelang.testing.requires_package``
+``tirx.Call``                                   ``tvm.ir.Call``, through a small class: an
+                                                ``isinstance`` check is one against ``ir.Call``;
+                                                ``tirx.Call(dtype, op, args, span=None)`` (the
+                                                fork's argument order) builds
+                                                ``ir.Call(op, args, ret_ty=dtype, span=span)``
 =============================================  ===============================================
-
-Not mapped (no 0.27 equivalent): ``tirx.Call(dtype, op, args)``, upstream's constructor order
-(build calls with ``tvm.ir.Call(op, args, ret_ty=...)``).
 """
 
 from __future__ import annotations
@@ -78,6 +80,29 @@ def _stmt_functor():
     return module
 
 
+class _CallMeta(type):
+    def __instancecheck__(cls, obj):
+        from tvm import ir
+
+        return isinstance(obj, ir.Call)
+
+    def __subclasscheck__(cls, sub):
+        from tvm import ir
+
+        return issubclass(sub, ir.Call)
+
+    def __call__(cls, dtype, op, args, span=None):
+        from tvm import ir
+
+        if isinstance(op, str):
+            op = ir.Op.get(op)
+        return ir.Call(op, list(args), span=span, ret_ty=str(dtype))
+
+
+class Call(metaclass=_CallMeta):
+    """``tirx.Call`` as upstream's TVM fork has it (see the module docstring)."""
+
+
 def install() -> None:
     """Add the upstream names to ``tvm`` (see the module docstring)."""
     import tvm
@@ -94,6 +119,7 @@ def install() -> None:
     _alias_module("tvm.tir", tirx)
     _add(tirx, "PrimExpr", ir.Expr)
     _add(tirx, "StringImm", ir.StringImm)
+    _add(tirx, "Call", Call)
     _add(tvm.tirx.op, "Op", ir.Op)
     if not hasattr(tirx, "stmt_functor"):
         tirx.stmt_functor = _stmt_functor()

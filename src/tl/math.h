@@ -65,4 +65,21 @@ TL_DEVICE int dp4a(const void* a, const void* b, int* c) {
   return 0;
 }
 
+// T.__exp & co. on 16-bit inputs: the float hardware approximation (__expf...) of the widened
+// value, rounded once to the input's type.
+#define TL_FAST_16(name, f32)                                                          \
+  TL_DEVICE half name(half x) { return __float2half_rn(f32(__half2float(x))); }        \
+  TL_DEVICE __nv_bfloat16 name(__nv_bfloat16 x) {                                      \
+    return __float2bfloat16_rn(f32(__bfloat162float(x)));                              \
+  }
+TL_FAST_16(fast_exp, __expf)
+TL_FAST_16(fast_exp10, __exp10f)
+TL_FAST_16(fast_log, __logf)
+TL_FAST_16(fast_log2, __log2f)
+TL_FAST_16(fast_log10, __log10f)
+TL_FAST_16(fast_sin, __sinf)
+TL_FAST_16(fast_cos, __cosf)
+TL_FAST_16(fast_tan, __tanf)
+#undef TL_FAST_16
+
 }  // namespace tl

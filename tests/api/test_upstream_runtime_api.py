@@ -237,6 +237,16 @@ def test_tvm_fork_names_map_onto_apache_tvm():
     assert tvm.testing.requires_package("torch").name == "skipif" and issubclass(tvm.TVMError, RuntimeError)
 
 
+def test_tirx_call_checks_and_builds_in_the_forks_argument_order():
+    from tvm import tirx
+
+    one = tirx.FloatImm("float32", 1.0)
+    built = tirx.Call("float32", "tirx.exp", [one])          # (dtype, op, args), as upstream's fork
+    assert isinstance(built, tirx.Call) and str(built.dtype) == "float32" and built.op.name == "tirx.exp"
+    assert isinstance(T.exp(one), tirx.Call) and not isinstance(one, tirx.Call)
+    assert issubclass(type(built), tirx.Call)
+
+
 def test_small_upstream_names():
     from tilelang.autotuner.param import AutotuneResult, CompileArgs, ProfileArgs
     from tilelang.tileop.base import GemmWarpPolicy

@@ -22,9 +22,12 @@ def _dtype(x) -> str:
     return str(getattr(ty, "dtype", ty))
 
 
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
 def _float_arg(x, name):
     x = as_expr(x)
-    if not _dtype(x).startswith(("float", "bfloat")):
+    if _dtype(x) not in _FLOATS:
         raise TypeError(f"T.{name} only supports floating-point inputs, but got {_dtype(x)}")
     return x
 
@@ -42,7 +45,8 @@ def _fast(cuda_name, precise):
             return _extern("float32", cuda_name, x)
         if dtype == "float64":  # no approximation in double: the precise function
             return precise(x)
-        return tirx.Cast(dtype, _extern("float32", cuda_name, tirx.Cast("float32", x)))
+        # 16-bit: tl::fast_<name> (src/tl/math.h) widens, approximates in float, rounds once.
+        return _extern(dtype, "tl::fast_" + cuda_name[2:].rstrip("f"), x)
     op.__name__ = cuda_name.rstrip("f")
     op.__doc__ = f"``{cuda_name}``: the fast hardware approximation (16-bit inputs computed in float32)."
     return op
