@@ -409,3 +409,35 @@ def test_swizzled_blocks_walk_panels_in_launch_order(order):
         assert {r for r, _ in walk[:panel * gx]} == {0, 1}
     else:
         assert {c for _, c in walk[:panel * gy]} == {0, 1} and walk[:3] == [(0, 0), (0, 1), (1, 0)]
+
+
+def test_tile_ops_under_an_if_on_the_thread_index_are_refused_not_half_run():
+    """Upstream's mask_op tests: a T.copy / T.Parallel inside `if tx < 128` of a 256-thread block
+    lowered to code in which the excluded threads skipped their share of the tile (wrong results on
+    the H200). Until the partition follows the condition, it is a located error; a per-thread store
+    and T.print under such an `if` stay allowed."""
+
+    def kernel(parallel):
+        @T.prim_func
+        def main(A: T.Tensor((256, 128), "float16"), B: T.Tensor((256, 128), "float16")):
+            with T.Kernel(2, threads=256) as bx:
+                A_shared = T.alloc_shared((128, 128), "float16")
+                tx = T.get_thread_binding(0)
+                if tx < 128:
+                    if parallel:
+                        for i, k in T.Parallel(128, 128):
+                            A_shared[i, k] = A[bx * 128 + i, k]
+                    else:
+                        T.copy(A[bx * 128, 0], A_shared)
+                T.copy(A_shared, B[bx * 128, 0])
+                if tx == 0:
+                    B[bx * 128, 0] = A_shared[0, 0]
+
+        return main
+
+    for parallel, op in ((True, "T.Parallel"), (False, "T.copy")):
+        with pytest.raises(TileLangCompileError) as err:
+            tilelang.lower(kernel(parallel), "sm_90a")
+        diag = err.value.diagnostics[0]
+        assert diag.code == "TL0002" and f"{op} inside an `if` on the thread index" in diag.message
+        assert diag.span.line == kernel.__code__.co_firstlineno + (8 if parallel else 11)

@@ -51,6 +51,7 @@ class Lowerer:
         self.configs = pass_configs or {}
         self.T = info.num_threads
         self.tid = info.tid
+        self.thread_guard = None  # the user's `if` on the thread index being lowered, if any
         self.an = tvm.sym.Analyzer()
         for iv, extent in info.launch:
             self.an.bind(iv.var, tvm.ir.Range(0, extent))
@@ -240,9 +241,7 @@ class Lowerer:
         if isinstance(stmt, tirx.BufferStore):
             return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
         if isinstance(stmt, tirx.IfThenElse):
-            other = self.lower(stmt.else_case) if stmt.else_case is not None else None
-            return tirx.IfThenElse(self.rewrite(stmt.condition), seq([self.lower(stmt.then_case)]), other,
-                                   span=stmt.span)
+            return self.lower_if(stmt)
         if isinstance(stmt, tirx.Bind):
             return tirx.Bind(stmt.var, self.rewrite(stmt.value), span=stmt.span)
         if isinstance(stmt, tirx.AttrStmt):
@@ -252,6 +251,32 @@ class Lowerer:
         if isinstance(stmt, tirx.AssertStmt):
             return stmt
         raise LoweringError("TL0002", f"unsupported statement {type(stmt).__name__} in a kernel", stmt.span)
+
+    def lower_if(self, stmt):
+        threads = [iv.var for iv, _ in self.info.launch if str(iv.thread_tag).startswith("threadIdx")]
+        outer = self.thread_guard
+        if outer is None and uses_vars(stmt.condition, threads):
+            self.thread_guard = stmt
+        try:
+            other = self.lower(stmt.else_case) if stmt.else_case is not None else None
+            return tirx.IfThenElse(self.rewrite(stmt.condition), seq([self.lower(stmt.then_case)]), other,
+                                   span=stmt.span)
+        finally:
+            self.thread_guard = outer
+
+    def check_all_threads(self, what: str, span):
+        """A tile op spreads its elements over every thread of the block; under an `if` on the
+        thread index only some threads run it, and the others' elements would silently be skipped."""
+        if self.thread_guard is None:
+            return
+        line = getattr(self.thread_guard.span, "line", None)
+        where = f" (line {line})" if line else ""
+        raise LoweringError(
+            "TL0002", f"{what} inside an `if` on the thread index{where} is not supported yet: the tile op "
+            f"divides its elements among all {self.T} threads of the block, and the threads the condition "
+            f"excludes would skip theirs", span,
+            notes=["move the tile op out of the `if` (every thread runs it), or write the per-thread loop "
+                   "with T.serial over the elements the selected threads own"])
 
     def lower_for(self, loop):
         if self.ws is not None and loop.same_as(self.ws.loop):
@@ -267,6 +292,8 @@ class Lowerer:
 
     def lower_op(self, stmt):
         name = op_name(stmt)
+        if name in ("copy", "fill", "gemm", "reduce", "cumsum"):
+            self.check_all_threads(f"T.{name}", stmt.span)
         if name == "copy":
             if self.ws is not None and self.ws.is_head(stmt):
                 return None      # the TMA producer loads it (warp_specialize._heads)
@@ -291,6 +318,7 @@ class Lowerer:
 
     # ----- T.Parallel --------------------------------------------------------------------
     def lower_parallel(self, stmt):
+        self.check_all_threads("T.Parallel", stmt.span)
         loop_vars, extents, body = parallel_nest(stmt)
         unswitched = self._unswitch_select(stmt, loop_vars, extents, body)
         if unswitched is not None:
