@@ -8,36 +8,46 @@
 
 namespace tl {
 
-// All shuffles use the full-warp mask: the generated reductions are always
-// executed by complete warps, and a partial mask would make the result
-// undefined for the lanes left out.
+// Shuffles use the full-warp mask by default: the generated reductions are
+// executed by complete warps.  A block smaller than a warp passes the mask
+// of its live lanes instead (lanes 0..threads-1).
 constexpr unsigned kFullWarpMask = 0xffffffffu;
 
-TL_DEVICE float shfl_xor(float v, int lane_mask) {
-  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+TL_DEVICE float shfl_xor(float v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
 }
-TL_DEVICE double shfl_xor(double v, int lane_mask) {
-  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+TL_DEVICE double shfl_xor(double v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
 }
-TL_DEVICE int shfl_xor(int v, int lane_mask) {
-  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+TL_DEVICE int shfl_xor(int v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
 }
-TL_DEVICE unsigned shfl_xor(unsigned v, int lane_mask) {
-  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+TL_DEVICE unsigned shfl_xor(unsigned v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
 }
-TL_DEVICE long long shfl_xor(long long v, int lane_mask) {
-  return __shfl_xor_sync(kFullWarpMask, v, lane_mask);
+TL_DEVICE long long shfl_xor(long long v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
+}
+TL_DEVICE unsigned long long shfl_xor(unsigned long long v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
+}
+// int64_t / uint64_t are `long` / `unsigned long` on LP64 hosts: give them exact matches.
+TL_DEVICE long shfl_xor(long v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
+}
+TL_DEVICE unsigned long shfl_xor(unsigned long v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return __shfl_xor_sync(mask, v, lane_mask);
 }
 // 16-bit floats travel as the low half of a 32-bit shuffle.  Moving the raw
 // bits avoids depending on the half/bf16 shuffle overloads, which some
 // toolkit configurations hide.
-TL_DEVICE half shfl_xor(half v, int lane_mask) {
-  const int bits = __shfl_xor_sync(kFullWarpMask, static_cast<int>(__half_as_ushort(v)), lane_mask);
+TL_DEVICE half shfl_xor(half v, int lane_mask, unsigned mask = kFullWarpMask) {
+  const int bits = __shfl_xor_sync(mask, static_cast<int>(__half_as_ushort(v)), lane_mask);
   return __ushort_as_half(static_cast<unsigned short>(bits));
 }
-TL_DEVICE __nv_bfloat16 shfl_xor(__nv_bfloat16 v, int lane_mask) {
+TL_DEVICE __nv_bfloat16 shfl_xor(__nv_bfloat16 v, int lane_mask, unsigned mask = kFullWarpMask) {
   const int bits =
-      __shfl_xor_sync(kFullWarpMask, static_cast<int>(__bfloat16_as_ushort(v)), lane_mask);
+      __shfl_xor_sync(mask, static_cast<int>(__bfloat16_as_ushort(v)), lane_mask);
   return __ushort_as_bfloat16(static_cast<unsigned short>(bits));
 }
 
@@ -63,6 +73,22 @@ struct MaxOp {
 struct MinOp {
   template <class T>
   static TL_DEVICE T combine(T a, T b) { return tl::min(a, b); }
+  template <class T>
+  static TL_DEVICE T init() { return infinity<T>(); }
+};
+
+// NaN-propagating max/min of 16-bit floats (T.reduce_max(..., nan_propagate=True)):
+// a NaN operand makes the result NaN, where MaxOp/MinOp return the other one.
+struct MaxOpNan {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return __hmax_nan(a, b); }
+  template <class T>
+  static TL_DEVICE T init() { return neg_infinity<T>(); }
+};
+
+struct MinOpNan {
+  template <class T>
+  static TL_DEVICE T combine(T a, T b) { return __hmin_nan(a, b); }
   template <class T>
   static TL_DEVICE T init() { return infinity<T>(); }
 };
@@ -116,13 +142,13 @@ struct BitXorOp {
 // the warp ends up with the reduction of all 32 values; with LO = 4, HI = 32
 // lanes that agree in their low two bits are reduced together (the layout
 // of an mma accumulator row, for example).  Every lane receives the result.
-template <class Op, int LO, int HI, class T>
+template <class Op, int LO, int HI, unsigned Mask = kFullWarpMask, class T>
 TL_DEVICE T warp_allreduce(T v) {
   static_assert(LO > 0 && (LO & (LO - 1)) == 0, "LO must be a power of two");
   static_assert(HI > 0 && (HI & (HI - 1)) == 0 && HI <= 32, "HI must be a power of two <= 32");
 #pragma unroll
   for (int offset = LO; offset < HI; offset *= 2) {
-    v = Op::combine(v, shfl_xor(v, offset));
+    v = Op::combine(v, shfl_xor(v, offset, Mask));
   }
   return v;
 }

@@ -71,6 +71,8 @@ class _Bounds:
             if getattr(s, "body", None) is not None:
                 self.visit(s.body)
         elif op_name(s) is None:
+            if isinstance(s, tirx.Bind) and _scalar_index(s.value):  # T.let: the name stands for its value
+                self.an.bind(s.var, s.value)
             self.leaf(s)
 
     def leaf(self, s):
@@ -142,6 +144,12 @@ def _unguarded_loads(expr) -> list:
 
     tvm_ffi.structural_walk(expr, [(ir.Call, on_call), (ir.TensorLoad, on_load)], order="pre")
     return found
+
+
+def _scalar_index(expr) -> bool:
+    """A scalar integer expression reading no memory (what the analyzer may substitute)."""
+    dtype = getattr(getattr(expr, "ty", None), "dtype", None)
+    return dtype is not None and dtype.lanes == 1 and dtype.type_code in (0, 1) and not _has_load(expr)
 
 
 def _has_load(expr) -> bool:

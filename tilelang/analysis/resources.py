@@ -137,7 +137,8 @@ def _check_threads(k, rep) -> None:
     if threads > targets.MAX_THREADS_PER_BLOCK:
         rep.emit("TL0503", f"the block has {threads} threads, more than the {targets.MAX_THREADS_PER_BLOCK} "
                  f"a GPU allows", rep.kernel_span())
-    elif threads % 32 and k.tile_ops("reduce"):
+    elif threads > 32 and threads % 32 and k.tile_ops("reduce"):
+        # (a block smaller than one warp shuffles over the mask of its live lanes)
         rep.emit("TL0503", f"the block has {threads} threads, not a multiple of the 32-thread warp: "
                  f"T.reduce_* combines partial results with warp shuffles over whole warps",
                  rep.kernel_span())

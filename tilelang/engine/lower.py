@@ -17,9 +17,10 @@ from tilelang.artifact import NUM_SMS, KernelArtifact, ParamSpec
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.callback import apply_cuda_postproc
 from tilelang.engine.pipeline import PASSES
+from tilelang.language.builtins import kernel_compile_flags, kernel_pass_configs, with_min_blocks_per_sm
 from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import LoweringError
-from tilelang.transform.pass_config import nvcc_flags
+from tilelang.transform.pass_config import normalize, nvcc_flags
 
 
 @dataclass
@@ -86,7 +87,8 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, name=None) -> Ke
     """Compile a parsed kernel (PrimFunc) to a KernelArtifact (source only; nvcc runs later)."""
     arch = normalize_target(target)
     kname = name or _func_name(func)
-    st = LowerState(func, arch, kname, dict(pass_configs or {}), out_idx=list(out_idx or []))
+    configs = {**normalize(kernel_pass_configs(func)), **dict(pass_configs or {})}  # the caller's win
+    st = LowerState(func, arch, kname, configs, out_idx=list(out_idx or []))
     try:
         for _, run in PASSES:
             run(st)
@@ -199,8 +201,10 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
                 span=_func_span(st.func))])
         outs.append(j)
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
+    flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags
+    source = with_min_blocks_per_sm(apply_cuda_postproc(st.cuda.source, st.arch), st.func)
     return KernelArtifact(
-        name=st.cuda.name, source=apply_cuda_postproc(st.cuda.source, st.arch), params=params, kernel_args=kernel_args,
+        name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
         compile_flags=flags, tensormaps=list(st.tensormaps))

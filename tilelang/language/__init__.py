@@ -18,6 +18,8 @@ from .alloc import (Ref, alloc_buffer, alloc_fragment, alloc_global, alloc_local
 from .annotate import (Fragment, annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
                        no_set_max_nreg, print, sync_threads, use_swizzle)  # noqa: A004
+from .builtins import (align_up, annotate_compile_flags, annotate_min_blocks_per_sm, annotate_pass_configs, attr,
+                       let, match_buffer, thread_binding)
 from .dtypes import normalize_dtype
 from .kernel import (Kernel, get_block_binding, get_block_bindings, get_thread_binding,
                      get_thread_bindings, get_thread_extent)
@@ -25,6 +27,7 @@ from .intrinsics import *  # noqa: F401,F403 - warp vote/shuffle, IEEE and fast 
 from .intrinsics import __cos, __exp, __exp10, __ffs, __fns, __log, __log2, __log10, __sin, __tan  # noqa: F401
 from .loops import Parallel, Pipelined, Vectorized, grid, serial, unroll, vectorized
 from .random import rng_init, rng_rand, rng_rand_float
+from .views import reshape, view
 from .math import *  # noqa: F401,F403 - the math helpers are part of T
 from .math import abs, cast, ceildiv, floordiv, floormod, if_then_else, infinity, max, max_value, min, min_value  # noqa: F401
 from .tile import (GemmWarpPolicy, atomic_add, atomic_addx2, atomic_addx4, atomic_load, atomic_max, atomic_min,

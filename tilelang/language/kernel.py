@@ -1,6 +1,7 @@
 """``T.Kernel`` and thread/block accessors.
 
-``T.Kernel(gx, gy, threads=128)`` is a plain Python context manager: entering it opens TVM
+``T.Kernel(gx, gy, threads=128)`` is a plain Python context manager (no extent at all: a grid of
+one block, yielding ``()``): entering it opens TVM
 ``launch_thread`` frames for blockIdx.x/y/z and threadIdx.x/y/z and yields the block indices.
 The innermost open kernel is remembered so ``T.get_thread_binding`` and the tile ops can find the
 thread variables and the block size.
@@ -48,8 +49,11 @@ class Kernel:
     def __init__(self, *blocks, threads=128, cluster_dims=None, prelude=None, is_cpu=False):
         if len(blocks) == 1 and isinstance(blocks[0], (list, tuple)):
             blocks = tuple(blocks[0])
+        self._no_grid = not blocks  # upstream's ``T.Kernel(threads=...)``: a grid of one block
+        if self._no_grid:
+            blocks = (1,)
         if not 1 <= len(blocks) <= 3:
-            raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(blocks)}")
+            raise ValueError(f"T.Kernel takes 0 to 3 grid extents, got {len(blocks)}")
         if threads is None:
             threads = 128
         if isinstance(threads, int):
@@ -80,6 +84,8 @@ class Kernel:
             self._frames.append(frame)
         _STACK.append(ctx)
         self._ctx = ctx
+        if self._no_grid:
+            return ()
         if len(ctx.block_vars) == 1:
             return ctx.block_vars[0]
         return tuple(ctx.block_vars)

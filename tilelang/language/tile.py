@@ -69,8 +69,27 @@ def _is_one(e) -> bool:
     return isinstance(e, int) and e == 1 or isinstance(e, tirx.IntImm) and e.value == 1
 
 
-def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
-    """Copy a tile between global memory, shared memory and fragments, in any direction."""
+_PREFER = {"tma": False, "sync": True, "cp_async": True}  # prefer_instruction -> disable_tma
+
+
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None,
+         prefer_instruction=None, annotations=None):
+    """Copy a tile between global memory, shared memory and fragments, in any direction.
+
+    ``prefer_instruction`` (upstream's hint): "tma" lets the copy use TMA where it can (the
+    default), "sync" and "cp_async" keep it on the thread-issued path (``disable_tma``).
+    ``annotations`` may carry ``coalesced_width``, ``disable_tma``, ``eviction_policy`` and
+    ``prefer_instruction``, taking precedence over the arguments; other keys are pass hints of
+    upstream's with no meaning here and are ignored."""
+    ann = dict(annotations or {})
+    coalesced_width = ann.get("coalesced_width", coalesced_width)
+    disable_tma = bool(ann.get("disable_tma", disable_tma))
+    prefer = ann.get("prefer_instruction", prefer_instruction)
+    if prefer is not None:
+        prefer = str(getattr(prefer, "value", prefer))
+        if prefer not in _PREFER:
+            raise ValueError(f"T.copy: prefer_instruction must be one of {sorted(_PREFER)}, got {prefer!r}")
+        disable_tma = disable_tma or _PREFER[prefer]
     src_shape, dst_shape = _shape_of(src), _shape_of(dst)
     if src_shape is None and dst_shape is None:
         raise ValueError("T.copy needs at least one operand with a known extent (a buffer or a slice)")
@@ -104,55 +123,72 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 gemm_v2 = gemm
 
 
-def _reduce(kind, src, dst, dim, clear):
+def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):
+    """Emit ``tl.reduce``. Upstream's ``batch`` (outputs per shared barrier pair), ``nan_propagate``
+    and the same keys in ``annotations`` travel as two trailing arguments, present only when set."""
+    ann = dict(annotations or {})
+    batch = int(ann.pop("batch", batch))
+    nan_propagate = bool(ann.pop("nan_propagate", nan_propagate))
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
     s = _to_region(src, READ, what=f"reduce_{kind}")
     d = _to_region(dst, WRITE, what=f"reduce_{kind}")
-    emit("reduce", [s, d, kind, int(dim), int(bool(clear))])
+    args = [s, d, kind, int(dim), int(bool(clear))]
+    if batch > 1 or nan_propagate:
+        args += [batch, int(nan_propagate)]
+    emit("reduce", args)
 
 
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    _reduce("sum", buffer, out, dim, clear)
+# ``batch``: outputs per batched all-reduce; it must divide the outputs each thread holds (checked
+# when lowering). ``nan_propagate`` (max/min/absmax on float16/bfloat16, as upstream): a NaN input
+# makes the result NaN (``__hmax_nan``); by default NaN loses to the other operand. Other types
+# ignore it, as upstream does. ``annotations``: upstream's per-op hints; "batch" and
+# "nan_propagate" are read from it, the SM100 packed-FP32 hint "enable_fadd2" has no meaning here.
+
+def reduce_sum(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    _reduce("sum", buffer, out, dim, clear, batch, False, annotations)
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    _reduce("max", buffer, out, dim, clear)
+def reduce_max(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("max", buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
-def reduce_min(buffer, out, dim=-1, clear=True):
-    _reduce("min", buffer, out, dim, clear)
+def reduce_min(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("min", buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    _reduce("abssum", buffer, out, dim, clear)
+def reduce_abssum(buffer, out, dim=-1, batch=1, annotations=None, clear=True):
+    """Upstream's signature (no positional ``clear``); ``clear`` stays available as a keyword."""
+    _reduce("abssum", buffer, out, dim, clear, batch, False, annotations)
 
 
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    _reduce("absmax", buffer, out, dim, clear)
+def reduce_absmax(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("absmax", buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
-def _bit_reduce(kind, buffer, out, dim, clear):
+def _bit_reduce(kind, buffer, out, dim, clear, batch=1, annotations=None):
     src = _to_region(buffer, READ, what=f"reduce_{kind}")
     dtype = str(src.args[0].source.dtype)
     if not dtype.startswith(("int", "uint")):
         raise TypeError(f"T.reduce_{kind} reduces integer buffers, got {dtype}")
-    _reduce(kind, buffer, out, dim, clear)
+    _reduce(kind, buffer, out, dim, clear, batch, False, annotations)
 
 
-def reduce_bitand(buffer, out, dim=-1, clear=True):
+def reduce_bitand(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
     """Bitwise AND of ``buffer`` along ``dim`` into ``out`` (integer fragments)."""
-    _bit_reduce("bitand", buffer, out, dim, clear)
+    _bit_reduce("bitand", buffer, out, dim, clear, batch, annotations)
 
 
-def reduce_bitor(buffer, out, dim=-1, clear=True):
-    _bit_reduce("bitor", buffer, out, dim, clear)
+def reduce_bitor(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    _bit_reduce("bitor", buffer, out, dim, clear, batch, annotations)
 
 
-def reduce_bitxor(buffer, out, dim=-1, clear=True):
-    _bit_reduce("bitxor", buffer, out, dim, clear)
+def reduce_bitxor(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    _bit_reduce("bitxor", buffer, out, dim, clear, batch, annotations)
 
 
-def reduce(buffer, out, reduce_type, dim=-1, clear=True):
-    _reduce(str(reduce_type), buffer, out, dim, clear)
+def reduce(buffer, out, reduce_type, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce(str(reduce_type), buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
 def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):

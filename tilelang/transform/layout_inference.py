@@ -334,7 +334,9 @@ class _Inference:
         src, dst = decode_region(args[0]), decode_region(args[1])
         dim = int(args[3].value)
         if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != FRAGMENT_SCOPE:
-            raise LoweringError("TL0002", "T.reduce_* works on fragments (T.alloc_fragment)", stmt.span)
+            if all(scope_of(r.buffer) in SHARED_SCOPES + (FRAGMENT_SCOPE,) for r in (src, dst)):
+                return self.try_copy(stmt)  # a shared operand: rows reduced through shared memory
+            raise LoweringError("TL0002", "T.reduce_* works on fragments and shared memory", stmt.span)
         s = self.known(src.buffer)
         if s is None:
             return False

@@ -32,6 +32,17 @@ _OPS = {
 }
 
 
+def _nan_combine(intrin):
+    return lambda a, b: tirx.call_extern(a.dtype, intrin, a, b)
+
+
+# ``nan_propagate`` on 16-bit floats: a NaN operand wins (CUDA's ``__hmax_nan``/``__hmin_nan``).
+_NAN_OPS = {
+    "max": ("tl::MaxOpNan", _nan_combine("__hmax_nan")),
+    "absmax": ("tl::MaxOpNan", _nan_combine("__hmax_nan")),
+    "min": ("tl::MinOpNan", _nan_combine("__hmin_nan")),
+}
+
 # Independent partial results per output register in a thread's fold (a power of two).
 FOLD_LANES = 4
 
@@ -54,18 +65,27 @@ def lower_reduce(lw, stmt):
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
     kind, dim, clear = str(args[2].value), int(args[3].value), bool(int(args[4].value))
+    batch, nan = (int(args[5].value), bool(int(args[6].value))) if len(args) > 6 else (1, False)
     if kind not in _OPS:
         raise LoweringError("TL0002", f"unknown reduction '{kind}'", stmt.span)
+    dtype = str(dst.buffer.dtype)
+    functor, combine = _OPS[kind]
+    if nan and kind in ("max", "min", "absmax") and dtype in ("float16", "bfloat16"):
+        functor, combine = _NAN_OPS[kind]
+    if FRAGMENT_SCOPE != scope_of(src.buffer) or FRAGMENT_SCOPE != scope_of(dst.buffer):
+        return _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine)
     F = lw.layouts.fragments[src.buffer]
     G = lw.layouts.fragments[dst.buffer]
     if dim < 0:
         dim += len(F.shape)
-    dtype = str(dst.buffer.dtype)
-    functor, combine = _OPS[kind]
     kept = sorted((a for a in F.local_axes if a.dim != dim), key=lambda a: a.stride)
     red = sorted((a for a in F.local_axes if a.dim == dim), key=lambda a: a.stride)
     n_out = math.prod(a.extent for a in kept) or 1
     n_red = math.prod(a.extent for a in red) or 1
+    if batch > n_out or n_out % batch:
+        what = "exceeds total output elements" if batch > n_out else "must evenly divide"
+        raise LoweringError("TL0002", f"reduce batch={batch} {what}: each thread holds {n_out} "
+                            f"output element(s) of '{dst.buffer.name}'", stmt.span)
     acc = tirx.decl_buffer((n_out,), dtype, f"{dst.buffer.name}_red", scope="local")
     src_local, dst_local = lw.frag[src.buffer], lw.frag[dst.buffer]
 
@@ -113,8 +133,10 @@ def lower_reduce(lw, stmt):
                         annotations={"pragma_unroll": True})
         stmts.append(_for(u, n_out, seq([tirx.BufferStore(acc, _init(kind, dtype), [u]), fold])))
     in_warp, cross = _split_thread_axes([a for a in F.thread_axes if a.dim == dim and a.extent > 1])
+    # A block smaller than a warp shuffles among its own lanes only (a mask over the live lanes).
+    mask = f", {hex((1 << lw.T) - 1)}u" if lw.T < 32 else ""
     for stride, extent in in_warp:
-        shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {stride}, {stride * extent}>",
+        shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {stride}, {stride * extent}{mask}>",
                                     tirx.BufferLoad(acc, [u]))
         stmts.append(_for(u, n_out, tirx.BufferStore(acc, shuffled, [u])))
     if cross:
@@ -127,6 +149,51 @@ def lower_reduce(lw, stmt):
     if n_out != max(G.local_size, 1):
         raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
                             f"per thread, the reduction produces {n_out}", stmt.span)
+    return seq(stmts)
+
+
+def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
+    """A reduction with a shared-memory operand: every thread folds whole rows serially, reading
+    shared memory (a fragment operand is staged through a shared scratch, as for ``T.cumsum``)."""
+    for r in (src, dst):
+        if not r.is_whole():
+            raise LoweringError("TL0002", "T.reduce_* with a shared operand works on whole buffers", stmt.span)
+    shape = [const_int(x) for x in src.buffer.shape]
+    dshape = [const_int(x) for x in dst.buffer.shape]
+    if dim < 0:
+        dim += len(shape)
+    keep = len(dshape) == len(shape)
+    sync = thread_sync.sync_stmt(lw)
+    stmts = [sync]
+    s_at = _scan_operand(lw, src, shape, "src", stmts)
+    d_at = _scan_operand(lw, dst, dshape, "src" if not clear else "dst", stmts)
+    dtype = str(dst.buffer.dtype)
+    other = [d for d in range(len(shape)) if d != dim]
+    rows, T = math.prod(shape[d] for d in other) if other else 1, lw.T
+    rounds = -(-rows // T)
+    r0, k = tirx.Var("r0", "int32"), tirx.Var("k", "int32")
+    row = r0 * T + lw.tid if rounds > 1 else lw.tid
+    idx, rest = [i32(0)] * len(shape), row
+    for d in reversed(other):
+        idx[d], rest = tirx.floormod(rest, i32(shape[d])), tirx.floordiv(rest, i32(shape[d]))
+    didx = [i32(0) if d == dim else idx[d] for d in range(len(shape))] if keep else [idx[d] for d in other]
+    acc = tirx.decl_buffer((1,), dtype, "reduce_acc", scope="local")
+    s_buf, s_idx = s_at([k if d == dim else idx[d] for d in range(len(shape))])
+    d_buf, d_idx = d_at(didx or [i32(0)])
+    val = tirx.BufferLoad(s_buf, s_idx)
+    val = tirx.Cast(dtype, val) if str(src.buffer.dtype) != dtype else val
+    val = tirx.abs(val) if kind in ("abssum", "absmax") else val
+    a0 = tirx.BufferLoad(acc, [i32(0)])
+    result = a0 if clear else combine(tirx.BufferLoad(d_buf, d_idx), a0)
+    # start from the row's first element: no identity needed (bfloat16 has no TIR infinity)
+    body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, substitute(val, {k: i32(0)}), [i32(0)]),
+                tirx.For(k, i32(1), i32(shape[dim] - 1), tirx.ForKind.SERIAL,
+                         tirx.BufferStore(acc, combine(a0, val), [i32(0)])) if shape[dim] > 1 else None,
+                tirx.BufferStore(d_buf, result, d_idx)])
+    body = tirx.IfThenElse(tirx.LT(row, i32(rows)), body, None) if rows % T else body
+    stmts += [sync, body if rounds == 1 else tirx.For(r0, i32(0), i32(rounds), tirx.ForKind.SERIAL, body), sync]
+    if scope_of(dst.buffer) == FRAGMENT_SCOPE:
+        stmts.append(_fragment_io(lw, dst.buffer, dshape, d_at, load=True))
     return seq(stmts)
 
 
