@@ -23,7 +23,8 @@ upstream name                                  apache-tvm 0.27 object
 ``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``
 ``tvm.ir.structural_equal`` / ``_hash``         ``tvm_ffi.structural_equal`` / ``_hash``
 ``tvm.TVMError``, ``tvm.error.TVMError``        ``RuntimeError`` (what TVM's FFI errors derive from)
-``tvm.testing.requires_package``                ``tilelang.testing.requires_package``
+``tvm.testing.requires_package``                ``tilelang.testing.requires_package`` (added by
+                                                ``import tilelang.testing``)
 ``tirx.Call``                                   ``tvm.ir.Call``, through a small class: an
                                                 ``isinstance`` check is one against ``ir.Call``;
                                                 ``tirx.Call(dtype, op, args, span=None)`` (the
@@ -107,7 +108,6 @@ def install() -> None:
     """Add the upstream names to ``tvm`` (see the module docstring)."""
     import tvm
     import tvm.sym
-    import tvm.testing
     import tvm.tirx.op
     import tvm.tirx.transform
     import tvm_ffi
@@ -130,9 +130,3 @@ def install() -> None:
     _add(tvm, "TVMError", RuntimeError)
     _add(tvm.error, "TVMError", RuntimeError)
 
-    def requires_package(*packages):
-        from tilelang.testing import requires_package as impl
-
-        return impl(*packages)
-
-    _add(tvm.testing, "requires_package", requires_package)

@@ -175,7 +175,7 @@ def compile_kernel(service, message: dict) -> dict:
         ptx = nvcc.compile_ptx(artifact.source, artifact.arch, artifact.compile_flags)
         times["ptx_ms"] = _ms(start)
         start = time.perf_counter()
-        info = ptxas_usage(ptx, artifact.arch)
+        info = ptxas_usage(ptx, artifact.arch, artifact.compile_flags)
         times["ptxas_ms"] = _ms(start)
     except (LensError, TileLangCompileError, nvcc.NVCCError) as err:
         return _answer_error(err) | _nvcc_log(err)
@@ -188,9 +188,22 @@ def compile_kernel(service, message: dict) -> dict:
             "compile_ms": sum(times.values()), "instructions": count_ptx(ptx), "cuda_source": artifact.source}
 
 
-def ptxas_usage(ptx: str, arch: str) -> dict:
-    """``{entry: PtxasInfo}`` of ``ptx`` assembled by ``ptxas -v`` for ``arch``: the resource usage
-    of the PTX already compiled, without a second nvcc run over the CUDA source."""
+def _ptxas_flags(flags) -> list:
+    """The options of nvcc ``flags`` that nvcc hands to ptxas (``--ptxas-options=...``,
+    ``-maxrregcount``), as ptxas takes them."""
+    out = []
+    for flag in flags or ():
+        if flag.startswith(("--ptxas-options=", "-Xptxas=")):
+            out += [opt for opt in flag.split("=", 1)[1].split(",") if opt]
+        elif flag.lstrip("-").startswith("maxrregcount="):
+            out.append("--maxrregcount=" + flag.split("=", 1)[1])
+    return out
+
+
+def ptxas_usage(ptx: str, arch: str, flags=()) -> dict:
+    """``{entry: PtxasInfo}`` of ``ptx`` assembled by ``ptxas -v`` for ``arch`` with the ptxas
+    options among the kernel's nvcc ``flags``: the resource usage of the PTX already compiled,
+    without a second nvcc run over the CUDA source."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -205,7 +218,8 @@ def ptxas_usage(ptx: str, arch: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="tilelang-ptxas-") as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx)
-        cmd = [tool, "-v", f"-arch=sm_{num}{suffix}", str(src), "-o", str(Path(tmp) / "kernel.cubin")]
+        cmd = [tool, "-v", f"-arch=sm_{num}{suffix}", *_ptxas_flags(flags), str(src),
+               "-o", str(Path(tmp) / "kernel.cubin")]
         proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     log = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0:

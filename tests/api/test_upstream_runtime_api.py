@@ -307,3 +307,13 @@ def test_cache_module_names(tmp_path, monkeypatch):
 
         cache.set_enabled(None)
     assert tilelang.env.CUDA_HOME and tilelang.env.is_cache_enabled()
+
+
+def test_jit_call_form_tells_1_from_1_0_and_true():
+    """1, 1.0 and True are equal dict keys but specialise different kernels (a float or bool
+    constant in the IR): the call-form memo in front of the argument key must not merge them.
+    (The argument key itself, ``parse_args``, keeps upstream's plain values: its tests compare it.)"""
+    from tilelang.jit import _call_form
+
+    forms = {_call_form((1,), {}), _call_form((1.0,), {}), _call_form((True,), {})}
+    assert len(forms) == 3 and _call_form((1,), {}) == _call_form((1,), {})

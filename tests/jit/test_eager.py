@@ -40,6 +40,17 @@ def test_outputs_become_out_idx_and_scalars_specialise():
     assert ek.scale_rows.compile(x, alpha=2.0) is not k
 
 
+def test_cache_key_counts_strides():
+    """T.const values can be bound from a tensor's strides: a view with the same shape and other
+    strides must not reuse the kernel built for the contiguous tensor."""
+    x = torch.randn(256, 64)
+    view = torch.randn(64, 256).t()
+    assert view.shape == x.shape and view.stride() != x.stride()
+    key = ek.scale_rows._key
+    assert key((x,), {}) == key((torch.randn(256, 64),), {})
+    assert key((x,), {}) != key((view,), {})
+
+
 def test_inconsistent_dimensions_are_named():
     a = torch.randn(256, 128, dtype=torch.float16)
     b = torch.randn(64, 192, dtype=torch.float16)

@@ -281,3 +281,8 @@ def test_packed_ops_need_pairs_of_one_dtype():
 
     with pytest.raises(TypeError, match="float32x2"):
         T.add2(tvm.tirx.Var("a", "float32x4"), tvm.tirx.Var("b", "float32x4"))
+
+
+def test_atomic_or_refuses_an_order_it_cannot_give():
+    with pytest.raises(NotImplementedError, match="relaxed atomicOr"):
+        T.atomic_or(None, 1, memory_order="seq_cst")

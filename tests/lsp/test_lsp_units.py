@@ -363,3 +363,15 @@ def test_raster_order_visits_every_block_once_and_prefers_balanced_panels():
     assert est["best_panel"] == 16 and est["bytes"] > est["best_bytes"] and est["plain_bytes"] > est["bytes"]
     # square tiles: about sqrt(132) block rows
     assert raster.raster_estimate(10, 64, 64, 132, 128 * 64 * 2, 64 * 128 * 2)["best_panel"] == 11
+
+
+def test_compile_lens_ptxas_gets_the_kernels_ptxas_options():
+    """The Compile lens assembles its PTX with ptxas itself: the register options the kernel's
+    nvcc flags carry (tl.ptxas_register_usage_level, -maxrregcount) must reach it, or it would
+    report other registers than the real build."""
+    from tilelang_lsp.worker_tools import _ptxas_flags
+
+    flags = ["--use_fast_math", "--ptxas-options=--register-usage-level=5", "-maxrregcount=128",
+             "--ptxas-options=--verbose"]
+    assert _ptxas_flags(flags) == ["--register-usage-level=5", "--maxrregcount=128", "--verbose"]
+    assert _ptxas_flags([]) == [] and _ptxas_flags(None) == []

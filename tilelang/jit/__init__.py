@@ -196,9 +196,17 @@ class _JitFactory:
                            num_workers=num_workers, ignore_error=ignore_error)
 
 
+def _typed(value):
+    """``value`` with its type beside it (also inside tuples): 1, 1.0 and True are equal as dict
+    keys but build different kernels."""
+    if isinstance(value, tuple):
+        return tuple, tuple(_typed(v) for v in value)
+    return type(value), value
+
+
 def _call_form(args: tuple, kwargs: dict):
     """The literal call as a dict key, or None when an argument is unhashable."""
-    form = (args, tuple(kwargs.items()))
+    form = (tuple(_typed(a) for a in args), tuple((k, _typed(v)) for k, v in kwargs.items()))
     try:
         hash(form)
     except TypeError:

@@ -225,7 +225,9 @@ class EagerJit:
     def _key(self, args, kwargs):
         def one(v):
             if hasattr(v, "shape") and hasattr(v, "dtype"):
-                return ("tensor", tuple(int(s) for s in v.shape), str(v.dtype))
+                # Strides too: T.const values may be bound from a tensor's strides (T.StridedTensor).
+                strides = tuple(v.stride()) if callable(getattr(v, "stride", None)) else None
+                return ("tensor", tuple(int(s) for s in v.shape), str(v.dtype), strides)
             return repr(v)
 
         return (tuple(one(a) for a in args), tuple(sorted((k, one(v)) for k, v in kwargs.items())))

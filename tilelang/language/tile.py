@@ -273,7 +273,11 @@ def atomic_store(dst, value, memory_order="seq_cst"):
 
 
 def atomic_or(dst, value, memory_order=None):
-    """Atomically OR ``value`` into an integer element; returns the old value."""
+    """Atomically OR ``value`` into an integer element; returns the old value. The OR is relaxed
+    (``atomicOr``); another ``memory_order`` is refused rather than ignored."""
+    if memory_order not in (None, "relaxed"):
+        raise NotImplementedError(f"T.atomic_or(memory_order={memory_order!r}) is not supported: it is a relaxed "
+                                  "atomicOr; order it with T.atomic_load / T.atomic_store or a fence")
     buf, addr = _element(dst, "atomic_or")
     if not str(buf.dtype).startswith(("int", "uint")):
         raise TypeError(f"T.atomic_or needs an integer element, got {buf.dtype}")

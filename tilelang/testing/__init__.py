@@ -13,7 +13,8 @@
     tilelang.testing.process_func(fn, name, **kw) / regression()   upstream's perf-regression
                                                  harness (``tilelang.testing.perf_regression``)
 
-pytest is imported only when a decorator or ``main`` is used.
+Importing it also gives ``tvm.testing`` upstream's ``requires_package`` (upstream examples
+decorate with it after ``import tilelang.testing``); ``tvm.testing`` brings pytest with it.
 """
 
 from __future__ import annotations
@@ -151,3 +152,14 @@ __all__ = ["main", "process_func", "regression", "requires_cdna", "requires_cuda
            "requires_cuda_compute_version_le", "requires_cuda_compute_version_lt", "requires_cuda_or_cdna",
            "requires_gfx950", "requires_llvm", "requires_metal", "requires_package", "requires_rocm",
            "set_random_seed", "torch_assert_close"]
+
+
+def _add_tvm_testing_names() -> None:
+    import tvm.testing
+
+    if not hasattr(tvm.testing, "requires_package"):
+        tvm.testing.requires_package = requires_package
+
+
+_add_tvm_testing_names()
+

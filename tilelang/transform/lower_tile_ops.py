@@ -52,6 +52,7 @@ class Lowerer:
         self.T = info.num_threads
         self.tid = info.tid
         self.thread_guard = None  # the user's `if` on the thread index being lowered, if any
+        self.thread_vars = [iv.var for iv, _ in info.launch if str(iv.thread_tag).startswith("threadIdx")]
         self.an = tvm.sym.Analyzer()
         for iv, extent in info.launch:
             self.an.bind(iv.var, tvm.ir.Range(0, extent))
@@ -253,9 +254,8 @@ class Lowerer:
         raise LoweringError("TL0002", f"unsupported statement {type(stmt).__name__} in a kernel", stmt.span)
 
     def lower_if(self, stmt):
-        threads = [iv.var for iv, _ in self.info.launch if str(iv.thread_tag).startswith("threadIdx")]
         outer = self.thread_guard
-        if outer is None and uses_vars(stmt.condition, threads):
+        if outer is None and uses_vars(stmt.condition, self.thread_vars):
             self.thread_guard = stmt
         try:
             other = self.lower(stmt.else_case) if stmt.else_case is not None else None
