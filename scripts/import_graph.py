@@ -33,8 +33,8 @@ PACKAGES = ("tilelang", "tilelang_lsp")
 # tilelang.env, tilelang.cache, tilelang.contrib...), so a library module importing one of those
 # shows as a back arrow until it is given a lower layer here.
 LAYERS = [
-    ("ground floor", ("tilelang.artifact", "tilelang.diagnostics", "tilelang.knobs", "tilelang.targets",
-                      "tilelang.tir_utils", "tilelang.version")),
+    ("ground floor", ("tilelang.artifact", "tilelang.diagnostics", "tilelang.errors", "tilelang.ir", "tilelang.knobs",
+                      "tilelang.targets", "tilelang.tir_utils", "tilelang.version")),
     ("frontend", ("tilelang.frontend",)),
     ("language/layout", ("tilelang.language", "tilelang.layout")),
     ("transform", ("tilelang.transform",)),

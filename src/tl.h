@@ -9,14 +9,18 @@
 #include "tl/common.h"
 #include "tl/copy.h"
 #include "tl/gemm_sm80.h"
+#include "tl/gemm_fma.h"
+#include "tl/mma_macro.h"
 #include "tl/reduce.h"
 #include "tl/atomic.h"
 #include "tl/math.h"
+#include "tl/fp8.h"
 #include "tl/warp.h"
 #include "tl/print.h"
 #include "tl/checks.h"
 #include "tl/random.h"
 #include "tl/packed.h"
+#include "tl/ldst.h"
 // Hopper (sm_90) headers.  They compile for every target; their sm_90 / sm_90a
 // instructions are only emitted when compiling for such a target.
 #include "tl/barrier.h"

@@ -3,8 +3,13 @@
 Contract between the compiler (``tilelang.engine.lower``) and the runtime:
 
 ``ParamSpec`` describes one PrimFunc parameter:
-- ``kind`` is "tensor" or "scalar"; ``dtype`` a TVM dtype string (see
+- ``kind`` is "tensor", "scalar" or "pointer"; ``dtype`` a TVM dtype string (see
   ``KNOWN_DTYPES``).
+- A "pointer" param (``a: T.ptr``) is a raw device address, passed as an int or as a tensor's
+  data pointer and given to the kernel as "ptr".  ``dtype``/``shape``/``strides`` describe the
+  tensor ``T.make_tensor`` made over it (``dtype`` "handle" and shape ``[]`` when none was made);
+  no symbol is read from them: each symbol they use has a source in ``symbols`` (or a tensor's
+  shape).  A pointer is never an output; a tensor map may be built over it.
 - ``shape``: for a tensor, one entry per dim, an int or a symbol name (str);
   for a scalar, ``[]``.
 - ``strides``: ``None`` means contiguous row-major; otherwise one entry per
@@ -52,6 +57,16 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
   the swizzle width; ``swizzle`` the swizzle width in bytes (0, 32, 64, 128).
   When the param's shape and strides are static, the map must not address
   bytes beyond the tensor.
+- ``parts`` (optional, default []): a prim_func of several ``T.Kernel`` blocks is one
+  artifact per block, launched in order on one stream; each part takes ``params`` then the
+  ``workspaces`` (scratch tensors ``{"name", "dtype", "shape"}``, shapes over the params'
+  symbols, allocated uninitialised at each call) and has no ``out_idx`` of its own.  The
+  artifact's own ``source`` is then every part's source, for reading; its launch fields are the
+  first part's.
+- ``l2_persist`` (optional, default []): ``T.annotate_l2_hit_ratio``, each a dict
+  ``{"param", "hit_ratio"}``: the launcher sets a CUDA access-policy window over that tensor
+  param's bytes (``hit_ratio`` in [0, 1] of them persisting in L2, the rest streaming) on the
+  launch stream, with the persisting-L2 limit raised to it, and resets both after the launch.
 - ``cubin``: the compiled binary, or None (then it is compiled on demand).
 
 ``to_json``/``from_json`` round-trip everything except ``cubin``, which is
@@ -85,6 +100,13 @@ KNOWN_DTYPES: dict[str, tuple[int, str]] = {
     "float8_e4m3fnuz": (1, "float"), "float8_e5m2fnuz": (1, "float"),
     "float8_e8m0fnu": (1, "float"),
 }
+
+# Sub-byte tensor dtypes -> logical elements per storage byte.  A tensor param of such a dtype
+# keeps its logical shape and strides here; at call time it is a 1-byte torch tensor (int8, uint8,
+# float4_e2m1fn_x2 ...) whose last dimension holds that many elements per byte, so the logical
+# last extent is the tensor's times the factor and every other logical stride is its stride times
+# the factor.
+PACKED_DTYPES: dict[str, int] = {"float4_e2m1fn": 2, "int4": 2, "uint4": 2}
 
 # C-level kinds a kernel argument can have (driver.ARG_FORMATS packs each of them)
 ARG_TYPES = ("ptr", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -121,6 +143,10 @@ class ParamSpec:
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
 
+    @property
+    def is_pointer(self) -> bool:
+        return self.kind == "pointer"
+
 
 @dataclass
 class KernelArtifact:
@@ -139,6 +165,9 @@ class KernelArtifact:
     index_bits: int = 32
     kernel_arg_types: list | None = None
     tensormaps: list = field(default_factory=list)
+    parts: list = field(default_factory=list)        # several kernels: KernelArtifacts run in order
+    workspaces: list = field(default_factory=list)   # their scratch buffers: {"name", "dtype", "shape"}
+    l2_persist: list = field(default_factory=list)   # T.annotate_l2_hit_ratio: {"param", "hit_ratio"}
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict:
@@ -146,6 +175,9 @@ class KernelArtifact:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cubin"}
         data["params"] = [asdict(p) for p in self.params]
         data["tensormaps"] = [_copy_tensormap(t) for t in self.tensormaps]
+        data["parts"] = [p.to_dict() for p in self.parts]
+        data["workspaces"] = [dict(w, shape=list(w["shape"])) for w in self.workspaces]
+        data["l2_persist"] = [dict(w) for w in self.l2_persist]
         data["format_version"] = FORMAT_VERSION
         return data
 
@@ -166,6 +198,9 @@ class KernelArtifact:
         # JSON turns the [param, dim] pairs into lists already; keep them lists.
         data["symbols"] = {k: list(v) for k, v in data["symbols"].items()}
         data["tensormaps"] = [_copy_tensormap(t) for t in data.get("tensormaps") or []]
+        data["parts"] = [cls.from_dict(p) for p in data.get("parts") or []]
+        data["workspaces"] = [dict(w) for w in data.get("workspaces") or []]
+        data["l2_persist"] = [dict(w) for w in data.get("l2_persist") or []]
         return cls(cubin=cubin, **data)
 
     @classmethod
@@ -201,11 +236,13 @@ class KernelArtifact:
         return out
 
     def all_symbols(self) -> list[str]:
-        """Every symbol name, in first-occurrence order (shapes, then strides, then ``symbols``)."""
+        """Every symbol name, in first-occurrence order (shapes, then strides, then ``symbols``).
+
+        An expression entry (``"m * 2 + 1"``) is not a symbol; the symbols it uses are bound elsewhere."""
         seen: dict[str, None] = {}
         for p in self.params:
             for entry in list(p.shape) + list(p.strides or []):
-                if isinstance(entry, str):
+                if is_symbol(entry):
                     seen.setdefault(entry, None)
         for name in self.symbol_sources():
             seen.setdefault(name, None)
@@ -214,10 +251,20 @@ class KernelArtifact:
     def check(self) -> "KernelArtifact":
         """Raise ArtifactError unless the artifact is internally consistent; return self."""
         _check_header(self)
+        _check_parts(self)
         for i, p in enumerate(self.params):
             _check_param(i, p)
         _check_symbols(self)
+        _check_pointers(self)
+        known = set(self.all_symbols())
+        for p in self.params:
+            for entry in list(p.shape) + list(p.strides or []):
+                unknown = expr_names(entry) - known if is_shape_expr(entry) else set()
+                if unknown:
+                    raise ArtifactError(f"parameter {p.name!r}: shape entry {entry!r} uses {sorted(unknown)}, which "
+                                        "no parameter's shape or scalar determines")
         _check_tensormaps(self)
+        _check_l2_persist(self)
         _check_kernel_args(self)
         for i, expr in enumerate(self.grid):
             tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self) | {NUM_SMS},
@@ -277,19 +324,44 @@ def _check_header(art: KernelArtifact) -> None:
         if type(i) is not int or not 0 <= i < len(art.params):
             raise ArtifactError(f"out_idx entry {i!r} is not a parameter index in [0, {len(art.params)})")
         if art.params[i].kind != "tensor":
-            raise ArtifactError(f"out_idx entry {i} is the scalar parameter {art.params[i].name!r}")
+            raise ArtifactError(f"out_idx entry {i} is the {art.params[i].kind} parameter {art.params[i].name!r}")
     if len(set(art.out_idx)) != len(art.out_idx):
         raise ArtifactError(f"out_idx has duplicates: {art.out_idx}")
+
+
+def _check_parts(art: KernelArtifact) -> None:
+    """Several kernels: each part takes the params then the workspaces, and launches on its own."""
+    if not art.parts:
+        if art.workspaces:
+            raise ArtifactError("workspaces need parts (the kernels that use them)")
+        return
+    names = [p.name for p in art.params]
+    for w in art.workspaces:
+        if set(w) != {"name", "dtype", "shape"} or w["dtype"] not in KNOWN_DTYPES:
+            raise ArtifactError(f"workspace {w!r} is not {{'name', 'dtype', 'shape'}} of a known dtype")
+    for k, part in enumerate(art.parts):
+        if part.parts or part.out_idx:
+            raise ArtifactError(f"part {k} ({part.name!r}) has parts or outputs of its own")
+        have = [p.name for p in part.params]
+        if have != names + [w["name"] for w in art.workspaces]:
+            raise ArtifactError(f"part {k} ({part.name!r}) has params {have}, expected the artifact's "
+                                f"{names} then its workspaces")
+        part.check()
 
 
 def _check_param(i: int, p: ParamSpec) -> None:
     where = f"parameter #{i} {p.name!r}"
     if not isinstance(p.name, str) or not p.name:
         raise ArtifactError(f"parameter #{i} has no name")
-    if p.kind not in ("tensor", "scalar"):
-        raise ArtifactError(f"{where}: kind {p.kind!r} is not 'tensor' or 'scalar'")
-    if p.dtype not in KNOWN_DTYPES:
-        raise ArtifactError(f"{where}: dtype {p.dtype!r} is not one of {sorted(KNOWN_DTYPES)}")
+    if p.kind not in ("tensor", "scalar", "pointer"):
+        raise ArtifactError(f"{where}: kind {p.kind!r} is not 'tensor', 'scalar' or 'pointer'")
+    if p.kind == "pointer" and p.dtype == "handle":
+        if p.shape or p.strides:
+            raise ArtifactError(f"{where}: an untyped pointer (dtype 'handle') has shape [] and strides None")
+        return
+    if p.dtype not in KNOWN_DTYPES and not (p.kind != "scalar" and p.dtype in PACKED_DTYPES):
+        raise ArtifactError(f"{where}: dtype {p.dtype!r} is not one of {sorted(KNOWN_DTYPES)} "
+                            f"(tensors: also {sorted(PACKED_DTYPES)})")
     if p.kind == "scalar":
         if p.shape or p.strides:
             raise ArtifactError(f"{where}: a scalar has shape [] and strides None")
@@ -297,8 +369,12 @@ def _check_param(i: int, p: ParamSpec) -> None:
     for label, dims in (("shape", p.shape), ("strides", p.strides or [])):
         for d in dims:
             ok = (type(d) is int and d >= 0) or (isinstance(d, str) and _IDENT.match(d))
+            if not ok and is_shape_expr(d):
+                parse_int_expr(d, expr_names(d), what=f"{where}: {label} entry")
+                ok = True
             if not ok:
-                raise ArtifactError(f"{where}: {label} entry {d!r} is not a non-negative int or an identifier")
+                raise ArtifactError(f"{where}: {label} entry {d!r} is not a non-negative int, an identifier "
+                                    "or an integer expression of symbols")
     if p.strides is not None and len(p.strides) != len(p.shape):
         raise ArtifactError(f"{where}: strides {p.strides} and shape {p.shape} differ in length")
     if type(p.align) is not int or p.align < 1 or p.align & (p.align - 1):
@@ -320,8 +396,37 @@ def _check_symbols(art: KernelArtifact) -> None:
         if di == -1:
             if p.kind != "scalar" or KNOWN_DTYPES[p.dtype][1] not in ("int", "uint"):
                 raise ArtifactError(f"symbol {sym!r}: [{pi}, -1] needs an int scalar param, {p.name!r} is not")
-        elif p.kind != "tensor" or not 0 <= di < len(p.shape) or p.shape[di] != sym:
-            raise ArtifactError(f"symbol {sym!r}: {p.name}.shape[{di}] is not {sym!r} (shape {p.shape})")
+        elif p.kind != "tensor" or not 0 <= di < len(p.shape) or (
+                p.shape[di] != sym and affine_in(p.shape[di], sym) is None):
+            raise ArtifactError(f"symbol {sym!r}: {p.name}.shape[{di}] is not {sym!r} or an affine expression of it "
+                                f"alone (shape {p.shape})")
+
+
+def _check_pointers(art: KernelArtifact) -> None:
+    """Every symbol a pointer's shape or strides use is read from a scalar or a tensor."""
+    sources = set(art.symbol_sources())
+    tensor_syms = {e for p in art.params if p.kind == "tensor" for e in list(p.shape) + list(p.strides or [])
+                   if is_symbol(e)}
+    for p in art.params:
+        if p.kind != "pointer":
+            continue
+        for entry in list(p.shape) + list(p.strides or []):
+            names = expr_names(entry) if is_shape_expr(entry) else {entry} if isinstance(entry, str) else set()
+            missing = sorted(n for n in names if n not in sources and n not in tensor_syms)
+            if missing:
+                raise ArtifactError(f"pointer parameter {p.name!r}: its shape entry {entry!r} uses {missing}, "
+                                    "which no scalar parameter or tensor shape gives (a raw address has no shape)")
+
+
+def _check_l2_persist(art: "KernelArtifact") -> None:
+    for w in art.l2_persist:
+        pi, ratio = w.get("param"), w.get("hit_ratio")
+        if set(w) != {"param", "hit_ratio"} or not isinstance(pi, int) or not 0 <= pi < len(art.params) \
+                or art.params[pi].kind != "tensor":
+            raise ArtifactError(f"l2_persist entry {w!r}: needs exactly 'param' (a tensor param index) and "
+                                "'hit_ratio'")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+            raise ArtifactError(f"l2_persist entry {w!r}: hit_ratio must be a number in [0, 1]")
 
 
 def _check_kernel_args(art: KernelArtifact) -> None:
@@ -347,7 +452,7 @@ def _check_kernel_args(art: KernelArtifact) -> None:
         p = kinds.get(a)
         if a in tmaps:
             ok = t == "tensormap"
-        elif p is not None and p.kind == "tensor":
+        elif p is not None and p.kind in ("tensor", "pointer"):
             ok = t == "ptr"
         elif p is not None:
             cat = KNOWN_DTYPES[p.dtype][1]
@@ -382,7 +487,7 @@ def _check_tensormaps(art: KernelArtifact) -> None:
         if type(pi) is not int or not 0 <= pi < len(art.params):
             raise ArtifactError(f"{where}: param {pi!r} is not a parameter index in [0, {len(art.params)})")
         p = art.params[pi]
-        if p.kind != "tensor":
+        if p.kind not in ("tensor", "pointer"):
             raise ArtifactError(f"{where}: param {pi} is the scalar parameter {p.name!r}, not a tensor")
         if p.align < 16:
             raise ArtifactError(f"{where}: param {p.name!r} has align {p.align}, but TMA needs a "
@@ -391,9 +496,10 @@ def _check_tensormaps(art: KernelArtifact) -> None:
         if dtype not in TENSORMAP_DTYPES:
             raise ArtifactError(f"{where}: dtype {dtype!r} is not one of {sorted(TENSORMAP_DTYPES)}")
         esize = KNOWN_DTYPES[dtype][0]
-        if esize != KNOWN_DTYPES[p.dtype][0]:
+        psize = KNOWN_DTYPES[p.dtype][0] if p.dtype in KNOWN_DTYPES else 1   # packed: addressed as bytes
+        if esize != psize:
             raise ArtifactError(f"{where}: dtype {dtype} ({esize} B) and param {p.name!r}'s dtype {p.dtype} "
-                                f"({KNOWN_DTYPES[p.dtype][0]} B) differ in element size")
+                                f"({psize} B) differ in element size")
         dims, strides, box, swizzle = t["dims"], t["strides"], t["box"], t["swizzle"]
         for label, v in (("dims", dims), ("strides", strides), ("box", box)):
             if not isinstance(v, list) or not all(type(x) is int for x in v):
@@ -448,6 +554,41 @@ def _check_tensormap_bounds(where: str, p: ParamSpec, esize: int, dims, strides)
 
 
 _ALLOWED_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def is_symbol(entry) -> bool:
+    """A shape/stride entry that names a symbol (``"M"``), as opposed to an int or an expression."""
+    return isinstance(entry, str) and entry.isidentifier()
+
+
+def is_shape_expr(entry) -> bool:
+    """A shape/stride entry that is an integer expression of symbols (``"m * 2 + 1"``)."""
+    return isinstance(entry, str) and not entry.isidentifier()
+
+
+def expr_names(expr: str) -> set[str]:
+    """The names an entry expression uses (``min``/``max`` excluded)."""
+    try:
+        tree = ast.parse(str(expr).strip(), mode="eval")
+    except SyntaxError:
+        return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"min", "max"}
+
+
+def affine_in(entry, sym: str) -> tuple[int, int] | None:
+    """``(a, b)`` when the entry expression is ``a * sym + b`` (a != 0) and uses no other name, else None:
+    the argument binder then solves ``sym`` from the dimension (``n * 4 + 1`` given 17 -> 4)."""
+    if not is_shape_expr(entry) or expr_names(entry) != {sym}:
+        return None
+    try:
+        code = compile(parse_int_expr(entry, {sym}), "<shape entry>", "eval")
+        values = [eval(code, {"__builtins__": {}, "min": min, "max": max}, {sym: x}) for x in range(4)]  # noqa: S307
+    except (ArtifactError, ArithmeticError):
+        return None
+    a, b = values[1] - values[0], values[0]
+    if a == 0 or any(v != a * x + b for x, v in enumerate(values)):
+        return None
+    return a, b
 
 
 def parse_int_expr(expr: str, names: set[str], what: str = "expression") -> ast.Expression:

@@ -33,6 +33,8 @@ KNOBS: dict[str, tuple[str, str, str]] = {
     "TILELANG_SRC_DIR": ("path", "<repo>/src", "directory holding tl.h, passed to nvcc as -I"),
     "TILELANG_USE_NVRTC": ("bool", "0", "1 compiles with NVRTC (cuda.bindings) instead of nvcc"),
     "TILELANG_DUMP_IR": ("bool|path", "0", "1 dumps IR after each pass; a path dumps it there"),
+    "TILELANG_ENABLE_IR_SPAN": ("bool", "1", "0 builds kernels without source spans on their statements and buffers "
+                                "(diagnostics then point at the function)"),
     "TILELANG_FRONTEND_DEBUG": ("bool", "0", "1 makes the frontend keep full Python tracebacks"),
     "TILELANG_KEEP_TEMPS": ("bool", "0", "1 keeps nvcc's temporary directories"),
     "TILELANG_AUTOTUNE_FORCE": ("bool", "0", "1 makes @tilelang.autotune re-tune instead of using stored results"),
@@ -151,6 +153,11 @@ def dump_ir_dir() -> Path | None:
     if text.lower() in _TRUE or text.lower() in _FALSE:
         return None
     return Path(text).expanduser()
+
+
+def enable_ir_span() -> bool:
+    """Stamp the user's source spans on built statements and buffers (``tilelang.ir``)."""
+    return _bool("TILELANG_ENABLE_IR_SPAN", default=True)
 
 
 def frontend_debug() -> bool:

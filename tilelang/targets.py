@@ -105,6 +105,29 @@ def mma_problem(a: str, b: str, c: str, arch: str) -> tuple[str, str] | None:
     return None
 
 
+# Operand -> accumulator types the SIMT fallback of ``T.gemm`` (``tl::gemm_fma_ss``) computes.
+_FMA_TYPES = {"float64": ("float64",), "float32": ("float32", "float64"), "bfloat16": ("float32",),
+              "float16": ("float32", "float16"), "int32": ("int32",), "int8": ("int32",), "uint8": ("int32",)}
+
+
+def gemm_uses_fma(a: str, b: str, c: str, arch: str) -> bool:
+    """Whether ``T.gemm`` with ``A: a, B: b, C: c`` on ``arch`` lowers to the CUDA-core FMA fallback.
+
+    True when the types are ones the fallback computes and our tensor-core library has no
+    instruction for them on ``arch``: fp64 always (no DMMA path), fp32 / bf16 before sm_80
+    (Turing has neither tf32 nor bf16 mma), int8 before sm_80 (our int8 mma is m16n8k32), int32
+    operands anywhere. Mixed operand types and
+    accumulators the tensor cores would refuse for supported operands stay TL0102 errors.
+    """
+    if a != b or c not in _FMA_TYPES.get(a, ()):
+        return False
+    if a in ("float64", "int32"):
+        return True
+    if a in INT8 and parse_arch(arch) < 80:     # our int8 mma is m16n8k32 (sm_80)
+        return True
+    return mma_problem(a, b, c, arch) is not None
+
+
 def mma_k_granularity(dtype: str) -> int:
     """The K extent one mma instruction consumes for operands of ``dtype`` (16 for 16-bit types)."""
     if dtype in INT8 or dtype in FP8:
@@ -114,3 +137,68 @@ def mma_k_granularity(dtype: str) -> int:
     if dtype == "float64":
         return 4
     return 16
+
+
+# ----- whole-GPU facts (the performance model of tilelang.carver.arch / tilelang.tools.Analyzer) -----
+# Per product, from NVIDIA's data sheets and the CUDA C Programming Guide; ``peak_tflops`` are dense
+# tensor-core rates by operand dtype (float32 means TF32 mma; fp8 and int8 in TFLOP/s and TOP/s).
+# Memory sizes in bytes, bandwidth in GB/s (10**9 bytes per second).
+_A100 = {"name": "A100-SXM4-80GB", "sm_count": _SM_COUNTS[80], "smem_per_sm": 164 * KIB,
+         "registers_per_sm": 65536, "registers_per_block": 65536, "max_threads_per_sm": 2048,
+         "l2_bytes": 40 * KIB * KIB, "dram_bandwidth_gbps": 2039.0, "boost_clock_ghz": 1.41,
+         "peak_tflops": {"float16": 312.0, "bfloat16": 312.0, "float32": 156.0, "float64": 19.5,
+                         "int8": 624.0, "uint8": 624.0}}
+_H100 = {"name": "H100-SXM5-80GB", "sm_count": _SM_COUNTS[90], "smem_per_sm": 228 * KIB,
+         "registers_per_sm": 65536, "registers_per_block": 65536, "max_threads_per_sm": 2048,
+         "l2_bytes": 50 * KIB * KIB, "dram_bandwidth_gbps": 3350.0, "boost_clock_ghz": 1.98,
+         "peak_tflops": {"float16": 989.4, "bfloat16": 989.4, "float32": 494.7, "float64": 66.9,
+                         "float8_e4m3fn": 1978.9, "float8_e5m2": 1978.9, "int8": 1978.9, "uint8": 1978.9}}
+# H200: the H100 SXM chip (same SMs, clocks and tensor cores) with 141 GB of HBM3e at 4.8 TB/s.
+_H200 = dict(_H100, name="H200-SXM-141GB", dram_bandwidth_gbps=4800.0)
+
+# H100 PCIe: 114 SMs at lower clocks, HBM2e at 2.0 TB/s.
+_H100_PCIE = dict(_H100, name="H100-PCIe-80GB", sm_count=114, dram_bandwidth_gbps=2000.0, boost_clock_ghz=1.755,
+                  peak_tflops={"float16": 756.0, "bfloat16": 756.0, "float32": 378.0, "float64": 51.2,
+                               "float8_e4m3fn": 1513.0, "float8_e5m2": 1513.0, "int8": 1513.0, "uint8": 1513.0})
+_A100_40GB = dict(_A100, name="A100-40GB", dram_bandwidth_gbps=1555.0)
+_A100_PCIE_80GB = dict(_A100, name="A100-PCIe-80GB", dram_bandwidth_gbps=1935.0)
+
+_GPU_SPECS = {80: _A100, 90: _H100}        # the part an architecture stands for when no GPU is present
+# (substring of the device's name as the driver reports it, arch, facts), first match wins
+_GPU_PRODUCTS = (("H200", 90, _H200), ("H100 PCIe", 90, _H100_PCIE), ("H100", 90, _H100),
+                 ("A100 80GB PCIe", 80, _A100_PCIE_80GB), ("40GB", 80, _A100_40GB), ("A100", 80, _A100))
+
+
+def gpu_spec(arch: str, device_name: str | None = None) -> dict | None:
+    """The facts of the GPU ``arch`` describes (``device_name``, e.g. torch's "NVIDIA H200", picks
+    the product when several share the architecture), or None when we hold none for it."""
+    cc = parse_arch(arch)
+    for key, product_cc, spec in _GPU_PRODUCTS:
+        if device_name and key in device_name and product_cc == cc:
+            return _copy(spec)
+    spec = _GPU_SPECS.get(cc)
+    return _copy(spec) if spec is not None else None
+
+
+def _copy(spec: dict) -> dict:
+    return dict(spec, peak_tflops=dict(spec["peak_tflops"]))
+
+
+def described_archs() -> list[str]:
+    """The architectures ``gpu_spec`` knows without a device, as ``sm_XX``."""
+    return [f"sm_{cc}" for cc in sorted(_GPU_SPECS)]
+
+
+# AMD Instinct (CDNA) parts, by their LLVM processor name: described, not compiled for.
+_AMD_SPECS = {
+    "gfx942": {"name": "MI300X", "sm_count": 304, "smem_per_sm": 64 * KIB, "warp_size": 64,
+               "l2_bytes": 32 * KIB * KIB, "dram_bandwidth_gbps": 5300.0,
+               "peak_tflops": {"float16": 1307.4, "bfloat16": 1307.4, "float32": 163.4, "float64": 163.4,
+                               "float8_e4m3fnuz": 2614.9, "float8_e5m2fnuz": 2614.9, "int8": 2614.9}},
+}
+
+
+def amd_spec(mcpu: str) -> dict | None:
+    """The facts of the AMD GPU ``mcpu`` (``"gfx942"``) names, or None."""
+    spec = _AMD_SPECS.get(str(mcpu).strip())
+    return _copy(spec) if spec is not None else None

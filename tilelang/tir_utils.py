@@ -51,7 +51,7 @@ def i32(v):
 
 
 _BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE",
-           "LT", "LE", "GT", "GE", "And", "Or", "BitwiseXor", "BitwiseAnd", "BitwiseOr")
+           "LT", "LE", "GT", "GE", "And", "Or", "BitwiseXor", "BitwiseAnd", "BitwiseOr", "LShift", "RShift")
 
 
 class ExprRewriter:
@@ -91,6 +91,10 @@ class ExprRewriter:
 
     def visit_Not(self, e):
         return tirx.Not(self.visit(e.a))
+
+    def visit_BitwiseNot(self, e):
+        a = self.visit(e.a)
+        return e if a.same_as(e.a) else tirx.BitwiseNot(a)
 
     def visit_Select(self, e):
         return tirx.Select(self.visit(e.condition), self.visit(e.true_value), self.visit(e.false_value))
@@ -297,3 +301,32 @@ def span_line(span):
                 return part.line
         return "?"
     return getattr(span, "line", "?") or "?"
+
+
+def map_loops(stmt, fn: Callable):
+    """``stmt`` with every ``For`` replaced by ``fn(loop)`` (innermost first: ``fn`` sees the loop
+    with its body already mapped). Only the statements on a changed path are rebuilt; sequences,
+    branches, attributes and while loops are walked through."""
+    if isinstance(stmt, tirx.SeqStmt):
+        parts = [map_loops(x, fn) for x in stmt.seq]
+        return stmt if all(a.same_as(b) for a, b in zip(parts, stmt.seq)) else seq(parts)
+    if isinstance(stmt, tirx.IfThenElse):
+        then = map_loops(stmt.then_case, fn)
+        other = None if stmt.else_case is None else map_loops(stmt.else_case, fn)
+        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
+            return stmt
+        return tirx.IfThenElse(stmt.condition, then, other, span=stmt.span)
+    if isinstance(stmt, tirx.For):
+        body = map_loops(stmt.body, fn)
+        if not body.same_as(stmt.body):
+            stmt = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, thread_binding=stmt.thread_binding,
+                            annotations=stmt.annotations, step=stmt.step, span=stmt.span)
+        return fn(stmt)
+    if isinstance(stmt, tirx.AttrStmt):
+        body = map_loops(stmt.body, fn)
+        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body,
+                                                                   span=stmt.span)
+    if isinstance(stmt, tirx.While):
+        body = map_loops(stmt.body, fn)
+        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body, span=stmt.span)
+    return stmt   # (0.27's Bind / LetStmt has no body: what it binds is visible to the statements after it)

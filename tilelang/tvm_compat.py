@@ -25,6 +25,10 @@ upstream name                                  apache-tvm 0.27 object
 ``tvm.TVMError``, ``tvm.error.TVMError``        ``RuntimeError`` (what TVM's FFI errors derive from)
 ``tvm.testing.requires_package``                ``tilelang.testing.requires_package`` (added by
                                                 ``import tilelang.testing``)
+``PrimFunc.buffer_map``                         ``{param: param}`` for the buffer parameters
+                                                (0.27's parameters are the buffers themselves)
+``tirx.BufferLoad``                             builds as 0.27's function does; ``isinstance``
+                                                checks against ``tvm.ir.TensorLoad``
 ``tirx.Call``                                   ``tvm.ir.Call``, through a small class: an
                                                 ``isinstance`` check is one against ``ir.Call``;
                                                 ``tirx.Call(dtype, op, args, span=None)`` (the
@@ -81,6 +85,12 @@ def _stmt_functor():
     return module
 
 
+def _buffer_map(func) -> dict:
+    from tvm import tirx
+
+    return {p: p for p in func.params if tirx.is_buffer_var(p)}
+
+
 class _CallMeta(type):
     def __instancecheck__(cls, obj):
         from tvm import ir
@@ -104,6 +114,27 @@ class Call(metaclass=_CallMeta):
     """``tirx.Call`` as upstream's TVM fork has it (see the module docstring)."""
 
 
+class _BufferLoadMeta(type):
+    build = None   # 0.27's tirx.BufferLoad (a function building an ir.TensorLoad)
+
+    def __instancecheck__(cls, obj):
+        from tvm import ir
+
+        return isinstance(obj, ir.TensorLoad)
+
+    def __subclasscheck__(cls, sub):
+        from tvm import ir
+
+        return issubclass(sub, ir.TensorLoad)
+
+    def __call__(cls, *args, **kwargs):
+        return _BufferLoadMeta.build(*args, **kwargs)
+
+
+class BufferLoad(metaclass=_BufferLoadMeta):
+    """``tirx.BufferLoad`` usable in ``isinstance`` (an ``ir.TensorLoad``), built as 0.27 builds it."""
+
+
 def install() -> None:
     """Add the upstream names to ``tvm`` (see the module docstring)."""
     import tvm
@@ -120,6 +151,10 @@ def install() -> None:
     _add(tirx, "PrimExpr", ir.Expr)
     _add(tirx, "StringImm", ir.StringImm)
     _add(tirx, "Call", Call)
+    if not isinstance(tirx.BufferLoad, type):   # a function in 0.27: isinstance checks need a class
+        _BufferLoadMeta.build = tirx.BufferLoad
+        tirx.BufferLoad = BufferLoad
+    _add(tirx.PrimFunc, "buffer_map", property(_buffer_map))
     _add(tvm.tirx.op, "Op", ir.Op)
     if not hasattr(tirx, "stmt_functor"):
         tirx.stmt_functor = _stmt_functor()

@@ -9,6 +9,8 @@
 //                                      and a block barrier before first use
 //   mbarrier_arrive(bar)               one arrival (count 1) by this thread
 //   mbarrier_arrive(bar, count)        `count` arrivals at once (sm_90)
+//   mbarrier_cp_async_arrive_noinc(bar) one arrival once this thread's
+//                                      earlier cp.async copies landed
 //   mbarrier_expect_tx(bar, bytes)     raise the phase's transaction count
 //   mbarrier_arrive_expect_tx(bar, b)  both at once: what a TMA producer does
 //   mbarrier_try_wait_parity(bar, ph)  true once phase parity `ph` completed
@@ -20,8 +22,11 @@
 //                                      async-proxy ones (wgmma, TMA store)
 //   named_barrier_sync(id, threads)    bar.sync id, threads
 //   named_barrier_arrive(id, threads)  bar.arrive id, threads
+//   __sync_thread_partial(id, threads) the same, upstream's names
+//   __named_barrier_arrive(id, threads)
 //   setmaxnreg_inc<N>() / _dec<N>()    warpgroup register reallocation
 //   elect_one_sync()                   true in exactly one lane of the warp
+//   tl_shuffle_elect<N>()              true in the first thread of each N
 //
 // Phases.  An mbarrier counts completed phases; the phase in progress after
 // init is phase 0.  mbarrier_wait(bar, p) returns once the phase whose parity
@@ -127,6 +132,16 @@ TL_DEVICE void mbarrier_arrive(Bar* bar, int count) {
 #endif
 }
 
+// One arrival, triggered once every cp.async this thread issued before has
+// completed; .noinc: it is one of the arrivals the barrier was initialised
+// with (the pending count is not raised first).
+template <class Bar>
+TL_DEVICE void mbarrier_cp_async_arrive_noinc(Bar* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+                   detail::bar_addr(bar))
+               : "memory");
+}
+
 // Adds `bytes` to the transaction count of the current phase without
 // arriving.  The phase completes when all arrivals happened and all
 // expected bytes were delivered by complete_tx operations (TMA loads).
@@ -217,6 +232,10 @@ TL_DEVICE void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Upstream TileLang's spellings (T.sync_threads(id, n), T.named_barrier_arrive).
+TL_DEVICE void __sync_thread_partial(int id, int threads) { named_barrier_sync(id, threads); }
+TL_DEVICE void __named_barrier_arrive(int id, int threads) { named_barrier_arrive(id, threads); }
+
 // Warp specialization: every thread of a warpgroup calls one of these with
 // the same N (24..256, a multiple of 8) to shrink (dec) or grow (inc) the
 // per-thread register budget of the warpgroup.  They take effect only in a
@@ -253,6 +272,18 @@ TL_DEVICE bool elect_one_sync() {
 #else
   return (threadIdx.x & 31u) == 0u;
 #endif
+}
+
+// True in the first thread of every group of N consecutive threads of the
+// block (N a multiple of 32 dividing the block): the leader that issues a
+// T.tma_copy for its group.  Lane 0's answer is shared with the warp so the
+// branch is warp-uniform.
+template <int N>
+TL_DEVICE bool tl_shuffle_elect() {
+  static_assert(N >= 32 && N % 32 == 0, "tl_shuffle_elect scopes are whole warps");
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int first_warp = ::__shfl_sync(0xffffffffu, static_cast<int>((tid % N) < 32u), 0);
+  return first_warp && (tid & 31u) == 0u;
 }
 
 }  // namespace tl

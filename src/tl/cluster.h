@@ -11,6 +11,12 @@
 //   mbarrier_arrive_cluster(bar, cta)        one arrival on the mbarrier at the
 //                                            same shared-memory offset as `bar`
 //                                            in block `cta` of the cluster
+//   map_shared_rank(ptr, cta)               ptr's location in block cta (generic)
+//   mbarrier_arrive_cluster_release(bar, cta)  the same arrival, releasing at
+//                                            cluster scope
+//   tma_store_cluster(dst, src, cta, bytes, bar)  bulk copy of this block's
+//                                            smem into block cta's, completing
+//                                            on its barrier (T.copy_cluster)
 //   tma_load_multicast_2d(dst, desc, bar, mask, c0, c1)
 //                                            a TMA box written to `dst` in every
 //                                            block whose bit is set in `mask`,
@@ -110,6 +116,76 @@ TL_DEVICE void tma_load_multicast_2d(void* smem_dst, const CUtensorMap* desc, Ba
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;\n" ::"r"(smem_addr(smem_dst)),
       "l"(detail::desc_addr(desc)), "r"(detail::bar_addr(bar)), "h"(mask), "r"(c0), "r"(c1)
+      : "memory");
+#else
+  detail::sm90_unsupported();
+#endif
+}
+
+// The address of `ptr`'s shared-memory location in block `cta` of the cluster,
+// as a generic pointer (plain loads and stores reach the peer's shared
+// memory through it; order them with cluster_sync or a cluster-scope
+// release before the peer reads).
+template <class T>
+TL_DEVICE T* map_shared_rank(T* ptr, uint32_t cta) {
+#if TL_HAS_SM90
+  uint64_t out;
+  asm volatile("mapa.u64 %0, %1, %2;\n"
+               : "=l"(out)
+               : "l"(reinterpret_cast<uint64_t>(ptr)), "r"(cta));
+  return reinterpret_cast<T*>(out);
+#else
+  return detail::sm90_unsupported(), ptr;
+#endif
+}
+
+// `*map_shared_rank(dst, cta) = value`: one element of a SIMT cluster copy.
+template <class T, class V>
+TL_DEVICE void map_shared_rank_store(T* dst, uint32_t cta, V value) {
+  *map_shared_rank(dst, cta) = static_cast<T>(value);
+}
+
+// One arrival on the mbarrier at `bar`'s offset in block `cta`, releasing at
+// cluster scope this thread's earlier writes (and, after a block barrier,
+// the block's) to the peer's shared memory.
+template <class Bar>
+TL_DEVICE void mbarrier_arrive_cluster_release(Bar* bar, uint32_t cta) {
+#if TL_HAS_SM90
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(detail::bar_addr(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
+#else
+  detail::sm90_unsupported();
+#endif
+}
+
+// Copies `bytes` contiguous bytes of this block's shared memory at `src` to
+// `dst`'s offset in block `cta` (bulk async copy), completing them on the
+// mbarrier at `bar`'s offset in that block, after one arrival there that
+// expects them.  Call from one thread, after the block's writes to `src`
+// were fenced (fence_proxy_async) and synchronised.  16-byte aligned, bytes a
+// multiple of 16.
+template <class Bar>
+TL_DEVICE void tma_store_cluster(void* dst, const void* src, uint32_t cta, uint32_t bytes,
+                                 Bar* bar) {
+#if TL_HAS_SM90
+  uint32_t rdst, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(rdst)
+               : "r"(smem_addr(dst)), "r"(cta));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(rbar)
+               : "r"(detail::bar_addr(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;\n" ::"r"(rbar),
+               "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          rdst),
+      "r"(smem_addr(src)), "r"(bytes), "r"(rbar)
       : "memory");
 #else
   detail::sm90_unsupported();

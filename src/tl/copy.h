@@ -19,6 +19,28 @@ TL_DEVICE uint64_t gmem_addr(const void* ptr) {
 
 }  // namespace detail
 
+namespace detail {
+// Before sm_80 there is no cp.async: the cp_async_* calls below copy
+// synchronously (commit / wait become no-ops), which keeps the same semantics
+// for every caller (the data is in shared memory once the wait returns).
+template <int BYTES>
+TL_DEVICE void sync_copy_gs(void* smem_dst, const void* gmem_src, bool pred) {
+  if constexpr (BYTES == 16) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (pred) v = *reinterpret_cast<const uint4*>(gmem_src);
+    *reinterpret_cast<uint4*>(smem_dst) = v;
+  } else if constexpr (BYTES == 8) {
+    uint2 v = make_uint2(0, 0);
+    if (pred) v = *reinterpret_cast<const uint2*>(gmem_src);
+    *reinterpret_cast<uint2*>(smem_dst) = v;
+  } else {
+    uint32_t v = 0;
+    if (pred) v = *reinterpret_cast<const uint32_t*>(gmem_src);
+    *reinterpret_cast<uint32_t*>(smem_dst) = v;
+  }
+}
+}  // namespace detail
+
 // Starts an asynchronous copy of BYTES bytes from global to shared memory.
 // The 16-byte form uses cp.async.cg, which bypasses L1: tiles are staged in
 // shared memory anyway, so caching them in L1 as well would only evict other
@@ -28,6 +50,10 @@ template <int BYTES>
 TL_DEVICE void cp_async_gs(void* smem_dst, const void* gmem_src) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16,
                 "cp.async copies 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  detail::sync_copy_gs<BYTES>(smem_dst, gmem_src, true);
+  return;
+#endif
   const uint32_t dst = smem_addr(smem_dst);
   const uint64_t src = detail::gmem_addr(gmem_src);
   if constexpr (BYTES == 16) {
@@ -52,6 +78,10 @@ TL_DEVICE void cp_async_gs_conditional(void* smem_dst, const void* gmem_src,
                                        bool pred) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16,
                 "cp.async copies 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  detail::sync_copy_gs<BYTES>(smem_dst, gmem_src, pred);
+  return;
+#endif
   const uint32_t dst = smem_addr(smem_dst);
   const uint64_t src = detail::gmem_addr(gmem_src);
   const int src_size = pred ? BYTES : 0;
@@ -69,7 +99,9 @@ TL_DEVICE void cp_async_gs_conditional(void* smem_dst, const void* gmem_src,
 // Closes the current group of cp.async operations so that it can be waited
 // for as a unit.
 TL_DEVICE void cp_async_commit() {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
 }
 
 // Waits until at most N of the most recently committed cp.async groups are
@@ -79,7 +111,9 @@ TL_DEVICE void cp_async_commit() {
 template <int N>
 TL_DEVICE void cp_async_wait() {
   static_assert(N >= 0, "cp.async.wait_group needs a non-negative count");
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 namespace detail {
@@ -118,6 +152,14 @@ template <int BYTES>
 TL_DEVICE void copy_vec(void* dst, const void* src) {
   using V = typename detail::VecType<BYTES>::type;
   *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
+}
+
+// Zero BYTES bytes at dst with one vector store (the value an out-of-bounds
+// T.copy read gives); dst must be aligned to BYTES.
+template <int BYTES>
+TL_DEVICE void zero_vec(void* dst) {
+  using V = typename detail::VecType<BYTES>::type;
+  *reinterpret_cast<V*>(dst) = V{};
 }
 
 }  // namespace tl

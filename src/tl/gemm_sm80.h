@@ -190,10 +190,20 @@ template <>
 struct Mma<half, half, float> {
   static constexpr int kK = 16;
   static TL_DEVICE void run(float* c, const uint32_t* a, const uint32_t* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    // Turing has no m16n8k16: two m16n8k8 halves of K (a[0..1] / b[0] hold
+    // k 0..7, a[2..3] / b[1] hold k 8..15).
+    for (int h = 0; h < 2; ++h)
+      asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+          "{%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a[2 * h]), "r"(a[2 * h + 1]), "r"(b[h]));
+#else
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
   }
 };
 
@@ -216,10 +226,18 @@ struct Mma<half, half, half> {
     // assembled from and split back into the element array so that the
     // caller's half array needs no 4-byte alignment.
     uint32_t c0 = pack_reg(c), c1 = pack_reg(c + 2);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    for (int h = 0; h < 2; ++h)   // Turing: two m16n8k8 halves of K
+      asm("mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {%0, %1}, "
+          "{%2, %3}, {%4}, {%0, %1};\n"
+          : "+r"(c0), "+r"(c1)
+          : "r"(a[2 * h]), "r"(a[2 * h + 1]), "r"(b[h]));
+#else
     asm("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, "
         "{%2, %3, %4, %5}, {%6, %7}, {%0, %1};\n"
         : "+r"(c0), "+r"(c1)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
     unpack_reg(c0, c);
     unpack_reg(c1, c + 2);
   }
@@ -518,6 +536,24 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
     sb.load(b, ki);
     detail::mma_tile<Shape, TA, TB, TC>(C, a, b);
   }
+}
+
+// Entry points of the pre-sm_80 (Turing) targets: the same block GEMMs, whose
+// 16-bit mma issue two m16n8k8 instructions per k-step (Mma<half, ...> above).
+template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
+          bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, typename TA,
+          typename TB, typename TC>
+TL_DEVICE void mma_sync_gemm_ss(const TA* A, const TB* B, TC* C) {
+  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB>(
+      A, B, C);
+}
+
+template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, typename TA, typename TB,
+          typename TC>
+TL_DEVICE void mma_sync_gemm_rs(const TA* A_frag, const TB* B, TC* C) {
+  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB>(
+      A_frag, B, C);
 }
 
 }  // namespace tl

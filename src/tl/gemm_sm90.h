@@ -23,7 +23,12 @@
 //
 // Types (TA, TB -> TC): half, half -> float; bf16, bf16 -> float;
 // half, half -> half (fp16 accumulation).  K is a multiple of 16, N a
-// multiple of 8 in [8, 256] (of 16 for fp16 accumulation).
+// multiple of 8 (of 16 for fp16 accumulation).  Each k-step of each 64-row
+// block is one m64nNk16 instruction for N <= 256 (the widest there is); past
+// 256, N / W instructions of the widest legal width W <= 256 dividing N
+// (wgmma_inst_n; select_wgmma_inst_n in Python), over consecutive W-column
+// slices of B and of the accumulator (an N-major B needs W to be whole
+// swizzle slabs).
 //
 // Shared memory layout.  A is stored as M rows x K columns (!TRANS_A, "K
 // major") or as K rows x M columns (TRANS_A, "M major"); B as N x K (TRANS_B,
@@ -75,6 +80,15 @@
 namespace tl {
 
 namespace detail {
+
+// The instruction width for a block tile N wide (see the top of this file).
+__host__ __device__ constexpr int wgmma_inst_n(int n) {
+  if (n <= 256) return n;
+  for (int w = 256; w >= 16; w -= 16) {
+    if (n % w == 0) return w;
+  }
+  return 0;
+}
 
 template <bool B, class T, class F>
 struct conditional {
@@ -313,35 +327,44 @@ TL_DEVICE void fence_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Compile-time geometry of one warpgroup GEMM (see the top of this file).
 template <int M, int N, int K, int NWG, bool TRANS_A, bool TRANS_B, class TA, class TB,
-          class TC>
+          class TC, int SWA_OVERRIDE = 0, int SWB_OVERRIDE = 0>
 struct WgmmaShape {
   static_assert(is_same_v<TA, TB> && is_16bit_float_v<TA>,
                 "tl::wgmma_gemm: A and B must both be half or both bfloat16");
   static_assert(is_same_v<TC, float> || (is_same_v<TC, half> && is_same_v<TA, half>),
                 "tl::wgmma_gemm: the accumulator is float, or half for half inputs");
   static constexpr int E = 2;
-  static constexpr int kN = N;
+  static constexpr int kN = wgmma_inst_n(N);  // the instruction's N
+  static constexpr int NI = kN ? N / kN : 1;  // instructions across N
   static constexpr int MW = M / NWG;  // rows per warpgroup
   static constexpr int MI = MW / 64;  // m64 blocks per warpgroup
   static constexpr int KI = K / 16;   // k16 steps
   static_assert(NWG >= 1 && M % NWG == 0 && MW % 64 == 0,
                 "tl::wgmma_gemm: M / NUM_WARPGROUPS_M must be a multiple of 64");
   static_assert(K % 16 == 0, "tl::wgmma_gemm: K must be a multiple of 16");
-  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "tl::wgmma_gemm: N must be 8, 16, ..., 256");
+  static_assert(N % 8 == 0 && N >= 8 && kN != 0,
+                "tl::wgmma_gemm: N must be 8, 16, ..., 256 or a multiple of 16 past 256");
   static_assert(is_same_v<TC, float> || N % 16 == 0,
                 "tl::wgmma_gemm: fp16 accumulation needs N to be a multiple of 16");
   static constexpr int kElems = MI * N / 2;  // TC elements of C_frag per thread
-  // Accumulator registers: per m64 block (kBlockRegs) and in all.
+  // Accumulator registers: per m64 block (kBlockRegs), per instruction
+  // (kInstRegs, at offset ni * kInstRegs in the block) and in all.
   static constexpr int kBlockRegs = is_same_v<TC, float> ? N / 2 : N / 4;
+  static constexpr int kInstRegs = is_same_v<TC, float> ? kN / 2 : kN / 4;
   static constexpr int kRegs = MI * kBlockRegs;
   using R = typename conditional<is_same_v<TC, float>, float, uint32_t>::type;
 
   // Operand geometry: swizzle width SW (bytes), slab width W (elements).
-  static constexpr int SWA = wgmma_swizzle_width<(TRANS_A ? M : K) * E>();
-  static constexpr int SWB = wgmma_swizzle_width<(TRANS_B ? K : N) * E>();
+  // (the *_desc entry points give the operands' swizzle widths explicitly)
+  static constexpr int SWA =
+      SWA_OVERRIDE ? SWA_OVERRIDE : wgmma_swizzle_width<(TRANS_A ? M : K) * E>();
+  static constexpr int SWB =
+      SWB_OVERRIDE ? SWB_OVERRIDE : wgmma_swizzle_width<(TRANS_B ? K : N) * E>();
   static_assert(SWA != 0, "tl::wgmma_gemm: K (or M when TRANS_A) must be a multiple of 16");
   static_assert(SWB != 0, "tl::wgmma_gemm: K (or N when !TRANS_B) must be a multiple of 16");
   static constexpr int WA = SWA / E, WB = SWB / E;
+  static_assert(NI == 1 || TRANS_B || kN % WB == 0,
+                "tl::wgmma_gemm: with an N-major B, each instruction's N must be whole swizzle slabs");
 
   // Descriptor bits other than the start address: LBO [16,30), SBO [32,46)
   // (both >> 4), layout type [62,64) = 1, 2, 3 for 128, 64, 32-byte swizzle.
@@ -367,10 +390,11 @@ struct WgmmaShape {
     return TRANS_A ? (m0 / WA) * K * SWA + k0 * SWA
                    : (k0 / WA) * M * SWA + m0 * SWA + (k0 % WA) * E;
   }
-  // Byte offset of the N x 16 B sub-tile at k-step ks.
-  static constexpr __host__ __device__ uint32_t b_offset(int ks) {
-    const int k0 = ks * 16;
-    return TRANS_B ? (k0 / WB) * N * SWB + (k0 % WB) * E : k0 * SWB;
+  // Byte offset of the kN x 16 B sub-tile at k-step ks, instruction ni
+  // (columns [ni * kN, ni * kN + kN) of the block tile).
+  static constexpr __host__ __device__ uint32_t b_offset(int ks, int ni = 0) {
+    const int k0 = ks * 16, n0 = ni * kN;
+    return TRANS_B ? (k0 / WB) * N * SWB + n0 * SWB + (k0 % WB) * E : (n0 / WB) * K * SWB + k0 * SWB;
   }
 
   // Descriptors.  The start address field is (shared address >> 4) in bits
@@ -388,7 +412,9 @@ struct WgmmaShape {
   static __host__ __device__ uint64_t desc_a(uint64_t a0, int mi, int ks) {
     return a0 + (a_offset(mi * 64, ks) >> 4);
   }
-  static __host__ __device__ uint64_t desc_b(uint64_t b0, int ks) { return b0 + (b_offset(ks) >> 4); }
+  static __host__ __device__ uint64_t desc_b(uint64_t b0, int ks, int ni = 0) {
+    return b0 + (b_offset(ks, ni) >> 4);
+  }
 };
 
 // The warpgroup index, made provably uniform with a shuffle so that ptxas
@@ -398,7 +424,7 @@ TL_DEVICE int warpgroup_index() {
   if constexpr (NWG == 1) {
     return 0;
   } else {
-    return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128u) % NWG, 0);
+    return ::__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128u) % NWG, 0);
   }
 }
 
@@ -441,8 +467,8 @@ TL_DEVICE void wgmma_wait_sync() {
 #undef TL_WG_SYNC_ASM
 
 // The issue sequence shared by both operand kinds: fences the accumulators, then
-// calls one(acc block, ks, mi, scale_d) for every (K step, M block) and commits
-// the wgmma it issued as one group.
+// calls one(acc registers, ks, mi, ni, scale_d) for every (K step, M block,
+// N slice) and commits the wgmma it issued as one group.
 template <class S, bool CLEAR_ACCUM, class One>
 TL_DEVICE void issue_all(typename S::R* acc, One one) {
   fence_regs<S::kRegs>(acc);
@@ -451,7 +477,10 @@ TL_DEVICE void issue_all(typename S::R* acc, One one) {
   for (int ks = 0; ks < S::KI; ++ks) {
 #pragma unroll
     for (int mi = 0; mi < S::MI; ++mi) {
-      one(acc + mi * S::kBlockRegs, ks, mi, (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+#pragma unroll
+      for (int ni = 0; ni < S::NI; ++ni) {
+        one(acc + mi * S::kBlockRegs + ni * S::kInstRegs, ks, mi, ni, (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+      }
     }
   }
   wgmma_commit_sync();
@@ -464,9 +493,9 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
   const uint32_t wg = static_cast<uint32_t>(warpgroup_index<NWG>());
   const uint64_t da0 = S::desc_a0(smem_addr(A), wg);
   const uint64_t db0 = S::desc_b0(smem_addr(B));
-  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int sd) {
-    Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B>(c, S::desc_a(da0, mi, ks), S::desc_b(db0, ks),
-                                                                   sd);
+  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int ni, int sd) {
+    Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B>(c, S::desc_a(da0, mi, ks),
+                                                                   S::desc_b(db0, ks, ni), sd);
   });
 }
 
@@ -476,9 +505,10 @@ template <class S, int NA, bool TRANS_B, bool CLEAR_ACCUM, class TA>
 TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
   const uint64_t db0 = S::desc_b0(smem_addr(B));
   fence_regs<NA>(a);
-  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int sd) {
+  issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int ni, int sd) {
     const uint32_t* ar = a + (mi * S::KI + ks) * 4;
-    Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(c, ar[0], ar[1], ar[2], ar[3], S::desc_b(db0, ks), sd);
+    Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(c, ar[0], ar[1], ar[2], ar[3], S::desc_b(db0, ks, ni),
+                                                           sd);
   });
 }
 
@@ -572,6 +602,100 @@ TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_
   uint32_t a[NA];
   detail::pack_pairs<NA>(a, A_frag);
   detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, C_frag);
+}
+
+// ---------------------------------------------------------------------------
+// Descriptor entry points (T.wgmma_gemm).  The caller builds the operand
+// descriptors, so an operand may be a K slice of a larger shared buffer:
+//   initialize_wgmma_descriptor<SW, LBO, SBO>(smem_address): layout type of an
+//     SW-byte swizzle (128 / 64 / 32), LBO and SBO in 16-byte units, start
+//     address = the operand's first byte (a 1024-byte aligned buffer base
+//     plus whole swizzle atoms);
+//   increase_descriptor_offset(desc, bytes): the same start moved by a
+//     runtime multiple of 16 bytes.
+// The operand is laid out as described at the top of this file for a matrix
+// of the operand's rows and SW-byte slabs: a K slice [k0, k0 + K) of a
+// K-major buffer whose slabs are SW bytes wide (SW from K) is exactly that.
+//   wgmma_gemm_ss_desc<M, N, K, NWG, TRANS_A, TRANS_B, CLEAR_ACCUM, SWA, SWB,
+//                      TA>(desc_a, desc_b, C_frag)
+//   wgmma_gemm_rs_desc<M, N, K, NWG, TRANS_B, CLEAR_ACCUM, SWB>(A_frag, desc_b,
+//                      C_frag)
+// issue and commit one group and do not wait when the accumulator is float:
+// wait_wgmma<P>() retires it (then wgmma_fence_accumulator<COUNT>(C_frag),
+// and wgmma_fence_operand<COUNT>(A_frag) for a register A).  A half
+// accumulator is repacked around the wgmma, so that call waits itself.
+template <int SW, int LBO, int SBO>
+TL_DEVICE uint64_t initialize_wgmma_descriptor(uint32_t smem_address) {
+  static_assert(SW == 128 || SW == 64 || SW == 32, "wgmma swizzle widths are 128, 64 and 32 bytes");
+  constexpr uint64_t mode = SW == 128 ? 1 : SW == 64 ? 2 : 3;
+  return (static_cast<uint64_t>(LBO) << 16) | (static_cast<uint64_t>(SBO) << 32) | (mode << 62) |
+         ((smem_address & ((1u << 18) - 1)) >> 4);
+}
+TL_DEVICE uint64_t increase_descriptor_offset(uint64_t desc, int bytes) {
+  return desc + static_cast<uint64_t>(static_cast<uint32_t>(bytes) >> 4);
+}
+
+template <int M, int N, int K, int NWG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, int SWA,
+          int SWB, typename TA, typename TC>
+TL_DEVICE void wgmma_gemm_ss_desc(uint64_t desc_a, uint64_t desc_b, TC* C_frag) {
+  using S = detail::WgmmaShape<M, N, K, NWG, TRANS_A, TRANS_B, TA, TA, TC, SWA, SWB>;
+  using R = typename S::R;
+  const uint32_t wg = static_cast<uint32_t>(detail::warpgroup_index<NWG>());
+  const uint64_t da0 = desc_a + ((wg * S::kAWarpgroupBytes) >> 4);
+  auto issue = [&](R* acc) {
+    detail::issue_all<S, CLEAR_ACCUM>(acc, [&](R* c, int ks, int mi, int ni, int sd) {
+      detail::Wgmma<S::kN, R>::template ss<TA, TRANS_A, !TRANS_B>(c, S::desc_a(da0, mi, ks),
+                                                                 S::desc_b(desc_b, ks, ni), sd);
+    });
+  };
+  if constexpr (detail::is_same_v<TC, float>) {
+    issue(C_frag);
+  } else {
+    uint32_t acc[S::kRegs];
+    detail::pack_pairs<S::kRegs>(acc, C_frag);
+    issue(acc);
+    detail::wgmma_wait_sync<0>();
+    detail::fence_regs<S::kRegs>(acc);
+    detail::unpack_pairs<S::kRegs>(C_frag, acc);
+  }
+}
+
+template <int M, int N, int K, int NWG, bool TRANS_B, bool CLEAR_ACCUM, int SWB, typename TA,
+          typename TC>
+TL_DEVICE void wgmma_gemm_rs_desc(const TA* A_frag, uint64_t desc_b, TC* C_frag) {
+  using S = detail::WgmmaShape<M, N, K, NWG, false, TRANS_B, TA, TA, TC, 0, SWB>;
+  using R = typename S::R;
+  constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
+  uint32_t a[NA];
+  detail::pack_pairs<NA>(a, A_frag);
+  auto issue = [&](R* acc) {
+    detail::fence_regs<NA>(a);
+    detail::issue_all<S, CLEAR_ACCUM>(acc, [&](R* c, int ks, int mi, int ni, int sd) {
+      const uint32_t* ar = a + (mi * S::KI + ks) * 4;
+      detail::Wgmma<S::kN, R>::template rs<TA, !TRANS_B>(c, ar[0], ar[1], ar[2], ar[3],
+                                                         S::desc_b(desc_b, ks, ni), sd);
+    });
+  };
+  if constexpr (detail::is_same_v<TC, float>) {
+    issue(C_frag);
+  } else {
+    uint32_t acc[S::kRegs];
+    detail::pack_pairs<S::kRegs>(acc, C_frag);
+    issue(acc);
+    detail::wgmma_wait_sync<0>();
+    detail::fence_regs<NA>(a);
+    detail::fence_regs<S::kRegs>(acc);
+    detail::unpack_pairs<S::kRegs>(C_frag, acc);
+  }
+}
+
+template <int PENDING>
+TL_DEVICE void wait_wgmma() {
+  detail::wgmma_wait_sync<PENDING>();
+}
+template <int COUNT>
+TL_DEVICE void wgmma_fence_accumulator(float* C_frag) {
+  detail::fence_regs<COUNT>(C_frag);
 }
 
 // Keeps the COUNT 16-bit values of a register fragment live up to this point

@@ -2,8 +2,9 @@
 //
 // Packed two-lane arithmetic (T.add2, T.sub2, T.mul2, T.fma2, T.max2, T.min2, T.abs2) on
 // float32x2, float16x2 and bfloat16x2 values.  The compiler passes each vector as an integer of
-// the same width (uint64 for float32x2, uint32 for the 16-bit pairs) and reads the result back
-// the same way; the 16-bit forms are the native half2 / bfloat162 instructions.
+// the same width (uint64 for float32x2, uint32 for the 16-bit pairs) and names the native pair
+// type as the template argument: tl::add2<__nv_bfloat162>(a, b).  The result comes back in the
+// same integer.  The 16-bit forms are the native half2 / bfloat162 instructions.
 #pragma once
 
 #include "common.h"
@@ -20,55 +21,122 @@ TL_DEVICE To bit_cast_packed(From x) {
   return y;
 }
 
+template <class V> struct packed_carrier;
+template <> struct packed_carrier<float2> { using type = uint64_t; };
+template <> struct packed_carrier<__half2> { using type = uint32_t; };
+template <> struct packed_carrier<__nv_bfloat162> { using type = uint32_t; };
+
+// lane-wise operations on the native pair types
+TL_DEVICE float2 packed_add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+TL_DEVICE float2 packed_sub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
+TL_DEVICE float2 packed_mul(float2 a, float2 b) { return make_float2(a.x * b.x, a.y * b.y); }
+TL_DEVICE float2 packed_max(float2 a, float2 b) { return make_float2(fmaxf(a.x, b.x), fmaxf(a.y, b.y)); }
+TL_DEVICE float2 packed_min(float2 a, float2 b) { return make_float2(fminf(a.x, b.x), fminf(a.y, b.y)); }
+TL_DEVICE float2 packed_fma(float2 a, float2 b, float2 c) {
+  return make_float2(fmaf(a.x, b.x, c.x), fmaf(a.y, b.y, c.y));
+}
+TL_DEVICE float2 packed_abs(float2 a) { return make_float2(fabsf(a.x), fabsf(a.y)); }
+
+#define TL_PACKED_HALF_OPS(V)                                                   \
+  TL_DEVICE V packed_add(V a, V b) { return __hadd2(a, b); }                    \
+  TL_DEVICE V packed_sub(V a, V b) { return __hsub2(a, b); }                    \
+  TL_DEVICE V packed_mul(V a, V b) { return __hmul2(a, b); }                    \
+  TL_DEVICE V packed_max(V a, V b) { return __hmax2(a, b); }                    \
+  TL_DEVICE V packed_min(V a, V b) { return __hmin2(a, b); }                    \
+  TL_DEVICE V packed_fma(V a, V b, V c) { return __hfma2(a, b, c); }            \
+  TL_DEVICE V packed_abs(V a) { return __habs2(a); }
+TL_PACKED_HALF_OPS(__half2)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // bf16x2 arithmetic is sm_80+
+TL_PACKED_HALF_OPS(__nv_bfloat162)
+#endif
+#undef TL_PACKED_HALF_OPS
+
 }  // namespace detail
 
-#define TL_PACKED_BINARY(NAME, SUFFIX, CARRIER, VEC, EXPR)                      \
-  TL_DEVICE CARRIER NAME##_##SUFFIX(CARRIER pa, CARRIER pb) {                    \
-    VEC a = detail::bit_cast_packed<VEC>(pa), b = detail::bit_cast_packed<VEC>(pb); \
-    return detail::bit_cast_packed<CARRIER>(EXPR);                               \
-  }
+template <class V>
+using packed_t = typename detail::packed_carrier<V>::type;
 
-TL_PACKED_BINARY(add2, f32x2, uint64_t, float2, make_float2(a.x + b.x, a.y + b.y))
-TL_PACKED_BINARY(sub2, f32x2, uint64_t, float2, make_float2(a.x - b.x, a.y - b.y))
-TL_PACKED_BINARY(mul2, f32x2, uint64_t, float2, make_float2(a.x * b.x, a.y * b.y))
-TL_PACKED_BINARY(max2, f32x2, uint64_t, float2, make_float2(fmaxf(a.x, b.x), fmaxf(a.y, b.y)))
-TL_PACKED_BINARY(min2, f32x2, uint64_t, float2, make_float2(fminf(a.x, b.x), fminf(a.y, b.y)))
-TL_PACKED_BINARY(add2, f16x2, uint32_t, half2, __hadd2(a, b))
-TL_PACKED_BINARY(sub2, f16x2, uint32_t, half2, __hsub2(a, b))
-TL_PACKED_BINARY(mul2, f16x2, uint32_t, half2, __hmul2(a, b))
-TL_PACKED_BINARY(max2, f16x2, uint32_t, half2, __hmax2(a, b))
-TL_PACKED_BINARY(min2, f16x2, uint32_t, half2, __hmin2(a, b))
-TL_PACKED_BINARY(add2, bf16x2, uint32_t, __nv_bfloat162, __hadd2(a, b))
-TL_PACKED_BINARY(sub2, bf16x2, uint32_t, __nv_bfloat162, __hsub2(a, b))
-TL_PACKED_BINARY(mul2, bf16x2, uint32_t, __nv_bfloat162, __hmul2(a, b))
-TL_PACKED_BINARY(max2, bf16x2, uint32_t, __nv_bfloat162, __hmax2(a, b))
-TL_PACKED_BINARY(min2, bf16x2, uint32_t, __nv_bfloat162, __hmin2(a, b))
+#define TL_PACKED_BINARY(NAME, OP)                                                         \
+  template <class V>                                                                       \
+  TL_DEVICE packed_t<V> NAME(packed_t<V> a, packed_t<V> b) {                               \
+    using detail::bit_cast_packed;                                                         \
+    return bit_cast_packed<packed_t<V>>(detail::OP(bit_cast_packed<V>(a), bit_cast_packed<V>(b))); \
+  }
+TL_PACKED_BINARY(add2, packed_add)
+TL_PACKED_BINARY(sub2, packed_sub)
+TL_PACKED_BINARY(mul2, packed_mul)
+TL_PACKED_BINARY(max2, packed_max)
+TL_PACKED_BINARY(min2, packed_min)
 #undef TL_PACKED_BINARY
 
-TL_DEVICE uint64_t fma2_f32x2(uint64_t pa, uint64_t pb, uint64_t pc) {
-  float2 a = detail::bit_cast_packed<float2>(pa), b = detail::bit_cast_packed<float2>(pb);
-  float2 c = detail::bit_cast_packed<float2>(pc);
-  return detail::bit_cast_packed<uint64_t>(make_float2(fmaf(a.x, b.x, c.x), fmaf(a.y, b.y, c.y)));
-}
-TL_DEVICE uint32_t fma2_f16x2(uint32_t pa, uint32_t pb, uint32_t pc) {
-  return detail::bit_cast_packed<uint32_t>(__hfma2(detail::bit_cast_packed<half2>(pa), detail::bit_cast_packed<half2>(pb),
-                                                   detail::bit_cast_packed<half2>(pc)));
-}
-TL_DEVICE uint32_t fma2_bf16x2(uint32_t pa, uint32_t pb, uint32_t pc) {
-  using V = __nv_bfloat162;
-  return detail::bit_cast_packed<uint32_t>(
-      __hfma2(detail::bit_cast_packed<V>(pa), detail::bit_cast_packed<V>(pb), detail::bit_cast_packed<V>(pc)));
+template <class V>
+TL_DEVICE packed_t<V> fma2(packed_t<V> a, packed_t<V> b, packed_t<V> c) {
+  using detail::bit_cast_packed;
+  return bit_cast_packed<packed_t<V>>(
+      detail::packed_fma(bit_cast_packed<V>(a), bit_cast_packed<V>(b), bit_cast_packed<V>(c)));
 }
 
-TL_DEVICE uint64_t abs2_f32x2(uint64_t pa) {
-  float2 a = detail::bit_cast_packed<float2>(pa);
-  return detail::bit_cast_packed<uint64_t>(make_float2(fabsf(a.x), fabsf(a.y)));
+template <class V>
+TL_DEVICE packed_t<V> abs2(packed_t<V> a) {
+  using detail::bit_cast_packed;
+  return bit_cast_packed<packed_t<V>>(detail::packed_abs(bit_cast_packed<V>(a)));
 }
-TL_DEVICE uint32_t abs2_f16x2(uint32_t pa) {
-  return detail::bit_cast_packed<uint32_t>(__habs2(detail::bit_cast_packed<half2>(pa)));
+
+// Paired vector casts (tilelang.codegen.cuda rewrites TVM's lane-by-lane vector casts into one
+// conversion intrinsic per pair of lanes): tl::vpart<P, I>(v) is pair I of the vector v read as
+// the pair type P; tl::vjoin<V>(a, b) puts two converted pairs side by side as the vector type V;
+// tl::vbits<V>(x) reinterprets x (same width) as V.  All three are register moves only.
+template <class V, class X>
+TL_DEVICE V vbits(const X &x) {
+  static_assert(sizeof(V) == sizeof(X), "a reinterpreted vector keeps its width");
+  V y;
+  memcpy(&y, &x, sizeof(V));
+  return y;
 }
-TL_DEVICE uint32_t abs2_bf16x2(uint32_t pa) {
-  return detail::bit_cast_packed<uint32_t>(__habs2(detail::bit_cast_packed<__nv_bfloat162>(pa)));
+
+template <class P, int I, class V>
+TL_DEVICE P vpart(const V &v) {
+  static_assert(sizeof(V) >= (I + 1) * sizeof(P), "pair inside the vector");
+  P y;
+  memcpy(&y, reinterpret_cast<const char *>(&v) + I * sizeof(P), sizeof(P));
+  return y;
+}
+
+template <class V, class P>
+TL_DEVICE V vjoin(const P &lo, const P &hi) {
+  static_assert(sizeof(V) == 2 * sizeof(P), "two pairs make the vector");
+  V y;
+  memcpy(reinterpret_cast<char *>(&y), &lo, sizeof(P));
+  memcpy(reinterpret_cast<char *>(&y) + sizeof(P), &hi, sizeof(P));
+  return y;
 }
 
 }  // namespace tl
+
+// TVM's CUDA codegen prints a four-lane 8-bit ramp (int8x4 / uint8x4, stored as one 32-bit
+// integer) as make_int(a, b, c, d) / make_uint(a, b, c, d): lane i is the low byte of argument i.
+TL_DEVICE int make_int(int a, int b, int c, int d) {
+  return (int)((unsigned)(a & 0xff) | ((unsigned)(b & 0xff) << 8) | ((unsigned)(c & 0xff) << 16) |
+               ((unsigned)(d & 0xff) << 24));
+}
+TL_DEVICE unsigned make_uint(int a, int b, int c, int d) {
+  return (unsigned)make_int(a, b, c, d);
+}
+// ... and an 8- / 16-lane one (int8x8 / int8x16, stored as int2 / int4) as make_int2 / make_int4
+// of 8 / 16 arguments.
+TL_DEVICE int2 make_int2(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7) {
+  return make_int2(make_int(a0, a1, a2, a3), make_int(a4, a5, a6, a7));
+}
+TL_DEVICE int4 make_int4(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8, int a9,
+                         int a10, int a11, int a12, int a13, int a14, int a15) {
+  return make_int4(make_int(a0, a1, a2, a3), make_int(a4, a5, a6, a7), make_int(a8, a9, a10, a11),
+                   make_int(a12, a13, a14, a15));
+}
+TL_DEVICE uint2 make_uint2(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7) {
+  return make_uint2(make_uint(a0, a1, a2, a3), make_uint(a4, a5, a6, a7));
+}
+TL_DEVICE uint4 make_uint4(int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7, int a8, int a9,
+                           int a10, int a11, int a12, int a13, int a14, int a15) {
+  return make_uint4(make_uint(a0, a1, a2, a3), make_uint(a4, a5, a6, a7), make_uint(a8, a9, a10, a11),
+                    make_uint(a12, a13, a14, a15));
+}

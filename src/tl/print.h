@@ -4,6 +4,9 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#ifndef __CUDACC_RTC__
+#include <cstdio>
+#endif
 
 namespace tl {
 
@@ -19,6 +22,19 @@ __device__ __forceinline__ double print_as_double(long long v) { return static_c
 __device__ __forceinline__ double print_as_double(signed char v) { return static_cast<double>(v); }
 __device__ __forceinline__ double print_as_double(unsigned char v) { return static_cast<double>(v); }
 __device__ __forceinline__ double print_as_double(bool v) { return v ? 1.0 : 0.0; }
+__device__ __forceinline__ double print_as_double(unsigned long long v) { return static_cast<double>(v); }
+// Any other element type (16-bit and 64-bit integers, fp8, ...) through its conversion to float.
+template <typename T>
+__device__ __forceinline__ double print_as_double(T v) {
+  return static_cast<double>(static_cast<float>(v));
+}
+
+// `msg` alone from every calling thread.
+__device__ __forceinline__ int print_msg(const char* msg) {
+  printf("%s: block (%d, %d, %d) thread (%d, %d, %d)\n", msg, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+         threadIdx.y, threadIdx.z);
+  return 0;
+}
 
 // `msg: value` from every calling thread.
 template <typename T>

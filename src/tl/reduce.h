@@ -51,6 +51,20 @@ TL_DEVICE __nv_bfloat16 shfl_xor(__nv_bfloat16 v, int lane_mask, unsigned mask =
   return __ushort_as_bfloat16(static_cast<unsigned short>(bits));
 }
 
+// 8- and 16-bit integers travel widened to int (T.comm_reducer over int8/int16 values).
+TL_DEVICE signed char shfl_xor(signed char v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return static_cast<signed char>(__shfl_xor_sync(mask, static_cast<int>(v), lane_mask));
+}
+TL_DEVICE unsigned char shfl_xor(unsigned char v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return static_cast<unsigned char>(__shfl_xor_sync(mask, static_cast<int>(v), lane_mask));
+}
+TL_DEVICE short shfl_xor(short v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return static_cast<short>(__shfl_xor_sync(mask, static_cast<int>(v), lane_mask));
+}
+TL_DEVICE unsigned short shfl_xor(unsigned short v, int lane_mask, unsigned mask = kFullWarpMask) {
+  return static_cast<unsigned short>(__shfl_xor_sync(mask, static_cast<int>(v), lane_mask));
+}
+
 // Reduction operators.  Each has `combine`, the associative and commutative
 // binary operation, and `init<T>()`, its identity element, which is what an
 // accumulator must start from.  The operators are plain structs with
@@ -152,5 +166,92 @@ TL_DEVICE T warp_allreduce(T v) {
   }
   return v;
 }
+
+// All-reduce over groups of Threads threads that are Stride apart in the block's linear thread
+// order (Threads and Stride powers of two; Threads = blockDim and Stride = 1: the whole block).
+// Lanes of one warp combine by xor shuffles; the rest through `ws`, a shared workspace of one
+// element per thread of the block.  Every thread of the block must call it (it synchronizes the
+// block when a group spans warps); every member of a group receives the group's result.
+template <class Op, int Threads, int Stride = 1, unsigned Mask = kFullWarpMask>
+struct AllReduce {
+  static_assert(Threads > 0 && (Threads & (Threads - 1)) == 0, "Threads must be a power of two");
+  static_assert(Stride > 0 && (Stride & (Stride - 1)) == 0, "Stride must be a power of two");
+  static constexpr int kInWarp = Stride >= 32 ? 1 : (Threads * Stride <= 32 ? Threads : 32 / Stride);
+  static constexpr int kWarps = Threads / kInWarp;
+
+  // Groups inside one warp (Threads * Stride <= 32) need no workspace.
+  template <class T>
+  static TL_DEVICE T run(T v) {
+    static_assert(kWarps == 1, "a group spanning warps needs the shared workspace: run(v, ws)");
+#pragma unroll
+    for (int offset = kInWarp / 2; offset > 0; offset /= 2) {
+      v = Op::combine(v, shfl_xor(v, offset * Stride, Mask));
+    }
+    return v;
+  }
+
+  template <class T>
+  static TL_DEVICE T run(T v, T* ws) {
+#pragma unroll
+    for (int offset = kInWarp / 2; offset > 0; offset /= 2) {
+      v = Op::combine(v, shfl_xor(v, offset * Stride, Mask));
+    }
+    if constexpr (kWarps > 1) {
+      const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+      constexpr int kStep = Stride * kInWarp;
+      __syncthreads();  // the previous user of `ws` is done with it
+      ws[tid] = v;
+      __syncthreads();
+      const int base = tid - ((tid / kStep) % kWarps) * kStep;
+      T acc = ws[base];
+#pragma unroll
+      for (int i = 1; i < kWarps; ++i) {
+        acc = Op::combine(acc, ws[base + i * kStep]);
+      }
+      v = acc;
+    }
+    return v;
+  }
+};
+
+// AllReduce of Batch consecutive values x[0..Batch) at once: the in-warp shuffles of each, then
+// (groups spanning warps) one pair of block barriers for the whole batch instead of one per
+// value.  `ws` holds Batch * WsStride elements (WsStride >= the block's thread count).
+template <class Op, int Threads, int Stride, int Batch, int WsStride, unsigned Mask = kFullWarpMask>
+struct AllReduceBatch {
+  static_assert(Batch > 0, "Batch must be positive");
+  using One = AllReduce<Op, Threads, Stride, Mask>;
+
+  template <class T>
+  static TL_DEVICE void run_batch(T* x, T* ws) {
+#pragma unroll
+    for (int b = 0; b < Batch; ++b) {
+#pragma unroll
+      for (int offset = One::kInWarp / 2; offset > 0; offset /= 2) {
+        x[b] = Op::combine(x[b], shfl_xor(x[b], offset * Stride, Mask));
+      }
+    }
+    if constexpr (One::kWarps > 1) {
+      const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+      constexpr int kStep = Stride * One::kInWarp;
+      __syncthreads();  // the previous user of `ws` is done with it
+#pragma unroll
+      for (int b = 0; b < Batch; ++b) {
+        ws[b * WsStride + tid] = x[b];
+      }
+      __syncthreads();
+      const int base = tid - ((tid / kStep) % One::kWarps) * kStep;
+#pragma unroll
+      for (int b = 0; b < Batch; ++b) {
+        T acc = ws[b * WsStride + base];
+#pragma unroll
+        for (int i = 1; i < One::kWarps; ++i) {
+          acc = Op::combine(acc, ws[b * WsStride + base + i * kStep]);
+        }
+        x[b] = acc;
+      }
+    }
+  }
+};
 
 }  // namespace tl

@@ -9,9 +9,12 @@
 //   tma_store_{1..5}d(desc, smem_src, c0, ..., c{R-1})
 //   tma_store_arrive()          closes the group of stores issued so far
 //   tma_store_wait<N>()         waits until at most N groups still read smem
+//   tma_store_wait<N, READ>()   either of the two (T.tma_store_wait's form)
 //   tma_store_wait_all<N>()     ... until at most N groups are incomplete
 //   prefetch_tma_descriptor(desc)
 //   bulk_copy_g2s(smem_dst, gmem_src, bytes, bar)    no descriptor needed
+//   tma_load_bulk(smem_dst, gmem_src, bytes, bar)    the same (T.tma_copy's name)
+//   tma_store_bulk(gmem_dst, smem_src, bytes)        shared -> global, joins the bulk group
 //
 // Coordinates are element indices, c0 along the innermost (contiguous)
 // dimension of the tensor map; they are signed, and the parts of a box that
@@ -174,6 +177,17 @@ TL_DEVICE void tma_store_wait_all() {
 #endif
 }
 
+// Upstream's spelling, T.tma_store_wait(count, read): READ waits only for
+// the reads of shared memory (tma_store_wait), else for the whole stores.
+template <int N, bool READ>
+TL_DEVICE void tma_store_wait() {
+  if constexpr (READ) {
+    tma_store_wait<N>();
+  } else {
+    tma_store_wait_all<N>();
+  }
+}
+
 // Brings the descriptor into the TMA unit's cache ahead of its first use;
 // any thread may call it, typically the one that issues the loads.
 TL_DEVICE void prefetch_tma_descriptor(const CUtensorMap* desc) {
@@ -196,6 +210,28 @@ TL_DEVICE void bulk_copy_g2s(void* smem_dst, const void* gmem_src, uint32_t byte
       "l"(static_cast<uint64_t>(__cvta_generic_to_global(gmem_src))), "r"(bytes),
       "r"(detail::bar_addr(bar))
       : "memory");
+#else
+  detail::sm90_unsupported();
+#endif
+}
+
+// The same bulk copy under the name T.tma_copy's 1-D lowering uses (a
+// contiguous run needs no tensor map).
+template <class Bar>
+TL_DEVICE void tma_load_bulk(void* smem_dst, const void* gmem_src, uint32_t bytes, Bar* bar) {
+  bulk_copy_g2s(smem_dst, gmem_src, bytes, bar);
+}
+
+// Copies `bytes` contiguous bytes from shared to global memory without a
+// tensor map; the copy joins the current bulk async-group like a TMA store
+// (tma_store_arrive / tma_store_wait).  Both addresses are 16-byte aligned
+// and bytes is a multiple of 16.
+TL_DEVICE void tma_store_bulk(void* gmem_dst, const void* smem_src, uint32_t bytes) {
+#if TL_HAS_SM90
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(
+                   static_cast<uint64_t>(__cvta_generic_to_global(gmem_dst))),
+               "r"(smem_addr(smem_src)), "r"(bytes)
+               : "memory");
 #else
   detail::sm90_unsupported();
 #endif

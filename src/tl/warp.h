@@ -17,7 +17,9 @@ TL_DEVICE int get_warp_idx(int warp_size = 32) { return linear_thread_idx() / wa
 // The warp index made warp-uniform by a broadcast from lane 0, so the compiler may keep it in a
 // uniform register (CUTLASS canonical_warp_idx_sync).
 TL_DEVICE int get_warp_idx_sync(int warp_size = 32) {
-  return __shfl_sync(0xffffffffu, linear_thread_idx() / warp_size, 0);
+  // the broadcast is only valid when a "warp" is the hardware warp; other sizes compute it directly
+  if (warp_size != 32) return linear_thread_idx() / warp_size;
+  return ::__shfl_sync(0xffffffffu, linear_thread_idx() / warp_size, 0);
 }
 TL_DEVICE int get_warp_group_idx(int warp_size = 32, int warps_per_group = 4) {
   return linear_thread_idx() / (warp_size * warps_per_group);
@@ -66,5 +68,40 @@ TL_DEVICE int ffs(int v) { return __ffs(v); }
 TL_DEVICE int ffs(unsigned v) { return __ffs((int)v); }
 TL_DEVICE int ffs(long long v) { return __ffsll(v); }
 TL_DEVICE int ffs(unsigned long long v) { return __ffsll((long long)v); }
+TL_DEVICE int ffs(long v) { return __ffsll((long long)v); }
+TL_DEVICE int ffs(unsigned long v) { return __ffsll((long long)v); }
+
+// The same operations under CUDA's own names (what upstream's generated source shows): the
+// T.* intrinsics emit these.
+TL_DEVICE int __any_sync(unsigned mask, int pred) { return ::__any_sync(mask, pred); }
+TL_DEVICE int __all_sync(unsigned mask, int pred) { return ::__all_sync(mask, pred); }
+TL_DEVICE uint64_t __ballot_sync(unsigned mask, int pred) { return (uint64_t)::__ballot_sync(mask, pred); }
+TL_DEVICE uint64_t __activemask() { return (uint64_t)::__activemask(); }
+template <typename T> TL_DEVICE unsigned __match_any_sync(unsigned mask, T value) {
+  return ::__match_any_sync(mask, value);
+}
+template <typename T> TL_DEVICE unsigned __match_all_sync(unsigned mask, T value) {
+  int pred;
+  return ::__match_all_sync(mask, value, &pred);
+}
+template <typename T> TL_DEVICE T __shfl_sync(unsigned mask, T v, int lane, int width) {
+  return ::__shfl_sync(mask, v, lane, width);
+}
+template <typename T> TL_DEVICE T __shfl_xor_sync(unsigned mask, T v, int delta, int width) {
+  return ::__shfl_xor_sync(mask, v, delta, width);
+}
+template <typename T> TL_DEVICE T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
+  return ::__shfl_down_sync(mask, v, delta, width);
+}
+template <typename T> TL_DEVICE T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width) {
+  return ::__shfl_up_sync(mask, v, delta, width);
+}
+TL_DEVICE int __ffs(int v) { return ::__ffs(v); }
+TL_DEVICE int __ffs(unsigned v) { return ::__ffs((int)v); }
+TL_DEVICE int __ffsll(long long v) { return ::__ffsll(v); }
+TL_DEVICE int __ffsll(unsigned long long v) { return ::__ffsll((long long)v); }
+TL_DEVICE int __ffsll(long v) { return ::__ffsll((long long)v); }
+TL_DEVICE int __ffsll(unsigned long v) { return ::__ffsll((long long)v); }
+TL_DEVICE unsigned __fns(unsigned mask, unsigned base, int offset) { return ::__fns(mask, base, offset); }
 
 }  // namespace tl

@@ -78,9 +78,11 @@ def test_compile_timeout_knob(monkeypatch):
 
 
 def test_every_upstream_pass_config_key_is_accepted_without_a_warning():
+    # (tl.disable_tma_lower is accepted with upstream's DeprecationWarning, checked below)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = normalize({k: 1 if k == "tl.ptxas_register_usage_level" else False for k in UPSTREAM_KEYS})
+        out = normalize({k: 1 if k == "tl.ptxas_register_usage_level" else False for k in UPSTREAM_KEYS
+                         if k != "tl.disable_tma_lower"})
     assert out["tl.disable_safe_memory_access"] is False                  # upstream's spelling, our key
     assert "tir.disable_vectorize" in out and ALIASES["tir.noalias"] == "tirx.noalias"
     for name in ("TL_DISABLE_FAST_MATH", "TL_ENABLE_PTXAS_VERBOSE_OUTPUT", "TL_DISABLE_THREAD_STORAGE_SYNC",
@@ -132,3 +134,9 @@ def test_autotune_compile_threads_knob(monkeypatch):
     monkeypatch.setenv("TILELANG_AUTO_TUNING_CPU_COUNTS", "many")
     with pytest.raises(ValueError, match="TILELANG_AUTO_TUNING_CPU_COUNTS"):
         tuner._cpu_count()
+
+
+def test_disable_tma_lower_is_deprecated_as_upstream_says():
+    with pytest.warns(DeprecationWarning, match=r"tl.disable_tma_lower.*v0.1.10.*disable_tma=True"):
+        out = normalize({PassConfigKey.TL_DISABLE_TMA_LOWER: True})
+    assert out == {"tl.disable_tma_lower": True}

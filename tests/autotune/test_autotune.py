@@ -154,7 +154,9 @@ FRESH = textwrap.dedent("""
         raise AssertionError("nvcc ran although the kernel cache holds the winner")
 
     nvcc.compile_cubin = no_nvcc
-    matmul = tilelang.autotune(configs=ak.CONFIGS, warmup=10, rep=10, _runner=ak.NoRunner())(ak.matmul)
+    # the same check as when it was tuned (the key includes the profile's callbacks, by their code)
+    matmul = tilelang.autotune(configs=ak.CONFIGS, warmup=10, rep=10, ref_prog=lambda a, b: a @ b,
+                               _runner=ak.NoRunner())(ak.matmul)
     kernel = matmul(256, 256, 256)
     print(json.dumps({{"config": kernel.config, "latency": kernel.latency, "cached": kernel.autotune_result.from_cache,
                       "rows": len(kernel.autotune_result.results)}}))
@@ -516,3 +518,15 @@ def test_gpu_runner_times_with_every_argument_preallocated(monkeypatch):
     x, y = runner._full_args(kernel)
     assert x is runner.inputs(kernel)[0] and y.shape == x.shape  # the output, allocated once
     assert runner.ref_latency(1, 2) == 0.25 and timed[-1] == (1, 2, "event")
+
+
+def test_tuning_key_follows_what_decides_correctness():
+    from tilelang.autotuner.tuner import ProfileArgs, _profile_key
+    from tilelang.autotuner.store import callable_identity
+
+    base = _profile_key(ProfileArgs())
+    assert base != _profile_key(ProfileArgs(skip_check=True)) != _profile_key(ProfileArgs(cache_input_tensors=True))
+    assert callable_identity(lambda a, b: a @ b) == callable_identity(lambda a, b: a @ b)   # by code, not by line
+    assert callable_identity(lambda a, b: a @ b) != callable_identity(lambda a, b: a + b)
+    scale = 2.0
+    assert callable_identity(lambda a: a * scale)["closure"] == {"scale": 2.0}

@@ -212,7 +212,7 @@ def test_ref_macro_parameter_takes_a_scalar_variable():
             set_one(x)
             A[0] = x
 
-    assert len(_stmts(ok, tirx.BufferStore)) == 2
+    assert len(_stmts(ok, tirx.BufferStore)) == 3  # x = 0 (alloc_var's default), x = 1, A[0] = x
     with pytest.raises(ParseError, match="T.Var/T.Ref"):
         @T.prim_func
         def bad(A: T.Tensor((1,), "int32")):

@@ -227,17 +227,18 @@ def test_fast_path_all_args_returns_given_outputs():
     assert plan2.entry(h(4), h(4), h(4)) is None
 
 
-def test_multiple_outputs_returned_as_tuple():
+def test_multiple_outputs_returned_as_a_list_as_upstream():
     art = vec_add_artifact(out_idx=(1, 2))
     plan, rec = cpu_plan(art)
     out = plan.entry(h(4))
-    assert isinstance(out, tuple) and len(out) == 2 and out[0].shape == (4,)
+    assert isinstance(out, list) and len(out) == 2 and out[0].shape == (4,)
 
 
-def test_empty_grid_skips_launch_and_negative_grid_raises():
+def test_empty_or_negative_grid_raises():
     plan, rec = cpu_plan(vec_add_artifact())
-    out = plan.entry(h(0), h(0))
-    assert out.shape == (0,) and not rec.calls
+    with pytest.raises(ValueError, match=r"has a zero dimension"):
+        plan.entry(h(0), h(0))
+    assert not rec.calls
     art = KernelArtifact(
         name="neg", source=SRC, params=[ParamSpec("n", "scalar", "int32", [])], kernel_args=["n"],
         grid=["n", "1", "1"], block=[1, 1, 1], dynamic_smem=0, arch="sm_80", symbols={}, out_idx=[])
@@ -245,7 +246,8 @@ def test_empty_grid_skips_launch_and_negative_grid_raises():
     with pytest.raises(ValueError, match=r"grid \(-3, 1, 1\) .* is negative"):
         plan.entry(-3)
     assert not rec.calls
-    plan.entry(0)
+    with pytest.raises(ValueError, match=r"has a zero dimension"):
+        plan.entry(0)
     assert not rec.calls
     # ctypes would silently truncate an oversized grid dim: it must be an error instead
     art.grid = ["n * 4", "n", "1"]
@@ -382,3 +384,20 @@ def test_float_scalar_listed_in_symbols_is_just_a_param():
     plan.entry(h((4, 8)), h((8, 64)), 0.25, 2)
     grid, _, values = rec.calls[-1]
     assert grid == (1, 2, 1) and values[-2:] == (0.25, 2)
+
+
+def test_none_is_a_null_pointer_for_a_tensor_of_constant_shape():
+    art = KernelArtifact(
+        name="k", source=SRC, params=[ParamSpec("A", "tensor", "float16", ["n"]),
+                                      ParamSpec("Bias", "tensor", "float16", [4])],
+        kernel_args=["A", "Bias"], grid=["1", "1", "1"], block=[1, 1, 1], dynamic_smem=0, arch="sm_80",
+        symbols={"n": [0, 0]}, out_idx=[])
+    plan, rec = cpu_plan(art)
+    plan.entry(h(3), None)
+    assert rec.calls[-1][-1][1] == 0              # upstream's nullptr
+    plan.entry(h(3), h(4))
+    assert rec.calls[-1][-1][1] != 0
+    with pytest.raises(TypeError, match=r"'A' \(#0\) must be a torch.Tensor"):   # A binds n: not nullable
+        plan.entry(None, h(4))
+    with pytest.raises(ValueError, match=r"Bias.shape\[0\] must be 4, got 5"):
+        plan.entry(h(3), h(5))

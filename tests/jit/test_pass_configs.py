@@ -21,7 +21,7 @@ def test_unknown_key_warns():
         normalize({"tl.enable_fastmath": True})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert normalize({PassConfigKey.TL_DISABLE_TMA_LOWER: True}) == {"tl.disable_tma_lower": True}
+        assert normalize({PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}) == {"tl.disable_warp_specialized": True}
 
 
 def test_fast_math_reaches_nvcc_flags():

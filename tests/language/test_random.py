@@ -31,7 +31,7 @@ def _kernel(generator="curandStatePhilox4_32_10_t"):
 def test_random_draws_use_the_threads_state(generator):
     art = tilelang.lower(_kernel(generator), "sm_80")
     body = art.source[art.source.index("__global__"):]
-    for call in ("tl::rng_init((&(rng_state_ptr[0]))", "tl::rng_rand((&(rng_state_ptr[0])))",
+    for call in ("tl::rng_init((&(rng_state[0]))", "tl::rng_rand((&(rng_state[0])))",
                  "tl::rng_uniform_f32(", "tl::rng_normal_f32(", "tl::rng_normal_f64("):
         assert call in body, call
     # The default subsequence is the thread's global index.

@@ -142,8 +142,9 @@ def test_copy_prefer_instruction_maps_onto_disable_tma():
         return tilelang.lower(_copy_kernel(**kw), "sm_90a").source
 
     default, no_tma = lower(), lower(disable_tma=True)
-    assert lower(prefer_instruction="tma") == default
-    assert lower(annotations={"prefer_instruction": "tma", "test.copy": "sync"}) == default
+    tma = lower(prefer_instruction="tma")     # honoured: the TMA unit loads the tile (lower_copy)
+    assert "tl::tma_load_bulk(" in tma and "tma_load" not in default
+    assert lower(annotations={"prefer_instruction": "tma", "test.copy": "sync"}) == tma
     assert lower(prefer_instruction="sync") == no_tma
     assert lower(annotations={"disable_tma": True}) == no_tma
     with pytest.raises(Exception, match="prefer_instruction must be one of"):

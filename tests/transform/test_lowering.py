@@ -411,11 +411,10 @@ def test_swizzled_blocks_walk_panels_in_launch_order(order):
         assert {c for _, c in walk[:panel * gy]} == {0, 1} and walk[:3] == [(0, 0), (0, 1), (1, 0)]
 
 
-def test_tile_ops_under_an_if_on_the_thread_index_are_refused_not_half_run():
-    """Upstream's mask_op tests: a T.copy / T.Parallel inside `if tx < 128` of a 256-thread block
-    lowered to code in which the excluded threads skipped their share of the tile (wrong results on
-    the H200). Until the partition follows the condition, it is a located error; a per-thread store
-    and T.print under such an `if` stay allowed."""
+def test_tile_ops_under_an_if_on_the_thread_index_use_the_selected_threads():
+    """Upstream's mask_op tests: a T.copy / T.Parallel over memory inside `if tx < 128` of a
+    256-thread block is spread over threads 0..127 (they once skipped the excluded threads' share
+    of the tile: wrong results on the H200). A tile op on a fragment there is still refused."""
 
     def kernel(parallel):
         @T.prim_func
@@ -435,9 +434,22 @@ def test_tile_ops_under_an_if_on_the_thread_index_are_refused_not_half_run():
 
         return main
 
-    for parallel, op in ((True, "T.Parallel"), (False, "T.copy")):
-        with pytest.raises(TileLangCompileError) as err:
-            tilelang.lower(kernel(parallel), "sm_90a")
-        diag = err.value.diagnostics[0]
-        assert diag.code == "TL0002" and f"{op} inside an `if` on the thread index" in diag.message
-        assert diag.span.line == kernel.__code__.co_firstlineno + (8 if parallel else 11)
+    for parallel in (True, False):
+        src = tilelang.lower(kernel(parallel), "sm_80").source
+        inner = src[src.index("if (((int)threadIdx.x) < 128)"):]
+        inner = inner[:inner.index("__syncthreads")]
+        # 128 threads cover the 128 x 128 tile: 128 (parallel) or 16 x 8-element (copy) steps each
+        assert ("v < 128" if parallel else "it < 16") in inner
+
+    @T.prim_func
+    def frag(B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            f = T.alloc_fragment((128,), "float32")
+            tx = T.get_thread_binding(0)
+            if tx < 128:
+                T.fill(f, 1)
+            T.copy(f, B)
+
+    with pytest.raises(TileLangCompileError) as err:
+        tilelang.lower(frag, "sm_80")
+    assert "T.fill inside an `if` on the thread index" in err.value.diagnostics[0].message

@@ -59,6 +59,10 @@ class _Bounds:
                 return  # the compiler guards global accesses of T.Parallel bodies
             if const_int(s.extent) is not None and const_int(s.min) is not None:
                 self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, s.extent))
+            elif const_int(s.min) is not None:  # a bounded symbolic trip count (range(tid % 32))
+                top = self.an.const_int_bound(s.extent).max_value
+                if top < (1 << 31) - 1:
+                    self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, max(int(top), 1)))
             self.visit(s.body)
         elif isinstance(s, tirx.IfThenElse):
             cond = self.scalars.visit(s.condition)
@@ -95,6 +99,11 @@ class _Bounds:
             e = self.scalars.visit(index)
             if n is None or _has_load(e):
                 continue
+            if isinstance(e, tirx.Ramp):   # a vector access (T.Ramp): its last lane reaches furthest
+                lanes = const_int(e.lanes)
+                if lanes is None:
+                    continue
+                e = e.base + e.stride * (lanes - 1)
             bound = self.an.const_int_bound(e)
             high = not self.an.can_prove(tirx.LT(e, extent)) and bound.max_value >= n
             low = not self.an.can_prove(tirx.GE(e, 0)) and bound.min_value < 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.tir_utils import const_int, tvm_ffi_walk
+from tilelang.tir_utils import const_int, tvm_ffi_walk, walk_stmts
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name
 
 TRACKED = (FRAGMENT_SCOPE, "local")
@@ -222,6 +222,8 @@ def usage(k):
         for w in writes:
             written.add(w)
             written_at.setdefault(w, stmt)
+        if isinstance(stmt, tirx.Evaluate) and op_name(stmt) is None:
+            used.update(_address_targets(stmt.value)[1:])   # T.atomic_addx4(dst, src): src is read
         others = [r for r in reads if not any(r.same_as(w) for w in writes)]
         used.update(others)
         if not writes:
@@ -235,14 +237,26 @@ def _check_outputs(k, rep) -> None:
     written, used, written_at = usage(k)
     params = k.params()
     outs = _out_params(k, params)
+    views = []              # (view, source): T.Tensor(shape, dtype, p.data) / T.view(p) declared in the body
+
+    def collect(s):
+        data = getattr(s, "data", None) if isinstance(s, tirx.DeclBuffer) else None
+        if isinstance(data, ir.Call) and data.args and tirx.is_buffer_var(data.args[0]):
+            views.append((s.buffer, data.args[0]))
+
+    walk_stmts(k.info.func.body, collect)
+
+    def aliased(p, bufs):   # written or read through a view of the parameter's storage
+        return any(v.same_as(b) and src.same_as(p) for v, src in views for b in bufs)
+
     for p in params:
-        if p in written:
+        if p in written or aliased(p, written):
             continue
         if outs is not None and p in outs:
             rep.emit("TL0402", f"output '{p.name}' is never written: the kernel returns uninitialised "
                      f"memory", rep.param_span(p.name),
                      notes=[Note(f"out_idx={list(k.ctx.out_idx)} makes '{p.name}' an output")])
-        elif outs is None and p not in used:
+        elif outs is None and p not in used and not aliased(p, used):
             rep.emit("TL0402", f"tensor '{p.name}' is neither read nor written: if it is the kernel's "
                      f"output, the result is never written back", rep.param_span(p.name))
     for buf, stmt in written_at.items():

@@ -19,6 +19,7 @@ from tvm import tirx
 from tilelang.diagnostics import Note, Severity
 from tilelang.tir_utils import children, const_int, uses_vars
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
+from tilelang.transform.layout_inference import body_guard, guard_mask
 
 LIMIT = 1 << 24
 _OPS = {
@@ -95,6 +96,7 @@ def _check_nest(k, rep, nest, outer=()) -> None:
     coords = np.unravel_index(owners, loop.shape)     # per loop dimension, [T, L]
     env = dict(zip(loop_vars, coords))
     seen = set()
+    guard = body_guard(body)
     for buf, idx, _ in buffer_accesses(body):
         layout = k.layouts.fragments.get(buf)
         if k.scope(buf) != FRAGMENT_SCOPE or layout is None or buf in seen or _plain(idx, loop_vars):
@@ -102,7 +104,7 @@ def _check_nest(k, rep, nest, outer=()) -> None:
         if owners.shape[0] * int(np.prod(layout.shape)) > LIMIT:
             continue
         for fixed in _outer_values(idx, outer):
-            bad = _first_miss(layout, idx, {**env, **fixed})
+            bad = _first_miss(layout, idx, {**env, **fixed}, guard)
             if bad is not None:
                 seen.add(buf)
                 _report(k, rep, nest, buf, idx, loop_vars, bad, fixed)
@@ -128,8 +130,9 @@ def _plain(idx, loop_vars) -> bool:
     return all(isinstance(i, tirx.Var) and any(v.same_as(i) for v in loop_vars) for i in idx)
 
 
-def _first_miss(layout, idx, env):
-    """(thread, iteration coordinates) of the first iteration whose thread lacks the element."""
+def _first_miss(layout, idx, env, guard=None):
+    """(thread, iteration coordinates) of the first iteration whose thread lacks the element;
+    iterations a body-wide ``if`` (``guard``) switches off touch nothing."""
     values = [evaluate(i, env) for i in idx]
     if any(v is None for v in values):
         return None
@@ -143,6 +146,10 @@ def _first_miss(layout, idx, env):
     held = np.zeros((T, int(np.prod(shape))), dtype=bool)
     held[np.arange(T)[:, None], layout.owners()] = True
     ok = held[np.arange(flat.shape[0])[:, None], flat] & inside
+    if not ok.all():
+        mask = guard_mask(guard, list(env.items()), ok.shape)
+        if mask is not None:
+            ok |= ~mask
     if ok.all():
         return None
     t, l = map(int, np.argwhere(~ok)[0])

@@ -44,8 +44,9 @@ def _check_one(k, rep, stmt) -> None:
     a, b, c = (decode_region(x) for x in stmt.value.args[:3])
     if not _check_scopes(rep, stmt, a, b, c):
         return
-    dims = _check_shapes(k, rep, stmt, a, b, c)
-    problem = targets.mma_problem(a.dtype, b.dtype, c.dtype, k.arch)
+    fma = targets.gemm_uses_fma(a.dtype, b.dtype, c.dtype, k.arch)   # CUDA-core fallback: any K, no warps
+    dims = _check_shapes(k, rep, stmt, a, b, c, fma)
+    problem = None if fma else targets.mma_problem(a.dtype, b.dtype, c.dtype, k.arch)
     if problem is not None:
         which, reason = problem
         index = {"A": A, "B": B, "C": C}[which]
@@ -53,7 +54,7 @@ def _check_one(k, rep, stmt) -> None:
                  rep.operand_span(stmt, index),
                  notes=[Note(f"{_describe(r)} is allocated here", rep.alloc_span(r.buffer))
                         for r in (a, b, c) if rep.alloc_span(r.buffer) is not None])
-    if dims is not None:
+    if dims is not None and not fma:
         _check_partition(k, rep, stmt, *dims)
 
 
@@ -77,7 +78,7 @@ def _check_scopes(rep, stmt, a, b, c) -> bool:
     return ok
 
 
-def _check_shapes(k, rep, stmt, a, b, c):
+def _check_shapes(k, rep, stmt, a, b, c, fma=False):
     """Report TL0101 problems; (M, N, K) when the shapes are consistent, else None."""
     ta, tb, _ = _flags(stmt)
     tiles = [_tile(r) for r in (a, b, c)]
@@ -99,7 +100,7 @@ def _check_shapes(k, rep, stmt, a, b, c):
                  notes=_alloc_notes(rep, c))
         return None
     step = max(16, targets.mma_k_granularity(a.dtype))
-    if K % step:
+    if K % step and not fma:
         rep.emit("TL0101", f"T.gemm K={K} must be a multiple of {step}: one {a.dtype} mma instruction "
                  f"consumes K={targets.mma_k_granularity(a.dtype)} and the tile is split in steps of {step}",
                  rep.operand_span(stmt, A), notes=_alloc_notes(rep, a))
@@ -157,7 +158,7 @@ def _check_partition(k, rep, stmt, M, N, K) -> None:
         warp_partition(M, N, threads // 32, policy, None)
     except LoweringError:
         name = _POLICY.get(policy, str(policy))
-        rep.emit("TL0103", f"T.gemm cannot split its {M}x{N} tile over {threads // 32} warps "
-                 f"(policy {name}): every warp needs a multiple of 16 rows and 8 columns",
+        rep.emit("TL0103", f"No valid warp partition: T.gemm cannot split its {M}x{N} tile over "
+                 f"{threads // 32} warps (policy {name}): every warp needs a multiple of 16 rows and 8 columns",
                  span, notes=[Note(f"the block has {threads} threads", rep.kernel_span())])
 

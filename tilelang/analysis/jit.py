@@ -44,7 +44,9 @@ def run_check_pass(state) -> None:
                    if d.code not in silenced_codes(getattr(state, "pass_configs", None) or {})]
     errors = [d for d in diagnostics if d.severity is Severity.ERROR and d.code != "TL0003"]
     if errors:
-        raise TileLangCompileError(errors)
+        from tilelang.transform.kernel import compile_error
+
+        raise compile_error(errors)
     for d in diagnostics:
         # Attribute the warning to the user's line, not to this module.
         file, line = (d.span.file, d.span.line) if d.span is not None else ("<kernel>", 0)

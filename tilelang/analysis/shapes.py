@@ -12,7 +12,7 @@ import math
 
 from tvm import tirx
 
-from tilelang.diagnostics import Note
+from tilelang.diagnostics import Severity, Note
 from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, parallel_nest
 
@@ -121,14 +121,17 @@ def _check_parallel(k, rep, nest) -> None:
         dims = _loop_dims(idx, loop_vars)
         if shape is None or dims is None:
             continue
-        bad = [(d, v) for d, v in enumerate(dims) if v is not None and shape[d] != ext[v]]
+        # A loop over part of the fragment runs on the threads holding that part (layout
+        # inference pads it); a loop past its end is what upstream accepts too (the fragment
+        # takes the loop's layout, storage included), so it is a warning.
+        bad = [(d, v) for d, v in enumerate(dims) if v is not None and shape[d] < ext[v]]
         if bad:
             reported.add(buf)
             d, v = bad[0]
             rep.emit("TL0603", f"T.Parallel{tuple(ext)} indexes fragment '{buf.name}' (shape "
                      f"{_fmt(shape)}) with loop variable '{loop_vars[v].name}' of extent {ext[v]} "
                      f"in dimension {d}, which has {shape[d]} elements",
-                     rep.header_span(nest), notes=_alloc_notes(rep, _Whole(buf)))
+                     rep.header_span(nest), notes=_alloc_notes(rep, _Whole(buf)), severity=Severity.WARNING)
 
 
 def _loop_dims(idx, loop_vars):

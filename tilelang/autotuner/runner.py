@@ -37,6 +37,10 @@ class AutotuneError(RuntimeError):
     """Tuning cannot run or produced nothing usable; the message says why."""
 
 
+class AutotuneInputError(AutotuneError, ValueError):
+    """Tuning cannot make the kernel's inputs (e.g. a scalar parameter): a ValueError, as upstream's."""
+
+
 class GpuRunner:
     """Checks and times kernels on torch's current CUDA device."""
 
@@ -78,7 +82,7 @@ class GpuRunner:
         try:
             return Profiler(kernel, tensor_supply_type=self.profile.supply_type).make_args()
         except ValueError as e:
-            raise AutotuneError(f"cannot make inputs for {kernel.name}: {e}. Give autotune(supply_prog=...) or "
+            raise AutotuneInputError(f"cannot make inputs for {kernel.name}: {e}. Give autotune(supply_prog=...) or "
                                 "run inside `with tilelang.autotuner.set_autotune_inputs(a, b, ...)`") from None
 
     def _full_args(self, kernel) -> list:

@@ -74,6 +74,26 @@ def jsonable(value):
     return json.loads(json.dumps(plain(value), default=str))
 
 
+def callable_identity(fn) -> dict:
+    """What a callback computes, as a tuning key part: its bytecode, names and constants (not its
+    source text or line, so ``lambda a, b: a @ b`` is the same callback wherever it is written)
+    and its captured values. A callable object counts by its class and attributes."""
+    if isinstance(fn, functools.partial):
+        return {"partial": callable_identity(fn.func), "args": plain(fn.args), "keywords": plain(fn.keywords)}
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return _identity(fn)
+    return {"code": _bytecode(code), "closure": _closure(fn), "defaults": plain(getattr(fn, "__defaults__", None))}
+
+
+def _bytecode(code) -> str:
+    def part(c):
+        consts = [part(k) if hasattr(k, "co_code") else repr(k) for k in c.co_consts]
+        return [c.co_code.hex(), list(c.co_names), list(c.co_varnames), consts]
+
+    return hashlib.sha256(json.dumps(part(code)).encode()).hexdigest()
+
+
 def _identity(factory) -> dict:
     """What the factory computes: its source and captured values (see the module docstring)."""
     if isinstance(factory, functools.partial):

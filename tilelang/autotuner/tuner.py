@@ -205,9 +205,10 @@ def _tune(problem: _Problem, profile: ProfileArgs, runner=None, force: bool = Fa
     if problem.configs == [{}]:
         return _finish(AutotuneResult({}, None, _compile_one(problem, {}), arguments=problem.arguments))
     arch = normalize_target(problem.compile_args.target)
-    key = store.tuning_key(problem.factory, problem.key_arguments, problem.configs,
-                           problem.compile_args.as_dict(), arch)
+    key = _tuning_key(problem, profile, arch)
     with _TUNE_LOCK:
+        if key is None:   # callbacks decide what is correct: nothing is reused (see _tuning_key)
+            return _for_call(_run(problem, profile, runner or GpuRunner(profile), "uncached"), problem)
         result = _MEMO.get(key)
         if result is None and not (force or store.force_retune()):
             result = _from_record(store.load(key), problem, key)
@@ -216,6 +217,31 @@ def _tune(problem: _Problem, profile: ProfileArgs, runner=None, force: bool = Fa
             store.store(key, _record(result, problem, arch))
         _MEMO[key] = result
         return _for_call(result, problem)
+
+
+def _profile_key(profile: ProfileArgs) -> dict:
+    """What of the profile decides which configs count as correct and which inputs they see."""
+    return {"supply_type": getattr(profile.supply_type, "name", str(profile.supply_type)), "rtol": profile.rtol,
+            "atol": profile.atol, "max_mismatched_ratio": profile.max_mismatched_ratio,
+            "skip_check": profile.skip_check, "cache_input_tensors": profile.cache_input_tensors}
+
+
+def _callbacks(profile: ProfileArgs) -> dict:
+    return {name: cb for name, cb in (("ref_prog", profile.ref_prog), ("supply_prog", profile.supply_prog),
+                                      ("manual_check_prog", profile.manual_check_prog)) if cb is not None}
+
+
+def _tuning_key(problem: _Problem, profile: ProfileArgs, arch: str) -> str | None:
+    """The key a tuning result is memoised and stored under: the factory, its arguments, the configs,
+    the compile arguments, what decides correctness (``_profile_key``) and the callbacks' code and
+    captured values. None when a callback's identity cannot be taken (nothing is reused then)."""
+    try:
+        callbacks = {name: store.callable_identity(cb) for name, cb in _callbacks(profile).items()}
+    except (TypeError, ValueError):
+        return None
+    return store.tuning_key(problem.factory, problem.key_arguments, problem.configs,
+                            {**problem.compile_args.as_dict(), "profile": _profile_key(profile),
+                             "callbacks": callbacks}, arch)
 
 
 def _for_call(result: AutotuneResult, problem: _Problem) -> AutotuneResult:
@@ -430,6 +456,23 @@ class AutoTuner:
                                         early_stop, early_stop_factor, backend)
         return self
 
+    def generate_cache_key(self, parameters, extra_parameters) -> str | None:
+        """The key this tuner's result is stored under (upstream's API): ``parameters`` are the
+        kernel's ``inspect.signature(...).parameters`` (their defaults count), ``extra_parameters``
+        more values. Like upstream's, it is None when the profile has callbacks (``ref_prog``,
+        ``supply_prog``, ``manual_check_prog``): upstream then reuses nothing. Our own tuning does
+        store such results, keyed by the callbacks' code and captured values (``_tuning_key``)."""
+        from tilelang.engine.lower import normalize_target
+
+        if _callbacks(self.profile_args):
+            return None
+        compile_args = self.compile_args or _unwrap(self.fn)[1] or CompileArgs()
+        defaults = {name: p.default for name, p in dict(parameters).items()
+                    if p.default is not inspect.Parameter.empty}
+        problem = _Problem(getattr(self.fn, "__name__", "kernel"), _unwrap(self.fn)[0], inspect.signature(self.fn),
+                           {}, list(self.configs), compile_args, {**defaults, **dict(extra_parameters or {})}, "")
+        return _tuning_key(problem, self.profile_args, normalize_target(compile_args.target))
+
     @_user_facing
     def run(self, warmup=None, rep=None, timeout=None, *, force: bool = False) -> AutotuneResult:
         """Tune (or reuse a stored result); ``warmup``/``rep``/``timeout`` override the profile args."""
@@ -456,6 +499,8 @@ class AutotunedFactory:
         self._force = force
         self._runner = runner
         self._kernels: dict = {}
+        # tuning results per tuning key (upstream's name); clearing it forgets the kernels too
+        self._tuner_cache = _TunerCache(self._kernels.clear)
         self._jit_args: CompileArgs | None = None   # set by an enclosing @tilelang.jit
         unknown = [n for n in self._do_not_specialize if n not in inspect.signature(factory).parameters]
         if unknown:
@@ -493,8 +538,29 @@ class AutotunedFactory:
     @_user_facing
     def tune(self, *args, **kwargs) -> AutotuneResult:
         """The full AutotuneResult for these factory arguments (tuning if needed)."""
+        from tilelang.engine.lower import normalize_target
+
         problem = _problem(self._target, self._configs, self._jit_args, args, kwargs, self._do_not_specialize)
-        return _tune(problem, self._profile, self._runner, self._force)
+        key = _tuning_key(problem, self._profile, normalize_target(problem.compile_args.target))
+        cached = self._tuner_cache.get(key) if key is not None else None
+        if cached is not None and not self._force:
+            return _for_call(cached, problem)
+        result = _tune(problem, self._profile, self._runner, self._force)
+        if key is not None:
+            self._tuner_cache[key] = result
+        return result
+
+
+class _TunerCache(dict):
+    """``AutotunedFactory._tuner_cache``: a dict whose ``clear()`` also forgets the factory's kernels."""
+
+    def __init__(self, on_clear):
+        super().__init__()
+        self._on_clear = on_clear
+
+    def clear(self) -> None:
+        super().clear()
+        self._on_clear()
 
 
 def autotune(func=None, *, configs, warmup=25, rep=100, timeout=100, supply_type=TensorSupplyType.Auto,

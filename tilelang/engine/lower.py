@@ -9,18 +9,21 @@ This is the single boundary where compiler failures become diagnostics: a ``Lowe
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from tvm import tirx
 
-from tilelang.artifact import NUM_SMS, KernelArtifact, ParamSpec
+from tilelang.artifact import (NUM_SMS, ArtifactError, KernelArtifact, ParamSpec, affine_in, expr_names, is_shape_expr,
+                               parse_int_expr)
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.callback import apply_cuda_postproc
 from tilelang.engine.pipeline import PASSES
 from tilelang.language.builtins import kernel_compile_flags, kernel_pass_configs, with_min_blocks_per_sm
 from tilelang.tir_utils import const_int
-from tilelang.transform.kernel import LoweringError
+from tilelang.transform.kernel import LoweringError, analyze_kernel, compile_error, source_kernel, split_kernels
 from tilelang.transform.pass_config import normalize, nvcc_flags
+from tilelang.transform.pointer_ops import lower_pointer_ops
 
 
 @dataclass
@@ -83,17 +86,112 @@ def _detect_arch() -> str:
     return "sm_90a"
 
 
-def lower(func, target="auto", pass_configs=None, out_idx=None, name=None) -> KernelArtifact:
-    """Compile a parsed kernel (PrimFunc) to a KernelArtifact (source only; nvcc runs later)."""
+def lower(func, target="auto", pass_configs=None, out_idx=None, name=None, *, target_host=None,
+          runtime_only=False, enable_host_codegen=False, enable_device_compile=False) -> KernelArtifact:
+    """Compile a parsed kernel (PrimFunc) to a KernelArtifact (source only; nvcc runs later).
+    Upstream's ``target_host``, ``runtime_only``, ``enable_host_codegen`` and
+    ``enable_device_compile`` are accepted here and change nothing: ``tilelang.lower`` runs nvcc
+    when asked, and the host side is our Python launcher."""
     arch = normalize_target(target)
     kname = name or _func_name(func)
     configs = {**normalize(kernel_pass_configs(func)), **dict(pass_configs or {})}  # the caller's win
+    try:
+        external = source_kernel(func)
+        if external is not None:   # T.CUDASourceCodeKernel: the user's CUDA is the kernel
+            return _source_artifact(func, external, arch, configs, out_idx)
+        split = split_kernels(func)
+    except LoweringError as err:
+        raise TileLangCompileError([_to_diag(err, func)]) from None
+    if split is not None and (len(split.funcs) > 1 or split.workspaces):
+        return _lower_parts(func, split, arch, kname, configs, out_idx)
+    if split is not None:   # one kernel after host-level statements (T.assume, bindings)
+        func = split.funcs[0]
+    return _lower_one(func, arch, kname, configs, out_idx)
+
+
+_ENTRY = re.compile(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)')
+_C_SCALARS = {"int": "int32", "int32_t": "int32", "unsigned": "uint32", "unsigned int": "uint32",
+              "uint32_t": "uint32", "long long": "int64", "int64_t": "int64", "long": "int64",
+              "uint64_t": "uint64", "float": "float32", "double": "float64", "bool": "bool"}
+
+
+def _source_artifact(func, external, arch, configs, out_idx) -> KernelArtifact:
+    """A ``T.CUDASourceCodeKernel`` launch: its source with ``tl.h``; the entry's parameters are
+    the tensors' data pointers in order, then the scalar params and shape symbols in order of
+    first appearance."""
+    entry, code, span = external
+    entries = {m.group(1): m.group(2) for m in _ENTRY.finditer(code)}
+    if entry not in entries:
+        raise LoweringError("TL0002", f"T.CUDASourceCodeKernel: no __global__ function '{entry}' in the CUDA "
+                            f"source. Available entries: {', '.join(entries) or '(none)'}", span)
+    params, symbols = _params(func)
+    tensors = [p.name for p in params if p.kind in ("tensor", "pointer")]
+    scalars = []
+    for p in params:
+        for name in (p.shape if p.kind in ("tensor", "pointer") else [p.name]):
+            if isinstance(name, str) and name not in scalars:
+                scalars.append(name)
+    args, types = [], []
+    for k, decl in enumerate(a.strip() for a in entries[entry].split(",") if a.strip()):
+        pool = tensors if "*" in decl else scalars
+        if not pool:
+            raise LoweringError("TL0002", f"T.CUDASourceCodeKernel: parameter {k} of '{entry}' ({decl}) has no "
+                                f"{'tensor' if '*' in decl else 'scalar parameter or shape symbol'} left to take "
+                                f"(tensors {tensors}, then scalars and symbols {scalars}, by position)", span)
+        args.append(pool.pop(0))
+        ctype = " ".join(t for t in decl.replace("*", " * ").split()[:-1] if t not in ("const", "__restrict__"))
+        types.append("ptr" if "*" in decl else _C_SCALARS.get(ctype, "int32"))
+    info = analyze_kernel(func)
+    grid = {"blockIdx.x": "1", "blockIdx.y": "1", "blockIdx.z": "1"}
+    block = [1, 1, 1]
+    for iv, extent in info.launch:
+        tag = str(iv.thread_tag)
+        if tag.startswith("blockIdx"):
+            grid[tag] = to_py(extent)
+        else:
+            block["xyz".index(tag[-1])] = const_int(extent)
+    return KernelArtifact(
+        name=entry, source='#include "tl.h"\n' + code, params=params, kernel_args=args,
+        grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block, dynamic_smem=0,
+        arch=arch, symbols=symbols, out_idx=_out_indices(out_idx, len(params), func),
+        compile_flags=nvcc_flags(configs) + [f for f in kernel_compile_flags(func) if f not in nvcc_flags(configs)],
+        kernel_arg_types=types)
+
+
+def _lower_parts(func, split, arch, kname, configs, out_idx) -> KernelArtifact:
+    """Several ``T.Kernel`` blocks (and/or ``T.alloc_global`` scratch buffers): each block is
+    lowered as a kernel of its own, taking the prim_func's params then the scratch buffers; the
+    launcher runs them in order on one stream (``KernelArtifact.parts``)."""
+    parts = [_lower_one(f, arch, kname if i == 0 else f"{kname}_{i}", configs, [])
+             for i, f in enumerate(split.funcs)]
+    params, symbols = _params(func)
+    names = {p.name for p in params} | set(symbols)
+    workspaces = []
+    for ws in split.workspaces:
+        spec = next(p for p in parts[0].params if p.name == ws.name)
+        for d in spec.shape:
+            if isinstance(d, str) and d not in names:
+                raise TileLangCompileError([_to_diag(LoweringError(
+                    "TL0002", f"T.alloc_global buffer '{ws.name}' has a dimension '{d}' that no parameter "
+                    "gives"), func)])
+        workspaces.append({"name": spec.name, "dtype": spec.dtype, "shape": list(spec.shape)})
+    first = parts[0]
+    outs = _out_indices(out_idx, len(params), func)
+    return KernelArtifact(
+        name=first.name, source="\n".join(p.source for p in parts), params=params,
+        kernel_args=[a for a in first.kernel_args if a in names], grid=list(first.grid),
+        block=list(first.block), dynamic_smem=first.dynamic_smem, arch=arch, symbols=symbols,
+        out_idx=outs, compile_flags=list(first.compile_flags), parts=parts, workspaces=workspaces)
+
+
+def _lower_one(func, arch, kname, configs, out_idx) -> KernelArtifact:
     st = LowerState(func, arch, kname, configs, out_idx=list(out_idx or []))
     try:
+        st.func = lower_pointer_ops(st.func)   # T.access_ptr / T.ptx_cp_async (unchanged without them)
         for _, run in PASSES:
             run(st)
     except LoweringError as err:
-        raise TileLangCompileError([_to_diag(err, func)]) from None
+        raise _compile_error(err, func) from None
     except TileLangCompileError:
         raise
     except Exception as err:  # noqa: BLE001 - an internal bug, reported as such
@@ -120,14 +218,35 @@ def _func_span(func):
     return Span.from_tvm(span) if span is not None else None
 
 
+def _compile_error(err: LoweringError, func) -> TileLangCompileError:
+    return compile_error([_to_diag(err, func)])
+
+
 def _to_diag(err: LoweringError, func) -> Diagnostic:
     span = Span.from_tvm(err.span) if err.span is not None else _func_span(func)
     return Diagnostic(code=err.code, severity=Severity.ERROR, message=err.message, span=span,
                       notes=[Note(n) for n in err.notes])
 
 
+def _shape_expr(p, d, extent) -> str:
+    """A buffer dimension that is an integer expression of symbols (``m * 2 + 1``), as the text the
+    argument binder evaluates; the symbols themselves are bound by other dimensions or scalars."""
+    text = str(extent)
+    try:
+        parse_int_expr(text, expr_names(text))
+    except ArtifactError:
+        raise LoweringError("TL0002", f"shape of '{p.name}' dimension {d} is {extent}: a dimension must be an int, "
+                            "a symbolic variable or + - * // % of them") from None
+    return text
+
+
 def _params(func):
+    from tvm import ir
+
+    from tilelang.language.pointer import pointer_param_indices
+
     params, symbols = [], {}
+    pointers = set(pointer_param_indices(func))
     for index, p in enumerate(func.params):
         if tirx.is_buffer_var(p):
             shape = []
@@ -137,17 +256,25 @@ def _params(func):
                     shape.append(value)
                 elif isinstance(extent, tirx.Var):
                     shape.append(extent.name)
-                    symbols.setdefault(extent.name, [index, d])
+                    if index not in pointers:   # a raw address carries no shape to read
+                        symbols.setdefault(extent.name, [index, d])
                 else:
-                    raise LoweringError("TL0002", f"shape of '{p.name}' dimension {d} must be an int or a "
-                                        f"single symbolic variable, got {extent}")
+                    shape.append(_shape_expr(p, d, extent))
             strides = None
             if p.strides:
                 strides = [const_int(s) if const_int(s) is not None else str(s) for s in p.strides]
-            params.append(ParamSpec(p.name, "tensor", str(p.dtype), shape, strides))
+            kind = "pointer" if index in pointers else "tensor"
+            params.append(ParamSpec(p.name, kind, str(p.dtype), shape, strides))
+        elif isinstance(p.ty, ir.PointerType):   # a T.ptr parameter used as a plain address
+            params.append(ParamSpec(p.name, "pointer", "handle", []))
         else:
             params.append(ParamSpec(p.name, "scalar", str(p.ty.dtype if hasattr(p.ty, "dtype") else p.ty), []))
             symbols.setdefault(p.name, [index, -1])
+    for index, spec in enumerate(params):   # a symbol only inside `n * 4`: solved from that dimension
+        for d, entry in enumerate(spec.shape if spec.kind == "tensor" else []):
+            for name in sorted(expr_names(entry)) if is_shape_expr(entry) else []:
+                if name not in symbols and affine_in(entry, name) is not None:
+                    symbols[name] = [index, d]
     return params, symbols
 
 
@@ -169,6 +296,19 @@ def to_py(expr) -> str:
     raise ValueError(f"unsupported launch extent {expr}")
 
 
+def _out_indices(out_idx, n, func) -> list:
+    outs = []
+    for i in ([out_idx] if isinstance(out_idx, int) else list(out_idx or [])):
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise TileLangCompileError([Diagnostic(
+                code="TL0701", severity=Severity.ERROR,
+                message=f"out_idx {i} is out of range for a kernel with {n} parameters",
+                span=_func_span(func))])
+        outs.append(j)
+    return outs
+
+
 def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     params, symbols = _params(st.func)
     by_name = {p.name: p for p in params}
@@ -176,7 +316,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     tensormaps = {t["name"] for t in st.tensormaps}
     for ctype, arg in st.cuda.args:
         base = arg[:-4] if arg.endswith("_ptr") and arg[:-4] in by_name else arg
-        if base not in by_name and base not in symbols and base not in tensormaps:
+        in_strides = any(base in (p.strides or []) for p in params)   # read from its first occurrence
+        if base not in by_name and base not in symbols and base not in tensormaps and not in_strides:
             raise RuntimeError(f"kernel argument {arg} matches no parameter or symbol")
         kernel_args.append(base)
     grid = {"blockIdx.x": "1", "blockIdx.y": "1", "blockIdx.z": "1"}
@@ -190,16 +331,7 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     block[0] += st.extra_threads   # a warp-specialised kernel's producer warpgroup
     if st.persistent_tiles is not None:   # one block per SM (at most one per tile), looping over tiles
         grid = {"blockIdx.x": f"min({to_py(st.persistent_tiles)}, {NUM_SMS})", "blockIdx.y": "1", "blockIdx.z": "1"}
-    n = len(params)
-    outs = []
-    for i in ([out_idx] if isinstance(out_idx, int) else list(out_idx or [])):
-        j = i + n if i < 0 else i
-        if not 0 <= j < n:
-            raise TileLangCompileError([Diagnostic(
-                code="TL0701", severity=Severity.ERROR,
-                message=f"out_idx {i} is out of range for a kernel with {n} parameters",
-                span=_func_span(st.func))])
-        outs.append(j)
+    outs = _out_indices(out_idx, len(params), st.func)
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags
     source = with_min_blocks_per_sm(apply_cuda_postproc(st.cuda.source, st.arch), st.func)
@@ -207,4 +339,26 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
-        compile_flags=flags, tensormaps=list(st.tensormaps))
+        compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params))
+
+
+def _l2_persist(func, params) -> list:
+    """``T.annotate_l2_hit_ratio`` attributes as ``KernelArtifact.l2_persist`` entries (the first
+    ratio given for a tensor wins)."""
+    from tvm import tirx
+
+    from tilelang.language.annotate import L2_HIT_RATIO_ATTR
+    from tilelang.tir_utils import walk_stmts
+
+    found = []
+    walk_stmts(func.body, lambda s: found.append((getattr(s.node, "value", str(s.node)), float(s.value.value)))
+               if isinstance(s, tirx.AttrStmt) and s.attr_key == L2_HIT_RATIO_ATTR else None)
+    index = {p.name: i for i, p in enumerate(params) if p.kind == "tensor"}
+    out = {}
+    for name, ratio in found:
+        if name not in index:
+            raise TileLangCompileError([_to_diag(LoweringError(
+                "TL0002", f"T.annotate_l2_hit_ratio names '{name}', which is not a tensor parameter of the "
+                "kernel (only global tensors passed to it can be kept in L2)"), func)])
+        out.setdefault(index[name], round(ratio, 6))
+    return [{"param": i, "hit_ratio": r} for i, r in out.items()]

@@ -1,25 +1,33 @@
 """The ordered pass list. Each entry: (name, function(state) -> None), run in order by ``lower``.
 
     check             the static checks (``tilelang.analysis``): errors stop the build
-    analyze_kernel    find the launch, the thread variables and every buffer
+    analyze_kernel    find the launch, the thread variables and every buffer (loops that never
+                      run are dropped first: transform/vector_locals.py)
     infer_layouts     fragment / loop / shared layouts and gemm warp partitions
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
-    lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers
+    lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers (then
+                      vectorized loops that declare locals are unrolled: transform/vector_locals.py)
     emit_cuda         TVM CUDA codegen + our device library include
 """
 
 from __future__ import annotations
 
+from tvm import tirx
+
+from tilelang import targets
 from tilelang.analysis import check_pass
 from tilelang.codegen import emit_cuda
-from tilelang.transform import stage_epilogue
+from tilelang.transform import stage_epilogue, user_ws
+from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
+from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loops_with_locals
 
 
 def _analyze(st):
-    st.info = analyze_kernel(st.func)
+    st.func = st.func.with_body(drop_empty_loops(st.func.body))   # T.Pipelined(0) and friends
+    st.info = user_ws.apply(analyze_kernel(st.func))     # T.ws blocks: the compute role's threads
 
 
 def _layouts(st):
@@ -28,7 +36,16 @@ def _layouts(st):
 
 def _lower(st):
     lw = st.lowerer or Lowerer(st.info, st.layouts, st.pass_configs)   # (stage_epilogues built one)
-    st.lowered = st.func.with_body(lw.run())
+    lw.arch = st.arch                      # lower_copy: TMA bulk stores need sm_90
+    body = lw.run()
+    if getattr(st, "unstaged", None) is not None and lw.smem_bytes > targets.smem_per_block(st.arch):
+        # the staged epilogue fit until the lowering carved its workspaces: never let an
+        # optimisation take the kernel over the budget, lower it as written
+        st.func, st.info, st.layouts = st.unstaged
+        lw = Lowerer(st.info, st.layouts, st.pass_configs)
+        lw.arch = st.arch
+        body = lw.run()
+    st.lowered = st.func.with_body(unroll_vector_loops_with_locals(body))
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup
@@ -36,8 +53,32 @@ def _lower(st):
     st.cluster_dims = lw.cluster_dims           # thread block clusters (tl.cluster_multicast)
 
 
+def _solved_symbols(func):
+    """``func`` with the symbols that appear only inside shape expressions (``A: T.Tensor((n * 4,))``)
+    added as int32 parameters: apache-tvm's packed API cannot read them off a dimension, while our
+    launcher solves them and passes them to the kernel (``ArgPlan.solved_symbols``)."""
+    defined, used = set(), {}
+    for p in func.params:
+        if not tirx.is_buffer_var(p):
+            defined.add(p.name)
+            continue
+        for extent in list(p.shape) + list(p.strides or []):
+            if isinstance(extent, tirx.Var):
+                defined.add(extent.name)
+            else:
+                any_expr(extent, lambda e: isinstance(e, tirx.Var) and used.setdefault(e.name, e) is None)
+    extra = [v for name, v in used.items() if name not in defined]
+    if not extra:
+        return func
+    return tirx.PrimFunc(list(func.params) + extra, func.body, func.ret_type, func.attrs, span=func.span)
+
+
 def _emit(st):
-    st.cuda = emit_cuda(st.lowered, st.arch, st.name, [t["name"] for t in st.tensormaps], st.cluster_dims)
+    func, maps = _solved_symbols(st.lowered), [t["name"] for t in st.tensormaps]
+    st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims)
+    if any(arg.startswith("cse_v") for _, arg in st.cuda.args):
+        # TVM's CSE computed part of a loop bound on the host: build without it
+        st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims, cse=False)
 
 
 PASSES = [

@@ -31,6 +31,8 @@ from tvm.tirx import is_buffer_var
 from tvm.tirx.script import builder as T
 from tvm.tirx.script.parser import parser as _tparser
 
+from tilelang import knobs
+
 _STATE = threading.local()
 _MISSING = object()
 _OPS = {}
@@ -80,6 +82,23 @@ def _fold(cond):
             return bool(folded.value)
     return cond
 
+
+
+def _region_as_vector(region):
+    """The vector load of a slice whose one non-unit extent is a constant (``A[0, 0:4]`` ->
+    ``A[0, ramp(0, 1, 4)]``); other regions are returned as they are."""
+    indices, lanes = [], 0
+    for r in region.region:
+        extent = r.extent
+        if isinstance(extent, tvm.tirx.IntImm) and extent.value == 1:
+            indices.append(r.min)
+        elif isinstance(extent, tvm.tirx.IntImm) and not lanes:
+            lanes = extent.value
+            step = tvm.tirx.IntImm(str(getattr(r.min.ty, "dtype", "int32")), 1)
+            indices.append(tvm.tirx.Ramp(r.min, step, lanes))
+        else:
+            return region
+    return tvm.tirx.BufferLoad(region.source, indices) if lanes else region
 
 class _VarTable:
     """What TVM's ``bind_assign_value`` asks of the parser's variable table."""
@@ -142,6 +161,8 @@ class Builder:
         self.spans = spans
         self.file = file
         self.span_cache = {}
+        self.stamp = knobs.enable_ir_span()   # TILELANG_ENABLE_IR_SPAN=0: build without spans
+        self.active_spans = []                # span ids of the enclosing `at` scopes
         self.scopes = [{}]
         self.loops = []
         self.modes = ["prim_func"]
@@ -161,14 +182,22 @@ class Builder:
 
     @contextlib.contextmanager
     def at(self, sid):
-        if not IRBuilder.is_in_scope():
+        if not self.stamp or not IRBuilder.is_in_scope():
             yield
             return
-        with IRBuilder.current().with_source_span(self.span(sid)):
-            yield
+        self.active_spans.append(sid)
+        try:
+            with IRBuilder.current().with_source_span(self.span(sid)):
+                yield
+        finally:
+            self.active_spans.pop()
 
     def _annotate(self, value):
-        if isinstance(value, Object) and IRBuilder.is_in_scope():
+        if isinstance(value, Object) and self.stamp and IRBuilder.is_in_scope():
+            if isinstance(value, tvm.tirx.Buffer):   # T.alloc_*: the buffer points at its line
+                if value.span is None and self.active_spans:
+                    type(value).span.set(value, self.span(self.active_spans[-1]))
+                return value
             return IRBuilder.current()._set_current_source_span(value)  # noqa: SLF001 - TVM's own hook
         return value
 
@@ -332,6 +361,8 @@ class Builder:
         return tuple(out)
 
     def store(self, target, index, value):
+        if isinstance(value, TensorRegion):   # ``A[0, 4:8] = A[0, 0:4]``: a vector of the slice
+            value = _region_as_vector(value)
         if is_buffer_var(target):
             T.buffer_store(target, value, index)
         else:

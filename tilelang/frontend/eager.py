@@ -172,6 +172,10 @@ class EagerProgram:
                             ann = anns[name]
                             var = ann() if callable(ann) else ann
                             IRBuilder.name(name, var)
+                            if isinstance(var.ty, tvm.ir.PointerType):
+                                # a T.ptr parameter: declared now, so that T.make_tensor can bind
+                                # it to a tensor (match_buffer takes only declared parameters)
+                                var = T.arg(name, var)
                             values[name] = builder.define(name, var)
                         else:
                             values[name] = arguments.get(name)
@@ -195,15 +199,42 @@ class EagerProgram:
         """``func`` with its parameters: tensors and scalars in signature order, then outputs.
         (Declared after the body ran, since a body may open frames before its last ``T.empty``.)"""
         params = []
+        declared = list(func.params)   # the T.ptr parameters (tensors once T.make_tensor made them)
+        made = _pointer_params(func)
+        pointers, pointers_seen = [], []
         for name in self.rw.params:
             if kinds[name] == "tensor":
                 if name not in state.inputs:
                     raise EagerError(f"tensor argument '{name}' has no annotation: add '{name}: T.Tensor(shape, dtype)'")
                 params.append(state.inputs[name])
+            elif kinds[name] == "scalar" and isinstance(values[name], tvm.ir.Expr) \
+                    and isinstance(values[name].ty, tvm.ir.PointerType):
+                k = len(pointers_seen)   # declared in signature order, one T.arg each
+                pointers_seen.append(name)
+                if k in made:
+                    pointers.append(len(params))
+                params.append(declared[k])
             elif kinds[name] == "scalar":
                 params.append(values[name])
         params.extend(state.outputs)
-        return tvm.tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
+        result = tvm.tirx.PrimFunc(params, func.body, func.ret_type, func.attrs, func.span)
+        # the pointer marks (tilelang.language.pointer) name declaration indices: renumber them
+        for k in made:
+            result = result.without_attr(f"{_POINTER_PARAM_ATTR}.{k}")
+        for i in pointers:
+            result = result.with_attr(f"{_POINTER_PARAM_ATTR}.{i}", True)
+        return result
+
+
+# PrimFunc attribute "tl.pointer_param.<index>": the parameter declared T.ptr and made a tensor by
+# T.make_tensor (written by tilelang.language.pointer, which the front end does not import)
+_POINTER_PARAM_ATTR = "tl.pointer_param"
+
+
+def _pointer_params(func) -> set:
+    attrs = func.attrs if func.attrs is not None else {}
+    prefix = _POINTER_PARAM_ATTR + "."
+    return {int(str(k)[len(prefix):]) for k in attrs.keys() if str(k).startswith(prefix)}
 
 
 def _is_tensor_annotation(ann) -> bool:
@@ -230,9 +261,12 @@ def _match(state, arguments):
         shape = [int(s) for s in arg.shape]
         if len(shape) != len(buf.shape):
             raise EagerError(f"argument '{name}' must have {len(buf.shape)} dimensions, got shape {tuple(shape)}")
-        pairs = list(zip(buf.shape, shape))
-        if buf.strides and hasattr(arg, "stride"):
-            pairs += list(zip(buf.strides, [int(s) for s in arg.stride()]))
+        strides = [int(s) for s in arg.stride()] if buf.strides and hasattr(arg, "stride") else []
+        pack = 8 // buf.dtype.bits if buf.dtype.bits < 8 else 1
+        if pack > 1 and shape:  # packed sub-byte storage (fp4 in int8 ...): logical extents
+            shape[-1] *= pack
+            strides = [s * pack for s in strides[:-1]] + strides[-1:]
+        pairs = list(zip(buf.shape, shape)) + list(zip(buf.strides, strides))
         for dim, size in pairs:
             key = next((n for n, v in state.symbols.items() if dim.same_as(v)), None)
             if key is None:

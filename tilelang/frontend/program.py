@@ -12,7 +12,9 @@ import functools
 import inspect
 import weakref
 
+from tvm.ir import SourceName, Span
 from tvm.script.ir_builder.base import IRBuilder
+from tvm.tirx import is_buffer_var
 from tvm.tirx.script import builder as T
 
 from .builder import Builder, _active, current
@@ -81,7 +83,13 @@ def declare_params(func, rw, builder, outer=None, skip=()):
             ann = ann()
         if isinstance(ann, type):
             continue
-        values[name] = builder.define(name, T.arg(name, ann))
+        value = T.arg(name, ann)
+        code = rw.annotations.get(name)
+        if builder.stamp and code is not None and is_buffer_var(value) and value.span is None:
+            # the parameter's buffer points at its annotation's line (tilelang.ir.get_buffer_span)
+            line = min((ln for _, _, ln in code.co_lines() if ln), default=code.co_firstlineno)
+            type(value).span.set(value, Span(SourceName(code.co_filename), line, line, 1, 1 << 20))
+        values[name] = builder.define(name, value)
     return values
 
 

@@ -24,6 +24,7 @@ from tilelang.artifact import KernelArtifact
 from tilelang import knobs
 from tilelang.jit.binding import FactoryFunc
 from tilelang.jit.diagnostics import jit_phase
+from tilelang.jit import kernel as _kernel_module
 from tilelang.jit.kernel import JITKernel
 
 LOWER_LOCK = threading.RLock()
@@ -33,9 +34,13 @@ __all__ = ["JITKernel", "compile", "jit", "lower", "par_compile"]
 
 
 def _normalize_out_idx(out_idx, func=None):
+    attrs = getattr(func, "attrs", None)
+    returned = attrs is not None and "tilelang_out_idx" in attrs
     if out_idx is None:  # a prim_func returning T.empty outputs records them (tilelang.frontend)
-        attrs = getattr(func, "attrs", None)
-        return [int(i) for i in attrs["tilelang_out_idx"]] if attrs is not None and "tilelang_out_idx" in attrs else []
+        return [int(i) for i in attrs["tilelang_out_idx"]] if returned else []
+    if returned:
+        raise ValueError(f"Out index conflict: out_idx={out_idx} is given, but the kernel already returns its "
+                         f"T.empty outputs (out_idx {list(attrs['tilelang_out_idx'])}); drop out_idx")
     if isinstance(out_idx, int):
         return [out_idx]
     return [int(i) for i in out_idx]
@@ -84,7 +89,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
     (one backend here: nvcc and the CUDA driver)."""
     with LOWER_LOCK, jit_phase("lower", kernel=_name_of(func), target=str(target)):
         key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
-    if artifact.cubin is None:
+    if artifact.parts:   # several kernels: each part's cubin is built on first launch
+        pass
+    elif artifact.cubin is None:
         if knobs.print_on_compilation():
             _log.info("TileLang compiles kernel %s for %s", artifact.name, artifact.arch)
         try:
@@ -96,6 +103,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
             cache.store(key, artifact)
     _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
     return JITKernel(artifact, prim_func=func)
+
+
+_kernel_module.COMPILE = compile   # JITKernel(prim_func, ...) compiles through it
 
 
 def _name_of(func) -> str:

@@ -18,7 +18,7 @@ Contract:
   calls; a test checks this on many mutated argument lists.
 - Accepted calls: all params, or (out_idx non-empty) the inputs only, in which
   case outputs are allocated with torch.empty on the inputs' device.
-- Empty grids (a grid dim of 0) skip the launch and still return outputs.
+- A grid outside CUDA's range (a dim of 0, negative or too large) is a ValueError, as upstream's.
 - A kernel argument naming one of ``artifact.tensormaps`` is passed as the
   128 encoded bytes of a CUtensorMap over its tensor's data pointer, from
   ``encode_tensormap(dtype, dims, strides, box, swizzle, address)``
@@ -40,7 +40,8 @@ import operator
 import torch
 
 from tilelang import targets
-from tilelang.artifact import KNOWN_DTYPES, NUM_SMS, ArtifactError, KernelArtifact, parse_int_expr
+from tilelang.artifact import (KNOWN_DTYPES, NUM_SMS, PACKED_DTYPES, ArtifactError, KernelArtifact, affine_in,
+                               expr_names, is_shape_expr, parse_int_expr)
 from tilelang.jit import driver as _driver
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -63,8 +64,38 @@ _SCALAR_KINDS = {"bool": "bool", "float16": "float16", "float32": "float32", "fl
                  **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}}
 
 
+# Packed sub-byte tensors (artifact.PACKED_DTYPES) travel in any 1-byte torch tensor; outputs of
+# such a dtype are allocated as this storage type.
+_PACKED_STORAGE = {"float4_e2m1fn": "float4_e2m1fn_x2", "int4": "int8", "uint4": "uint8"}
+_PACKED_OK = tuple(dt for dt in {getattr(torch, n, None) for n in (
+    "int8", "uint8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2")} if isinstance(dt, torch.dtype))
+
+
+def _packed_shape(shape, k: int) -> tuple:
+    """The logical shape of a packed tensor: the last extent holds k elements per byte."""
+    return (*shape[:-1], shape[-1] * k) if len(shape) else tuple(shape)
+
+
+def _packed_strides(strides, k: int) -> tuple:
+    """The logical strides of a packed tensor (in elements): all but the last scale by k."""
+    return (*(x * k for x in strides[:-1]), strides[-1]) if len(strides) else tuple(strides)
+
+
+def _storage_dims(dims, k: int, last_is_extent: bool) -> tuple:
+    """Logical shape (or strides) -> the packed storage tensor's."""
+    if not len(dims):
+        return tuple(dims)
+    if last_is_extent:
+        return (*dims[:-1], -(-dims[-1] // k))
+    return (*(x // k for x in dims[:-1]), dims[-1])
+
+
 def torch_dtype(tvm_dtype: str) -> torch.dtype:
     """The torch dtype for a TVM dtype string; ArtifactError if torch lacks it."""
+    if tvm_dtype in PACKED_DTYPES:
+        dt = getattr(torch, _PACKED_STORAGE[tvm_dtype], None)
+        return dt if isinstance(dt, torch.dtype) else torch.int8
     name = _TORCH_NAMES.get(tvm_dtype)
     dt = getattr(torch, name, None) if name else None
     if not isinstance(dt, torch.dtype):
@@ -178,6 +209,7 @@ class ArgPlan:
         self.inputs = artifact.input_indices()
         self.all = list(range(len(self.params)))
         self.dtypes = [torch_dtype(p.dtype) if p.kind == "tensor" else None for p in self.params]
+        self.packs = [PACKED_DTYPES.get(p.dtype, 1) if p.kind == "tensor" else 1 for p in self.params]
         self.symbols = artifact.all_symbols()
         self.scalar_syms = {}  # param index -> symbols it defines
         for sym, (pi, di) in artifact.symbol_sources().items():
@@ -186,6 +218,9 @@ class ArgPlan:
         self.tensormaps = list(artifact.tensormaps)
         self.encode_tensormap = encode_tensormap or _driver.encode_tensormap
         self.arg_refs, self.arg_kinds = self._kernel_arg_refs()
+        # T.annotate_l2_hit_ratio: the tensor whose address follows the kernel arguments in the
+        # launch values (the launcher's access-policy window; one per stream, the last one wins)
+        self.l2_param = artifact.l2_persist[-1]["param"] if getattr(artifact, "l2_persist", None) else None
         self.ptr_params = self._ptr_params()
         self.sym_ranges = self._symbol_ranges()
         self.rules = [self._scalar_rule(i) if p.kind == "scalar" else None for i, p in enumerate(self.params)]
@@ -217,7 +252,7 @@ class ArgPlan:
             if a in tmaps:
                 refs.append(("tmap", tmaps[a]))
                 kinds.append("tensormap")
-            elif i is not None and self.params[i].kind == "tensor":
+            elif i is not None and self.params[i].kind in ("tensor", "pointer"):
                 refs.append(("ptr", i))
                 kinds.append("ptr")
             elif i is not None:
@@ -241,6 +276,8 @@ class ArgPlan:
             i = ref if kind == "ptr" else self.tensormaps[ref]["param"] if kind == "tmap" else None
             if i is not None and i not in out:
                 out.append(i)
+        if self.l2_param is not None and self.l2_param not in out:
+            out.append(self.l2_param)
         return out
 
     def _make_tensormap(self, j: int):
@@ -298,21 +335,66 @@ class ArgPlan:
         for i in indices:
             p = self.params[i]
             if p.kind == "tensor":
-                occ += [("shape", i, d, e) for d, e in enumerate(p.shape)]
-                occ += [("stride", i, d, e) for d, e in enumerate(p.strides or [])]
+                occ += [("shape", i, d, e) for d, e in enumerate(p.shape) if not is_shape_expr(e)]
+                occ += [("stride", i, d, e) for d, e in enumerate(p.strides or []) if not is_shape_expr(e)]
             else:
                 occ += [("scalar", i, -1, s) for s in self.scalar_syms.get(i, [])]
         return occ
+
+    def expr_occurrences(self, indices) -> list[tuple[str, int, int, str]]:
+        """(where, param index, dim, expression) for the shape/stride entries that are expressions."""
+        occ = []
+        for i in indices:
+            p = self.params[i]
+            if p.kind == "tensor":
+                occ += [("shape", i, d, e) for d, e in enumerate(p.shape) if is_shape_expr(e)]
+                occ += [("stride", i, d, e) for d, e in enumerate(p.strides or []) if is_shape_expr(e)]
+        return occ
+
+    def solved_symbols(self, indices) -> list[tuple[str, int, int, int, int]]:
+        """(symbol, param, dim, a, b) for the symbols read off a dimension ``a * sym + b``."""
+        out = []
+        for sym, (pi, di) in self.art.symbol_sources().items():
+            if di >= 0 and pi in indices and is_shape_expr(self.params[pi].shape[di]):
+                out.append((sym, pi, di, *affine_in(self.params[pi].shape[di], sym)))
+        return out
+
+    @staticmethod
+    def _entry_code(e, var) -> str:
+        """Python code for a shape/stride entry, symbols read from the locals in ``var``."""
+        if isinstance(e, int):
+            return str(e)
+        if not is_shape_expr(e):
+            return var[e]
+        tree = parse_int_expr(e, set(var), what="shape entry")
+
+        class _Rename(ast.NodeTransformer):
+            def visit_Name(self, node):  # noqa: N802 - ast's name
+                return ast.copy_location(ast.Name(var[node.id], ast.Load()), node) if node.id in var else node
+
+        return "(" + ast.unparse(_Rename().visit(tree)) + ")"
+
+    @staticmethod
+    def _entry_value(e, env) -> int:
+        """An entry's value given ``env`` (symbol -> (value, where)), for diagnosis."""
+        if isinstance(e, int):
+            return e
+        if not is_shape_expr(e):
+            return env[e][0]
+        code = compile(parse_int_expr(e, set(env), what="shape entry"), "<shape entry>", "eval")
+        return eval(code, {"__builtins__": {}, "min": min, "max": max}, {k: v[0] for k, v in env.items()})  # noqa: S307
 
     def _alloc_problem(self) -> str | None:
         """Why an inputs-only call cannot allocate the outputs, or None."""
         if not self.outputs:
             return None
         bound = {e for _, _, _, e in self.occurrences(self.inputs) if isinstance(e, str)}
+        bound |= {sym for sym, *_ in self.solved_symbols(self.inputs)}
         for sym in self.symbols:
             if sym not in bound:
                 users = [self.params[i].name for i in self.outputs
-                         if sym in (self.params[i].shape + (self.params[i].strides or []))]
+                         if any(sym == e or (is_shape_expr(e) and sym in expr_names(e))
+                                for e in self.params[i].shape + (self.params[i].strides or []))]
                 what = f"the shape of output {users[0]!r} uses" if users else "the kernel needs"
                 return (f"{what} symbol {sym!r}, which no input determines; "
                         f"pass all {len(self.params)} arguments instead")
@@ -323,35 +405,72 @@ class ArgPlan:
               "_empty_strided": torch.empty_strided, "_index": operator.index,
               "_span": _span, "_cur_dev": _current_device, "_odd_grid": self._odd_grid,
               "_no_alloc": self._no_alloc, "_launch": self.launch, "_stream": self.stream,
-              "_num_sms": device_sm_count,
+              "_fail_none": self._fail_with_none,
+              "_num_sms": device_sm_count, "_pk_shape": _packed_shape, "_pk_strides": _packed_strides,
+              "_st_dims": _storage_dims,
               "_IMAX": INT32_MAX, "_IMIN": INT32_MIN}
         for i, dt in enumerate(self.dtypes):
             ns[f"_dt{i}"] = dt
+            ns[f"_dts{i}"] = _PACKED_OK
             ns[f"_ok{i}"] = self.preds[i]
         for j in range(len(self.tensormaps)):
             ns[f"_tm{j}"] = self._make_tensormap(j)
+        for i, p in enumerate(self.params):
+            if p.kind == "pointer":
+                ns[f"_addr{i}"] = pointer_address(p.dtype, self.device_type)
         return ns
 
     # ------------------------------------------------------------ code generation
-    def _generate(self) -> str:
-        lines = ["def _entry(*args):", "    n = len(args)"]
+    def _generate(self, null=frozenset(), name="_entry") -> str:
+        if null:
+            return self._generate_plain(null, name).replace("return _fail(args)", "return _fail_none(args)")
+        return self._generate_plain(null, name)
+
+    def _generate_plain(self, null, name) -> str:
+        lines = [f"def {name}(*args):", "    n = len(args)"]
         if self.outputs:
             lines.append(f"    if n == {len(self.inputs)}:")
             if self.alloc_problem:
                 lines.append("        return _no_alloc(args)")
             else:
-                lines += ["        " + s for s in self._body(self.inputs, self.outputs)]
+                lines += ["        " + s for s in self._body(self.inputs, self.outputs, null)]
         lines.append(f"    if n == {len(self.params)}:")
-        lines += ["        " + s for s in self._body(self.all, [])]
+        lines += ["        " + s for s in self._body(self.all, [], null)]
         lines.append("    return _fail(args)")
         return "\n".join(lines) + "\n"
 
-    def _body(self, indices: list[int], alloc: list[int]) -> list[str]:
+    def _nullable(self) -> frozenset:
+        """Tensor params that may be passed as None (a null pointer, as upstream allows): inputs
+        whose shape and strides are all constants, so that no symbol depends on them."""
+        return frozenset(i for i in self.inputs if self.params[i].kind == "tensor"
+                         and all(isinstance(e, int) for e in self.params[i].shape + (self.params[i].strides or [])))
+
+    def _null_entry(self):
+        """The entry that accepts None for the nullable tensors (built on first use)."""
+        entry = self._ns.get("_entry_null")
+        if entry is None:
+            source = self._generate(self._nullable(), "_entry_null")
+            exec(compile(source, f"<tilelang arg plan for {self.name}, None allowed>", "exec"), self._ns)
+            entry = self._ns["_entry_null"]
+        return entry
+
+    def _body(self, indices: list[int], alloc: list[int], null=frozenset()) -> list[str]:
         fail = "return _fail(args)"
         out = [f"{''.join(f'a{i}, ' for i in indices)}= args"] if indices else []
         var: dict[str, str] = {}  # symbol -> local holding its value
         for where, i, d, e in self._ordered(indices):
-            out += self._emit_entry(where, i, d, e, var, fail)
+            lines = self._emit_entry(where, i, d, e, var, fail)
+            if i in null:   # only constants here (see _nullable): the checks just move under a guard
+                lines = [f"if a{i} is not None:"] + ["    " + ln for ln in lines] if where == "head" else \
+                    ["    " + ln for ln in lines]
+            out += lines
+        for sym, i, d, a, b in self.solved_symbols(indices):   # `n * 4` given the dimension: n
+            if sym not in var:
+                var[sym] = v = f"y{self.symbols.index(sym)}"
+                out += [f"{v} = (s{i}[{d}] - {b}) // {a}", f"if {v} < 0 or {v} * {a} + {b} != s{i}[{d}]: {fail}"]
+        for where, i, d, e in self.expr_occurrences(indices):   # after every symbol is bound
+            if all(n in var for n in expr_names(e)):
+                out.append(f"if {'s' if where == 'shape' else 't'}{i}[{d}] != {self._entry_code(e, var)}: {fail}")
         scalar_bound = {e for w, _, _, e in self.occurrences(indices) if w == "scalar"}
         for sym, v in var.items():
             lo, hi = self.sym_ranges[sym]
@@ -359,10 +478,11 @@ class ArgPlan:
             low = f" or {v} < {lo}" if sym in scalar_bound or lo > 0 else ""
             out.append(f"if {v} > {hi}{low}: {fail}")
         out += self._emit_span_checks(indices, var, fail)
-        out += self._emit_device(indices, fail)
+        out += self._emit_device(indices, fail, null)
         for i in self.ptr_params:
             if i in indices:
-                out.append(f"p{i} = a{i}.data_ptr()")
+                if self.params[i].kind != "pointer":   # a pointer's address is taken at its head
+                    out.append(f"p{i} = a{i}.data_ptr()" + (f" if a{i} is not None else 0" if i in null else ""))
                 if self.params[i].align > 1:
                     out.append(f"if p{i} & {self.params[i].align - 1}: {fail}")
         for o in alloc:
@@ -383,12 +503,18 @@ class ArgPlan:
         if where == "head":
             if p.kind == "scalar":
                 return [f"if not {self._inline_scalar_check(i)} and not _ok{i}(a{i}): {fail}"]
-            lines = [f"if not isinstance(a{i}, _T) or a{i}.dtype is not _dt{i}: {fail}",
+            if p.kind == "pointer":
+                return [f"p{i} = _addr{i}(a{i})", f"if p{i} is None: {fail}"]
+            k = self.packs[i]
+            dtype_ok = f"a{i}.dtype is not _dt{i}" if k == 1 else f"a{i}.dtype not in _dts{i}"
+            lines = [f"if not isinstance(a{i}, _T) or {dtype_ok}: {fail}",
                      f"s{i} = a{i}.shape", f"if len(s{i}) != {len(p.shape)}: {fail}"]
+            if k != 1:  # checks and symbols see the logical (unpacked) extents
+                lines.append(f"s{i} = _pk_shape(s{i}, {k})")
             if p.strides is None:
                 lines.append(f"if not a{i}.is_contiguous(): {fail}")
             else:
-                lines.append(f"t{i} = a{i}.stride()")
+                lines.append(f"t{i} = a{i}.stride()" if k == 1 else f"t{i} = _pk_strides(a{i}.stride(), {k})")
             return lines
         value = f"_index(a{i})" if where == "scalar" else f"{'s' if where == 'shape' else 't'}{i}[{d}]"
         if isinstance(e, int):
@@ -422,23 +548,27 @@ class ArgPlan:
                 lines.append(f"if _span(s{i}, t{i}) > _IMAX + 1: {fail}")
             elif any(isinstance(e, str) for e in p.shape):
                 # dims are already checked against symbols, so numel is their product
-                prod = " * ".join(str(e) if isinstance(e, int) else var[e] for e in p.shape)
+                prod = " * ".join(self._entry_code(e, var) for e in p.shape)
                 line = f"if {prod} > _IMAX + 1: {fail}"
                 if line not in lines:
                     lines.append(line)
         return lines
 
-    def _emit_device(self, indices, fail) -> list[str]:
-        tensors = [i for i in indices if self.params[i].kind == "tensor"]
+    def _emit_device(self, indices, fail, null=frozenset()) -> list[str]:
+        tensors = [i for i in indices if self.params[i].kind == "tensor" and i not in null]
+        maybe = [i for i in indices if i in null]
+        attr = f"is_{self.device_type}"
         if not tensors:
-            return ["d = _cur_dev()" if self.device_type == "cuda" else "d = -1"]
-        first, attr = tensors[0], f"is_{self.device_type}"
-        lines = [f"if not a{first}.{attr}: {fail}", f"d = a{first}.get_device()"]
-        lines += [f"if not a{i}.{attr} or a{i}.get_device() != d: {fail}" for i in tensors[1:]]
+            lines = ["d = _cur_dev()" if self.device_type == "cuda" else "d = -1"]
+        else:
+            first = tensors[0]
+            lines = [f"if not a{first}.{attr}: {fail}", f"d = a{first}.get_device()"]
+            lines += [f"if not a{i}.{attr} or a{i}.get_device() != d: {fail}" for i in tensors[1:]]
+        lines += [f"if a{i} is not None and (not a{i}.{attr} or a{i}.get_device() != d): {fail}" for i in maybe]
         return lines
 
     def _dims_expr(self, entries, var) -> str:
-        items = [str(e) if isinstance(e, int) else var[e] for e in entries]
+        items = [self._entry_code(e, var) for e in entries]
         return "(" + "".join(f"{x}, " for x in items) + ")"
 
     def _emit_alloc(self, o: int, var) -> list[str]:
@@ -448,12 +578,17 @@ class ArgPlan:
         if self.art.index_bits == 32 and any(isinstance(e, str) for e in p.shape + (p.strides or [])):
             strides = self._dims_expr(p.strides, var) if p.strides is not None else None
             span = f"_span({shape}, {strides})" if strides else " * ".join(
-                [str(e) if isinstance(e, int) else var[e] for e in p.shape] or ["1"])
+                [self._entry_code(e, var) for e in p.shape] or ["1"])
             lines.append(f"if {span} > _IMAX + 1: return _fail(args)")
+        k = self.packs[o]
+        if k != 1:
+            shape = f"_st_dims({shape}, {k}, True)"
         if p.strides is None:
             lines.append(f"a{o} = _empty({shape}, dtype=_dt{o}, device={dev})")
         else:
             strides = self._dims_expr(p.strides, var)
+            if k != 1:
+                strides = f"_st_dims({strides}, {k}, False)"
             lines.append(f"a{o} = _empty_strided({shape}, {strides}, dtype=_dt{o}, device={dev})")
         if o in self.ptr_params:
             lines.append(f"p{o} = a{o}.data_ptr()")
@@ -483,8 +618,10 @@ class ArgPlan:
                 values.append(f"_tm{ref}(p{self.tensormaps[ref]['param']}, d)")
             else:
                 values.append(f"p{ref}" if kind == "ptr" else f"a{ref}" if kind == "scalar" else var[ref])
+        if self.l2_param is not None:
+            values.append(f"p{self.l2_param}")
         outs = [f"a{o}" for o in self.outputs]
-        ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+        ret = "None" if not outs else outs[0] if len(outs) == 1 else "[" + ", ".join(outs) + "]"
         # ctypes would silently truncate an oversized grid dim, so the limits are checked here
         limits = (GRID_X_MAX, GRID_YZ_MAX, GRID_YZ_MAX)
         dynamic = [f"not 0 < g{k} <= {limits[k]}" for k, c in enumerate(grid)
@@ -498,14 +635,16 @@ class ArgPlan:
 
     # ------------------------------------------------------------ runtime helpers
     def _odd_grid(self, args, grid, ret):
-        """A grid outside (0, limit]: empty grids skip the launch; the rest are errors."""
+        """A grid outside (0, limit]: always an error (negative, empty or too large)."""
         if any(g < 0 for g in grid):
             raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} is negative; "
                              "check the scalar arguments")
         if grid[0] > GRID_X_MAX or grid[1] > GRID_YZ_MAX or grid[2] > GRID_YZ_MAX:
             raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} exceeds "
                              f"CUDA's limits (x <= {GRID_X_MAX}, y and z <= {GRID_YZ_MAX})")
-        return ret  # a zero-sized grid has no work: skip the launch
+        # CUDA cannot launch an empty grid; like upstream, say so instead of skipping the launch
+        raise ValueError(f"{self.name}: the grid {grid} computed from {list(self.art.grid)} has a zero dimension, "
+                         "and CUDA cannot launch an empty grid; skip the call when there is no work")
 
     def _no_alloc(self, args):
         self.diagnose_count(len(args))
@@ -513,7 +652,19 @@ class ArgPlan:
                          f"{self.alloc_problem}")
 
     def fail(self, args):
-        """Slow path: raise the precise error for a call the fast path rejected."""
+        """Slow path: a call with None for nullable tensors runs through ``_null_entry``; any other
+        call the fast path rejected gets its precise error."""
+        nones = [k for k, a in enumerate(args) if a is None]
+        if nones and len(args) in (len(self.params), len(self.inputs)):
+            indices = self.all if len(args) == len(self.params) else self.inputs
+            if all(indices[k] in self._nullable() for k in nones):
+                return self._null_entry()(*args)
+        self.diagnose(args)
+        raise RuntimeError(f"{self.name}: internal error: the argument fast path rejected the call "
+                           "but no problem was found; please report this with the argument list")
+
+    def _fail_with_none(self, args):
+        """``fail`` for the None-accepting entry: diagnose only (it must not re-enter that entry)."""
         self.diagnose(args)
         raise RuntimeError(f"{self.name}: internal error: the argument fast path rejected the call "
                            "but no problem was found; please report this with the argument list")
@@ -525,7 +676,8 @@ class ArgPlan:
         for i in self.all if indices is None else indices:
             p = self.params[i]
             dims = ", ".join(str(e) for e in p.shape)
-            parts.append(f"{p.name}: {p.dtype}[{dims}]" if p.kind == "tensor" else f"{p.name}: {p.dtype}")
+            parts.append(f"{p.name}: {p.dtype}[{dims}]" if p.kind == "tensor" else f"{p.name}: {_pointer_text(p)}"
+                         if p.kind == "pointer" else f"{p.name}: {p.dtype}")
         return ", ".join(parts)
 
     def where(self, i: int, indices) -> str:
@@ -554,6 +706,22 @@ class ArgPlan:
         env: dict[str, tuple[int, str]] = {}
         for i in indices:
             self._diag_param(i, vals[i], env, indices)
+        for sym, i, d, a, b in self.solved_symbols(indices):
+            x, e = vals[i], self.params[i].shape[d]
+            if x is None or sym in env:
+                continue
+            dim, label = x.shape[d], f"{self.params[i].name}.shape[{d}]"
+            if (dim - b) % a or (dim - b) // a < 0:
+                raise ValueError(f"{self.where(i, indices)}: {label} is {dim}, which is not {e} for any {sym} >= 0")
+            env[sym] = ((dim - b) // a, label)
+        for where, i, d, e in self.expr_occurrences(indices):
+            if expr_names(e) <= set(env):
+                want = self._entry_value(e, env)
+                x = vals[i]
+                actual = self.logical_shape(i, x)[d] if where == "shape" else self.logical_strides(i, x)[d]
+                if actual != want:
+                    label = f"{self.params[i].name}.shape[{d}]" if where == "shape" else f"{self.params[i].name}.stride({d})"
+                    raise ValueError(f"{self.where(i, indices)}: {label} must be {e} = {want}, got {actual}")
         for sym, (v, src) in env.items():
             lo, hi = self.sym_ranges[sym]
             if not lo <= v <= hi:
@@ -576,25 +744,43 @@ class ArgPlan:
             for sym in self.scalar_syms.get(i, []):
                 self._diag_entry(env, w, f"{p.name} (#{i})", operator.index(x), sym, p)
             return
+        if p.kind == "pointer":
+            self._diag_pointer(i, x, indices)
+            return
+        if x is None and i in self._nullable():
+            return   # a null pointer (the kernel must not touch it)
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{w} must be a torch.Tensor ({self.describe_params([i])}), "
                             f"got {type(x).__name__}")
-        if x.dtype is not self.dtypes[i]:
+        if self.packs[i] != 1:
+            if x.dtype not in _PACKED_OK:
+                raise TypeError(f"{w}: expected a 1-byte tensor holding packed {p.dtype} "
+                                f"({self.packs[i]} per byte: {sorted(map(str, _PACKED_OK))}), got {x.dtype}")
+        elif x.dtype is not self.dtypes[i]:
             raise TypeError(f"{w}: expected dtype {p.dtype} ({self.dtypes[i]}), got {x.dtype}")
-        shape = tuple(x.shape)
+        shape = self.logical_shape(i, x)
         if len(shape) != len(p.shape):
             raise ValueError(f"{w}: expected a {len(p.shape)}-d tensor of shape {_fmt(p.shape)}, "
                              f"got a {len(shape)}-d tensor of shape {list(shape)}")
         for d, e in enumerate(p.shape):
-            self._diag_entry(env, w, f"{p.name}.shape[{d}]", shape[d], e, p)
+            if not is_shape_expr(e):
+                self._diag_entry(env, w, f"{p.name}.shape[{d}]", shape[d], e, p)
         if p.strides is None:
             if not x.is_contiguous():
                 raise ValueError(f"{w}: must be contiguous (row-major), got strides {list(x.stride())} for "
                                  f"shape {list(shape)}; pass .contiguous()")
             return
-        strides = x.stride()
+        strides = self.logical_strides(i, x)
         for d, e in enumerate(p.strides):
-            self._diag_entry(env, w, f"{p.name}.stride({d})", strides[d], e, p)
+            if not is_shape_expr(e):
+                self._diag_entry(env, w, f"{p.name}.stride({d})", strides[d], e, p)
+
+    def logical_shape(self, i: int, x) -> tuple:
+        """Tensor argument ``x``'s shape in param i's elements (packed sub-byte: unpacked)."""
+        return tuple(x.shape) if self.packs[i] == 1 else _packed_shape(tuple(x.shape), self.packs[i])
+
+    def logical_strides(self, i: int, x) -> tuple:
+        return tuple(x.stride()) if self.packs[i] == 1 else _packed_strides(tuple(x.stride()), self.packs[i])
 
     def _diag_entry(self, env, w, label, actual, e, p) -> None:
         if isinstance(e, int):
@@ -613,18 +799,18 @@ class ArgPlan:
         checks = []  # (where, element span)
         for i in indices:
             p, x = self.params[i], vals[i]
-            if p.kind != "tensor":
+            if p.kind != "tensor" or x is None:
                 continue
             if p.strides is not None:
-                checks.append((self.where(i, indices), _span(x.shape, x.stride())))
+                checks.append((self.where(i, indices), _span(self.logical_shape(i, x), self.logical_strides(i, x))))
             elif any(isinstance(e, str) for e in p.shape):
                 checks.append((self.where(i, indices), x.numel()))
         if indices is self.inputs:
             for o in self.outputs:
                 p = self.params[o]
                 if any(isinstance(e, str) for e in p.shape + (p.strides or [])):
-                    shape = [e if isinstance(e, int) else env[e][0] for e in p.shape]
-                    strides = [e if isinstance(e, int) else env[e][0] for e in p.strides] if p.strides else None
+                    shape = [self._entry_value(e, env) for e in p.shape]
+                    strides = [self._entry_value(e, env) for e in p.strides] if p.strides else None
                     span = _span(shape, strides) if strides else math.prod(shape)
                     checks.append((f"{self.name}: output {p.name!r} (#{o}) of shape {shape}", span))
         for w, span in checks:
@@ -633,7 +819,7 @@ class ArgPlan:
                                  "(at most 2**31 elements per tensor)")
 
     def _diag_devices(self, indices, vals) -> None:
-        tensors = [i for i in indices if self.params[i].kind == "tensor"]
+        tensors = [i for i in indices if self.params[i].kind == "tensor" and vals[i] is not None]
         for i in tensors:
             x = vals[i]
             if self.device_type == "cpu":
@@ -654,9 +840,36 @@ class ArgPlan:
                     raise ValueError(f"{self.where(i, indices)} is on {vals[i].device} but "
                                      f"{self.params[first].name!r} is on cuda:{d}; all tensors must be on one device")
 
+    def _diag_pointer(self, i, x, indices) -> None:
+        p, w = self.params[i], self.where(i, indices)
+        if isinstance(x, torch.Tensor):
+            want = torch_dtype(p.dtype) if p.dtype in _TORCH_NAMES else None
+            if p.dtype in PACKED_DTYPES and x.dtype not in _PACKED_OK:
+                raise TypeError(f"{w}: expected a 1-byte tensor holding packed {p.dtype}, got {x.dtype}")
+            if want is not None and x.dtype is not want:
+                raise TypeError(f"{w}: a tensor passed for this pointer must have dtype {p.dtype} ({want}), "
+                                f"got {x.dtype}; or pass its address, x.data_ptr()")
+            on = x.is_cuda if self.device_type == "cuda" else x.is_cpu
+            if not on:
+                raise ValueError(f"{w}: a tensor passed for this pointer must be on "
+                                 f"{'a CUDA device' if self.device_type == 'cuda' else 'the CPU (test mode)'}, "
+                                 f"got one on {x.device}")
+            return
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise TypeError(f"{w} is a raw pointer ({_pointer_text(p)}): pass a device address (an int, "
+                            f"e.g. tensor.data_ptr()) or a torch.Tensor, got {type(x).__name__}")
+        if not 0 <= int(x) < 2**64:
+            raise ValueError(f"{w}: address {int(x)} is not a 64-bit unsigned value")
+
     def _diag_alignment(self, indices, vals) -> None:
         for i in self.ptr_params:
-            if i not in vals or self.params[i].align <= 1:
+            if i not in vals or vals[i] is None or self.params[i].align <= 1:
+                continue
+            if self.params[i].kind == "pointer":
+                address, align = pointer_address(self.params[i].dtype, self.device_type)(vals[i]), self.params[i].align
+                if address is not None and address % align:
+                    raise ValueError(f"{self.where(i, indices)}: address {address:#x} is not {align}-byte aligned, "
+                                     "which the kernel assumes")
                 continue
             x, align = vals[i], self.params[i].align
             if x.data_ptr() % align:
@@ -664,6 +877,34 @@ class ArgPlan:
                     f"{self.where(i, indices)}: data pointer {x.data_ptr():#x} is not {align}-byte aligned, "
                     f"which the kernel assumes (the tensor is a view at storage offset {x.storage_offset()}); "
                     "pass a copy (.clone()) instead")
+
+
+def pointer_address(dtype: str, device_type: str = "cuda"):
+    """``addr(x)``: the address a pointer parameter of element type ``dtype`` takes from ``x`` (an
+    int in [0, 2**64), or a tensor of that dtype on the device: its data pointer), or None."""
+    want = torch_dtype(dtype) if dtype in _TORCH_NAMES else None
+    packed = dtype in PACKED_DTYPES
+    on_device = "is_cuda" if device_type == "cuda" else "is_cpu"
+
+    def addr(x):
+        if type(x) is int:
+            return x if 0 <= x < 2**64 else None
+        if isinstance(x, torch.Tensor):
+            if (packed and x.dtype not in _PACKED_OK) or (want is not None and x.dtype is not want):
+                return None
+            return x.data_ptr() if getattr(x, on_device) else None
+        if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+            return addr(int(x))
+        return None
+
+    return addr
+
+
+def _pointer_text(p) -> str:
+    """``ptr`` or ``ptr to float16[M, K]`` for messages."""
+    if p.dtype == "handle":
+        return "ptr"
+    return f"ptr to {p.dtype}[{', '.join(str(e) for e in p.shape)}]"
 
 
 def _fmt(entries) -> str:

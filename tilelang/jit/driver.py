@@ -19,6 +19,15 @@ Contract:
   into a preallocated buffer and makes one cuLaunchKernel call.  Modules are
   loaded lazily per device index and never unloaded (a kernel may still be
   running when its Python owner dies).  Calls are thread-safe (one lock).
+- Launch attributes (``KernelLauncher(pdl=..., l2_window=...)``): a kernel that calls
+  ``T.pdl_sync`` is launched with cuLaunchKernelEx and the programmatic-stream-serialization
+  attribute, so it may start while the previous kernel on the stream finishes (falling back to
+  the plain launch, with a warning once, where the driver lacks cuLaunchKernelEx or refuses the
+  attribute); a ``T.annotate_l2_hit_ratio`` kernel sets a CUDA access-policy window over its
+  tensor on the launch stream (hits persisting, misses streaming, the context's persisting-L2
+  limit raised to the window) before the launch and resets window, persisting lines and limit
+  after it.  The ctypes structs mirror cuda.h (CUDA 12/13 layouts, checked by
+  ``tests/test_launch_attributes.py``).
 - ``encode_tensormap(dtype, dims, strides, box, swizzle, address)`` builds a
   CUtensorMap (128 bytes) with cuTensorMapEncodeTiled: dims/box in elements,
   innermost first; strides in bytes for dims 1..rank-1; swizzle in bytes
@@ -65,12 +74,54 @@ _SIGNATURES = {
     "cuFuncGetAttribute": [_VP, _I, _VP],
     "cuFuncSetAttribute": [_VP, _I, _I],
     "cuLaunchKernel": [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP, _VP],
+    "cuLaunchCooperativeKernel": [_VP, _U, _U, _U, _U, _U, _U, _U, _VP, _VP],   # T.sync_grid kernels
     # (tensorMap, dataType, rank, globalAddress, globalDim, globalStrides, boxDim, elementStrides,
     #  interleave, swizzle, l2Promotion, oobFill)
     "cuTensorMapEncodeTiled": [_VP, _I, ctypes.c_uint32, _VP, _VP, _VP, _VP, _VP, _I, _I, _I, _I],
+    "cuLaunchKernelEx": [_VP, _VP, _VP, _VP],                 # (config*, func, params, extra)
+    "cuStreamSetAttribute": [_VP, _I, _VP],                   # (stream, attr id, value*)
+    "cuCtxGetLimit": [_VP, _I],                               # (size_t*, limit)
+    "cuCtxSetLimit": [_I, ctypes.c_size_t],
+    "cuCtxResetPersistingL2Cache": [],
 }
 # entry points absent from older drivers: bound to None there, checked at use
-_OPTIONAL = {"cuTensorMapEncodeTiled"}
+_OPTIONAL = {"cuTensorMapEncodeTiled", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuStreamSetAttribute",
+             "cuCtxGetLimit", "cuCtxSetLimit", "cuCtxResetPersistingL2Cache"}
+
+# ---- launch attributes (cuda.h: CUlaunchAttributeID, CUaccessProperty, CUlimit) ----
+CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1     # also CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+CU_ACCESS_PROPERTY_STREAMING, CU_ACCESS_PROPERTY_PERSISTING = 1, 2
+CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE = 108
+CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE = 109
+CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+class CUaccessPolicyWindow(ctypes.Structure):
+    """cuda.h ``CUaccessPolicyWindow_v1``: 32 bytes."""
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+class CUlaunchAttributeValue(ctypes.Union):
+    """cuda.h ``CUlaunchAttributeValue`` (= ``CUstreamAttrValue``): a 64-byte union, 8-aligned."""
+    _fields_ = [("pad", ctypes.c_char * 64), ("accessPolicyWindow", CUaccessPolicyWindow),
+                ("cooperative", ctypes.c_int), ("programmaticStreamSerializationAllowed", ctypes.c_int)]
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    """cuda.h ``CUlaunchAttribute``: the id, 4 bytes of padding, the value (72 bytes)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", CUlaunchAttributeValue)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    """cuda.h ``CUlaunchConfig`` (56 bytes)."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 CU_TENSOR_MAP_INTERLEAVE_NONE = 0
 CU_TENSOR_MAP_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
@@ -276,6 +327,70 @@ def encode_tensormap(dtype: str, dims, strides, box, swizzle: int, address: int)
     return ctypes.string_at(tmap, TENSORMAP_SIZE)
 
 
+# ---------------------------------------------------------------- launch attributes
+_warned: set = set()
+_l2_caps_cache: dict = {}
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        import warnings
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _l2_caps(device: int) -> tuple[int, int]:
+    """(max persisting-L2 bytes, max access-policy window bytes) of ``device``, cached."""
+    caps = _l2_caps_cache.get(device)
+    if caps is None:
+        caps = _l2_caps_cache[device] = (device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE),
+                                         device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE))
+    return caps
+
+
+def access_policy_window(base: int, nbytes: int, hit_ratio: float) -> CUlaunchAttributeValue:
+    """The ``CUstreamAttrValue`` of a window over ``nbytes`` at ``base``: ``hit_ratio`` of its
+    lines persisting in L2, the others streaming (``nbytes`` 0: no window, the reset value)."""
+    value = CUlaunchAttributeValue()
+    window = value.accessPolicyWindow
+    window.base_ptr, window.num_bytes, window.hitRatio = int(base) or None, int(nbytes), float(hit_ratio)
+    window.hitProp, window.missProp = CU_ACCESS_PROPERTY_PERSISTING, CU_ACCESS_PROPERTY_STREAMING
+    if not nbytes:
+        value.accessPolicyWindow.hitProp = value.accessPolicyWindow.missProp = 0
+        value.accessPolicyWindow.hitRatio = 0.0
+    return value
+
+
+def _reset_l2_window(drv, stream, prev_limit: int) -> None:
+    """Drop the stream's window, demote the persisting lines and restore the previous limit."""
+    value = access_policy_window(0, 0, 0.0)
+    drv.check(drv.cuStreamSetAttribute(stream, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, ctypes.addressof(value)),
+              "cuStreamSetAttribute(ACCESS_POLICY_WINDOW reset)")
+    drv.check(drv.cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache")
+    drv.check(drv.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, prev_limit),
+              f"cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, {prev_limit}) (restoring it)")
+
+
+def launch_config(grid, block, smem: int, stream, attrs) -> tuple:
+    """(CUlaunchConfig, its attribute array) for cuLaunchKernelEx; ``attrs`` are (id, int value)
+    pairs (PDL, cooperative: both an ``int`` at the start of the value union)."""
+    array = (CUlaunchAttribute * max(1, len(attrs)))()
+    for slot, (aid, val) in zip(array, attrs):
+        slot.id = aid
+        slot.value.cooperative = int(val)   # every int-valued attribute sits at offset 0
+    stream = getattr(stream, "value", stream)
+    cfg = CUlaunchConfig(*(int(g) for g in grid), *(int(b) for b in block), int(smem), stream or None,
+                         ctypes.cast(array, ctypes.POINTER(CUlaunchAttribute)), len(attrs))
+    return cfg, array
+
+
+def launch_ex(func, grid, block, smem: int, stream, params, attrs) -> int:
+    """cuLaunchKernelEx with launch attributes; returns the CUresult (the caller checks it)."""
+    drv = get_driver()
+    cfg, _keep = launch_config(grid, block, smem, stream, attrs)
+    return drv.cuLaunchKernelEx(ctypes.addressof(cfg), func, params, None)
+
+
 # ---------------------------------------------------------------- fast launcher
 # argument kind -> (struct format, size, alignment); "tensormap" is a CUtensorMap by value.
 ARG_FORMATS = {
@@ -315,8 +430,16 @@ def check_arch_compatible(arch: str, cc: tuple[int, int], device: int) -> None:
 class KernelLauncher:
     """Launches one kernel of one cubin with a fixed argument layout, on any device."""
 
-    def __init__(self, cubin: bytes, name: str, arg_kinds: list[str], block, smem: int, arch: str):
+    def __init__(self, cubin: bytes, name: str, arg_kinds: list[str], block, smem: int, arch: str,
+                 cooperative: bool = False, pdl: bool = False, l2_window=None):
         self.cubin, self.name, self.arch = cubin, name, arch
+        self.cooperative = cooperative   # grid-wide barriers: all blocks must be co-resident
+        self.pdl = pdl                   # T.pdl_sync: programmatic stream serialization
+        # T.annotate_l2_hit_ratio: (index in the values of the tensor's pointer, its bytes or None
+        # when not static, hit ratio)
+        self.l2_window = tuple(l2_window) if l2_window is not None else None
+        self._special = pdl or self.l2_window is not None
+        self._nargs = len(arg_kinds)   # (an L2 window's tensor address follows the arguments)
         self.block, self.smem = tuple(int(b) for b in block), int(smem)
         fmt, offsets, size = arg_layout(arg_kinds)
         self._pack = struct.Struct(fmt).pack_into
@@ -345,9 +468,13 @@ class KernelLauncher:
         # The stream handle is a pointer and is wrapped (None for the NULL stream).
         hstream = ctypes.c_void_p(stream) if stream else None
         with self._lock:
-            self._pack(self._buf, self._base, *values)
+            self._pack(self._buf, self._base, *(values[:self._nargs] if self._special else values))
             drv.fast_get_current(self._cur_ptr)
-            if self._cur.value == ctx:
+            if self._special:
+                rc = self._launch_special(drv, func, ctx, device, (gx, gy, gz), hstream, values)
+            elif self.cooperative:
+                rc = self._launch_pushed(drv, func, ctx, (gx, gy, gz), hstream)
+            elif self._cur.value == ctx:
                 rc = drv.fast_launch(func, gx, gy, gz, bx, by, bz, self.smem, hstream, self._params_vp, None)
             else:
                 rc = self._launch_pushed(drv, func, ctx, (gx, gy, gz), hstream)
@@ -358,9 +485,78 @@ class KernelLauncher:
         """Launch with the primary context pushed (fresh thread, or another device current)."""
         drv.check(drv.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
         try:
+            if self.cooperative:
+                if drv.cuLaunchCooperativeKernel is None:
+                    raise CudaDriverError("T.sync_grid needs cuLaunchCooperativeKernel; the driver lacks it")
+                return drv.cuLaunchCooperativeKernel(func, *grid, *self.block, self.smem, stream, self._params_vp)
             return drv.fast_launch(func, *grid, *self.block, self.smem, stream, self._params_vp, None)
         finally:
             drv.cuCtxPopCurrent_v2(self._cur_addr)
+
+    def _launch_special(self, drv, func, ctx, device, grid, stream, values) -> int:
+        """A launch with attributes: the L2 access-policy window around it, PDL on it."""
+        pushed = self._cur.value != ctx
+        if pushed:
+            drv.check(drv.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent")
+        try:
+            prev = self._set_l2_window(drv, device, stream, values) if self.l2_window is not None else None
+            try:
+                return self._launch_with_attributes(drv, func, grid, stream)
+            finally:
+                if prev is not None:
+                    _reset_l2_window(drv, stream, prev)
+        finally:
+            if pushed:
+                drv.cuCtxPopCurrent_v2(self._cur_addr)
+
+    def _launch_with_attributes(self, drv, func, grid, stream) -> int:
+        attrs = []
+        if self.pdl:
+            if drv.cuLaunchKernelEx is None:
+                _warn_once("pdl-ex", f"kernel {self.name!r} uses T.pdl_sync but libcuda.so.1 lacks cuLaunchKernelEx; "
+                           "it is launched without programmatic stream serialization (correct, no overlap)")
+            else:
+                attrs.append((CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1))
+        if attrs and self.cooperative:
+            attrs.append((CU_LAUNCH_ATTRIBUTE_COOPERATIVE, 1))
+        if attrs:
+            rc = launch_ex(func, grid, self.block, self.smem, stream, self._params_vp, attrs)
+            if rc != CUDA_ERROR_NOT_SUPPORTED:
+                return rc
+            _warn_once("pdl-refused", f"the driver refused programmatic stream serialization for kernel "
+                       f"{self.name!r} ({drv.describe(rc)}); it is launched without it (correct, no overlap)")
+        if self.cooperative:
+            if drv.cuLaunchCooperativeKernel is None:
+                raise CudaDriverError("T.sync_grid needs cuLaunchCooperativeKernel; the driver lacks it")
+            return drv.cuLaunchCooperativeKernel(func, *grid, *self.block, self.smem, stream, self._params_vp)
+        return drv.fast_launch(func, *grid, *self.block, self.smem, stream, self._params_vp, None)
+
+    def _set_l2_window(self, drv, device, stream, values):
+        """Set the access-policy window over the annotated tensor on ``stream`` and raise the
+        persisting-L2 limit to it; returns the previous limit (None: nothing was set)."""
+        index, nbytes, ratio = self.l2_window
+        if not values[index]:
+            return None     # a None (nullable) tensor: no window
+        if None in (drv.cuStreamSetAttribute, drv.cuCtxGetLimit, drv.cuCtxSetLimit, drv.cuCtxResetPersistingL2Cache):
+            _warn_once("l2-api", "T.annotate_l2_hit_ratio: libcuda.so.1 lacks the stream access-policy entry "
+                       "points; the kernel runs without an L2 persistence window")
+            return None
+        max_persist, max_window = _l2_caps(device)
+        if max_persist <= 0 or max_window <= 0:
+            _warn_once(f"l2-dev{device}", f"T.annotate_l2_hit_ratio: cuda:{device} has no persisting L2 cache; "
+                       "the kernel runs without an L2 persistence window")
+            return None
+        size = min(nbytes if nbytes else max_persist, max_persist, max_window)
+        prev = drv.out(drv.cuCtxGetLimit, CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctype=ctypes.c_size_t,
+                       what="cuCtxGetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)")
+        drv.check(drv.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, size),
+                  f"cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, {size})")
+        value = access_policy_window(values[index], size, ratio)
+        rc = drv.cuStreamSetAttribute(stream, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, ctypes.addressof(value))
+        if rc:
+            drv.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, prev)
+            drv.check(rc, f"cuStreamSetAttribute(ACCESS_POLICY_WINDOW, {size} bytes, hitRatio={ratio})")
+        return prev
 
     def _raise(self, drv, rc, device, grid):
         hint = ("" if rc in (1, 701) else

@@ -258,6 +258,22 @@ class EagerJit:
         give ``T.const`` values (``compile(M=1024, N=1024, block_M=64)``)."""
         return self._specialise(args, kwargs)[0]
 
+    def par_compile(self, configs, num_workers: int | None = None, ignore_error: bool = False) -> list:
+        """``compile`` for each argument set (a tuple: positional, a dict: keywords), in order; with
+        ``ignore_error`` a failing one is None instead of raising."""
+        kernels = []
+        for cfg in configs:
+            if not isinstance(cfg, (tuple, dict)):
+                raise ValueError(f"a par_compile config is a tuple of positional or a dict of keyword arguments, "
+                                 f"not {type(cfg).__name__}")
+            try:
+                kernels.append(self.compile(*cfg) if isinstance(cfg, tuple) else self.compile(**cfg))
+            except Exception:  # noqa: BLE001 - reported unless the caller asked to skip failures
+                if not ignore_error:
+                    raise
+                kernels.append(None)
+        return kernels
+
     def get_prim_func(self, *args, **kwargs):
         if self.program is None:
             tensors, scalars = self.ef.bind(args, kwargs)

@@ -8,11 +8,13 @@ Contract:
   introspected and the first call raises ImportError.
 - ``kernel(*args)``: pass every parameter, or (when ``out_idx`` is non-empty)
   only the inputs, and the outputs are allocated with torch.empty on the
-  inputs' device.  Returns the output tensor (one), a tuple (several), or None
+  inputs' device.  Returns the output tensor (one), a list (several, as upstream), or None
   when out_idx is empty.  Every argument is validated before launching (see
   ``adapter_args``); the launch goes to torch's current stream of the tensors'
   device.  Without a GPU the call raises RuntimeError("no CUDA device: ...").
 - The cubin is compiled with nvcc on first launch when the artifact has none.
+- An artifact of several kernels (``parts``) launches them in order on the current stream; the
+  first one allocates the outputs and the ``T.alloc_global`` workspaces (torch.empty).
 - Introspection: ``get_kernel_source`` (also ``kernel_source``),
   ``get_host_source`` (our host side is Python: the launch description and the
   generated argument checker), ``export_sources``, ``get_ptx``/``show_ptx``/
@@ -29,12 +31,39 @@ from pathlib import Path
 
 from tilelang.artifact import KernelArtifact
 from tilelang.jit import nvcc
+from tilelang.transform.pass_config import normalize
+
+
+# ``tilelang.compile``, for upstream's ``JITKernel(prim_func, ...)``: set by ``tilelang.jit`` when it
+# is imported (this module sits below it and cannot import it).
+COMPILE = None
 
 
 class JITKernel:
     """A launchable kernel built from a KernelArtifact."""
 
-    def __init__(self, artifact: KernelArtifact, ir=None, prim_func=None, include_dirs=()):
+    def __init__(self, artifact: KernelArtifact | None = None, ir=None, prim_func=None, include_dirs=(), *,
+                 func=None, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
+                 execution_backend=None, target_host=None, verbose=False, from_database=False):
+        """``JITKernel(artifact)`` wraps a built kernel. Upstream's form ``JITKernel(prim_func,
+        out_idx=..., target=..., pass_configs=..., compile_flags=...)`` (or ``func=``) compiles the
+        PrimFunc as ``tilelang.compile`` does; ``execution_backend``, ``target_host``, ``verbose``
+        and ``from_database`` are accepted for upstream code (we have one launcher)."""
+        if func is None and artifact is not None and not isinstance(artifact, KernelArtifact):
+            func, artifact = artifact, None
+        if artifact is None and func is None and from_database:
+            # upstream's cache loader makes an empty kernel and fills it in; there is nothing to
+            # fill here, so the shell only checks its pass configs and refuses to run
+            normalize(pass_configs)
+            self.artifact = None
+            self._entry = self._from_database_shell
+            return
+        if artifact is None:
+            if func is None:
+                raise TypeError("JITKernel needs a KernelArtifact or a PrimFunc to compile")
+            built = COMPILE(func, out_idx=out_idx, target=target, pass_configs=pass_configs,
+                             compile_flags=compile_flags)
+            artifact, ir, prim_func, include_dirs = built.artifact, built.ir, built.prim_func, built.include_dirs
         self.artifact = artifact
         self.ir = ir
         self.prim_func = prim_func
@@ -46,6 +75,10 @@ class JITKernel:
         artifact.check()
         self._plan = None
         self._entry = self._build_and_call
+        self._parts = None   # several kernels (artifact.parts): (first with outputs, first, rest)
+        if artifact.parts:
+            self._entry = self._call_parts
+            return
         try:
             self._build_plan()
         except ImportError:
@@ -54,6 +87,46 @@ class JITKernel:
     # ------------------------------------------------------------ calling
     def __call__(self, *args):
         return self._entry(*args)
+
+    @staticmethod
+    def _from_database_shell(*args):
+        raise RuntimeError("this JITKernel was made with from_database=True and holds no kernel; build one with "
+                           "tilelang.compile(prim_func, ...) or JITKernel(prim_func, ...)")
+
+    def _call_parts(self, *args):
+        """Several kernels: the first allocates the outputs (given only the inputs) and the
+        workspaces, then every part runs in order with the params and the workspaces."""
+        if self._parts is None:
+            self._parts = self._build_parts()
+        with_outs, first, rest = self._parts
+        art = self.artifact
+        n, outs, nws = len(art.params), list(art.out_idx), len(art.workspaces)
+        if len(args) == n or not outs:
+            got, full = first(*args), list(args)
+            ws = [] if not nws else [got] if nws == 1 else list(got)
+        else:
+            got = with_outs(*args)
+            got = [got] if len(outs) + nws == 1 else list(got)
+            full, ws = list(args), got[len(outs):]
+            for o, t in sorted(zip(outs, got[:len(outs)])):
+                full.insert(o, t)
+        for kernel in rest:
+            kernel(*full, *ws)
+        res = [full[o] for o in outs]
+        return None if not res else res[0] if len(res) == 1 else list(res)
+
+    def _build_parts(self):
+        from dataclasses import replace
+
+        art = self.artifact
+        self.ensure_cubin()
+        n = len(art.params)
+        ws = list(range(n, n + len(art.workspaces)))
+        head = art.parts[0]
+        with_outs = JITKernel(replace(head, out_idx=list(art.out_idx) + ws), include_dirs=self.include_dirs)
+        first = JITKernel(replace(head, out_idx=ws), include_dirs=self.include_dirs)
+        rest = [JITKernel(p, include_dirs=self.include_dirs) for p in art.parts[1:]]
+        return with_outs, first, rest
 
     def _build_plan(self):
         from tilelang.jit.adapter_args import ArgPlan  # imports torch
@@ -84,12 +157,19 @@ class JITKernel:
             if self._launcher is None:
                 art = self.artifact
                 self._launcher = KernelLauncher(self.ensure_cubin(), art.name, self._plan.arg_kinds,
-                                                art.block, art.dynamic_smem, art.arch)
+                                                art.block, art.dynamic_smem, art.arch,
+                                                cooperative="cooperative_groups::this_grid()" in (art.source or ""),
+                                                pdl=uses_pdl(art), l2_window=_l2_window(art, len(self._plan.arg_kinds)))
             return self._launcher
 
     def ensure_cubin(self) -> bytes:
         """The artifact's cubin, compiling it with nvcc first if it has none."""
         art = self.artifact
+        for part in art.parts:   # several kernels: one cubin each (the artifact's own stays None)
+            if part.cubin is None:
+                part.cubin = nvcc.compile_cubin(part.source, part.arch, part.compile_flags, self.include_dirs)
+        if art.parts:
+            return art.parts[0].cubin
         if art.cubin is None:
             art.cubin = nvcc.compile_cubin(art.source, art.arch, art.compile_flags, self.include_dirs)
         return art.cubin
@@ -114,7 +194,7 @@ class JITKernel:
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.dtype}[{', '.join(map(str, p.shape))}]" if p.kind == "tensor"
-                        else f"{p.name}: {p.dtype}" for p in self.params)
+                        else f"{p.name}: ptr" if p.kind == "pointer" else f"{p.name}: {p.dtype}" for p in self.params)
         return f"JITKernel({self.name}({sig}), out_idx={self.out_idx}, arch={self.artifact.arch})"
 
     # ------------------------------------------------------------ introspection
@@ -126,8 +206,14 @@ class JITKernel:
     def compile_flags(self) -> list[str]:
         return list(self.artifact.compile_flags)
 
-    def get_kernel_source(self) -> str:
-        return self.artifact.source
+    def get_kernel_source(self, kernel_only: bool = False) -> str:
+        """The CUDA source; ``kernel_only=True`` (upstream's flag): from the kernel's declaration
+        on, without the headers and TVM's prelude."""
+        source = self.artifact.source
+        if kernel_only:
+            at = source.find('extern "C" __global__')
+            return source[at:] if at >= 0 else source
+        return source
 
     @property
     def kernel_source(self) -> str:
@@ -152,6 +238,9 @@ class JITKernel:
                 role = " (output)" if i in art.out_idx else ""
                 lines.append(f"  #{i} {p.name}: {p.dtype}[{', '.join(map(str, p.shape))}] "
                              f"{layout}, align {p.align}{role}")
+            elif p.kind == "pointer":
+                made = "" if p.dtype == "handle" else f" to {p.dtype}[{', '.join(map(str, p.shape))}]"
+                lines.append(f"  #{i} {p.name}: raw pointer{made} (an address or a tensor), align {p.align}")
             else:
                 lines.append(f"  #{i} {p.name}: scalar {p.dtype}")
         syms = ", ".join(f"{s} <- {_symbol_source(art, src)}" for s, src in art.symbols.items())
@@ -159,7 +248,11 @@ class JITKernel:
                   f"kernel_args: {', '.join(art.kernel_args)}",
                   f"grid: ({', '.join(map(str, art.grid))})",
                   f"block: ({', '.join(map(str, art.block))})",
+                  *_cluster_line(art.source),
                   f"dynamic_smem: {art.dynamic_smem} bytes",
+                  *(["launch: cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION "
+                     "(T.pdl_sync)"] if uses_pdl(art) else []),
+                  *_l2_lines(art),
                   f"index_bits: {art.index_bits}",
                   f"compile_flags: {' '.join(art.compile_flags) or '(none)'}"]
         return "\n".join(lines) + "\n"
@@ -209,7 +302,54 @@ class JITKernel:
         return self.get_profiler().run_once(symbols)
 
 
+def uses_pdl(art: KernelArtifact) -> bool:
+    """A kernel that waits on ``T.pdl_sync`` is launched with programmatic stream serialization."""
+    return "cudaGridDependencySynchronize" in (art.source or "")
+
+
+def _l2_window(art: KernelArtifact, nargs: int) -> tuple | None:
+    """(index of the tensor's address among the launch values, its bytes or None, hit ratio) of
+    ``T.annotate_l2_hit_ratio``, or None. A stream holds one window, so the last annotated tensor
+    wins (as upstream, which sets them in turn); the argument plan passes its address after the
+    ``nargs`` kernel arguments (``ArgPlan.l2_param``)."""
+    from tilelang.artifact import KNOWN_DTYPES
+
+    if not art.l2_persist:
+        return None
+    entry = art.l2_persist[-1]
+    p = art.params[entry["param"]]
+    nbytes = KNOWN_DTYPES.get(p.dtype, (0, ""))[0] if p.strides is None else 0
+    for d in p.shape:
+        nbytes = nbytes * d if isinstance(d, int) else 0
+    return nargs, nbytes or None, float(entry["hit_ratio"])
+
+
+def _l2_lines(art: KernelArtifact) -> list:
+    """The launch description of ``T.annotate_l2_hit_ratio`` (upstream's host-call names as labels)."""
+    if not art.l2_persist:
+        return []
+    lines = ["l2_persist: around each launch, on the launch stream (one window per stream: the last annotated "
+             "tensor's)"]
+    for entry in art.l2_persist[-1:]:
+        lines.append(f"  __tvm_cuda_stream_set_access_policy_window_packed({art.params[entry['param']].name}, "
+                     f"bytes of the tensor, hitRatio={entry['hit_ratio']}, hitProp=persisting, missProp=streaming; "
+                     "persisting L2 limit raised to the window)")
+    lines.append("  <launch>")
+    lines.append("  __tvm_cuda_stream_reset_access_policy_window_packed(window cleared, persisting lines reset, "
+                 "previous limit restored)")
+    return lines
+
+
 def _symbol_source(art: KernelArtifact, src) -> str:
     pi, di = src
     name = art.params[pi].name
     return name if di == -1 else f"{name}.shape[{di}]"
+
+
+def _cluster_line(source: str) -> list:
+    """``clusterDim = {x, y, z}`` for a kernel compiled with ``__cluster_dims__`` (T.ClusterKernel)."""
+    import re
+
+    m = re.search(r"__cluster_dims__\((\d+), (\d+), (\d+)\)", source or "")
+    return [f"clusterDim = {{{m.group(1)}, {m.group(2)}, {m.group(3)}}}"] if m else []
+

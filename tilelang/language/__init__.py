@@ -17,23 +17,38 @@ from .alloc import (Ref, alloc_buffer, alloc_fragment, alloc_global, alloc_local
                     empty)
 from .annotate import (Fragment, annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
-                       no_set_max_nreg, print, sync_threads, use_swizzle)  # noqa: A004
+                       no_set_max_nreg, print, use_swizzle)  # noqa: A004
+from .barrier import (Persistent, WarpSpecialize, alloc_barrier, alloc_cluster_barrier,  # noqa: F401
+                      annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, barrier_arrive, barrier_wait,
+                      cp_async_barrier_noinc,
+                      dec_max_nreg, inc_max_nreg, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_expect_tx,
+                      mbarrier_wait_parity, named_barrier_arrive, pdl_sync, pdl_trigger, ptx_arrive_cluster_barrier,
+                      set_max_nreg, sync_grid, sync_threads, tma_copy, tma_store_arrive, tma_store_wait, ws,
+                      cluster_arrive, cluster_wait, cluster_sync, block_rank_in_cluster, copy_cluster)
 from .builtins import (align_up, annotate_compile_flags, annotate_min_blocks_per_sm, annotate_pass_configs, attr,
                        let, match_buffer, thread_binding)
 from .dtypes import normalize_dtype
-from .kernel import (Kernel, get_block_binding, get_block_bindings, get_thread_binding,
-                     get_thread_bindings, get_thread_extent)
+from .kernel import (ClusterKernel, Kernel, get_block_binding, get_block_bindings, get_block_extent,
+                     get_block_extents, get_thread_binding, get_thread_bindings, get_thread_extent,
+                     get_thread_extents)
 from .intrinsics import *  # noqa: F401,F403 - warp vote/shuffle, IEEE and fast math
-from .intrinsics import __cos, __exp, __exp10, __ffs, __fns, __log, __log2, __log10, __sin, __tan  # noqa: F401
-from .loops import Parallel, Pipelined, Vectorized, grid, serial, unroll, vectorized
+from .intrinsics import __cos, __exp, __exp10, __ffs, __fns, __ldg, __log, __log2, __log10, __sin, __tan  # noqa: F401
+from .loops import Parallel, Pipelined, Vectorized, grid, parallel, serial, unroll, vectorized
+from .transpose import transpose
 from .random import rng_init, rng_rand, rng_rand_float
+from .reducer import (alloc_reducer, comm_reducer, finalize_reducer, reducer_init, reducer_update,
+                      tvm_thread_allreduce)
 from .views import reshape, view
+from .pointer import make_tensor, ptr, ptx_commit_group, ptx_cp_async, ptx_wait_group
+from .im2col import c2d_im2col, im2col  # noqa: F401
+from .source_kernel import CUDASourceCodeKernel  # noqa: F401
 from .math import *  # noqa: F401,F403 - the math helpers are part of T
 from .math import abs, cast, ceildiv, floordiv, floormod, if_then_else, infinity, max, max_value, min, min_value  # noqa: F401
+from .tile import async_copy  # noqa: F401
 from .tile import (GemmWarpPolicy, atomic_add, atomic_addx2, atomic_addx4, atomic_load, atomic_max, atomic_min,
                    atomic_or, atomic_store, clear, copy, cummax, cumsum, fill,
-                   gemm, gemm_v2, reduce, reduce_absmax, reduce_abssum, reduce_bitand, reduce_bitor, reduce_bitxor,
-                   reduce_max, reduce_min, reduce_sum)
+                   gemm, gemm_sp, gemm_v2, reduce, reduce_absmax, reduce_abssum, reduce_bitand, reduce_bitor, reduce_bitxor,
+                   reduce_max, reduce_min, reduce_sum, wait_wgmma, wgmma_gemm)
 
 _install_parser()
 
@@ -52,6 +67,12 @@ launch_thread = _T.launch_thread
 int32_t = int32  # noqa: F405
 
 
+def _in_kernel_body() -> bool:
+    """True while a function body is being built (its statements go to TVM's IR builder)."""
+    from tvm.script.ir_builder import IRBuilder
+    return IRBuilder.is_in_scope()
+
+
 class _TensorProxy(_BufferProxy):
     """``T.Tensor((M, K), dtype)``/``T.Buffer(...)`` parameter annotations; dtype in any spelling."""
 
@@ -59,6 +80,12 @@ class _TensorProxy(_BufferProxy):
                  byte_offset=None, scope="global", align=0, offset_factor=0, layout="default"):
         if not isinstance(shape, (list, tuple)):
             shape = (shape,)
+        if data is not None and _in_kernel_body():
+            # inside a kernel: a view over existing storage (``T.Tensor(shape, dtype, A.data)``) is
+            # declared there (a DeclBuffer), as T.view does
+            from tvm.tirx.script.builder import ir as _builder
+            return _builder.decl_buffer(list(shape), normalize_dtype(dtype), data=data, strides=strides,
+                                        elem_offset=elem_offset, scope=scope)
         return super().__call__(shape, normalize_dtype(dtype), data, strides, elem_offset,
                                 byte_offset, scope, align, offset_factor, layout)
 
@@ -101,9 +128,15 @@ def Layout(shape, forward_fn):  # noqa: N802 - mirrors upstream's T.Layout class
 
 
 def dynamic(name: str, dtype="int32"):
-    """A symbolic dimension, bound from the tensors' shapes at call time."""
+    """A symbolic dimension, bound from the tensors' shapes at call time. Several names separated
+    by commas or spaces (``T.dynamic("batch, seq_len")``) give a tuple of variables, one each."""
+    import re
+
     from tvm import tirx
 
+    names = [n for n in re.split(r"[\s,]+", name.strip()) if n]
+    if len(names) > 1:
+        return tuple(tirx.Var(n, normalize_dtype(dtype)) for n in names)
     return tirx.Var(name, normalize_dtype(dtype))
 
 

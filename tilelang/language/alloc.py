@@ -40,15 +40,22 @@ def alloc_local(shape, dtype="float32", scope=LOCAL):
 
 
 def alloc_var(dtype="int32", init=None, scope=LOCAL):
-    """A thread-private scalar variable; assign to it with ``x = value``."""
+    """A thread-private scalar variable; assign to it with ``x = value``.
+
+    Without ``init`` it starts at zero (upstream's default). A string second argument is the
+    scope (upstream's ``T.alloc_var(dtype, "local.var")`` form).
+    """
+    from tvm import tirx
+
+    if isinstance(init, str):
+        init, scope = None, init
     dtype = normalize_dtype(dtype)
     scalar = builder.alloc_scalar(dtype, scope=scope)
-    if init is not None:
-        if isinstance(init, (int, float)) and not isinstance(init, bool):
-            from tvm import tirx
-
-            init = tirx.const(init, dtype)  # a float64 initializer stays float64
-        builder.buffer_store(scalar.scalar.source, init, [0])
+    if init is None:
+        init = tirx.const(0, dtype)
+    elif isinstance(init, (int, float)) and not isinstance(init, bool):
+        init = tirx.const(init, dtype)  # a float64 initializer stays float64
+    builder.buffer_store(scalar.scalar.source, init, [0])
     return scalar
 
 
@@ -66,8 +73,13 @@ class Ref:
     tl_scalar_ref = True
 
 
-def alloc_global(shape, dtype="float32"):
-    raise NotImplementedError("T.alloc_global is not supported yet: pass the buffer as a kernel argument")
+def alloc_global(shape, dtype="float32", scope="global"):
+    """A scratch buffer in global memory, written before (or between) the ``T.Kernel`` blocks of a
+    prim_func: the launcher allocates it (uninitialised) at each call and passes it to every
+    kernel that uses it, so kernels launched in order can hand partial results to each other."""
+    if scope != "global":
+        raise ValueError(f"T.alloc_global allocates in scope 'global', not {scope!r}")
+    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope="global")
 
 
 class _EagerRequest:

@@ -39,6 +39,20 @@ class thread_binding:  # noqa: N801 - upstream's lower-case loop name
 
     tl_loop_spec = True
 
+    def __new__(cls, start, stop=None, thread=None, *, annotations=None):
+        # Inside `with T.Kernel(...)` the axis is already launched: `kr = T.thread_binding(0, n,
+        # thread="threadIdx.x")` names the kernel's own variable, as upstream's front end does.
+        from .kernel import current_kernel
+
+        ctx = current_kernel()
+        if ctx is not None and isinstance(thread, str):
+            kind, _, axis = thread.partition(".")
+            axes = {"threadIdx": ctx.thread_vars, "blockIdx": ctx.block_vars}.get(kind)
+            k = "xyz".find(axis) if len(axis) == 1 else -1
+            if axes is not None and 0 <= k < len(axes):
+                return axes[k]
+        return super().__new__(cls)
+
     def __init__(self, start, stop=None, thread=None, *, annotations=None):
         if stop is None:
             start, stop = 0, start

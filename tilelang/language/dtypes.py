@@ -167,6 +167,39 @@ def _install_queries() -> None:
 _install_queries()
 
 
+def _install_unsigned_literals() -> None:
+    """``x & 0xFFFFFFFF`` for an unsigned ``x``: TVM turns a Python int above int32's range into a
+    signed immediate before matching types, which wraps it negative and fails. An int literal meeting
+    an unsigned operand becomes an immediate of the operand's own type instead."""
+    operand = ir.expr.ExprOperand
+    if getattr(operand, "_tl_unsigned_literals", False):
+        return
+    names = ("add", "sub", "mul", "floordiv", "mod", "and", "or", "xor", "lt", "le", "gt", "ge", "eq", "ne")
+    for base in names:
+        for name in (f"__{base}__", f"__r{base}__"):
+            original = getattr(operand, name, None)
+            if original is not None:
+                setattr(operand, name, _unsigned_literal_op(original))
+    operand._tl_unsigned_literals = True
+
+
+def _unsigned_literal_op(original):
+    def op(self, other):
+        if type(other) is builtins.int and other > 0x7FFFFFFF:  # smaller ones already work
+            ty = getattr(self, "ty", None)
+            prim = getattr(ty, "dtype", None) if isinstance(ty, ir.PrimType) else None
+            if prim is not None and prim.type_code == 1 and prim.lanes == 1 and other < (1 << prim.bits):
+                other = tirx.IntImm(str(prim), other)
+        return original(self, other)
+
+    op.__name__ = original.__name__
+    op.__doc__ = original.__doc__
+    return op
+
+
+_install_unsigned_literals()
+
+
 class dtype(tvm_ffi.dtype):  # noqa: N801 - upstream's name
     """A ``tvm.DataType`` that is also TVMScript's scalar constructor: ``T.float16(0)`` is a constant,
     ``T.float16(x)`` a cast, ``T.float16()`` a fresh variable, ``T.float16x2(a, b)`` a vector."""

@@ -45,6 +45,8 @@ def _fast(cuda_name, precise):
             return _extern("float32", cuda_name, x)
         if dtype == "float64":  # no approximation in double: the precise function
             return precise(x)
+        if cuda_name == "__tanf":   # 16-bit tan: TVM's htan (float tanf, rounded once), as upstream
+            return tirx.tan(x)
         # 16-bit: tl::fast_<name> (src/tl/math.h) widens, approximates in float, rounds once.
         return _extern(dtype, "tl::fast_" + cuda_name[2:].rstrip("f"), x)
     op.__name__ = cuda_name.rstrip("f")
@@ -63,11 +65,12 @@ __tan = _fast("__tanf", tirx.tan)
 
 
 def fast_rcp(x):
-    """Approximate reciprocal (``__frcp_rn`` is the IEEE one; this is ``1 / x`` in fast division)."""
+    """Approximate reciprocal: ``tl::fast_rcp`` (``rcp.approx.ftz.f32``) in float32; other
+    floats divide (``T.ieee_frcp`` is the correctly rounded one)."""
     x = _float_arg(x, "fast_rcp")
     dtype = _dtype(x)
     if dtype == "float32":
-        return _extern("float32", "__fdividef", tirx.FloatImm("float32", 1.0), x)
+        return _extern("float32", "tl::fast_rcp", x)
     return tirx.FloatImm(dtype, 1.0) / x
 
 
@@ -159,27 +162,27 @@ def _predicate(pred, name):
 
 def any_sync(predicate, mask=_FULL_MASK):
     """Non-zero if any lane in ``mask`` has a non-zero predicate (``__any_sync``)."""
-    return _extern("int32", "tl::any_sync", _mask(mask), _predicate(predicate, "any_sync"))
+    return _extern("int32", "tl::__any_sync", _mask(mask), _predicate(predicate, "any_sync"))
 
 
 def all_sync(predicate, mask=_FULL_MASK):
     """Non-zero if every lane in ``mask`` has a non-zero predicate (``__all_sync``)."""
-    return _extern("int32", "tl::all_sync", _mask(mask), _predicate(predicate, "all_sync"))
+    return _extern("int32", "tl::__all_sync", _mask(mask), _predicate(predicate, "all_sync"))
 
 
 def ballot_sync(predicate, mask=_FULL_MASK):
     """uint64 bitmask of the lanes in ``mask`` whose predicate is non-zero."""
-    return _extern("uint64", "tl::ballot_sync", _mask(mask), _predicate(predicate, "ballot_sync"))
+    return _extern("uint64", "tl::__ballot_sync", _mask(mask), _predicate(predicate, "ballot_sync"))
 
 
 def ballot(predicate):
     """``ballot_sync`` over the full warp."""
-    return _extern("uint64", "tl::ballot_sync", _mask(_FULL_MASK), _predicate(predicate, "ballot"))
+    return _extern("uint64", "tl::__ballot_sync", _mask(_FULL_MASK), _predicate(predicate, "ballot"))
 
 
 def activemask():
     """uint64 bitmask of the lanes executing this instruction."""
-    return _extern("uint64", "tl::activemask")
+    return _extern("uint64", "tl::__activemask")
 
 
 def _match_value(value):
@@ -196,12 +199,12 @@ def _match_value(value):
 
 def match_any_sync(value, mask=_FULL_MASK):
     """uint32 bitmask of the lanes in ``mask`` holding the same ``value`` as this lane."""
-    return _extern("uint32", "tl::match_any_sync", _mask(mask), _match_value(value))
+    return _extern("uint32", "tl::__match_any_sync", _mask(mask), _match_value(value))
 
 
 def match_all_sync(value, mask=_FULL_MASK):
     """``mask`` if every lane in ``mask`` holds the same ``value``, else 0."""
-    return _extern("uint32", "tl::match_all_sync", _mask(mask), _match_value(value))
+    return _extern("uint32", "tl::__match_all_sync", _mask(mask), _match_value(value))
 
 
 def _shuffle(fn, value, lane, width, mask):
@@ -211,19 +214,19 @@ def _shuffle(fn, value, lane, width, mask):
 
 def shfl_sync(value, srcLane, width=32, mask=_FULL_MASK):  # noqa: N803 - upstream's keyword
     """``value`` of lane ``srcLane`` of this lane's ``width``-lane group."""
-    return _shuffle("tl::shfl_sync", value, srcLane, width, mask)
+    return _shuffle("tl::__shfl_sync", value, srcLane, width, mask)
 
 
 def shfl_xor(value, delta, width=32, mask=_FULL_MASK):
-    return _shuffle("tl::shfl_xor_sync", value, delta, width, mask)
+    return _shuffle("tl::__shfl_xor_sync", value, delta, width, mask)
 
 
 def shfl_down(value, delta, width=32, mask=_FULL_MASK):
-    return _shuffle("tl::shfl_down_sync", value, delta, width, mask)
+    return _shuffle("tl::__shfl_down_sync", value, delta, width, mask)
 
 
 def shfl_up(value, delta, width=32, mask=_FULL_MASK):
-    return _shuffle("tl::shfl_up_sync", value, delta, width, mask)
+    return _shuffle("tl::__shfl_up_sync", value, delta, width, mask)
 
 
 def sync_warp(mask=None):
@@ -396,24 +399,27 @@ def dp4a(A, B, C):
     for name, ref, want in (("A", a, "int8"), ("B", b, "int8"), ("C", c, "int32")):
         have = str(ref.args[0].source.dtype)
         if have != want:
-            raise ValueError(f"T.dp4a needs {want} for {name}, got {have}")
+            raise ValueError(f"T.dp4a requires {want} for {name}, got {have}")
     return _extern("int32", "tl::dp4a", a, b, c)
 
 
 # ----- packed two-lane arithmetic -----------------------------------------------------------------
-# vector dtype -> (integer of the same width that carries it through the call, function suffix)
-_PACKED = {"float32x2": ("uint64", "f32x2"), "float16x2": ("uint32", "f16x2"), "bfloat16x2": ("uint32", "bf16x2")}
+# vector dtype -> (integer of the same width that carries it through the call, CUDA pair type)
+_PACKED = {"float32x2": ("uint64", "float2"), "float16x2": ("uint32", "__half2"),
+           "bfloat16x2": ("uint32", "__nv_bfloat162")}
 
 
 def _packed(op, *values):
     values = [as_expr(v) for v in values]
-    dtype = _dtype(values[0])
-    if dtype not in _PACKED or any(_dtype(v) != dtype for v in values):
-        raise TypeError(f"T.{op} needs float32x2, float16x2 or bfloat16x2 operands of one dtype, got "
-                        f"{[_dtype(v) for v in values]}")
-    carrier, suffix = _PACKED[dtype]
-    call = _extern(carrier, f"tl::{op}_{suffix}", *[tirx.reinterpret(carrier, v) for v in values])
-    return tirx.reinterpret(dtype, call)
+    dtypes = [_dtype(v) for v in values]
+    for dtype in dtypes:
+        if dtype not in _PACKED:
+            raise ValueError(f"T.{op} needs float32x2, float16x2 or bfloat16x2 operands, got {dtype}")
+    if len(set(dtypes)) > 1:
+        raise ValueError(f"T.{op} needs all packed operands of the same dtype, got {dtypes}")
+    carrier, pair = _PACKED[dtypes[0]]
+    call = _extern(carrier, f"tl::{op}<{pair}>", *[tirx.reinterpret(carrier, v) for v in values])
+    return tirx.reinterpret(dtypes[0], call)
 
 
 def add2(a, b):
@@ -446,19 +452,229 @@ def abs2(a):
     return _packed("abs2", a)
 
 
+# ----- explicit-width loads and stores (src/tl/ldst.h) ----------------------------------------------
+# access width in bits -> dtype of the loaded value (TVM prints uint32x2 as uint2, ...)
+_LD_TYPES = {32: "uint32", 64: "uint32x2", 128: "uint32x4", 256: "uint32x8"}
+
+
+def _access_address(ref, name, bits, space):
+    """Address of the first element of ``ref`` (an element, a contiguous slice or a whole buffer)
+    for a ``bits``-wide access in memory ``space`` ("global" or "shared")."""
+    address, count = _contiguous_range(ref, name)
+    buf = address.args[0].source
+    scope = str(buf.scope())
+    if space == "global" and scope != "global":
+        raise TypeError(f"T.{name} accesses global memory; '{buf.name}' is in {scope} memory")
+    if space == "shared" and not scope.startswith("shared"):
+        raise TypeError(f"T.{name} accesses shared memory; '{buf.name}' is in {scope} memory")
+    from tilelang.tir_utils import const_int
+
+    n = const_int(count)
+    elem_bits = buf.dtype.bits * buf.dtype.lanes
+    if n is not None and n > 1 and n * elem_bits != bits:
+        raise ValueError(f"T.{name} moves {bits} bits, but the range of '{buf.name}' holds {n * elem_bits}")
+    return address
+
+
+def _pred(pred):
+    pred = as_expr(pred)
+    return pred if _dtype(pred) == "bool" else tirx.Cast("bool", pred)
+
+
+def _ld(bits, space, src, pred=None):
+    name = ("ldg" if space == "global" else "lds") + str(bits)
+    address = _access_address(src, name, bits, space)
+    fn = f"tl::load_{space}_{bits}"
+    if pred is None:
+        return _extern(_LD_TYPES[bits], fn, address)
+    return _extern(_LD_TYPES[bits], fn + "_conditional", address, _pred(pred))
+
+
+def _st(bits, space, dst, value, pred=None):
+    name = ("stg" if space == "global" else "sts") + str(bits)
+    address = _access_address(dst, name, bits, space)
+    value = as_expr(value)
+    vbits = value.ty.dtype.bits * value.ty.dtype.lanes
+    if vbits != bits:
+        raise ValueError(f"T.{name} stores a {bits}-bit value, got {_dtype(value)} ({vbits} bits)")
+    fn = f"tl::store_{space}_{bits}"
+    if pred is None:
+        return _extern("void", fn, address, value)
+    return _extern("void", fn + "_conditional", address, value, _pred(pred))
+
+
+def ldg32(src, pred=None):
+    """32 bits from global memory at ``src`` (an element or a slice) as a uint32, in one ``ld.global``;
+    with ``pred``, the load happens only where it is true (else 0)."""
+    return _ld(32, "global", src, pred)
+
+
+def ldg64(src, pred=None):
+    """64 bits from global memory as a uint32x2."""
+    return _ld(64, "global", src, pred)
+
+
+def ldg128(src, pred=None):
+    """128 bits from global memory as a uint32x4."""
+    return _ld(128, "global", src, pred)
+
+
+def ldg256(src, pred=None):
+    """256 bits from global memory as a uint32x8."""
+    return _ld(256, "global", src, pred)
+
+
+def stg32(dst, value, pred=None):
+    """Store a 32-bit ``value`` to global memory at ``dst`` in one ``st.global`` (only where ``pred``)."""
+    return _st(32, "global", dst, value, pred)
+
+
+def stg64(dst, value, pred=None):
+    return _st(64, "global", dst, value, pred)
+
+
+def stg128(dst, value, pred=None):
+    return _st(128, "global", dst, value, pred)
+
+
+def stg256(dst, value, pred=None):
+    return _st(256, "global", dst, value, pred)
+
+
+def lds32(src):
+    """32 bits from shared memory at ``src`` as a uint32 (one ``ld.shared``)."""
+    return _ld(32, "shared", src)
+
+
+def lds64(src):
+    return _ld(64, "shared", src)
+
+
+def lds128(src):
+    return _ld(128, "shared", src)
+
+
+def sts32(dst, value):
+    """Store a 32-bit ``value`` to shared memory at ``dst`` (one ``st.shared``)."""
+    return _st(32, "shared", dst, value)
+
+
+def sts64(dst, value):
+    return _st(64, "shared", dst, value)
+
+
+def sts128(dst, value):
+    return _st(128, "shared", dst, value)
+
+
+def __ldg(ref, index=None):
+    """``ref`` (an element ``x[i]``, or a buffer and a flat ``index``) read through the read-only
+    data cache: ``__ldg(&x[i])``."""
+    from tvm import ir
+    from tvm.tirx import is_buffer_var
+
+    ref = getattr(ref, "scalar", None) or ref
+    if is_buffer_var(ref):
+        if index is None:
+            raise ValueError("T.__ldg(buffer, index) needs an index when given a buffer")
+        if isinstance(index, (list, tuple)):
+            if len(index) != 1:
+                raise ValueError("T.__ldg takes one flat index with a buffer")
+            index = index[0]
+        load = tirx.BufferLoad(ref, [as_expr(index)])
+    elif isinstance(ref, ir.TensorLoad):
+        load = tirx.BufferLoad(ref.source, list(ref.indices))
+    else:
+        raise TypeError(f"T.__ldg expects an element x[i] or a buffer, got {type(ref).__name__}")
+    buf = load.source
+    if str(buf.scope()) != "global":
+        raise TypeError(f"T.__ldg reads global memory; '{buf.name}' is in {buf.scope()} memory")
+    return _extern(str(buf.dtype), "__ldg", tirx.address_of(load))
+
+
+def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_last_ndim=0):
+    """Pointer to the first element of ``base`` (a buffer, a slice or an element ``A[i, j]``),
+    ``offset`` elements further, for passing to ``T.call_extern`` or ``T.ptx_cp_async``: the call
+    ``tl.access_ptr(A[i, j], extent, rw_mask)``, an address once lowered
+    (``tilelang.transform.pointer_ops``). ``access_type`` is "r" (mask 1), "w" (2), "rw" (3) or
+    a mask; ``extent`` (elements) is given, or the product of ``extents``, else the region's
+    size for a slice, the buffer's for a buffer, 1 for an element.
+    ``ignore_last_ndim=k`` points at the start of the trailing ``k`` dimensions."""
+    from tvm import ir
+    from tvm.tirx import is_buffer_var
+
+    from ._ops import get_op
+
+    if isinstance(access_type, str) and access_type not in ("r", "w", "rw"):
+        raise ValueError(f"T.access_ptr: access_type must be 'r', 'w' or 'rw', got {access_type!r}")
+    if not isinstance(access_type, (str, int)):
+        raise TypeError(f"T.access_ptr: access_type must be 'r', 'w', 'rw' or an int mask, got {access_type!r}")
+    mask = {"r": 1, "w": 2, "rw": 3}[access_type] if isinstance(access_type, str) else int(access_type)
+    if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
+        extents = tuple(extents[0])
+    base = getattr(base, "scalar", None) or base
+    if is_buffer_var(base):
+        buf, starts = base, [tirx.IntImm("int32", 0)] * len(base.shape)
+        size = list(base.shape)
+    elif isinstance(base, ir.TensorRegion):
+        buf, starts = base.source, [r.min for r in base.region]
+        size = [r.extent for r in base.region]
+    elif isinstance(base, ir.TensorLoad):
+        buf, starts = base.source, list(base.indices)
+        size = []
+    else:
+        raise TypeError(f"T.access_ptr expects a buffer, a buffer slice or an element, got {type(base).__name__}")
+    if str(buf.scope()) == "local.fragment":
+        raise TypeError(f"T.access_ptr: '{buf.name}' is a fragment (spread over threads); it has no address")
+    starts = [as_expr(s) for s in starts]
+    if ignore_last_ndim:
+        k = int(ignore_last_ndim)
+        starts = starts[:-k] + [tirx.IntImm("int32", 0)] * k
+    if not (isinstance(offset, int) and offset == 0):
+        starts[-1] = starts[-1] + as_expr(offset)
+    if extent is None:
+        extent = 1
+        for e in (extents if extents else size):
+            extent = extent * e if not (isinstance(extent, int) and extent == 1) else e
+    extent = tirx.IntImm("int32", extent) if isinstance(extent, int) else as_expr(extent)
+    load = tirx.BufferLoad(buf, starts)
+    return ir.Call(get_op("access_ptr"), [load, extent, tirx.IntImm("int32", mask)], ret_ty="handle")
+
+
+# ----- foreign CUDA source ---------------------------------------------------------------------------
+IMPORT_SOURCE = "__tl_import_source"   # the marker call; tilelang.codegen.cuda moves its text up front
+
+
+def import_source(source=None):
+    """Make the CUDA ``source`` text (device functions for ``T.call_extern``) part of the kernel's
+    translation unit: it is placed after ``#include "tl.h"``, once however often it is imported."""
+    if source is None:
+        return None
+    if not isinstance(source, str):
+        raise TypeError(f"T.import_source expects CUDA source text (str), got {type(source).__name__}")
+    from tvm import ir
+
+    from tvm.tirx.script.builder import ir as builder
+
+    builder.evaluate(_extern("void", IMPORT_SOURCE, ir.StringImm(source)))
+    return None
+
+
 # ----- bits ------------------------------------------------------------------------------------------
 def __ffs(value):
     """One-based position of the lowest set bit (0 if none)."""
-    return _extern("int32", "tl::ffs", value)
+    value = as_expr(value)
+    return _extern("int32", "tl::__ffsll" if _dtype(value) in ("int64", "uint64") else "tl::__ffs", value)
 
 
 def __fns(mask, base, offset):
     """Position of the ``offset``-th set bit of ``mask`` at or after bit ``base`` (CUDA ``__fns``)."""
-    return _extern("uint32", "tl::fns", tirx.Cast("uint32", as_expr(mask)), tirx.Cast("uint32", as_expr(base)),
+    return _extern("uint32", "tl::__fns", tirx.Cast("uint32", as_expr(mask)), tirx.Cast("uint32", as_expr(base)),
                    offset)
 
 
-__all__ = ["abs2", "activemask", "add2", "assume", "fma2", "max2", "min2", "mul2", "sub2", "device_assert", "dp4a", "extract_lane", "all_of", "all_sync", "any_of", "any_sync", "ballot", "ballot_sync", "fast_rcp", "get_lane_idx",
+__all__ = ["access_ptr", "import_source", "ldg32", "ldg64", "ldg128", "ldg256", "stg32", "stg64", "stg128", "stg256", "lds32",
+           "lds64", "lds128", "sts32", "sts64", "sts128", "abs2", "activemask", "add2", "assume", "fma2", "max2", "min2", "mul2", "sub2", "device_assert", "dp4a", "extract_lane", "all_of", "all_sync", "any_of", "any_sync", "ballot", "ballot_sync", "fast_rcp", "get_lane_idx",
            "get_warp_group_idx", "get_warp_idx", "get_warp_idx_sync", "ieee_add", "ieee_fdiv", "ieee_fmaf",
            "ieee_frcp", "ieee_frsqrt", "ieee_fsqrt", "ieee_mul", "ieee_sub", "match_all_sync", "match_any_sync",
            "shfl_down", "shfl_sync", "shfl_up", "shfl_xor", "shuffle_elect", "sync_warp", "syncthreads_and",

@@ -5,6 +5,12 @@ one block, yielding ``()``): entering it opens TVM
 ``launch_thread`` frames for blockIdx.x/y/z and threadIdx.x/y/z and yields the block indices.
 The innermost open kernel is remembered so ``T.get_thread_binding`` and the tile ops can find the
 thread variables and the block size.
+
+``_normalize_threads`` is upstream's block-shape check (``[x, y, z]``, every extent positive).
+``T.ClusterKernel(..., cluster_dims=(x, y, z))`` (or ``T.Kernel(cluster_dims=...)``) records the
+cluster shape as the PrimFunc attribute ``tl.cluster_dims``; the kernel is then compiled with
+``__cluster_dims__`` (a plain launch honours it) and automatic warp specialisation keeps its own
+cluster and persistent-grid plans off.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tvm.tirx.script.builder import ir as builder
 
+CLUSTER_ATTR = "tl.cluster_dims"   # PrimFunc attribute of a T.ClusterKernel: "x,y,z"
 _BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -41,6 +48,44 @@ def current_kernel() -> KernelContext | None:
     return _STACK[-1] if _STACK else None
 
 
+def _normalize_threads(threads) -> list:
+    """A block shape as ``[x, y, z]`` (missing dimensions 1; ``None`` is 128 threads).
+
+    Raises ``ValueError`` for another type, more than three extents or an extent that is not
+    positive (a block of no threads would launch and silently write nothing)."""
+    if threads is None:
+        threads = 128
+    if isinstance(threads, bool):
+        raise ValueError(f"threads must be an integer or a list of integers, got {threads!r}")
+    if isinstance(threads, int):
+        out = [threads, 1, 1]
+    elif isinstance(threads, (list, tuple)):
+        if not 1 <= len(threads) <= 3:
+            raise ValueError(f"threads must be an int or a tuple of 1 to 3 ints, got {threads}")
+        out = list(threads) + [1] * (3 - len(threads))
+    else:
+        raise ValueError(f"threads must be an integer or a list of integers, got {type(threads).__name__}")
+    if any(isinstance(t, int) and t <= 0 for t in out):
+        raise ValueError(f"threads must be positive, got {threads}")
+    return out
+
+
+def _normalize_cluster_dims(cluster_dims) -> list:
+    """A cluster shape as ``[x, y, z]`` of positive ints (at most 16 blocks, the sm_90 limit
+    with the non-portable size opt-in; 8 without it)."""
+    if isinstance(cluster_dims, int):
+        dims = [cluster_dims, 1, 1]
+    elif isinstance(cluster_dims, (list, tuple)) and 1 <= len(cluster_dims) <= 3:
+        dims = list(cluster_dims) + [1] * (3 - len(cluster_dims))
+    else:
+        raise ValueError(f"cluster_dims must be an int or a list of 1 to 3 ints, got {cluster_dims!r}")
+    if not all(isinstance(d, int) and d > 0 for d in dims):
+        raise ValueError(f"cluster_dims must be positive integers, got {cluster_dims!r}")
+    if dims[0] * dims[1] * dims[2] > 16:
+        raise ValueError(f"a cluster holds at most 16 blocks, got {cluster_dims!r}")
+    return dims
+
+
 class Kernel:
     """Launch a grid of thread blocks: ``with T.Kernel(gx, gy, threads=128) as (bx, by):``."""
 
@@ -54,26 +99,30 @@ class Kernel:
             blocks = (1,)
         if not 1 <= len(blocks) <= 3:
             raise ValueError(f"T.Kernel takes 0 to 3 grid extents, got {len(blocks)}")
-        if threads is None:
-            threads = 128
-        if isinstance(threads, int):
-            threads = [threads]
+        full = _normalize_threads(threads)
+        if threads is None or isinstance(threads, int):
+            threads = [full[0]]
         threads = list(threads)
-        if not 1 <= len(threads) <= 3:
-            raise ValueError(f"threads must be an int or a tuple of 1 to 3 ints, got {threads}")
         for t in threads:
-            if not isinstance(t, int) or t <= 0:
+            if not isinstance(t, int):
                 raise ValueError(f"threads must be positive integers known at compile time, got {t!r}")
-        if threads[0] * (threads[1] if len(threads) > 1 else 1) * (threads[2] if len(threads) > 2 else 1) > 1024:
+        if full[0] * full[1] * full[2] > 1024:
             raise ValueError(f"a thread block holds at most 1024 threads, got {threads}")
         self.blocks = list(blocks)
         self.threads = threads
-        self.cluster_dims = cluster_dims
+        self.cluster_dims = _normalize_cluster_dims(cluster_dims) if cluster_dims is not None else None
         self._frames = []
         self._ctx = None
 
     def __enter__(self):
         ctx = KernelContext(blocks=self.blocks, threads=self.threads)
+        if self.cluster_dims is not None and self.cluster_dims != [1, 1, 1]:
+            # a PrimFunc attribute, carried to the generated source as __cluster_dims__
+            try:
+                builder.func_attr({CLUSTER_ATTR: ",".join(str(d) for d in self.cluster_dims)})
+            except Exception:   # (TVM's message names frames; say what the user can do)
+                raise ValueError("T.ClusterKernel (cluster_dims) must be opened directly in the prim_func body, "
+                                 "not inside a loop, branch or another frame") from None
         for tag, extent in zip(_BLOCK_TAGS, self.blocks):
             frame = builder.launch_thread(tag, extent)
             ctx.block_vars.append(frame.__enter__())
@@ -130,3 +179,22 @@ def get_block_bindings():
 
 def get_thread_extent(dim: int = 0) -> int:
     return int(_require_kernel("T.get_thread_extent").threads[dim])
+
+
+def ClusterKernel(*blocks, cluster_dims, threads=None, prelude=None):  # noqa: N802 - upstream's name
+    """``T.Kernel`` whose blocks run in thread block clusters of shape ``cluster_dims`` (sm_90+);
+    each grid extent must be a multiple of the cluster's."""
+    return Kernel(*blocks, threads=threads, cluster_dims=cluster_dims, prelude=prelude)
+
+
+def get_thread_extents() -> list:
+    return [int(t) for t in _normalize_threads(list(_require_kernel("T.get_thread_extents").threads))]
+
+
+def get_block_extent(dim: int = 0):
+    return _require_kernel("T.get_block_extent").blocks[dim]
+
+
+def get_block_extents() -> list:
+    return list(_require_kernel("T.get_block_extents").blocks)
+

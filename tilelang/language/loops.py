@@ -98,9 +98,26 @@ class _SteppedSerial:
 
 
 def unroll(start, stop=None, step=None, explicit=False, unroll_factor=None, annotations=None):
+    """A loop nvcc unrolls: kept as a loop under ``#pragma unroll`` (``#pragma unroll k`` with
+    ``unroll_factor=k``), as upstream emits it; ``explicit=True`` unrolls it in the IR instead
+    (constant bounds). ``step`` works as in ``T.serial``."""
     if stop is None:
         start, stop = 0, start
-    return builder.unroll(start, stop, annotations=annotations)
+    if explicit and unroll_factor is None and (step is None or _is_one(step)):
+        return builder.unroll(start, stop, annotations=annotations)
+    ann = dict(annotations or {})
+    ann["pragma_unroll"] = int(unroll_factor) if unroll_factor is not None else True
+    return serial(start, stop, step, annotations=ann)
+
+
+def parallel(start, stop=None, annotations=None):
+    """Upstream's lowercase ``T.parallel(n)`` (TIR's parallel loop): one dimension of
+    ``T.Parallel``, spread over the block's threads the same way."""
+    if stop is None:
+        start, stop = 0, start
+    ann = dict(annotations or {})
+    ann.setdefault(PARALLEL_ATTR, 1)
+    return builder.parallel(start, stop, annotations=ann)
 
 
 def vectorized(start, stop=None, annotations=None):

@@ -32,7 +32,19 @@ asin, acos, atan, atan2 = _T.asin, _T.acos, _T.atan, _T.atan2
 asinh, acosh, atanh = _T.asinh, _T.acosh, _T.atanh
 log1p, hypot, copysign, nextafter, ldexp = _T.log1p, _T.hypot, _T.copysign, _T.nextafter, _T.ldexp
 nearbyint = _T.nearbyint
-isfinite = _T.isfinite
+
+
+def isfinite(x):
+    """True where ``x`` is neither infinite nor NaN: CUDA's ``isfinite`` (16-bit floats widened to
+    float32); integers are always finite."""
+    x = as_expr(x)
+    dtype = x.ty.dtype if hasattr(x.ty, "dtype") else x.ty
+    if dtype.lanes == 1 and str(dtype) in ("float32", "float64", "float16", "bfloat16"):
+        arg = x if str(dtype) in ("float32", "float64") else tirx.Cast("float32", x)
+        return tirx.call_pure_extern("bool", "isfinite", arg)
+    return _T.isfinite(x)
+
+
 popcount, clz = _T.popcount, _T.clz
 shift_left, shift_right = _T.shift_left, _T.shift_right
 bitwise_and, bitwise_or, bitwise_xor, bitwise_not = _T.bitwise_and, _T.bitwise_or, _T.bitwise_xor, _T.bitwise_not
@@ -42,7 +54,27 @@ call_intrin, call_pure_extern = _T.call_intrin, _T.call_pure_extern
 Cast, Ramp, Broadcast, Shuffle, Let = tirx.Cast, tirx.Ramp, tirx.Broadcast, tirx.Shuffle, tirx.Let
 floor = _T.floor
 ceil = _T.ceil
-round = _T.round  # noqa: A001 - mirrors the T namespace
+
+
+def round(x, rounding_mode="ties-to-even", span=None):  # noqa: A001 - mirrors the T namespace
+    """Round to the nearest integer value: halfway cases to even (the default, TVM's ``round``) or,
+    with ``rounding_mode="ties-away-from-zero"``, away from zero (``tl::RoundTiesAwayFromZero``)."""
+    if rounding_mode is None:
+        rounding_mode = "ties-to-even"
+    elif not isinstance(rounding_mode, str):  # the older positional span
+        span, rounding_mode = rounding_mode, "ties-to-even"
+    x = as_expr(x)
+    if rounding_mode == "ties-to-even":
+        return _T.round(x, span) if span is not None else _T.round(x)
+    if rounding_mode == "ties-away-from-zero":
+        dt = str(x.ty.dtype)
+        if dt == "bool" or dt.startswith(("int", "uint")):
+            return x
+        return tirx.call_pure_extern(dt, "tl::RoundTiesAwayFromZero", x)
+    raise ValueError(f"T.round: unsupported rounding_mode {rounding_mode!r}; "
+                     "expected 'ties-to-even' or 'ties-away-from-zero'")
+
+
 trunc = _T.trunc
 isnan = _T.isnan
 isinf = _T.isinf
@@ -85,20 +117,27 @@ def clamp(dst, min_val, max_val):
     return max(min(dst, max_val), min_val)
 
 
-def cast(value, dtype):
-    dtype = normalize_dtype(dtype)
-    if isinstance(value, (int, float, bool)):
-        return tirx.const(value, dtype)
-    current = str(getattr(value.ty, "dtype", value.ty))
-    return tirx.Cast(dtype, value) if current != dtype else value
+def cast(value, dtype, round="", sat=True, rbits=None, span=None):  # noqa: A002 - upstream's names
+    """``value`` as ``dtype``; the rounding options are checked by ``tilelang.language.tir.ir.cast``."""
+    from .tir.ir import cast as _cast
+
+    return _cast(value, dtype, round=round, sat=sat, rbits=rbits, span=span)
 
 
 def if_then_else(cond, true_value, false_value):
     return tirx.if_then_else(as_expr(cond), as_expr(true_value), as_expr(false_value))
 
 
+# Types TVM has no infinity literal for: their +inf bit pattern, reinterpreted.
+_INF_BITS = {"bfloat16": ("uint16", 0x7F80), "float8_e5m2": ("uint8", 0x7C)}
+
+
 def infinity(dtype):
-    return tirx.infinity(normalize_dtype(dtype))
+    name = normalize_dtype(dtype)
+    if name in _INF_BITS:
+        storage, bits = _INF_BITS[name]
+        return tirx.reinterpret(name, tirx.const(bits, storage))
+    return tirx.infinity(name)
 
 
 def max_value(dtype):

@@ -91,11 +91,26 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
             raise ValueError(f"T.copy: prefer_instruction must be one of {sorted(_PREFER)}, got {prefer!r}")
         disable_tma = disable_tma or _PREFER[prefer]
     src_shape, dst_shape = _shape_of(src), _shape_of(dst)
-    if src_shape is None and dst_shape is None:
-        raise ValueError("T.copy needs at least one operand with a known extent (a buffer or a slice)")
+    # (two elements A[i], B[j]: a one-element copy, as upstream reads them)
     src_r = _to_region(src, READ, hint=dst_shape, what="copy")
     dst_r = _to_region(dst, WRITE, hint=src_shape, what="copy")
-    emit("copy", [src_r, dst_r, int(coalesced_width or 0), int(bool(disable_tma))])
+    # the TMA flag: 1 disable_tma, 2 prefer_instruction="tma" (lower_copy: TMA where upstream picks it)
+    tma_flag = 1 if disable_tma else 2 if prefer == "tma" else 0
+    emit("copy", [src_r, dst_r, int(coalesced_width or 0), tma_flag])
+
+
+ASYNC_COPY = 3   # the T.copy flag of T.async_copy (lower_copy: cp.async always, committed, no wait)
+
+
+def async_copy(src, dst, coalesced_width=None, annotations=None):
+    """``T.copy`` from global to shared memory that always issues cp.async (zero-filling what lies
+    outside the source) and commits it without waiting: ``T.ptx_wait_group(n)`` waits. Any other
+    direction is a compile error. ``annotations`` are upstream's pass hints, ignored here."""
+    del annotations
+    src_shape, dst_shape = _shape_of(src), _shape_of(dst)
+    src_r = _to_region(src, READ, hint=dst_shape, what="async_copy")
+    dst_r = _to_region(dst, WRITE, hint=src_shape, what="async_copy")
+    emit("copy", [src_r, dst_r, int(coalesced_width or 0), ASYNC_COPY])
 
 
 def fill(buffer, value):
@@ -121,6 +136,47 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 
 # Upstream's second-generation gemm entry point takes the same arguments; one lowering serves both.
 gemm_v2 = gemm
+
+def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
+            policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0):
+    """C (+)= A @ B with A 2:4 structured-sparse along K (``mma.sp``): ``A_sparse`` holds the kept
+    values (M x K/2), ``E`` their metadata (M x K/e_factor, ``tilelang.cuda.intrinsics.sparse_layout``),
+    B is K x N (N x K with ``transpose_B``), all in shared memory; C a fragment. ``k_pack`` and
+    ``wg_wait`` are upstream's and unused here; transposed A or E is not supported."""
+    del k_pack, wg_wait
+    if transpose_A or transpose_E:
+        raise ValueError("T.gemm_sp: transpose_A / transpose_E are not supported (A_sparse is M x K/2, E is "
+                         "M x K/e_factor, both row-major)")
+    a = _to_region(A_sparse, READ, what="gemm_sp")
+    e = _to_region(E, READ, what="gemm_sp")
+    b = _to_region(B, READ, what="gemm_sp")
+    c = _to_region(C, READ_WRITE, what="gemm_sp")
+    clear_expr = clear_accum if not isinstance(clear_accum, bool) else int(clear_accum)
+    emit("gemm_sp", [a, e, b, c, int(bool(transpose_B)), int(policy), clear_expr])
+
+
+WGMMA_NO_WAIT = -1   # the wg_wait of T.wgmma_gemm: forced wgmma, issued without a wait
+
+
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+               clear_accum=False, annotations=None):
+    """``T.gemm`` that must lower to Hopper wgmma (sm_90a) and does not wait for it: the wgmma
+    group is committed and left in flight; ``T.wait_wgmma(n)`` retires it before C is read or A/B
+    are overwritten. A/B may be slices of shared buffers along K (``A_s[:, k0:k0 + K]``, any
+    ``k0``). Compilation fails (TL0002, also a ``tvm.error.InternalError``) where wgmma cannot be used; it never falls back to
+    mma.sync. ``annotations`` are upstream's pass hints, ignored here."""
+    del annotations
+    gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum, 1, WGMMA_NO_WAIT)
+
+
+def wait_wgmma(id):  # noqa: A002 - upstream's parameter name
+    """Wait until at most ``id`` committed wgmma groups of this warpgroup are still in flight."""
+    value = _unwrap(id)
+    if isinstance(value, tirx.IntImm):
+        value = value.value
+    if not isinstance(value, int) or not 0 <= value <= 7:
+        raise ValueError(f"T.wait_wgmma takes a constant 0..7 (wgmma groups left in flight), got {id!r}")
+    emit("wait_wgmma", [int(value)])
 
 
 def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):

@@ -2,12 +2,17 @@
 
 Both return a new buffer over the same storage as ``buf`` (it shares ``buf.data``, no copy), with
 another shape and, for ``T.view``, another element type. The total size in bits must match; a
-mismatch raises ``ValueError`` at the call. The view keeps ``buf``'s memory scope.
+mismatch raises ``AssertionError`` at the call (upstream's type). The view keeps ``buf``'s
+memory scope.
 
-Views are declared inside a kernel (a ``DeclBuffer`` over ``buf``'s storage) and only of global
-tensors: the compiler gives each shared or fragment buffer its own layout (swizzle, distribution
-over threads), which a second shape over the same bytes would bypass, so a view of one is a
-located error naming the buffer.
+Views are declared inside a kernel (a ``DeclBuffer`` over ``buf``'s storage). Views of shared or
+fragment buffers are resolved by the compiler (``transform.kernel.resolve_views``), so ``buf``
+keeps its one layout: with the same element type, an access to the view addresses ``buf`` at the same row-major
+position; a view of a shared buffer as another element type (8 to 64 bits) reads the same bytes,
+each through the ``buf`` element holding it (swizzle included): a narrower view takes bits of one
+element, a wider one joins several (stores only through views at least as wide as ``buf``'s type).
+``T.reduce_*`` / ``T.cumsum`` of a same-type view run on a buffer of the view's shape, filled from
+the view before and written back after when the op writes it.
 """
 
 from __future__ import annotations
@@ -34,15 +39,10 @@ def _same_size(shape, dtype, src) -> bool:
 
 def view(src, shape=None, dtype=None):
     """A view of ``src`` with ``shape`` (default: ``src``'s) and element ``dtype`` (default: ``src``'s)."""
-    if src.scope() != "global":
-        raise NotImplementedError(
-            f"T.reshape/T.view of {src.name} (scope {src.scope()!r}): only views of global tensors are supported; "
-            "the compiler gives each shared or fragment buffer its own layout (swizzle, thread distribution), "
-            "which a second shape over the same storage would bypass. Allocate the buffer in the shape you need")
     shape = list(src.shape) if shape is None else (list(shape) if isinstance(shape, (list, tuple)) else [shape])
     dtype = str(src.dtype) if dtype is None else normalize_dtype(dtype)
     if not _same_size(shape, dtype, src):
-        raise ValueError(f"T.reshape/T.view: {src.name} has shape {list(src.shape)} of {src.dtype}, which is not "
+        raise AssertionError(f"T.reshape/T.view: {src.name} has shape {list(src.shape)} of {src.dtype}, which is not "
                          f"the same number of bits as shape {shape} of {dtype}")
     if not IRBuilder.is_in_scope():
         raise RuntimeError("T.reshape/T.view are used inside a kernel: there the view is declared over the "

@@ -204,15 +204,19 @@ def mma_accumulator(M, N, warp_m, warp_n, num_threads, name="mma accumulator"):
     return _build((M, N), num_threads, axes, name)
 
 
-def mma_operand_a(M, K, warp_m, warp_n, num_threads, name="mma A operand"):
-    """Register A operand of ``T.gemm`` (rows split over warp_m, replicated over warp_n)."""
+def mma_operand_a(M, K, warp_m, warp_n, num_threads, name="mma A operand", elem_bytes=2):
+    """Register A operand of ``T.gemm`` (rows split over warp_m, replicated over warp_n), the
+    ``gemm_rs`` layout of src/tl/gemm_sm80.h: with ``P = 4 // elem_bytes`` elements per 32-bit
+    register (2 for 16-bit, 4 for 8-bit, 1 for tf32), lane ``(r % 8) * 4 + (k % 4P) / P`` holds
+    ``P`` consecutive k of each 16 x 8P mma step."""
+    P = max(1, 4 // int(elem_bytes))
     WM = M // warp_m
-    MI, KI = WM // 16, K // 16
+    MI, KI = WM // 16, K // (8 * P)
     axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
+        Axis("lane_c", THREAD, 4, 1, 1, P), Axis("lane_r", THREAD, 8, 4, 0, 1),
         Axis("warp_m", THREAD, warp_m, 32, 0, WM), Axis("warp_n", THREAD, warp_n, 32 * warp_m, None),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
-        Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 16),
+        Axis("cp", LOCAL, P, 1, 1, 1), Axis("h", LOCAL, 2, P, 0, 8), Axis("kh", LOCAL, 2, 2 * P, 1, 4 * P),
+        Axis("ki", LOCAL, KI, 4 * P, 1, 8 * P), Axis("mi", LOCAL, MI, 4 * P * KI, 0, 16),
     ]
     warps = warp_m * warp_n
     if num_threads > 32 * warps:

@@ -310,6 +310,20 @@ def _imm(v):
     return tirx.IntImm("int32", int(v))
 
 
+def replicated_fragment(shape, num_threads: int, name: str = "replicated") -> _AxisFragment:
+    """The compiler's form of a fully replicated tile: every thread holds all of it, row-major in
+    its registers (a small fragment that every iteration of a larger loop reads)."""
+    shape = tuple(int(s) for s in shape) or (1,)
+    axes, stride = [], 1
+    for d in reversed(range(len(shape))):
+        if shape[d] > 1:
+            axes.append(Axis(f"l{d}", LOCAL, shape[d], stride, d, 1))
+            stride *= shape[d]
+    if num_threads > 1:
+        axes.append(Axis("rep", THREAD, int(num_threads), 1, None))
+    return _AxisFragment(shape, int(num_threads), tuple(axes), name)
+
+
 def make_gemm_fragment_8x8() -> Fragment:
     """The 8x8 tile of an mma/ldmatrix operand: row ``i`` on threads ``4i..4i+3``, two columns each."""
     i, j = placeholders(2)

@@ -171,6 +171,25 @@ class Layout:
     def __call__(self, *indices):
         return self.map_forward_index(list(indices))
 
+    def injectivity_violation(self) -> str | None:
+        """Two logical indices the forward map sends to one physical index, as a sentence (None
+        when it is injective, or when the domain is symbolic or too large to enumerate)."""
+        self._require_index()
+        shape = list(self.shape)
+        outs = _evaluate_outputs(shape, self.forward_index)
+        if outs is None or not outs or not shape or 0 in shape:
+            return None
+        coords = np.stack([np.asarray(o).reshape(-1) for o in outs], axis=1)
+        _, first, inverse = np.unique(coords, axis=0, return_index=True, return_inverse=True)
+        owner = first[np.asarray(inverse).reshape(-1)]
+        clash = np.nonzero(owner != np.arange(len(coords)))[0]
+        if not clash.size:
+            return None
+        second = int(clash[0])
+        a, b = (tuple(int(x) for x in np.unravel_index(k, shape)) for k in (int(owner[second]), second))
+        physical = tuple(int(x) for x in coords[second])
+        return f"logical coordinates {_tuple(a)} and {_tuple(b)} both map to physical coordinates {_tuple(physical)}"
+
     def is_equal(self, other) -> bool:
         """Same input shape, output shape and forward map (compared structurally, after simplification)."""
         if not isinstance(other, Layout) or (self.kind == "fragment") != (other.kind == "fragment"):
@@ -248,6 +267,10 @@ class Layout:
         if self.forward_index is None:
             return f"{type(self).__name__}()"
         return f"Layout({list(self.shape)} -> {self.get_output_shape()}: {list(map(str, self.forward_index))})"
+
+
+def _tuple(values) -> str:
+    return "(" + ", ".join(str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
 
 
 def fold(expr):

@@ -35,6 +35,7 @@ class SharedLayout:
     elem_bytes: int
     swizzle: bool = True
     slab: bool = False      # wgmma operand layout (sm_90a): columns cut into swizzle-wide slabs
+    slab_bytes: int = 0     # slab width in bytes (T.wgmma_gemm K slices); 0: the widest dividing a row
 
     @property
     def ld(self) -> int:
@@ -46,6 +47,8 @@ class SharedLayout:
         the plain layout, the whole row."""
         if not self.slab:
             return self.ld
+        if self.slab_bytes:
+            return self.slab_bytes // self.elem_bytes
         row = self.ld * self.elem_bytes
         sw = next((w for w in (128, 64, 32) if row % w == 0), None)
         return sw // self.elem_bytes if sw else self.ld

@@ -41,8 +41,18 @@ def _supply_for(kind):
 
 class Profiler:
     def __init__(self, kernel, tensor_supply=None, tensor_supply_type=None):
+        if isinstance(tensor_supply, TensorSupplyType):   # upstream's get_profiler(TensorSupplyType.X)
+            tensor_supply, tensor_supply_type = None, tensor_supply
         self.kernel = kernel
         self.tensor_supply = tensor_supply or _supply_for(tensor_supply_type)
+
+    @property
+    def func(self):
+        """The kernel being profiled (upstream's ``profiler.func``: ``do_bench(profiler.func)``)."""
+        return self.kernel
+
+    def __call__(self, *args):
+        return self.kernel(*args)
 
     # ------------------------------------------------------------ inputs
     def _resolve(self, entries, symbols: dict, what: str) -> list[int]:
@@ -97,6 +107,8 @@ class Profiler:
         ``input_tensors`` (upstream's) are the inputs to use instead of generated ones;
         ``dynamic_symbolic_constraints`` is upstream's name for ``symbols``, ``func`` for ``fn``."""
         fn = fn if fn is not None else func
+        if fn is self.kernel:    # do_bench(profiler.func): the kernel itself, on preallocated arguments
+            fn = None
         symbols = {**(dynamic_symbolic_constraints or {}), **(symbols or {})}
         target = self.kernel if fn is None else fn
         if input_tensors is not None:

@@ -110,22 +110,26 @@ def _bench_with_cupti(fn, cache, n_repeat: int) -> float:
     """Mean GPU time (ms) of the kernels one ``fn()`` launches, from torch's CUPTI profiler;
     the L2 flush before each run is recorded under its own range and left out."""
     torch = _torch()
-    activities = [torch.profiler.ProfilerActivity.CUDA]
+    # the host activity records the flush range and the kernels launched inside it
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(n_repeat):
             with torch.profiler.record_function(_CACHE_FLUSH_RANGE):
                 cache.zero_()
             fn()
         torch.cuda.synchronize()
-    total = flush = 0.0
-    for event in prof.events():
-        if getattr(getattr(event, "device_type", None), "name", "") != "CUDA":
-            continue
-        if not event.is_user_annotation:
-            total += event.self_device_time_total
-        elif event.key == _CACHE_FLUSH_RANGE:
-            flush += event.self_device_time_total
-    return max(total - flush, 0.0) / n_repeat * 1e-3
+
+    def ns(us) -> int:     # durations in integer nanoseconds, so the two sums cancel exactly
+        return int(round(float(us) * 1000))
+
+    def on_device(e) -> bool:
+        return getattr(getattr(e, "device_type", None), "name", "") == "CUDA"
+
+    events = list(prof.events())
+    total = sum(ns(e.self_device_time_total) for e in events if on_device(e) and not e.is_user_annotation)
+    # the host-side flush range owns the kernels launched inside it (their device time)
+    flush = sum(ns(e.device_time_total) for e in events if not on_device(e) and e.key == _CACHE_FLUSH_RANGE)
+    return max(total - flush, 0) * 1e-6 / n_repeat
 
 
 def _bench_with_cudagraph(fn, cache, n_repeat: int, replays: int = 10) -> list[float]:

@@ -9,14 +9,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tvm import ir, tirx
+import tvm
+from tvm import DataType, ir, tirx
 
+from tilelang.diagnostics import TileLangCompileError
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import children, const_int, i32, simplify, walk_stmts
+from tilelang.tir_utils import ExprRewriter, children, const_int, i32, seq, simplify, substitute, substitute_stmt, uses_vars, walk_stmts
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
+SAFE_VALUE_ATTR = "tl.safe_value"   # T.annotate_safe_value (tilelang.language.annotate)
+CUDA_SOURCE_ATTR = "tl.cuda_source_kernel"   # T.CUDASourceCodeKernel (tilelang.language.source_kernel)
 
 
 class LoweringError(Exception):
@@ -28,6 +32,30 @@ class LoweringError(Exception):
         self.message = message
         self.span = span
         self.notes = notes or []
+
+
+# Errors upstream raises as ``tvm.error.InternalError`` (its tests match that type): a compile
+# error whose message starts with one of these is also an InternalError (``compile_error``).
+INTERNAL_ERROR_PREFIXES = ("T.wgmma_gemm() requires Hopper WGMMA lowering",
+                           "T.async_copy only supports global->shared/shared.dyn copies")
+
+
+class CompileInternalError(TileLangCompileError, tvm.error.InternalError):
+    """A ``TileLangCompileError`` that is also the ``tvm.error.InternalError`` upstream raises."""
+
+    def __init__(self, diagnostics, sources=None):
+        TileLangCompileError.__init__(self, diagnostics, sources)
+
+    def __str__(self) -> str:
+        return TileLangCompileError.__str__(self)
+
+
+def compile_error(diagnostics) -> TileLangCompileError:
+    """The compile error for ``diagnostics`` (a ``CompileInternalError`` where upstream's type is
+    ``InternalError``, see ``INTERNAL_ERROR_PREFIXES``)."""
+    diagnostics = list(diagnostics)
+    internal = any(d.message.startswith(INTERNAL_ERROR_PREFIXES) for d in diagnostics)
+    return (CompileInternalError if internal else TileLangCompileError)(diagnostics)
 
 
 @dataclass
@@ -74,6 +102,7 @@ class KernelInfo:
     thread_vars: dict            # tag -> Var
     threads: list                # extents of threadIdx.x/y/z
     buffers: dict = field(default_factory=dict)   # Var -> scope for every allocated buffer
+    safe_values: dict = field(default_factory=dict)   # tensor Var -> what an out-of-bounds read gives
 
     @property
     def num_threads(self) -> int:
@@ -104,9 +133,21 @@ class KernelInfo:
 def analyze_kernel(func) -> KernelInfo:
     launch, stmt = [], func.body
     block_vars, thread_vars, threads = {}, {}, []
+    aliases = {}   # an explicit T.launch_thread of a tag T.Kernel already bound: the same index
     while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
         iv = stmt.node
         tag = str(iv.thread_tag)
+        known = next(((v, e) for v, e in launch if str(v.thread_tag) == tag), None)
+        if known is not None:
+            if const_int(known[1]) != const_int(stmt.value):
+                raise LoweringError(
+                    "TL0002", f"T.launch_thread(\"{tag}\", {stmt.value}) inside a T.Kernel that launches "
+                    f"{known[1]} along {tag}", getattr(stmt, "span", None),
+                    notes=["An explicit launch_thread of a tag the kernel already binds names the same index: "
+                           "give it the same extent."])
+            aliases[iv.var] = known[0].var
+            stmt = stmt.body
+            continue
         launch.append((iv, stmt.value))
         if tag.startswith("threadIdx"):
             thread_vars[tag] = iv.var
@@ -126,7 +167,11 @@ def analyze_kernel(func) -> KernelInfo:
                        "order from Python."])
         raise LoweringError("TL0002", "the kernel body must be inside `with T.Kernel(...)`",
                             getattr(func.body, "span", None))
-    info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads)
+    if aliases:
+        stmt = substitute_stmt(stmt, aliases)
+    stmt = expand_fragment_copies(resolve_views(stmt))
+    stmt, safe = _strip_safe_values(stmt)
+    info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
 
     def visit(s):
         if isinstance(s, tirx.AllocBuffer):
@@ -134,6 +179,475 @@ def analyze_kernel(func) -> KernelInfo:
 
     walk_stmts(stmt, visit)
     return info
+
+
+@dataclass
+class KernelSplit:
+    """A prim_func cut at its top-level ``with T.Kernel`` blocks (``split_kernels``)."""
+    funcs: list          # one PrimFunc per kernel, in launch order: the original params + workspaces
+    workspaces: list     # the T.alloc_global buffers (Vars), appended to every part's params
+
+
+def split_kernels(func):
+    """Cut ``func`` into the kernels it launches, in order, or return None when it is one kernel
+    already (its body starts with the launch).
+
+    The top level of the body may hold, besides the ``with T.Kernel`` blocks: ``T.alloc_global``
+    buffers (scratch memory the launcher allocates and passes to every part), name bindings
+    (substituted into the kernels after them) and evaluated calls such as ``T.assume`` (repeated
+    at the start of every kernel after them). Anything else is a located TL0002 error."""
+    body = func.body
+    if isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent":
+        return None
+    stmts, kernels, workspaces, binds, preludes = _flatten(body), [], [], {}, []
+    host_locals = []   # thread-local scalars written at host level (``shape = [batch, ...]``)
+    for s in stmts:
+        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == "local":
+            host_locals.append(s)
+    for s in stmts:
+        if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent":
+            kernel = substitute_stmt(s, dict(binds)) if binds else s
+            kernels.append(_with_prelude(kernel, preludes))
+        elif isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == "global":
+            workspaces.append(s.buffer)
+        elif isinstance(s, tirx.Bind):
+            binds[s.var] = substitute(s.value, dict(binds)) if binds else s.value
+        elif isinstance(s, tirx.Evaluate):
+            preludes.append(s)
+        elif any(s.same_as(a) for a in host_locals) or (
+                isinstance(s, tirx.BufferStore) and any(s.buffer.same_as(a.buffer) for a in host_locals)):
+            continue   # only kept out of the kernels when no kernel reads it (checked below)
+        elif isinstance(s, tirx.AllocBuffer):
+            raise LoweringError("TL0002", f"'{s.buffer.name}' (scope '{scope_of(s.buffer)}') is allocated outside "
+                                "`with T.Kernel(...)`: only T.alloc_global buffers live there",
+                                getattr(s, "span", None))
+        else:
+            raise LoweringError("TL0002", "the kernel body must be inside `with T.Kernel(...)`",
+                                getattr(s, "span", None) or getattr(body, "span", None))
+    if not kernels:
+        raise LoweringError("TL0002", "the kernel body must be inside `with T.Kernel(...)`",
+                            getattr(body, "span", None))
+    for a in host_locals:
+        if any(uses_vars(k, [a.buffer]) for k in kernels):
+            raise LoweringError("TL0002", f"'{a.buffer.name}' (scope 'local') is written outside "
+                                "`with T.Kernel(...)` and read inside it: compute it inside the kernel",
+                                getattr(a, "span", None))
+    params = list(func.params) + workspaces
+    attrs = func.attrs
+    funcs = [tirx.PrimFunc(params, k, attrs=attrs, span=func.span) if (len(kernels) > 1 or workspaces)
+             else func.with_body(k) for k in kernels]
+    return KernelSplit(funcs, workspaces)
+
+
+def _flatten(stmt) -> list:
+    if isinstance(stmt, tirx.SeqStmt):
+        return [x for c in stmt.seq for x in _flatten(c)]
+    return [stmt]
+
+
+def _with_prelude(kernel, preludes):
+    """``kernel`` with the statements ``preludes`` first inside its innermost launch attribute."""
+    if not preludes:
+        return kernel
+    chain, s = [], kernel
+    while isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent":
+        chain.append(s)
+        s = s.body
+    inner = tirx.SeqStmt(list(preludes) + [s])
+    for attr in reversed(chain):
+        inner = tirx.AttrStmt(attr.node, attr.attr_key, attr.value, inner, attr.span)
+    return inner
+
+
+def resolve_views(body):
+    """``T.reshape``/``T.view`` of a shared or fragment buffer: every element access to the view
+    becomes an access to its buffer at the same row-major position (a view of a shared buffer as
+    another element type reads or writes the same bytes through the buffer's elements, see
+    ``_ViewRewriter``; a row-major ``T.annotate_layout`` of such a view is dropped), and a
+    ``T.copy`` of the whole view becomes the element-wise ``T.Parallel`` loop it means, so the
+    buffer keeps the one layout the compiler gives it. A reduction or scan of a same-type view runs
+    on a staged copy of it (``_staged_view_op``). Other tile ops on such a view are a located
+    TL0002 error. Views of global tensors are kept (their declaration shares the storage)."""
+    views = {}
+
+    def collect(s):
+        if isinstance(s, tirx.DeclBuffer) and scope_of(s.buffer) != "global":
+            data = s.data
+            if isinstance(data, ir.Call) and data.args and tirx.is_buffer_var(data.args[0]):
+                src = data.args[0]
+                if str(src.dtype) != str(s.buffer.dtype):
+                    why = _reinterpret_blocker(src, s.buffer)
+                    if why:
+                        raise LoweringError("TL0002", f"T.view of '{src.name}' (scope '{scope_of(src)}') as "
+                                            f"{s.buffer.dtype}: {why}", getattr(s, "span", None))
+                views[s.buffer] = src
+
+    walk_stmts(body, collect)
+    if not views:
+        return body
+    rw = _ViewRewriter(views)
+
+    def view_of(buf):
+        return next((v for v in views if v.same_as(buf)), None)
+
+    def go(s):
+        if isinstance(s, tirx.SeqStmt):
+            return seq([x for x in (go(c) for c in s.seq) if x is not None])
+        if isinstance(s, tirx.DeclBuffer) and view_of(s.buffer) is not None:
+            return None
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "annotate_layout"):
+            v = view_of(s.value.args[0].source)
+            if v is not None and str(v.dtype) != str(views[v].dtype):
+                return _reinterpreting_view_annotation(s, v, views[v])
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            regions = [a for a in s.value.args if isinstance(a, ir.Call) and getattr(a.op, "name", "") == "tl.region"]
+            touched = [r for r in regions if view_of(r.args[0].source) is not None]
+            if not touched:
+                return s
+            if s.value.op.name == "tl.copy":
+                src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+                (_, se), (_, de) = src.nonunit(), dst.nonunit()
+                if len(se) == len(de) and all(const_int(a) is not None and const_int(a) == const_int(b)
+                                              for a, b in zip(se, de)):
+                    return go(_copy_loop(src, dst, s.span))
+            if s.value.op.name in ("tl.reduce", "tl.cumsum") and all(
+                    str(view_of(r.args[0].source).dtype) == str(views[view_of(r.args[0].source)].dtype)
+                    for r in touched):
+                return go(_staged_view_op(s, regions, view_of))
+            name = touched[0].args[0].source.name
+            raise LoweringError("TL0002", f"{s.value.op.name[3:]} of the view '{name}' of a shared or fragment "
+                                "buffer is not supported yet: copy the whole view, or index it element-wise in "
+                                "T.Parallel", s.span)
+        if isinstance(s, tirx.BufferStore):
+            value, indices = rw.visit(s.value), [rw.visit(i) for i in s.indices]
+            v = view_of(s.buffer)
+            if v is not None and str(v.dtype) != str(views[v].dtype):
+                return rw.reinterpreting_store(v, indices, value, s.span)
+            if v is not None:
+                return tirx.BufferStore(views[v], value, rw.remap(v, indices), span=s.span)
+            return tirx.BufferStore(s.buffer, value, indices, span=s.span)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.Evaluate(rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.Bind):
+            return tirx.Bind(s.var, rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(rw.visit(s.condition), go(s.then_case) or tirx.Evaluate(i32(0)),
+                                   go(s.else_case) if s.else_case is not None else None, span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, go(s.body) or tirx.Evaluate(i32(0)),
+                            thread_binding=s.thread_binding, annotations=s.annotations,
+                            step=getattr(s, "step", None), span=s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body) or tirx.Evaluate(i32(0)), span=s.span)
+        if isinstance(s, tirx.While):
+            return tirx.While(rw.visit(s.condition), go(s.body) or tirx.Evaluate(i32(0)), span=s.span)
+        return s
+
+    return go(body)
+
+
+class _ViewRewriter(ExprRewriter):
+    """Loads of a view read its buffer at the same row-major position."""
+
+    def __init__(self, views):
+        self.views = views
+
+    def remap(self, view, indices):
+        src = self.views[view]
+        flat = i32(0)
+        for i, n in zip(indices, view.shape):
+            flat = flat * n + i
+        out = []
+        for n in reversed(list(src.shape)):
+            out.append(tirx.floormod(flat, n))
+            flat = tirx.floordiv(flat, n)
+        return [simplify(x) for x in reversed(out)]
+
+    def visit_load(self, load, indices):
+        v = next((k for k in self.views if k.same_as(load.source)), None)
+        if v is not None and str(v.dtype) != str(self.views[v].dtype):
+            return self.reinterpreting_load(v, indices)
+        if v is not None:
+            return tirx.BufferLoad(self.views[v], self.remap(v, indices))
+        return super().visit_load(load, indices)
+
+    # A view of a shared buffer as another element type reads the same bytes: view element f
+    # (row-major) is bytes [f*vb, (f+1)*vb) of the buffer's row-major byte image. Each of those
+    # bytes is addressed through the buffer's own element (so its layout, swizzle included, applies
+    # per element): a narrower view takes bits of one buffer element, a wider one joins several
+    # (little-endian, as the GPU stores them).
+    def _pieces(self, view, indices):
+        src = self.views[view]
+        vbits, sbits = DataType(str(view.dtype)).bits, DataType(str(src.dtype)).bits
+        flat = i32(0)
+        for i, n in zip(indices, view.shape):
+            flat = flat * n + i
+        return src, vbits, sbits, flat
+
+    def _src_indices(self, src, flat):
+        out = []
+        for n in reversed(list(src.shape)):
+            out.append(simplify(tirx.floormod(flat, n)))
+            flat = tirx.floordiv(flat, n)
+        return list(reversed(out))
+
+    def reinterpreting_load(self, view, indices):
+        src, vbits, sbits, flat = self._pieces(view, indices)
+        if vbits < sbits:
+            k = sbits // vbits
+            word = _bits_as(tirx.BufferLoad(src, self._src_indices(src, tirx.floordiv(flat, k))), f"uint{sbits}")
+            shift = tirx.Cast(f"uint{sbits}", simplify(tirx.floormod(flat, k) * vbits))
+            piece = tirx.Cast(f"uint{vbits}", tirx.shift_right(word, shift))
+            return _bits_as(piece, str(view.dtype))
+        k = vbits // sbits
+        word = None
+        for j in range(k):
+            part = tirx.Cast(f"uint{vbits}", _bits_as(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
+                                                    f"uint{sbits}"))
+            if j:
+                part = tirx.shift_left(part, tirx.const(j * sbits, f"uint{vbits}"))
+            word = part if word is None else tirx.bitwise_or(word, part)
+        return _bits_as(word, str(view.dtype))
+
+    def reinterpreting_store(self, view, indices, value, span):
+        src, vbits, sbits, flat = self._pieces(view, indices)
+        if vbits < sbits:
+            raise LoweringError("TL0002", f"a store through '{view.name}', a {view.dtype} view of the {src.dtype} "
+                                f"shared buffer '{src.name}', would rewrite part of an element shared with "
+                                "other threads' stores; write the buffer itself (or through a view at least as "
+                                f"wide as {src.dtype})", span)
+        k = vbits // sbits
+        word = _bits_as(value, f"uint{vbits}")
+        stores = []
+        for j in range(k):
+            part = tirx.Cast(f"uint{sbits}", tirx.shift_right(word, tirx.const(j * sbits, f"uint{vbits}")) if j
+                             else word)
+            stores.append(tirx.BufferStore(src, _bits_as(part, str(src.dtype)),
+                                           self._src_indices(src, flat * k + j), span=span))
+        return seq(stores)
+
+
+def _bits_as(value, dtype):
+    """``value``'s bits as ``dtype`` of the same width (a cast between integers, else a reinterpret)."""
+    have = str(value.dtype)
+    if have == dtype:
+        return value
+    if have.startswith(("int", "uint")) and dtype.startswith(("int", "uint")):
+        return tirx.Cast(dtype, value)
+    return tirx.reinterpret(dtype, value)
+
+
+def _reinterpret_blocker(src, view) -> str | None:
+    """Why ``view`` (another element type over ``src``'s storage) cannot be resolved (None: it can)."""
+    if scope_of(src) not in ("shared", "shared.dyn"):
+        return (f"views of fragment buffers keep the element type ({src.dtype}); only shared buffers can be "
+                "viewed as another type")
+    vb, sb = DataType(str(view.dtype)), DataType(str(src.dtype))
+    if vb.lanes != 1 or sb.lanes != 1 or min(vb.bits, sb.bits) < 8 or max(vb.bits, sb.bits) > 64:
+        return f"a shared view between {src.dtype} and {view.dtype} (element types of 8 to 64 bits) is not supported"
+    if any(const_int(n) is None for n in list(src.shape) + list(view.shape)):
+        return "a view of another element type needs constant shapes"
+    return None
+
+
+def _reinterpreting_view_annotation(stmt, view, src):
+    """``T.annotate_layout`` on a view of another element type: the row-major map (the view's bytes
+    in the buffer's order) says nothing beyond the buffer's own layout and is dropped; any other
+    map would have to be carried over to the buffer in bytes, which is not supported."""
+    args = stmt.value.args
+    kind = str(args[1].value)
+    if kind == "row_major":
+        return None
+    if kind == "custom":
+        n = int(args[2].value)
+        outs = list(args[3:])
+        identity = len(outs) == n
+        for k, e in enumerate(outs):
+            variables = []
+            for _ in range(n):
+                variables.append(e.var)
+                e = e.body
+            identity = identity and isinstance(e, tirx.Var) and e.same_as(variables[k])
+        if identity:
+            return None
+    raise LoweringError("TL0002", f"T.annotate_layout on '{view.name}', a {view.dtype} view of the {src.dtype} "
+                        f"shared buffer '{src.name}': only the row-major layout can be given to a view of another "
+                        f"element type; annotate '{src.name}' itself", stmt.span)
+
+
+def expand_fragment_copies(body):
+    """``T.copy`` between parts of fragments (``T.copy(lse[k, :], row)``) as the element-wise
+    ``T.Parallel`` loop it means, whose layouts inference then places like any other, and a
+    one-element ``T.copy`` inside ``T.Parallel`` as the store it means; copies of whole fragments
+    (and every other copy) are kept. The body is rebuilt only if it has one of those."""
+    found = []
+
+    def look(s, in_parallel=False):
+        if _partial_fragment_copy(s) is not None or (in_parallel and _element_copy(s) is not None):
+            found.append(s)
+        for c in children(s):
+            look(c, in_parallel or is_parallel_nest(s))
+
+    look(body)
+    if not found:
+        return body
+
+    def go(s, in_parallel=False):
+        if isinstance(s, tirx.SeqStmt):
+            return tirx.SeqStmt([go(x, in_parallel) for x in s.seq])
+        if isinstance(s, tirx.Evaluate):
+            pair = _partial_fragment_copy(s)
+            if pair is not None:
+                return _copy_loop(*pair, s.span)
+            pair = _element_copy(s) if in_parallel else None
+            return s if pair is None else _copy_loop(*pair, s.span)
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(s.condition, go(s.then_case, in_parallel),
+                                   go(s.else_case, in_parallel) if s.else_case is not None else None, span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, go(s.body, in_parallel or is_parallel_nest(s)),
+                            thread_binding=s.thread_binding, annotations=s.annotations,
+                            step=getattr(s, "step", None), span=s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body, in_parallel), span=s.span)
+        if isinstance(s, tirx.While):
+            return tirx.While(s.condition, go(s.body, in_parallel), span=s.span)
+        return s
+
+    return go(body)
+
+
+def _element_copy(s):
+    """(src, dst) of a one-element ``T.copy(A[i, j], B[i, j])`` (inside ``T.Parallel``: a store)."""
+    if not isinstance(s, tirx.Evaluate) or not is_tl_call(s.value) or s.value.op.name != "tl.copy":
+        return None
+    src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+    if any(const_int(e) != 1 for e in list(src.extents) + list(dst.extents)):
+        return None
+    return src, dst
+
+
+def _strip_safe_values(body):
+    """(body without its ``T.annotate_safe_value`` attributes, {tensor: value}); the first
+    annotation of a tensor wins."""
+    found = []
+    walk_stmts(body, lambda s: found.append(s) if isinstance(s, tirx.AttrStmt)
+               and s.attr_key == SAFE_VALUE_ATTR else None)
+    if not found:
+        return body, {}
+    values = {}
+    for a in found:
+        if not any(a.node.same_as(k) for k in values):
+            values[a.node] = a.value
+
+    def go(s):
+        if isinstance(s, tirx.AttrStmt) and s.attr_key == SAFE_VALUE_ATTR:
+            return go(s.body)
+        if isinstance(s, tirx.SeqStmt):
+            return seq([go(x) for x in s.seq])
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(s.condition, go(s.then_case), go(s.else_case) if s.else_case is not None
+                                   else None, span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, go(s.body), thread_binding=s.thread_binding,
+                            annotations=s.annotations, step=getattr(s, "step", None), span=s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body), span=s.span)
+        if isinstance(s, tirx.While):
+            return tirx.While(s.condition, go(s.body), span=s.span)
+        return s
+
+    return go(body), values
+
+
+def safe_value(info, buffer, dtype):
+    """What an out-of-bounds read of ``buffer`` gives, as ``dtype`` (``T.annotate_safe_value``, else 0)."""
+    value = next((v for k, v in info.safe_values.items() if k.same_as(buffer)), None)
+    if value is None:
+        return tirx.const(0, dtype)
+    return value if str(value.dtype) == dtype else tirx.Cast(dtype, value)
+
+
+def _partial_fragment_copy(s):
+    """(src, dst) regions of a fragment-to-fragment ``T.copy`` of parts of equal, static extents."""
+    if not isinstance(s, tirx.Evaluate) or not is_tl_call(s.value) or s.value.op.name != "tl.copy":
+        return None
+    src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+    if src.scope != FRAGMENT_SCOPE or dst.scope != FRAGMENT_SCOPE or (src.is_whole() and dst.is_whole()):
+        return None
+    (_, se), (_, de) = src.nonunit(), dst.nonunit()
+    if len(se) != len(de) or any(const_int(a) is None or const_int(a) != const_int(b) for a, b in zip(se, de)):
+        return None
+    return src, dst
+
+
+VIEW_STAGING = "tl.view_staging"     # For annotation of the loop filling a staged view
+
+
+def _staged_view_op(stmt, regions, view_of):
+    """A reduction or scan over views of shared/fragment buffers (same element type): each view
+    is staged in a buffer of its own shape and scope (filled element-wise from the view before
+    the op, written back after it when the op writes it), and the op runs on those buffers."""
+    staged, before, after = {}, [], []
+    for r in regions:
+        v = view_of(r.args[0].source)
+        if v is None:
+            continue
+        if v not in staged:
+            tmp = tirx.decl_buffer(list(v.shape), str(v.dtype), f"{v.name}_staged", scope=scope_of(v))
+            staged[v] = tmp
+            whole = [i32(0)] * len(v.shape)
+            fill = _copy_loop(Region(v, whole, list(v.shape), 1), Region(tmp, whole, list(v.shape), 2), stmt.span)
+            if isinstance(fill, tirx.For):    # layout inference places the new buffer from this loop at once
+                fill = tirx.For(fill.loop_var, fill.min, fill.extent, fill.kind, fill.body,
+                                annotations={**fill.annotations, VIEW_STAGING: 1}, span=fill.span)
+            before += [tirx.AllocBuffer(tmp), fill]
+        if int(r.args[1].value) & 2 and not any(a is v for a in (x[0] for x in after)):
+            whole = [i32(0)] * len(v.shape)
+            after.append((v, _copy_loop(Region(staged[v], whole, list(v.shape), 1),
+                                        Region(v, whole, list(v.shape), 2), stmt.span)))
+    args = []
+    for a in stmt.value.args:
+        v = view_of(a.args[0].source) if a in regions else None
+        if v is not None:
+            a = ir.Call(a.op, [tirx.BufferLoad(staged[v], list(a.args[0].indices))] + list(a.args[1:]),
+                        ret_ty=a.ty)
+        args.append(a)
+    op = tirx.Evaluate(ir.Call(stmt.value.op, args, ret_ty=stmt.value.ty), span=stmt.span)
+    return seq(before + [op] + [loop for _, loop in after])
+
+
+def _copy_loop(src, dst, span):
+    sd, extents = src.nonunit()
+    dd, _ = dst.nonunit()
+    loop_vars = [tirx.Var(f"i{k}", "int32") for k in range(len(extents))]
+
+    def at(region, dims):
+        idx = list(region.starts)
+        for d, v in zip(dims, loop_vars):
+            idx[d] = idx[d] + v
+        return idx
+
+    value = tirx.BufferLoad(src.buffer, at(src, sd))
+    if src.dtype != dst.dtype:
+        value = tirx.Cast(dst.dtype, value)
+    body = tirx.BufferStore(dst.buffer, value, at(dst, dd), span=span)
+    if not loop_vars:
+        return body
+    for depth in reversed(range(len(loop_vars))):
+        body = tirx.For(loop_vars[depth], i32(0), i32(const_int(extents[depth])), tirx.ForKind.PARALLEL, body,
+                        annotations={"tl.parallel": len(loop_vars) - depth}, span=span)
+    return body
+
+
+def source_kernel(func):
+    """``(entry name, CUDA source, span)`` of a ``T.CUDASourceCodeKernel`` launch, or None."""
+    found = []
+    walk_stmts(func.body, lambda s: found.append(s) if isinstance(s, tirx.AttrStmt)
+               and s.attr_key == CUDA_SOURCE_ATTR else None)
+    if not found:
+        return None
+    return str(found[0].node.value), str(found[0].value.value), getattr(found[0], "span", None)
 
 
 def _launch_sites(body) -> list:

@@ -11,24 +11,35 @@ loop variables); a reduction derives its output from its input; a copy into a fr
 a layout gives it a vectorised default. When nothing progresses, the first undecided consumer
 gets the default layout and the fixpoint resumes. A layout that disagrees with one already
 chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts.
+Fragments indexed by anything else (``a[i, j // 2]``, ``t[j, i]``, ``b[c, h]`` with ``c`` a serial
+loop) follow upstream: the loop layout must run every iteration on threads that hold what it
+touches (checked by enumeration, ``_serves``); else it is derived from a known fragment's
+layout through the access (``_loop_through``, ``_padded_loop``), and an undecided fragment gets
+the layout of the threads touching each element (``_fragment_through``), or full replication
+when it is only read.
 Shared buffers nothing constrains are row-major, except epilogue stages of sm_90a wgmma kernels
 (written from a fragment), which take the slab-swizzled operand layout (``_epilogue_staging``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from tvm import tirx
+import tvm
+from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import unpack_layout_expr
 from tilelang.layout import (CustomSharedLayout, Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
-from tilelang.layout.fragment import wgmma_accumulator, wgmma_operand_a
-from tilelang.tir_utils import const_int, span_line, walk_stmts
-from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
+from tilelang.layout.axes import LOCAL as LOCAL_KIND, _build as _build_axes, evaluate_index_expr, user_fragment
+from tilelang.layout.fragment import replicated_fragment, wgmma_accumulator, wgmma_operand_a
+from tilelang import targets
+from tilelang.tir_utils import children, const_int, span_line, uses_vars, walk_stmts
+from tilelang.transform.lower_gemm_fma import fma_accumulator, fma_operand_a, fma_plan
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, VIEW_STAGING, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name,
                                        parallel_nest, scope_of)
 
@@ -44,6 +55,9 @@ class GemmPlan:
     trans_b: bool
     kind: str = "mma"       # "mma" (mma.sync, sm_80+) or "wgmma" (sm_90a)
     warpgroups: int = 0     # wgmma: warpgroups splitting M
+    no_wait: bool = False   # T.wgmma_gemm: forced wgmma, left in flight (T.wait_wgmma retires it)
+    fma: object = None      # kind "fma" (CUDA-core fallback): its FmaGrid (lower_gemm_fma.py)
+    entry: str = ""         # kind "mma" before sm_80: "mma_sync_" (Turing entry points, m16n8k8 pairs)
 
 
 @dataclass
@@ -54,6 +68,21 @@ class Layouts:
     gemms: dict = field(default_factory=dict)       # Evaluate stmt -> GemmPlan
     origin: dict = field(default_factory=dict)      # buffer -> text saying where its layout came from
     wgmma: bool = False                             # the kernel's gemms lower to wgmma (sm_90a)
+    sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
+    reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
+
+
+@dataclass(frozen=True)
+class ReducerPlan:
+    """The narrow plan of a ``T.alloc_reducer`` epoch (``plan_reducer``): the reducer's layout is
+    its update loop's layout with the reduced loop dimensions projected out, every replica of
+    the loop runs its updates, and ``T.finalize_reducer`` combines only the threads that hold
+    partials of one element: ``steps`` lists them as (threads, stride) all-reduce groups, empty
+    when each thread's partial is already complete. ``lane``: for a 16-bit float reducer with one
+    update site, the loop variable whose parity splits each partial into two independent lanes
+    (``<name>_pk`` registers, folded before the collective: half the serial dependency chain)."""
+    steps: tuple
+    lane: object = None
 
 
 def warp_partition(M, N, num_warps, policy, span=None):
@@ -73,8 +102,8 @@ def warp_partition(M, N, num_warps, policy, span=None):
         options.sort(key=lambda p: (abs(M / p[0] - N / p[1]), -p[0]))
     if not options:
         raise LoweringError(
-            "TL0103", f"T.gemm cannot split a {M}x{N} tile over {num_warps} warps: each warp needs "
-            f"a multiple of 16 rows and 8 columns", span)
+            "TL0103", f"No valid warp partition: T.gemm cannot split a {M}x{N} tile over {num_warps} warps: "
+            f"each warp needs a multiple of 16 rows and 8 columns", span)
     return options[0]
 
 
@@ -104,12 +133,22 @@ def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
     wg = T // 128
     if M % (64 * wg):
         return f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
-    if N % (16 if dc == "float16" else 8) or N > 256 or K % 16:
+    if N % (16 if dc == "float16" else 8) or K % 16:
         return f"N={N} / K={K} out of wgmma's range"
+    forced = is_wgmma_gemm(stmt)
+    if N > 256:
+        why = _wide_n_blocker(N, bool(int(args[4].value)), forced)
+        if why:
+            return why
     for r in (a, b):
         if scope_of(r.buffer) in SHARED_SCOPES:
             shape = [const_int(x) for x in r.buffer.shape]
-            if len(shape) != 2 or any(const_int(x) != 0 for x in r.starts) or \
+            k_major = (not trans_a) if r is a else bool(int(args[4].value))
+            if forced and len(shape) == 2 and wgmma_k_slice(r, k_major, K) is not None:
+                why = wgmma_k_slice(r, k_major, K)
+                if why:
+                    return why
+            elif len(shape) != 2 or any(const_int(x) != 0 for x in r.starts) or \
                     [const_int(x) for x in r.extents][-2:] != shape:
                 return f"'{r.buffer.name}' is used in part (wgmma operands are whole 2-D shared buffers)"
             if shape[0] % 8 or (shape[1] * 2) % 32:
@@ -119,6 +158,66 @@ def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
         elif trans_a:
             return "a register A operand cannot be transposed"
     return None
+
+
+def wgmma_inst_n(N: int) -> int:
+    """The wgmma instruction width for a block tile N wide (``wgmma_inst_n`` of src/tl/gemm_sm90.h):
+    N itself up to 256, past it the widest multiple of 16 up to 256 dividing N (0: none)."""
+    if N <= 256:
+        return N
+    return next((w for w in range(256, 15, -16) if N % w == 0), 0)
+
+
+def _wide_n_blocker(N: int, trans_b: bool, forced: bool) -> str | None:
+    """Why a block tile N > 256 wide cannot be a row of wgmma instructions (None: it can): each
+    instruction takes a W-column slice of B and of the accumulator, W = ``wgmma_inst_n(N)``."""
+    inst = wgmma_inst_n(N)
+    if forced:
+        return f"N={N} is past wgmma's 256 (T.wgmma_gemm issues one instruction width)"
+    if N > 512 or inst < 64:
+        return f"N={N} out of wgmma's range (it would take {N // inst if inst else 'no'} instructions per k-step)"
+    if not trans_b and inst % (wgmma_swizzle_bytes(N * 2) // 2):
+        return f"N={N}: an N-major B splits into {inst}-column instructions, which are not whole swizzle slabs"
+    return None
+
+
+def is_wgmma_gemm(stmt) -> bool:
+    """A ``T.wgmma_gemm`` (``tl.gemm`` with wg_wait -1): forced wgmma, issued without a wait."""
+    args = stmt.value.args
+    return len(args) > 8 and const_int(args[8]) == -1
+
+
+def wgmma_swizzle_bytes(contiguous_bytes: int) -> int:
+    """The wgmma swizzle width (128, 64 or 32 bytes) for a contiguous extent; 0 when none fits."""
+    return next((w for w in (128, 64, 32) if contiguous_bytes % w == 0), 0)
+
+
+def wgmma_k_slice(r, k_major: bool, K: int):
+    """For a ``T.wgmma_gemm`` shared operand: None when it is the whole buffer, "" when it is a
+    usable slice along K of a K-major operand (all rows, columns ``[k0, k0 + K)`` with ``k0`` a
+    provable multiple of the swizzle width chosen from ``K``), else why not."""
+    shape = [const_int(x) for x in r.buffer.shape]
+    starts = [const_int(x) for x in r.starts]
+    extents = [const_int(x) for x in r.extents]
+    if starts[-2:] == [0, 0] and extents[-2:] == shape:
+        return None
+    name = r.buffer.name
+    if not k_major:
+        return f"'{name}' is sliced, but a transposed (M/N-major) wgmma operand must be a whole buffer"
+    if starts[-2] != 0 or extents[-2] != shape[0]:
+        return f"'{name}' is sliced along its rows; a wgmma operand slice keeps every row"
+    sw = wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype)))
+    width = sw // nbytes(str(r.buffer.dtype)) if sw else 0
+    if not sw or (shape[1] * nbytes(str(r.buffer.dtype))) % sw:
+        return f"'{name}' {shape}: a K={K} slice needs rows of whole {sw or 32}-byte swizzle atoms"
+    k0 = r.starts[-1]
+    if starts[-1] is not None:
+        ok = starts[-1] % width == 0
+    else:
+        ok = tvm.arith.Analyzer().can_prove(tirx.floormod(k0, width) == 0)
+    if not ok:
+        return f"'{name}' slice starts at column {k0}, not a provable multiple of {width}"
+    return ""
 
 
 def slab_stage_shape(shape, dtype: str) -> bool:
@@ -134,6 +233,14 @@ class _Inference:
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
+        self.nest_vars = _nest_variables(info)
+        self.guard = None       # body_guard of the T.Parallel nest being placed
+        self.free_indexed = set()       # fragments some T.Parallel nest indexes by other expressions
+        for nest in self.nest_vars:
+            loop_vars, _, body = parallel_nest(nest)
+            for b, idx, _ in buffer_accesses(body):
+                if scope_of(b) == FRAGMENT_SCOPE and _plain_dims(idx, loop_vars) is None:
+                    self.free_indexed.add(b)
         self.arch = arch
         self.configs = pass_configs or {}
 
@@ -173,6 +280,9 @@ class _Inference:
                                 f"(transpose_A={trans_a}, transpose_B={trans_b})", span)
         if csh != [M, N]:
             raise LoweringError("TL0101", f"T.gemm C must be {M}x{N} for A {ash} and B {bsh}, got {csh}", span)
+        if targets.gemm_uses_fma(str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype),
+                                 self.arch or "sm_90a"):
+            return self.plan_gemm_fma(stmt, a, b, c, M, N, K, trans_a, trans_b)
         if K % 16:
             raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of 16 for mma.sync", span)
         if scope_of(c.buffer) != FRAGMENT_SCOPE:
@@ -180,7 +290,7 @@ class _Inference:
         line = span_line(span)
         if self.out.wgmma:
             wg = self.T // 128
-            plan = GemmPlan(M, N, K, wg, 1, trans_a, trans_b, "wgmma", wg)
+            plan = GemmPlan(M, N, K, wg, 1, trans_a, trans_b, "wgmma", wg, no_wait=is_wgmma_gemm(stmt))
             self.out.gemms[stmt] = plan
             self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T), span, f"T.gemm (line {line}, wgmma)")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
@@ -189,23 +299,102 @@ class _Inference:
         else:
             wm, wn = warp_partition(M, N, self.T // 32, policy, span)
             plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
+            if self.arch and targets.parse_arch(self.arch) < 80:
+                plan.entry = "mma_sync_"
             self.out.gemms[stmt] = plan
             self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {line})")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
                 if trans_a:
                     raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
-                self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T), span, f"T.gemm A operand (line {line})")
+                self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T, elem_bytes=nbytes(str(a.buffer.dtype))),
+                            span, f"T.gemm A operand (line {line})")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
                 self.require_gemm_layout(r.buffer, span)
                 self.gemm_operands.add(r.buffer)
+                k_major = (not trans_a) if r is a else trans_b
+                if plan.no_wait and wgmma_k_slice(r, k_major, K) == "":
+                    # a K slice: slabs as wide as the slice's swizzle, so the slice is whole slabs
+                    self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))))
+                    continue
                 self.set_shared(r.buffer, True)
                 self.check_subtile(r, span)
 
-    def set_shared(self, buf, swizzle: bool, slab: bool = False):
+    def plan_gemm_fma(self, stmt, a, b, c, M, N, K, trans_a, trans_b):
+        """A gemm on CUDA cores (lower_gemm_fma.py): its grid, C's (and a register A's) layout;
+        shared operands stay row-major (the FMA loop reads them unswizzled)."""
+        span, line = stmt.span, span_line(stmt.span)
+        if scope_of(c.buffer) != FRAGMENT_SCOPE:
+            raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
+        grid = fma_plan(M, N, K, self.T, str(a.buffer.dtype))
+        plan = GemmPlan(M, N, K, 1, 1, trans_a, trans_b, "fma", fma=grid)
+        self.out.gemms[stmt] = plan
+        self.assign(c.buffer, fma_accumulator(M, N, grid, self.T), span, f"T.gemm (line {line}, FMA)")
+        if scope_of(a.buffer) == FRAGMENT_SCOPE:
+            if trans_a:
+                raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
+            self.assign(a.buffer, fma_operand_a(M, K, grid, self.T), span, f"T.gemm A operand (line {line}, FMA)")
+        for r in (a, b):
+            if scope_of(r.buffer) in SHARED_SCOPES:
+                have = self.out.shared.get(r.buffer)
+                if have is not None and getattr(have, "swizzle", False) and have.group > 1:
+                    raise LoweringError("TL0201", f"'{r.buffer.name}' is read row-major by an FMA T.gemm, "
+                                        "but it has a swizzled layout", span)
+                if have is None:
+                    self.set_shared(r.buffer, False)
+        return plan
+
+    def plan_gemm_sp(self, stmt):
+        """T.gemm_sp (mma.sp m16n8k32, ``tl::gemm_sp_ss``): the mma.sync accumulator layout; the
+        shared operands stay row-major (the template reads them element-wise)."""
+        args = stmt.value.args
+        a, e, b, c = (decode_region(x) for x in args[:4])
+        trans_b, policy = bool(int(args[4].value)), int(args[5].value)
+        span = stmt.span
+        shapes = [[const_int(x) for x in r.nonunit()[1]] for r in (a, e, b, c)]
+        if any(None in sh or len(sh) != 2 for sh in shapes):
+            raise LoweringError("TL0101", "T.gemm_sp operands must be 2-D tiles with constant shapes "
+                                f"(got A {shapes[0]}, E {shapes[1]}, B {shapes[2]}, C {shapes[3]})", span)
+        (M, kh), (Me, ke), bsh, (Mc, N) = shapes
+        K = 2 * kh
+        Kb, Nb = (bsh[1], bsh[0]) if trans_b else (bsh[0], bsh[1])
+        da, db = str(a.buffer.dtype), str(b.buffer.dtype)
+        ebits = int(tvm.DataType(str(e.buffer.dtype)).bits)
+        why = None
+        if (M, N) != (Mc, Nb) or K != Kb or Me != M:
+            why = f"shapes do not agree: A_sparse {shapes[0]} (K={K}), E {shapes[1]}, B {bsh}, C {shapes[3]}"
+        elif da != db or da not in ("float16", "bfloat16"):
+            why = f"mma.sp here takes float16/bfloat16 A and B of one type, got {da} and {db}"
+        elif str(c.buffer.dtype) not in ("float32",) + (("float16",) if da == "float16" else ()):
+            why = f"the accumulator must be float32 (or float16 for float16 inputs), got {c.buffer.dtype}"
+        elif ebits not in (8, 16, 32) or "int" not in str(e.buffer.dtype) or ke * ebits != K:
+            why = f"E must be an 8/16/32-bit integer tile of K*{ebits}/... = {K // ebits} columns per row, got {ke}"
+        elif K % 32:
+            why = f"K={K} must be a multiple of 32 (one mma.sp step)"
+        elif any(scope_of(r.buffer) not in SHARED_SCOPES for r in (a, e, b)):
+            why = "A_sparse, E and B must be in shared memory"
+        elif scope_of(c.buffer) != FRAGMENT_SCOPE:
+            why = "C must be a fragment (T.alloc_fragment)"
+        if why:
+            raise LoweringError("TL0101", f"T.gemm_sp: {why}", span)
+        wm, wn = warp_partition(M, N, self.T // 32, policy, span)
+        plan = GemmPlan(M, N, K, wm, wn, False, trans_b, "mma_sp")
+        self.out.sparse_gemms[stmt] = plan
+        self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm_sp (line {span_line(span)})")
+        for r in (a, e, b):
+            if r.buffer not in self.out.shared:
+                self.set_shared(r.buffer, False)
+
+    def set_shared(self, buf, swizzle: bool, slab: bool = False, slab_bytes: int = 0):
         shape = tuple(const_int(s) for s in buf.shape)
         slab = swizzle and (slab or buf in self.gemm_operands) and self.out.wgmma
-        self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
+        have = self.out.shared.get(buf)
+        if not slab_bytes and isinstance(have, SharedLayout) and have.slab_bytes:
+            slab_bytes = have.slab_bytes    # a T.wgmma_gemm K slice chose the slab width
+        if slab_bytes:
+            self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes)
+        else:
+            self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
 
     def check_subtile(self, region, span):
         """A gemm on part of a swizzled buffer must start where the XOR pattern restarts."""
@@ -243,6 +432,11 @@ class _Inference:
             layout = _annotated_fragment(buf, args, kind, self.T, stmt.span)
             self.assign(buf, layout, stmt.span, f"T.annotate_layout (line {span_line(stmt.span)})")
             return
+        if scope_of(buf) == "global":
+            # Upstream re-addresses the tensor through the layout (dQ reordered so atomics
+            # vectorise). We keep its row-major addressing: every kernel then agrees on where each
+            # element lives, which is all the split-and-combine kernels that annotate it rely on.
+            return
         if scope_of(buf) not in SHARED_SCOPES:
             raise LoweringError("TL0002", f"T.annotate_layout on '{buf.name}': only shared-memory and fragment "
                                 "layouts can be annotated", stmt.span)
@@ -264,33 +458,71 @@ class _Inference:
     def try_parallel(self, stmt, force: bool) -> bool:
         loop_vars, extents, body = parallel_nest(stmt)
         ext = [const_int(e) for e in extents]
+        accesses = [(b, idx, w) for b, idx, w in buffer_accesses(body) if scope_of(b) == FRAGMENT_SCOPE]
         if None in ext:
-            raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants", stmt.span)
-        frags = [(b, idx) for b, idx, _ in buffer_accesses(body) if scope_of(b) == FRAGMENT_SCOPE]
+            # A dynamic extent (``T.Parallel(T.min(n, 512))``) over memory only: the loop layout
+            # spans a constant upper bound, the lowering guards the iterations past the extent.
+            bound = [_upper_bound(e) for e in extents]
+            if accesses or None in bound:
+                raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants (or, for a "
+                                    "loop that touches no fragment, have a constant upper bound)", stmt.span)
+            self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [])
+            return True
+        frags = [(b, idx) for b, idx, _ in accesses]
         layout = None
         for b, idx in frags:
-            if _is_exact(idx, loop_vars) and self.known(b) is not None:
-                if list(self.known(b).shape) != ext:
-                    raise LoweringError("TL0603", f"T.Parallel{tuple(ext)} indexes fragment '{b.name}' of shape "
-                                        f"{list(self.known(b).shape)} with its loop variables", stmt.span)
+            if _is_exact(idx, loop_vars) and self.known(b) is not None and list(self.known(b).shape) == ext:
                 layout = self.known(b)
                 break
-        if layout is None:
-            if frags and not force and any(self.known(b) is None for b, _ in frags):
-                return False
-            layout = self.default_loop_layout(body, ext, frags)
+        staging = VIEW_STAGING in stmt.annotations and all(self.known(b) is not None
+                                                           for b, _, w in accesses if not w)
+        if layout is None and frags and not force and not staging and any(
+                self.known(b) is None for b, _ in frags) and not any(
+                w and self.known(b) is not None and _plain_dims(idx, loop_vars) is None for b, idx, w in accesses):
+            # (a loop writing a known fragment through another index, ``t[j, i] = x[i, j]`` into a
+            # gemm operand, decides now: it places the fragments it reads, as upstream's does)
+            return False
+        extra = self.nest_vars.get(stmt, [])
+        self.guard = body_guard(body)
+        if layout is None or not self._serves_known(layout, accesses, loop_vars, ext, extra):
+            if layout is None:
+                layout = self.default_loop_layout(body, ext, frags)
+            if not self._serves_known(layout, accesses, loop_vars, ext, extra):
+                # A known fragment read (or written) through an index other than the loop
+                # variables (``x[i, j // 2]``, ``s[i]`` in a shorter loop): run each iteration on
+                # the threads that hold the element it touches.
+                derived = self._loop_from_known(accesses, loop_vars, ext, extra)
+                if derived is None:
+                    b, idx = next((b, idx) for b, idx, w in accesses if self.known(b) is not None
+                                  and _serves(layout, self.known(b), idx, loop_vars, ext, w, extra,
+                                              self.guard) is False)
+                    if _is_exact(idx, loop_vars) and list(self.known(b).shape) == ext:
+                        # two fragments of the loop's shape with different layouts: a plain conflict
+                        self.assign(b, layout, stmt.span, f"the T.Parallel loop at line {span_line(stmt.span)}")
+                    inner = [v.name for v, _, _ in extra if _bound_inside(v, body) and
+                             any(uses_vars(i, [v]) for i in idx)]
+                    why = (f"the serial loop variable '{inner[0]}' inside the loop walks across the threads "
+                           "that hold it" if inner else "no loop layout runs every iteration on the threads "
+                           "that hold the element it touches")
+                    raise LoweringError(
+                        "TL0201", f"layout conflict for thread-distributed fragment '{b.name}': the "
+                        f"T.Parallel{tuple(ext)} loop accesses it as {b.name}[{', '.join(map(str, idx))}], and "
+                        f"{why} ({self.known(b).describe()}). Use T.reduce_sum (or another T.reduce_*) for a "
+                        f"reduction, a T.Parallel loop over the fragment's own shape for elementwise work, or "
+                        f"stage it through shared memory", stmt.span)
+                layout = derived
         self.out.loops[loop_vars[0]] = layout
         line = span_line(stmt.span)
         for b, idx in frags:
             dims = _plain_dims(idx, loop_vars)
             if dims is None:
                 if self.known(b) is None:
-                    raise LoweringError(
-                        "TL0203", f"fragment '{b.name}' is indexed with {list(map(str, idx))} inside "
-                        f"T.Parallel: only loop variables can index a fragment whose layout is not known "
-                        f"yet (otherwise every thread would hold the whole tile)", stmt.span)
+                    self._place_from_loop(b, idx, layout, loop_vars, ext, accesses, stmt, line)
                 continue
             if dims == list(range(len(loop_vars))):
+                have = self.known(b)
+                if have is not None and (list(have.shape) != ext or not have.same_as(layout)):
+                    continue    # another shape or layout: _serves_known checked the threads hold it
                 self.assign(b, layout, stmt.span, f"the T.Parallel loop at line {line}")
             elif self.known(b) is None:
                 self.assign(b, project(layout, dims), stmt.span, f"the T.Parallel loop at line {line}")
@@ -298,11 +530,73 @@ class _Inference:
                 self.check_compatible(b, layout, dims, stmt.span)
         return True
 
+    def _serves_known(self, layout, accesses, loop_vars, ext, extra=()) -> bool:
+        """Every known fragment this loop touches through a non-loop-variable index (or at another
+        shape) is held, for each iteration, by the thread that runs it (writes: by exactly those)."""
+        for b, idx, write in accesses:
+            have = self.known(b)
+            if have is None or (have is layout and _is_exact(idx, loop_vars)):
+                continue
+            if _plain_dims(idx, loop_vars) is not None and not _is_exact(idx, loop_vars):
+                write = False   # a broadcast operand (``row[i]`` in an (i, j) loop): its reads decide
+            if _serves(layout, have, idx, loop_vars, ext, write, extra, self.guard) is False:
+                return False    # (None: not enumerable; the fragment access check has the last word)
+        return True
+
+    def _loop_from_known(self, accesses, loop_vars, ext, extra=()):
+        """A loop layout derived from a known fragment's layout through its access (upstream's
+        ``ComputeLoopLayoutFromBuffer``): written fragments first, then reads; the first candidate
+        that serves every known access, or None."""
+        order = [a for a in accesses if a[2]] + [a for a in accesses if not a[2]]
+        tried = []
+        for b, idx, _ in order:
+            have = self.known(b)
+            if have is None or b in tried:
+                continue
+            tried.append(b)
+            same = have if list(have.shape) == list(ext) else None   # (a guarded shifted read: b[i + 16, j])
+            for cand in (_padded_loop(have, idx, loop_vars, ext), _loop_through(have, idx, loop_vars, ext, self.T),
+                         same):
+                if cand is not None and self._serves_known(cand, accesses, loop_vars, ext, extra):
+                    return cand
+        return None
+
+    def _place_from_loop(self, buf, idx, layout, loop_vars, ext, accesses, stmt, line):
+        """Layout of a fragment first met through a non-loop-variable index (``x[j, i]``,
+        ``x[i, j // 2]``): each element on the threads whose iterations touch it (upstream's
+        ``CompleteBufferFragment``); a fragment only read here that no such layout fits is
+        replicated on every thread."""
+        span = stmt.span
+        derived = _fragment_through(layout, idx, loop_vars, ext, [const_int(s) for s in buf.shape], self.T,
+                                    self.nest_vars.get(stmt, []))
+        if derived is UNTOUCHED:
+            raise LoweringError(
+                "TL0203", f"fragment '{buf.name}' is indexed with {list(map(str, idx))} inside T.Parallel"
+                f"{tuple(ext)}, which reaches only part of it: only loop variables can index a fragment whose "
+                f"layout is not known yet (its other elements would have no thread)", span,
+                notes=["Give the fragment its layout first (a T.copy, or a loop over its own shape)."])
+        if derived is not None:
+            self.assign(buf, derived, span, f"the T.Parallel loop at line {line}")
+            return
+        if not any(w for b, _, w in accesses if b is buf):
+            shape = [const_int(s) for s in buf.shape]
+            self.assign(buf, replicated_fragment(shape, self.T), span,
+                        f"the T.Parallel loop at line {line} (replicated: every thread reads it)")
+            return
+        raise LoweringError(
+            "TL0203", f"fragment '{buf.name}' is written as {buf.name}[{', '.join(map(str, idx))}] inside "
+            f"T.Parallel{tuple(ext)} before its layout is known, and no layout places each element on the "
+            f"threads that write it", span,
+            notes=["Give the fragment its layout first (a T.copy or a loop over its own shape), or write it "
+                   "with the loop variables of a loop over its own shape."])
+
     def default_loop_layout(self, body, ext, frags):
         widest = 1
         for b, _, _ in buffer_accesses(body):
             widest = max(widest, nbytes(str(b.dtype)))
         vec = max(1, 16 // widest)
+        if _has_barrier(body):
+            vec = 1     # a barrier in the body separates phases of every element: one per thread
         while vec > 1 and ext[-1] % vec:
             vec //= 2
         # Known partial-index fragments constrain the loop: build the loop layout from one of them.
@@ -385,19 +679,46 @@ class _Inference:
             raise LoweringError("TL0002", "copies between parts of fragments are not supported yet; "
                                 "copy whole fragments", stmt.span)
         if s is None:
-            self.assign(src.buffer, d, stmt.span, f"the copy at line {line}")
+            self.assign(src.buffer, _reshaped(d, src.buffer.shape), stmt.span, f"the copy at line {line}")
         else:
-            self.assign(dst.buffer, s, stmt.span, f"the copy at line {line}")
+            self.assign(dst.buffer, _reshaped(s, dst.buffer.shape), stmt.span, f"the copy at line {line}")
         return True
 
     def _use_wgmma(self, gemms) -> bool:
         """All of a kernel's gemms take the wgmma path or none does (sm_90a, not disabled)."""
+        forced = [g for g in gemms if is_wgmma_gemm(g)]
+        if forced:
+            self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
             return False
         return all(wgmma_blocker(self.info, g) is None for g in gemms)
 
+    def _require_wgmma(self, gemms, forced):
+        """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
+        from tilelang.ir import get_buffer_span
+
+        for g in forced + [g for g in gemms if g not in forced]:
+            if self.arch != "sm_90a":
+                why = "wgmma needs an sm_90a target"
+            elif self.configs.get("tl.disable_wgmma"):
+                why = "tl.disable_wgmma is set"
+            else:
+                why = wgmma_blocker(self.info, g)
+            if why is None:
+                continue
+            a, b, c = (decode_region(x) for x in g.value.args[:3])
+            desc = ", ".join(f"{n}(scope={scope_of(r.buffer)}, dtype={r.buffer.dtype})"
+                             for n, r in (("A", a), ("B", b), ("C", c)))
+            span = next((sp for sp in (get_buffer_span(r.buffer) for r in (a, b, c)) if sp is not None), None)
+            what = "" if is_wgmma_gemm(g) else f" (the T.gemm at line {span_line(g.span)} shares its kernel)"
+            raise LoweringError(
+                "TL0002", f"T.wgmma_gemm() requires Hopper WGMMA lowering, but constraints were not satisfied"
+                f"{what}. Got target={self.arch}, {desc}: {why}.", span or g.span,
+                notes=["use T.gemm, which falls back to mma.sync, or make the gemm fit wgmma (sm_90a, "
+                       "16-bit operands, M a multiple of 64 per warpgroup, shared B)"])
+
     def run(self) -> Layouts:
-        consumers, inner, gemms = [], set(), []
+        consumers, inner, gemms, sparse = [], set(), [], []
 
         def visit(s):
             name = op_name(s)
@@ -407,25 +728,56 @@ class _Inference:
                 inner.update(parallel_nest(s)[0][1:])
             if name == "gemm":
                 gemms.append(s)
+            elif name == "gemm_sp":
+                sparse.append(s)
             elif name == "annotate_layout":
                 self.annotate(s)
+            elif name == "reducer_decl":   # T.alloc_reducer: every thread holds a partial of every element
+                buf = decode_region(s.value.args[0]).buffer
+                self.assign(buf, replicated_fragment([const_int(x) for x in buf.shape], self.T), s.span,
+                            "T.alloc_reducer")
+                reducers.append((buf, bool(int(s.value.args[2].value))))
+            elif name == "finalize_reducer" and finalize_parts(s.value.args)[0] is not None:
+                published.append(finalize_parts(s.value.args)[0].buffer)
             elif name in ("reduce", "copy", "cumsum", "atomic") or is_parallel_nest(s):
                 consumers.append(s)
 
+        published = []   # T.finalize_reducer destinations
+        reducers = []    # (T.alloc_reducer buffer, legacy form)
         walk_stmts(self.info.body, visit)
         self.out.wgmma = self._use_wgmma(gemms)
         for g in gemms:
             self.plan_gemm(g)
+        for g in sparse:
+            self.plan_gemm_sp(g)
+        for buf in published:   # unconstrained: replicated like the reducer (static register indices)
+            if self.known(buf) is None:
+                self.assign(buf, replicated_fragment([const_int(x) for x in buf.shape], self.T), None,
+                            "T.finalize_reducer")
         pending = consumers
         while pending:
             rest = [s for s in pending if not self.step(s, force=False)]
             if len(rest) == len(pending):
                 # Nothing placed anything: give a default, to a copy's fragment first (vectorised
                 # for the copy), else to the first statement in program order.
-                first = next((s for s in rest if op_name(s) in ("copy", "atomic")), rest[0])
+                # (the loop staging a view for a reduction places the fragments it reads first)
+                first = next((s for s in rest if isinstance(s, tirx.For) and VIEW_STAGING in s.annotations),
+                             next((s for s in rest if op_name(s) in ("copy", "atomic") and not self._defer(s)),
+                                  next((s for s in rest if op_name(s) not in ("copy", "atomic")), rest[0])))
                 self.step(first, force=True)
                 rest = [s for s in rest if s is not first]
             pending = rest
+        epoch = [decode_region(s.value.args[0]).buffer for s in _tl_calls(self.info.body, "reducer_init")] + [
+            s.value.args[0].source for s in _tl_calls(self.info.body, "reducer_update")] + [
+            decode_region(s.value.args[0]).buffer for s in _tl_calls(self.info.body, "finalize_reducer")
+            if finalize_parts(s.value.args)[0] is not None]
+        for buf, legacy in reducers:
+            legacy = legacy or not any(buf.same_as(e) for e in epoch)   # (as lower_reduce._reducer_decls)
+            self.out.reducers[buf] = None
+            try:
+                self._plan_reducer(buf, legacy)
+            except (LayoutError, TypeError, ValueError, AttributeError, IndexError):
+                pass    # a shape the planner does not follow: the whole-block plan stays
         for buf in self.info.fragment_buffers():
             if buf not in self.out.fragments:
                 shape = [const_int(s) for s in buf.shape]
@@ -438,6 +790,136 @@ class _Inference:
                 else:
                     self.set_shared(buf, False)
         return self.out
+
+    def _plan_reducer(self, buf, legacy=False):
+        """Replace the replicated layout of reducer ``buf`` by its narrow plan where every update
+        site allows one (upstream's narrow / LocalComplete plans): each index of every
+        ``T.reducer_update`` a distinct loop variable of its T.Parallel nest (over the reducer
+        dimension's whole extent) or 0 on a unit dimension, the loop layout over the whole block,
+        power-of-two collective groups, and the same plan at every site. Otherwise the reducer
+        keeps the whole-block plan (replicated partials, one all-reduce over every thread).
+        The older form (``acc[i] += x`` in T.Parallel, ``T.clear``, in-place ``T.finalize_reducer``)
+        plans the same way when the reducer is touched only so (and read by ``T.copy`` after)."""
+        if self.configs.get("tl.reducer_force_baseline"):
+            return
+        # (a read elsewhere is fine where every thread ends up holding every element)
+        only_ops = _reducer_uses_ok(buf, legacy, self.info.body)
+        shape = [const_int(x) for x in buf.shape]
+        plans = []
+        kind = next(str(s.value.args[1].value) for s in _tl_calls(self.info.body, "reducer_decl")
+                    if decode_region(s.value.args[0]).buffer.same_as(buf))
+        if kind in ("sum", "bitxor") and any(
+                decode_region(f.value.args[0]).buffer.same_as(buf)
+                and not (isinstance(f.value.args[1], (tirx.IntImm, tirx.FloatImm)) and f.value.args[1].value == 0)
+                for f in _tl_calls(self.info.body, "fill")):
+            return      # T.fill(acc, x) of the older form: x would enter once per collective lane
+
+        def site(nest):
+            loop_vars, extents, body = parallel_nest(nest)
+            calls = []
+
+            def on_call(s):
+                if isinstance(s, tirx.Evaluate) and op_name(s) == "reducer_update" \
+                        and s.value.args[0].source.same_as(buf):
+                    calls.append(s.value.args[0])
+                    values.append(s.value.args[1])
+                elif legacy and isinstance(s, tirx.BufferStore) and s.buffer.same_as(buf):
+                    value = _legacy_contribution(s, kind)
+                    calls.append(tirx.BufferLoad(buf, list(s.indices)))
+                    values.append(value if value is not None else s)
+
+            values = []
+            walk_stmts(body, on_call)
+            if not calls:
+                return
+            # every replica runs the update: its value (and whether it runs) must be the same on all
+            thread_vars = list(self.info.thread_vars.values())
+            conds = []
+            walk_stmts(body, lambda st: conds.append(st.condition) if isinstance(st, tirx.IfThenElse) else None)
+            for value in values + conds:
+                if not isinstance(value, tirx.PrimExpr) or uses_vars(value, thread_vars) or any(
+                        scope_of(b) not in (FRAGMENT_SCOPE, *SHARED_SCOPES, "global")
+                        for b, _, _ in buffer_accesses(tirx.Evaluate(value))):
+                    plans.append(None)
+                    return
+            serial = []
+
+            def on_loop(s):
+                if isinstance(s, tirx.For) and s.kind == tirx.ForKind.SERIAL and \
+                        any(c.same_as(t) for t in calls for c in _calls_in(s.body)):
+                    serial.append(s)
+
+            walk_stmts(body, on_loop)
+            layout = self.out.loops.get(loop_vars[0])
+            ext = [const_int(e) for e in extents]
+            if layout is None or not hasattr(layout, "axes") or layout.num_threads != self.T \
+                    or list(layout.shape) != ext:
+                plans.append(None)
+                return
+            for target in calls:
+                dims = []
+                for d, i in enumerate(target.indices):
+                    pos = next((k for k, v in enumerate(loop_vars) if i.same_as(v)), None)
+                    if pos is not None and pos not in dims and ext[pos] == shape[d]:
+                        dims.append(pos)
+                    elif const_int(i) == 0 and shape[d] == 1:
+                        dims.append(None)
+                    else:
+                        plans.append(None)
+                        return
+                kept = [p for p in dims if p is not None]
+                proj = project(layout, kept)
+                slot = [d for d, p in enumerate(dims) if p is not None]
+                axes = [a if a.dim is None else replace(a, dim=slot[a.dim]) for a in proj.axes]
+                try:
+                    induced = _build_axes(shape, self.T, axes, f"{buf.name} (narrow reducer)")
+                except LayoutError:
+                    plans.append(None)
+                    return
+                steps = tuple((a.extent, a.stride) for a in sorted(layout.thread_axes, key=lambda a: a.stride)
+                              if a.dim is not None and a.dim not in kept and a.extent > 1)
+                if any(e & (e - 1) or st & (st - 1) for e, st in steps):
+                    plans.append(None)
+                    return
+                lane = None
+                if str(buf.dtype) in ("float16", "bfloat16") and len(calls) == 1 and not legacy:
+                    ext_in = const_int(serial[-1].extent) if serial else None
+                    if ext_in is not None and ext_in >= 2 and ext_in % 2 == 0:
+                        lane = serial[-1].loop_var
+                    elif len(loop_vars) - 1 not in kept:
+                        last = len(loop_vars) - 1
+                        mine = sorted((a for a in layout.axes if a.dim == last), key=lambda a: a.coef)
+                        run = math.prod(a.extent for a in mine if a.kind == LOCAL_KIND)
+                        if mine and mine[0].kind == LOCAL_KIND and mine[0].extent % 2 == 0 and run >= 2:
+                            lane = loop_vars[last]
+                plans.append((induced, steps, lane))
+
+        def visit(s):
+            if is_parallel_nest(s) and not any(v.same_as(s.loop_var) for inner in seen for v in inner):
+                seen.append(parallel_nest(s)[0])
+                site(s)
+
+        seen = []
+        walk_stmts(self.info.body, visit)
+        if not plans or any(p is None for p in plans):
+            return
+        induced, steps, lane = plans[0]
+        if any(p[1] != steps or not p[0].same_as(induced) for p in plans[1:]):
+            return
+        if len(plans) > 1:
+            lane = None
+        if not only_ops and induced.local_size < math.prod(shape):
+            return
+        self.out.fragments[buf] = induced
+        self.out.origin[buf] = "T.alloc_reducer (narrow plan: the layout of its update loop, reduced dims dropped)"
+        self.out.reducers[buf] = ReducerPlan(steps, lane)
+
+    def _defer(self, s) -> bool:
+        """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable
+        index waits for that loop to place it: the loop knows which threads need which element."""
+        return any(scope_of(r.buffer) == FRAGMENT_SCOPE and self.known(r.buffer) is None
+                   and r.buffer in self.free_indexed for r in (decode_region(s.value.args[0]),
+                                                               decode_region(s.value.args[1])))
 
     def _epilogue_staging(self, consumers) -> set:
         """Shared tiles written by a ``T.copy`` from a fragment in an sm_90a wgmma kernel (an
@@ -482,6 +964,128 @@ class _Inference:
         return self.try_copy(s)
 
 
+def finalize_parts(args):
+    """(destination region or None, batch) of a ``finalize_reducer`` call's arguments (the batch,
+    where given, is a trailing IntImm)."""
+    batch = 1
+    if isinstance(args[-1], tirx.IntImm):
+        batch, args = int(args[-1].value), args[:-1]
+    return (decode_region(args[1]) if len(args) > 1 else None), batch
+
+
+def _tl_calls(stmt, name) -> list:
+    out = []
+    walk_stmts(stmt, lambda s: out.append(s) if op_name(s) == name else None)
+    return out
+
+
+_LEGACY_COMBINE = {"sum": tirx.Add, "max": tirx.Max, "min": tirx.Min}
+
+
+def _legacy_contribution(store, kind):
+    """``x`` of an older-form reducer update ``acc[i] = acc[i] op x`` (either operand order), or
+    None where the store is not that."""
+    node = _LEGACY_COMBINE.get(kind)
+    value = store.value
+    if node is None or not isinstance(value, node):
+        return None
+    for mine, other in ((value.a, value.b), (value.b, value.a)):
+        if isinstance(mine, ir.TensorLoad) and mine.source.same_as(store.buffer) and len(mine.indices) == len(
+                store.indices) and all(a.same_as(b) or (const_int(a) is not None and const_int(a) == const_int(b))
+                                       for a, b in zip(mine.indices, store.indices)):
+            return other
+    return None
+
+
+def _reducer_uses_ok(buf, legacy, body) -> bool:
+    """Reducer ``buf`` is touched only by its epoch ops, its updates (inside T.Parallel, each
+    reading the reducer only as its own target), ``T.clear``/``T.fill`` and, as the source,
+    ``T.copy``: no other statement sees its layout, so a narrow plan may change it."""
+    def mine(stmt):
+        return [(b, w) for b, _, w in buffer_accesses(stmt) if b.same_as(buf)]
+
+    def go(s):
+        if s is None:
+            return True
+        if isinstance(s, tirx.SeqStmt):
+            return all(go(c) for c in s.seq)
+        name = op_name(s)
+        if name is not None:
+            if name in ("reducer_decl", "reducer_init", "reducer_update", "finalize_reducer", "fill"):
+                return True
+            if name == "copy":
+                return not decode_region(s.value.args[1]).buffer.same_as(buf)
+            return not mine(s)
+        if is_parallel_nest(s):
+            _, _, body = parallel_nest(s)
+            uses = mine(body)
+            if legacy:
+                stores = sum(1 for _, w in uses if w)
+                return stores == len(uses) - stores
+            return not any(w for _, w in uses) and len(uses) == len(
+                [t for t in _calls_in(body) if t.source.same_as(buf)])
+        if isinstance(s, tirx.For):
+            return not mine(tirx.Evaluate(s.extent)) and go(s.body)
+        if isinstance(s, tirx.While):
+            return not mine(tirx.Evaluate(s.condition)) and go(s.body)
+        if isinstance(s, tirx.IfThenElse):
+            return not mine(tirx.Evaluate(s.condition)) and go(s.then_case) and go(s.else_case)
+        if isinstance(s, tirx.AttrStmt):
+            return go(s.body)
+        return not mine(s)
+
+    return go(body)
+
+
+def _calls_in(stmt) -> list:
+    """The ``T.reducer_update`` targets under ``stmt``."""
+    out = []
+
+    def visit(s):
+        if isinstance(s, tirx.Evaluate) and op_name(s) == "reducer_update":
+            out.append(s.value.args[0])
+
+    walk_stmts(stmt, visit)
+    return out
+
+
+def memory_loop_layout(body, ext, num_threads):
+    """The default layout of a T.Parallel nest over memory only, spread over ``num_threads``
+    threads (the lowering's range of threads selected by an ``if`` on the thread index)."""
+    widest = 1
+    for b, _, _ in buffer_accesses(body):
+        widest = max(widest, nbytes(str(b.dtype)))
+    vec = max(1, 16 // widest)
+    while vec > 1 and ext[-1] % vec:
+        vec //= 2
+    return default_fragment(ext, num_threads, vec)
+
+
+def _upper_bound(extent):
+    """A constant upper bound of a loop extent (its value if constant), or None."""
+    n = const_int(extent)
+    if n is not None:
+        return n
+    bound = tvm.sym.Analyzer().const_int_bound(extent)
+    hi = int(bound.max_value)
+    return hi if 0 < hi < (1 << 20) else None
+
+
+def _reshaped(layout, shape):
+    """``layout`` for a tile of ``shape`` that differs from it only in unit dimensions (a copy of
+    ``x[k, :]`` (1 x 32) into a fragment of 32): the same threads and registers; else ``layout``."""
+    shape = tuple(const_int(n) for n in shape)
+    if None in shape or tuple(layout.shape) == shape:
+        return layout
+    old = [d for d, n in enumerate(layout.shape) if n != 1]
+    new = [d for d, n in enumerate(shape) if n != 1]
+    if [layout.shape[d] for d in old] != [shape[d] for d in new]:
+        return layout
+    remap = dict(zip(old, new))
+    axes = tuple(replace(a, dim=remap[a.dim]) if a.dim is not None else a for a in layout.axes)
+    return type(layout)(shape, layout.num_threads, axes, layout.name)
+
+
 def _is_exact(idx, loop_vars) -> bool:
     return len(idx) == len(loop_vars) and all(
         isinstance(i, tirx.Var) and i.same_as(v) for i, v in zip(idx, loop_vars))
@@ -500,6 +1104,233 @@ def _plain_dims(idx, loop_vars):
             return None
         dims.append(match[0])
     return dims if dims == sorted(dims) else None
+
+
+
+# ----- access-derived layouts (numeric) ----------------------------------------------------
+# A loop layout and a fragment layout are compared by enumeration: every (thread, register) of
+# the loop layout is an iteration, and every variable an index uses besides the loop variables
+# (an enclosing serial loop, a serial loop inside the body, a block index) takes each value of
+# its constant range. An index that uses anything else cannot be enumerated: the answer is None.
+
+ENUM_LIMIT = 1 << 21
+UNTOUCHED = "untouched"     # _fragment_through: some element is touched by no iteration
+
+
+def _loop_env(layout, loop_vars, ext, idx, extra):
+    """(env, valid) over every iteration of ``layout`` and every value of the extra variables
+    ``idx`` uses, flattened per thread to [T, M]; None when too large to enumerate."""
+    owners = layout.owners()
+    used = [(v, lo, n) for v, lo, n in extra if any(uses_vars(i, [v]) for i in idx)]
+    ns = tuple(n for _, _, n in used)
+    full = owners.shape + ns
+    if int(np.prod(full)) > ENUM_LIMIT:
+        return None
+    pad = (1,) * len(ns)
+    coords = np.unravel_index(owners, layout.shape)
+    valid = np.ones(owners.shape, dtype=bool)
+    for c, n in zip(coords, ext):
+        valid &= c < n
+    T = owners.shape[0]
+    env = [(v, np.broadcast_to(c.reshape(owners.shape + pad), full).reshape(T, -1)) for v, c in zip(loop_vars, coords)]
+    for k, (v, lo, n) in enumerate(used):
+        values = (lo + np.arange(n, dtype=np.int64)).reshape((1, 1) + tuple(n if q == k else 1 for q in range(len(ns))))
+        env.append((v, np.broadcast_to(values, full).reshape(T, -1)))
+    return env, np.broadcast_to(valid.reshape(owners.shape + pad), full).reshape(T, -1)
+
+
+def _elements(idx, env, shape):
+    """Flat element index of ``idx`` per enumerated point; None when it is not index arithmetic
+    of the enumerated variables. Points outside the tile are -1."""
+    ref = env[0][1]
+    try:
+        values = [np.broadcast_to(np.asarray(evaluate_index_expr(i, env), dtype=np.int64), ref.shape) for i in idx]
+    except ValueError:
+        return None
+    if len(values) != len(shape):
+        return None
+    inside = np.ones(ref.shape, dtype=bool)
+    for v, n in zip(values, shape):
+        inside &= (v >= 0) & (v < n)
+    if not values:
+        return np.zeros(ref.shape, np.int64)
+    flat = np.ravel_multi_index(tuple(np.clip(v, 0, n - 1) for v, n in zip(values, shape)), tuple(shape))
+    return np.where(inside, flat, -1)
+
+
+def body_guard(body):
+    """The condition of a T.Parallel body that is one ``if`` without ``else`` (nested ones
+    joined): iterations where it is false touch nothing. None otherwise."""
+    conds = []
+    while isinstance(body, tirx.IfThenElse) and body.else_case is None:
+        conds.append(body.condition)
+        body = body.then_case
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = tirx.And(out, c)
+    return out
+
+
+def guard_mask(guard, env, shape):
+    """Where ``guard`` (index arithmetic of the enumerated variables) holds, or None."""
+    if guard is None:
+        return None
+    try:
+        return np.broadcast_to(np.asarray(evaluate_index_expr(guard, env), dtype=bool), shape)
+    except ValueError:
+        return None
+
+
+def _serves(loop, frag, idx, loop_vars, ext, write, extra=(), guard=None):
+    """True when every iteration runs on a thread that holds the element it touches (for a
+    write, also: every thread holding a written element runs an iteration writing it, so the
+    replicas stay equal); None when that cannot be enumerated. An index that leaves the tile in
+    iterations a ``guard`` (``body_guard``) switches off (``b[i + 16, j]`` under ``if i < 16``)
+    is judged on the iterations that run."""
+    if loop.num_threads != frag.num_threads:
+        return False
+    got = _loop_env(loop, loop_vars, ext, idx, extra)
+    if got is None:
+        return None
+    env, valid = got
+    elems = _elements(idx, env, frag.shape)
+    if elems is None:
+        return None
+    if (elems[valid] < 0).any():
+        mask = guard_mask(guard, env, valid.shape)
+        if mask is not None:
+            valid = valid & mask
+    if (elems[valid] < 0).any():
+        return None     # outside the tile: the bounds checks speak to that
+    T, numel = frag.num_threads, int(np.prod(frag.shape))
+    held = np.zeros((T, numel), dtype=bool)
+    held[np.arange(T)[:, None], frag.owners()] = True
+    rows = np.broadcast_to(np.arange(T)[:, None], elems.shape)
+    if not held[rows[valid], elems[valid]].all():
+        return False
+    if write:
+        touched = np.zeros((T, numel), dtype=bool)
+        touched[rows[valid], elems[valid]] = True
+        written = touched.any(axis=0)
+        if not np.array_equal(touched[:, written], held[:, written]):
+            return False
+    return True
+
+
+def _padded_loop(frag, idx, loop_vars, ext):
+    """A loop shorter than the fragment it indexes with its own variables (``s[i]``, i < 4, over
+    a fragment of 8) runs over the fragment's layout, the extra iterations guarded off."""
+    if not _is_exact(idx, loop_vars) or len(frag.shape) != len(ext):
+        return None
+    if all(n <= m for n, m in zip(ext, frag.shape)) and list(frag.shape) != list(ext):
+        return frag
+    return None
+
+
+def _row_ranks(thread):
+    flat = thread.reshape(-1)
+    order = np.lexsort((np.arange(flat.size), flat))
+    ranks = np.empty(flat.size, dtype=np.int64)
+    ranks[order] = np.arange(flat.size) - np.searchsorted(flat[order], flat[order], side="left")
+    return ranks.reshape(thread.shape)
+
+
+def _loop_through(frag, idx, loop_vars, ext, T):
+    """Loop layout whose iteration runs on the threads holding the fragment element it touches
+    (the element's replicas: the iteration's replicas), or None where that is no digit map."""
+    if not ext or int(np.prod(ext)) * frag.replication > ENUM_LIMIT:
+        return None
+    grid = np.indices(ext, dtype=np.int64)
+    elems = _elements(idx, [(v, g.reshape(1, -1)) for v, g in zip(loop_vars, grid)], frag.shape)
+    if elems is None or (elems < 0).any():
+        return None
+    elems = elems.reshape(tuple(ext))
+    owners = frag.owners()
+    numel = int(np.prod(frag.shape))
+    held = np.zeros((owners.shape[0], numel), dtype=bool)
+    held[np.arange(owners.shape[0])[:, None], owners] = True
+    R = frag.replication
+    if (held.sum(axis=0) != R).any():
+        return None
+    table = np.argsort(~held, axis=0, kind="stable")[:R]          # [R, numel]: holders, ascending
+    thread = table[:, elems]                                       # [R, *ext]
+    try:
+        return user_fragment(ext, T, thread, _row_ranks(thread[0]), "parallel")
+    except LayoutError:
+        return None
+
+
+def _fragment_through(loop, idx, loop_vars, ext, shape, T, extra=()):
+    """Fragment layout placing each element on the threads whose iterations touch it, or None
+    (an element no iteration touches, unequal replication, or no digit map)."""
+    if None in shape:
+        return None
+    got = _loop_env(loop, loop_vars, ext, idx, extra)
+    if got is None:
+        return None
+    env, valid = got
+    elems = _elements(idx, env, shape)
+    if elems is None or (elems[valid] < 0).any():
+        return None
+    numel = int(np.prod(shape))
+    touched = np.zeros((T, numel), dtype=bool)
+    rows = np.broadcast_to(np.arange(T)[:, None], elems.shape)
+    touched[rows[valid], elems[valid]] = True
+    counts = touched.sum(axis=0)
+    if counts.min() == 0:
+        return UNTOUCHED
+    if counts.min() != counts.max():
+        return None
+    R = int(counts[0])
+    thread = np.argsort(~touched, axis=0, kind="stable")[:R]       # [R, numel]: holders, ascending
+    thread = thread.reshape((R,) + tuple(shape))
+    try:
+        return user_fragment(shape, T, thread, _row_ranks(thread[0]), "parallel")
+    except LayoutError:
+        return None
+
+
+def _bound_inside(var, body) -> bool:
+    found = []
+    walk_stmts(body, lambda s: found.append(s) if isinstance(s, tirx.For) and s.loop_var.same_as(var) else None)
+    return bool(found)
+
+
+def _nest_variables(info) -> dict:
+    """nest -> [(var, first, count)]: the block indices and serial loops around a T.Parallel nest
+    and the serial loops inside its body, where their ranges are compile-time constants."""
+    launch = []
+    for iv, extent in info.launch:
+        n = const_int(extent)
+        if str(iv.thread_tag).startswith("blockIdx") and n is not None:
+            launch.append((iv.var, 0, n))
+    out = {}
+
+    def loops_in(s, acc):
+        if isinstance(s, tirx.For):
+            lo, n = const_int(s.min), const_int(s.extent)
+            if lo is not None and n is not None and n > 0:
+                acc.append((s.loop_var, lo, n))
+        for c in children(s):
+            loops_in(c, acc)
+        return acc
+
+    def go(s, loops):
+        if is_parallel_nest(s):
+            body = parallel_nest(s)[2]
+            out[s] = launch + loops + loops_in(body, [])
+            return
+        if isinstance(s, tirx.For):
+            lo, n = const_int(s.min), const_int(s.extent)
+            if lo is not None and n is not None and n > 0:
+                loops = loops + [(s.loop_var, lo, n)]
+        for c in children(s):
+            go(c, loops)
+
+    go(info.body, [])
+    return out
 
 
 def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None) -> Layouts:
@@ -533,3 +1364,23 @@ def _annotated_fragment(buf, args, kind, num_threads, span):
     except UserLayoutError as err:
         raise LoweringError(err.code, f"T.Fragment for '{buf.name}' {err}", span,
                             notes=[f"The block runs {num_threads} threads."]) from None
+
+
+_BARRIER_CALLS = ("__syncthreads", "cooperative_groups::this_grid().sync", "tl::__sync_thread_partial")
+
+
+def _has_barrier(body) -> bool:
+    """Whether a loop body calls a thread-block or grid barrier (T.sync_threads, T.sync_grid)."""
+    import tvm_ffi
+
+    found = []
+
+    def on_call(e):
+        if isinstance(e, ir.Call) and getattr(e.op, "name", "") == "tirx.call_extern" and e.args and \
+                str(getattr(e.args[0], "value", "")) in _BARRIER_CALLS:
+            found.append(e)
+        return None
+
+    tvm_ffi.structural_walk(body, [(ir.Call, on_call)], order="pre")
+    return bool(found)
+

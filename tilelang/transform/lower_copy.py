@@ -4,8 +4,17 @@ Memory-to-memory copies (global/shared in any direction) are spread over the blo
 16-byte vectors where alignment allows (``cp.async`` for global->shared, zero-filling elements
 outside the tensor); copies from or to a fragment follow the fragment's layout, each thread moving
 the elements it holds. On sm_90a, a slab-swizzled shared tile copied to a global tensor whose box
-TMA can address becomes TMA stores (``_tma_store``). Out-of-bounds guards are emitted only when
-the analyzer cannot prove the tile fits.
+TMA can address becomes TMA stores (``_tma_store``). On sm_90+, as upstream chooses, a whole
+linear shared tile stored to a global tensor goes through the TMA unit (``_bulk_store``: one 1-D
+bulk copy for a contiguous in-bounds run, a tensor-map box where the tile may overhang the
+tensor), by default for 1-D tiles and for tiles that may overhang the tensor, and for any tile
+under ``prefer_instruction="tma"``; loads under
+``prefer_instruction="tma"`` likewise (``_tma_load``, completing on an mbarrier of their own).
+The T.copy call's fourth argument is the TMA flag: 0 default, 1 ``disable_tma``, 2 prefer TMA,
+3 ``T.async_copy`` (global -> shared by cp.async only, committed and not waited for).
+Out-of-bounds guards are emitted only when
+the analyzer cannot prove the tile fits; an element read outside its global tensor gives the
+tensor's ``T.annotate_safe_value`` (0 by default) wherever the destination exists.
 """
 
 from __future__ import annotations
@@ -14,18 +23,24 @@ import math
 
 from tvm import tirx
 
+from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import CustomSharedLayout
 from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify, substitute_stmt
 from tilelang.transform import tma
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
-                                       decode_region, scope_of)
+                                       decode_region, safe_value, scope_of)
+
+LOCAL_SCOPE = "local"   # T.alloc_local: one private copy per thread
 
 
 def _match(lw, src: Region, dst: Region, span):
     """Pair the non-unit dimensions of both regions; returns the common tile extents."""
     sd, se = src.nonunit()
     dd, de = dst.nonunit()
+    if not sd and not de and not dd and not se:   # one element to one element: a 1-long tile
+        sd, se = [len(src.starts) - 1], [1]
+        dd, de = [len(dst.starts) - 1], [1]
     se_c = [const_int(lw.rewrite(e)) for e in se]
     de_c = [const_int(lw.rewrite(e)) for e in de]
     if None in se_c or None in de_c:
@@ -62,12 +77,29 @@ def _in_bounds(lw, region: Region, idx, dims, span_vec=1):
     return out
 
 
+# (source, destination) dtypes whose vectorized cast has a paired conversion on CUDA
+# (tilelang.codegen.cuda._PAIR_CASTS)
+PAIRED_CASTS = frozenset([
+    ("float32", "float16"), ("float16", "float32"), ("float32", "bfloat16"), ("bfloat16", "float32"),
+    *[(a, b) for f8 in ("float8_e4m3fn", "float8_e5m2") for w in ("float32", "float16")
+      for a, b in ((w, f8), (f8, w))],
+    ("float8_e8m0fnu", "bfloat16"), ("bfloat16", "float8_e8m0fnu"), ("float32", "float8_e8m0fnu"),
+    ("float64", "float8_e8m0fnu"),
+])
+
+
 def _vector_width(lw, src, dst, sd, dd, tile):
     """Elements per thread-vector: 16 bytes if every alignment condition holds."""
     esize = max(nbytes(src.dtype), nbytes(dst.dtype))
-    if src.dtype != dst.dtype:
-        return 1
     vec = max(1, 16 // esize)
+    if src.dtype != dst.dtype:
+        # a converting copy: lanes of a vectorized cast (paired conversions in the CUDA source),
+        # for the pairs that have one, through plainly laid out memory, at most 4 lanes
+        if (str(src.dtype), str(dst.dtype)) not in PAIRED_CASTS:
+            return 1
+        if any(scope_of(r.buffer) in SHARED_SCOPES and not _linear(lw, r.buffer) for r in (src, dst)):
+            return 1
+        vec = min(vec, 4)
     inner = tile[-1]
     for region, dims in ((src, sd), (dst, dd)):
         if not dims or _custom_layout(lw, region):
@@ -118,18 +150,36 @@ def lower_copy(lw, stmt):
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
     s_scope, d_scope = scope_of(src.buffer), scope_of(dst.buffer)
+    forced = len(args) > 3 and const_int(args[3]) == 3      # T.async_copy: cp.async, no wait
+    if forced and (s_scope != "global" or d_scope not in SHARED_SCOPES):
+        raise LoweringError("TL0002", f"T.async_copy only supports global->shared/shared.dyn copies, got "
+                            f"{s_scope} -> {d_scope} ({src.buffer.name} -> {dst.buffer.name})", stmt.span)
     if s_scope == FRAGMENT_SCOPE or d_scope == FRAGMENT_SCOPE:
         return _copy_fragment(lw, src, dst, stmt)
     sd, dd, tile = _match(lw, src, dst, stmt.span)
+    if LOCAL_SCOPE in (s_scope, d_scope):
+        # A T.alloc_local buffer belongs to each thread: every thread copies the whole tile itself.
+        vec = _vector_width(lw, src, dst, sd, dd, tile)
+        return _threaded_copy(lw, src, dst, sd, dd, tile, vec, False, stmt.span, per_thread=True)
     store = _tma_store(lw, src, dst, stmt)
+    if store is None:
+        store = _bulk_store(lw, src, dst, tile, stmt)
+    if store is None:
+        store = _tma_load(lw, src, dst, tile, stmt)
     if store is not None:
         return store
     vec = _vector_width(lw, src, dst, sd, dd, tile)
     use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec * nbytes(src.dtype) >= 4
-                 and not lw.configs.get("tl.disable_async_copy", False))
+                 and src.dtype == dst.dtype
+                 and (forced or not lw.configs.get("tl.disable_async_copy", False)))
+    if forced and not use_async:
+        raise LoweringError("TL0002", f"T.async_copy {src.buffer.name} -> {dst.buffer.name}: cp.async needs runs of "
+                            f"at least 4 contiguous bytes of one dtype (here {vec} x {src.dtype} -> {dst.dtype})",
+                            stmt.span)
     body = _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, stmt.span)
     if use_async and not lw.in_producer:
-        body = seq([body, evaluate_extern("tl::cp_async_commit"), evaluate_extern("tl::cp_async_wait<0>")])
+        wait = [] if forced else [evaluate_extern("tl::cp_async_wait<0>")]
+        body = seq([body, evaluate_extern("tl::cp_async_commit")] + wait)
     return body
 
 
@@ -166,13 +216,193 @@ def _tma_store(lw, src, dst, stmt):
     return tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(stores), None, span=stmt.span)
 
 
-def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
-    """Each thread moves vectors q = it * T + tid of the tile (row-major order)."""
+def _bulk_store(lw, src, dst, tile, stmt):
+    """A whole, linearly laid out shared tile written to a global tensor by the TMA unit, issued
+    by thread 0, or None (the threaded copy). Chosen as upstream chooses on sm_90+: a contiguous
+    run of the tensor provably inside it is one 1-D bulk copy (``tl::tma_store_bulk``, no tensor
+    map); any other box of a tensor parameter (a tile that may overhang the tensor, rows of a
+    wider tensor) is one tensor-map store (``tl::tma_store_{rank}d``), which TMA clips at the
+    tensor's bounds. Taken by default for 1-D shared tiles and for tiles that may overhang the
+    tensor (which the threaded copy would guard element by element), and for any tile under
+    ``T.copy(..., prefer_instruction="tma")``. Every thread
+    fences its shared writes into the async proxy and meets a barrier first; thread 0 waits
+    until the store has read shared memory (``tma_store_wait<0>``) before it goes on."""
+    args = stmt.value.args
+    prefer_tma = len(args) > 3 and const_int(args[3]) == 2
+    arch = getattr(lw, "arch", None)
+    if (arch is None or targets.parse_arch(arch) < 90 or lw.configs.get("tl.disable_tma_lower")
+            or scope_of(dst.buffer) != "global" or scope_of(src.buffer) not in SHARED_SCOPES
+            or src.buffer in lw.stage or lw.in_producer or lw.ws is not None or lw.role_block is not None
+            or lw.thread_guard is not None or src.dtype != dst.dtype
+            or (len(args) > 3 and const_int(args[3]) == 1)):
+        return None
+    shape = [const_int(x) for x in src.buffer.shape]
+    if (None in shape or any(const_int(lw.rewrite(x)) != 0 for x in src.starts)
+            or [const_int(lw.rewrite(e)) for e in src.extents] != shape or not _linear(lw, src.buffer)):
+        return None
+    esize, elems = nbytes(src.dtype), math.prod(tile)
+    if (elems * esize) % 16:
+        return None
+    starts, ext, run, inside = _global_run(lw, dst, esize)
+    if len(shape) != 1 and not prefer_tma and inside:
+        return None     # (a multi-dimensional tile inside the tensor keeps the threaded store unless asked)
+    smem = lw.shared_ptr(src.buffer, [i32(0)] * len(shape))
+    if run:
+        gptr = tirx.address_of(_load_raw(lw, dst, starts))
+        issue = evaluate_extern("tl::tma_store_bulk", gptr, smem, i32(elems * esize), span=stmt.span)
+    else:
+        spec = _box(lw, dst, ext, starts)
+        if spec is None:
+            return None
+        j = len(lw.tensormaps)
+        lw.tensormaps.append(spec)
+        issue = evaluate_extern(f"tl::tma_store_{len(starts)}d", tma.tmap(j), smem, *starts[::-1], span=stmt.span)
+    stores = seq([issue, evaluate_extern("tl::tma_store_arrive"), evaluate_extern("tl::tma_store_wait<0>")])
+    return seq([evaluate_extern("tl::fence_proxy_async"), evaluate_extern("__syncthreads"),
+                tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), stores, None, span=stmt.span)])
+
+
+def _tma_load(lw, src, dst, tile, stmt):
+    """``T.copy(global, shared, prefer_instruction="tma")`` outside a pipeline on sm_90+: the TMA
+    unit fills the whole, linearly laid out shared tile, or None (the threaded copy). A
+    contiguous run of the tensor provably inside it is one 1-D bulk copy (``tl::tma_load_bulk``,
+    no tensor map); any other box of a plain tensor parameter is one tensor-map load
+    (``tl::tma_load_{rank}d``; TMA fills the parts outside the tensor with zeros, so a tensor with
+    a non-zero ``T.annotate_safe_value`` keeps the threaded copy). The load completes on an
+    mbarrier of its own: a barrier (no thread still waits on its previous use), thread 0
+    initialises it, a barrier, thread 0 arms it and issues the load, every thread waits."""
+    args = stmt.value.args
+    arch = getattr(lw, "arch", None)
+    if (not (len(args) > 3 and const_int(args[3]) == 2) or arch is None or targets.parse_arch(arch) < 90
+            or lw.configs.get("tl.disable_tma_lower") or scope_of(src.buffer) != "global"
+            or scope_of(dst.buffer) not in SHARED_SCOPES or dst.buffer in lw.stage or lw.in_producer
+            or lw.ws is not None or lw.role_block is not None or lw.thread_guard is not None
+            or src.dtype != dst.dtype):
+        return None
+    shape = [const_int(x) for x in dst.buffer.shape]
+    if (None in shape or any(const_int(lw.rewrite(x)) != 0 for x in dst.starts)
+            or [const_int(lw.rewrite(e)) for e in dst.extents] != shape or not _linear(lw, dst.buffer)):
+        return None
+    esize, elems = nbytes(src.dtype), math.prod(tile)
+    nbytes_total = elems * esize
+    if nbytes_total % 16 or nbytes_total >= 1 << 20:
+        return None     # (an mbarrier counts fewer than 2**20 transaction bytes)
+    starts, ext, run, _ = _global_run(lw, src, esize)
+    spec = None
+    if not run:
+        zero = safe_value(lw.info, src.buffer, src.dtype)
+        spec = _box(lw, src, ext, starts)
+        if spec is None or not (isinstance(zero, (tirx.IntImm, tirx.FloatImm)) and zero.value == 0):
+            return None
+    bar = lw.scratch("tl_copy_mbar", 1, "uint64")
+    bar_ptr = tirx.address_of(tirx.BufferLoad(bar, [i32(0)]))
+    smem = lw.shared_ptr(dst.buffer, [i32(0)] * len(shape))
+    if run:
+        gptr = tirx.address_of(_load_raw(lw, src, starts))
+        issue = evaluate_extern("tl::tma_load_bulk", smem, gptr, i32(nbytes_total), bar_ptr, span=stmt.span)
+    else:
+        j = len(lw.tensormaps)
+        lw.tensormaps.append(spec)
+        issue = evaluate_extern(f"tl::tma_load_{len(starts)}d", smem, tma.tmap(j), bar_ptr, *starts[::-1],
+                                span=stmt.span)
+    def one(body):      # issued by thread 0
+        return tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(body), None, span=stmt.span)
+
+    return seq([evaluate_extern("__syncthreads"),
+                one([evaluate_extern("tl::mbarrier_init", bar_ptr, i32(1)), evaluate_extern("tl::fence_barrier_init")]),
+                evaluate_extern("__syncthreads"),
+                one([evaluate_extern("tl::mbarrier_arrive_expect_tx", bar_ptr, i32(nbytes_total)), issue]),
+                evaluate_extern("tl::mbarrier_wait", bar_ptr, i32(0))])
+
+
+def _box(lw, region, ext, starts):
+    """The tensor map whose box is ``region`` (extents ``ext``) of a tensor parameter with a
+    static shape and strides, without swizzle, or None where TMA cannot address it."""
+    from tilelang.artifact import TENSORMAP_DTYPES
+
+    params = lw.info.func.params
+    pi = next((i for i, p in enumerate(params) if p.same_as(region.buffer)), None)
+    shape = [const_int(x) for x in region.buffer.shape]
+    dtype, esize = str(region.buffer.dtype), nbytes(str(region.buffer.dtype))
+    if (pi is None or None in shape or not 1 <= len(shape) <= 5 or dtype not in TENSORMAP_DTYPES
+            or any(not 1 <= e <= 256 for e in ext) or (ext[-1] * esize) % 16):
+        return None
+    el = _strides(region.buffer)                 # element strides (declared, or row-major)
+    if None in el or el[-1] != 1:
+        return None
+    strides = [el[d] * esize for d in range(len(shape) - 2, -1, -1)]   # dims 1 .. rank-1, innermost first
+    if any(st % 16 for st in strides):
+        return None
+    col = lw.an.modular_set(simplify(starts[-1] * esize))
+    if col.coeff % 16 or col.base % 16:
+        return None     # the innermost coordinate must be a multiple of 16 bytes
+    return {"name": f"tl_tmap_{len(lw.tensormaps)}", "param": pi, "dtype": dtype, "dims": shape[::-1],
+            "strides": strides, "box": list(ext[::-1]), "swizzle": 0}
+
+
+def _linear(lw, buf) -> bool:
+    """Whether the shared buffer's layout is plain row-major (no swizzle, no padding)."""
+    layout = lw.layouts.shared.get(buf)
+    if layout is None:
+        return False
+    shape = [const_int(x) for x in buf.shape]
+    if getattr(layout, "size", math.prod(shape)) != math.prod(shape):
+        return False
+    idx = [tirx.Var(f"i{k}", "int32") for k in range(len(shape))]
+    flat = i32(0)
+    for v, n in zip(idx, shape):
+        flat = flat * n + v
+    return const_int(simplify(layout.offset(idx) - flat)) == 0
+
+
+def _global_run(lw, region, esize) -> tuple:
+    """(starts, extents, run, inside) of a global region: ``inside`` when it lies provably inside
+    its tensor, ``run`` when it is moreover one contiguous, 16-byte aligned run of memory (a 1-D
+    bulk copy can move it)."""
+    gshape = [lw.rewrite(x) for x in region.buffer.shape]
+    starts = [lw.rewrite(x) for x in region.starts]
+    ext = [const_int(lw.rewrite(e)) for e in region.extents]
+    strides = _strides(region.buffer)
+    inside = None not in ext and all(lw.prove(tirx.GE(st, 0)) and lw.prove(tirx.LE(st + e, n))
+                                     for st, e, n in zip(starts, ext, gshape))
+    run = inside and None not in strides and _contiguous(lw, gshape, starts, ext, strides)
+    if run:
+        flat = i32(0)
+        for st, stride in zip(starts, strides):
+            flat = flat + st * stride
+        ms = lw.an.modular_set(simplify(flat * esize))
+        run = ms.coeff % 16 == 0 and ms.base % 16 == 0
+    return starts, ext, run, inside
+
+
+def _contiguous(lw, gshape, starts, ext, strides) -> bool:
+    """Whether a region is one contiguous run of memory: from the innermost dimension, each
+    dimension of extent > 1 has the stride of the whole dimensions inside it, they are whole
+    until one that is not, and every dimension further out has extent 1."""
+    partial, expected = False, 1
+    for n, st, e, stride in reversed(list(zip(gshape, starts, ext, strides))):
+        if partial:
+            if e != 1:
+                return False
+            continue
+        if e != 1 and stride != expected:
+            return False
+        if lw.prove(tirx.EQ(st, 0)) and const_int(n) == e:
+            expected *= e
+        else:
+            partial = True
+    return True
+
+
+def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False):
+    """Each thread moves vectors q = it * T + tid of the tile (row-major order); ``per_thread``
+    (a thread-local side): every thread moves all of them."""
+    threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
     inner_vecs = tile[-1] // vec
     total = math.prod(tile) // vec
-    iters = -(-total // lw.T)
+    iters = -(-total // threads)
     it = tirx.Var("it", "int32")
-    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    q = it * threads + tid if iters > 1 else tid
     pos, rest = [], q
     for k in reversed(range(len(tile))):
         ext = inner_vecs if k == len(tile) - 1 else tile[k]
@@ -185,7 +415,8 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
     for region, idx, dims in ((src, s_idx, sd), (dst, d_idx, dd)):
         g = _in_bounds(lw, region, idx, dims)
         guard = g if guard is None else (tirx.And(guard, g) if g is not None else guard)
-    if total % lw.T:
+    bounds = guard
+    if total % threads:
         tail = tirx.LT(q, i32(total))
         guard = tail if guard is None else tirx.And(tail, guard)
     nbytes_vec = vec * nbytes(src.dtype)
@@ -199,7 +430,7 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
                 one = evaluate_extern(f"tl::cp_async_gs<{nbytes_vec}>", d_ptr, s_ptr, span=span)
             else:
                 one = evaluate_extern(f"tl::cp_async_gs_conditional<{nbytes_vec}>", d_ptr, s_ptr, src_guard, span=span)
-            if total % lw.T:
+            if total % threads:
                 one = tirx.IfThenElse(tirx.LT(q, i32(total)), one, None)
     else:
         if vec == 1:
@@ -209,13 +440,30 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span):
             if src.dtype != dst.dtype:
                 value = tirx.Cast(dst.dtype, value)
             one = _store_raw(lw, dst, d_idx, value, span)
+        elif src.dtype != dst.dtype:
+            lane = tirx.Var("l", "int32")
+            s_lane, d_lane = list(s_idx), list(d_idx)
+            s_lane[-1], d_lane[-1] = s_lane[-1] + lane, d_lane[-1] + lane
+            value = tirx.Cast(dst.dtype, _load_raw(lw, src, s_lane))
+            one = _lanes(lane, vec, _store_raw(lw, dst, d_lane, value, span))
         else:
             one = evaluate_extern(f"tl::copy_vec<{nbytes_vec}>", d_ptr, s_ptr, span=span)
         if guard is not None:
             src_guard = _in_bounds(lw, src, s_idx, sd)
             if scope_of(dst.buffer) in SHARED_SCOPES and src_guard is not None:
-                zero = _zero_fill(lw, dst, d_idx, vec, span)
-                one = tirx.IfThenElse(guard, one, zero)
+                zero = _safe_fill(lw, src, dst, d_idx, vec, span)
+                one = tirx.IfThenElse(bounds, one, zero)
+                if total % threads:   # threads past the tile store nothing (a zero would race)
+                    one = tirx.IfThenElse(tirx.LT(q, i32(total)), one, None)
+            elif src_guard is not None:
+                # a read outside the source gives its safe value, wherever the destination exists
+                dst_guard = _in_bounds(lw, dst, d_idx, dd)
+                if total % threads:
+                    tail = tirx.LT(q, i32(total))
+                    dst_guard = tail if dst_guard is None else tirx.And(tail, dst_guard)
+                one = tirx.IfThenElse(src_guard, one, _safe_fill(lw, src, dst, d_idx, vec, span))
+                if dst_guard is not None:
+                    one = tirx.IfThenElse(dst_guard, one, None)
             else:
                 one = tirx.IfThenElse(guard, one, None)
     if iters == 1:
@@ -234,6 +482,22 @@ def _load_raw(lw, region, idx):
     return tirx.BufferLoad(buf, flat)
 
 
+def _safe_fill(lw, src, dst, d_idx, vec, span):
+    """Store what out-of-bounds reads of ``src`` give (``T.annotate_safe_value``, else 0) to
+    ``vec`` elements of ``dst`` at ``d_idx``."""
+    if not any(k.same_as(src.buffer) for k in lw.info.safe_values):
+        return _zero_fill(lw, dst, d_idx, vec, span)
+    value = safe_value(lw.info, src.buffer, dst.dtype)
+    if vec == 1:
+        return _store_raw(lw, dst, d_idx, value, span)
+    stores = []
+    for lane in range(vec):
+        idx = list(d_idx)
+        idx[-1] = idx[-1] + lane
+        stores.append(_store_raw(lw, dst, idx, value, span))
+    return seq(stores)
+
+
 def _zero_fill(lw, region, idx, vec, span):
     if vec == 1:
         return _store_raw(lw, region, idx, tirx.const(0, region.dtype), span)
@@ -245,6 +509,8 @@ def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
     capped at 16 bytes and by the alignment of the memory side."""
     if scope_of(other.buffer) == FRAGMENT_SCOPE or not fd or not od or _custom_layout(lw, other):
         return 1
+    if "bool" in (str(frag_side.dtype), str(other.dtype)):
+        return 1    # CUDA has no bool vectors: TVM prints boolx4 as the 8-byte ushort4
     if fd[-1] != len(frag_side.buffer.shape) - 1 or od[-1] != len(other.buffer.shape) - 1:
         return 1
     axis = [a for a in layout.local_axes if a.stride == 1 and a.dim == fd[-1] and a.coef == 1]
@@ -287,15 +553,21 @@ def _copy_fragment(lw, src, dst, stmt):
     base = w * vec if vec > 1 else w
     elem = layout.index(lw.tid, base)
     pos = [elem[d] for d in fd]
+    inside = None
+    if not frag_side.is_whole():
+        # A part of the fragment (``acc_o[:4, :]``): tile positions count from the region's start,
+        # and only the registers inside the region move (the others would land past the other side).
+        starts = [lw.rewrite(x) for x in frag_side.starts]
+        pos = [lw.an.simplify(elem[d] - starts[d]) for d in fd]
+        inside = _fragment_region_guard(lw, frag_side, elem, starts)
     lane_pos = list(pos)
     if vec > 1:
         lane_pos[-1] = lane_pos[-1] + lane
-    f_idx = _indices(frag_side, fd, lane_pos, lw) if fd else [i32(0)] * len(frag_side.buffer.shape)
     o_idx = _indices(other, od, lane_pos, lw)
     o_idx0 = _indices(other, od, pos, lw)
     f_buf = lw.frag[frag_side.buffer]
-    f_flat = [base + lane if vec > 1 else base] if frag_side.is_whole() else [
-        lw.an.simplify(layout.local_of(f_idx))]
+    # (the thread's own register: element ``elem`` of a region lives at register ``base``)
+    f_flat = [base + lane if vec > 1 else base]
     guard = _in_bounds(lw, other, o_idx0, od)
     if frag_side is src:
         value = tirx.BufferLoad(f_buf, f_flat)
@@ -325,12 +597,38 @@ def _copy_fragment(lw, src, dst, stmt):
         body = _lanes(lane, vec, tirx.BufferStore(f_buf, value, f_flat, span=stmt.span))
         if guard is not None:
             # A serial loop: TVM's codegen mis-prints wide float broadcasts (make_ulonglong4 of 8).
-            zero = _lanes(lane, vec, tirx.BufferStore(f_buf, tirx.const(0, dst.dtype), f_flat), serial=True)
+            zero = _lanes(lane, vec, tirx.BufferStore(f_buf, safe_value(lw.info, other.buffer, dst.dtype), f_flat),
+                          serial=True)
             body = tirx.IfThenElse(guard, body, zero)
+    if inside is not None:
+        body = tirx.IfThenElse(inside, body, None)
     if n // vec == 1:
         return substitute_stmt(body, {w: i32(0)})
     return tirx.For(w, i32(0), i32(n // vec), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
                     span=stmt.span)
+
+
+def _fragment_region_guard(lw, region, elem, starts):
+    """Condition that fragment element ``elem`` lies inside ``region`` (None: always)."""
+    conds = []
+    for d, (start, ext, full) in enumerate(zip(starts, region.extents, region.buffer.shape)):
+        if const_int(start) == 0 and const_int(ext) == const_int(full):
+            continue
+        ext = lw.rewrite(ext)
+        if const_int(ext) == 1:
+            cond = tirx.EQ(elem[d], start)
+        else:
+            cond = tirx.And(tirx.GE(elem[d], start), tirx.LT(elem[d], start + ext))
+        cond = lw.an.simplify(cond)
+        if const_int(cond) == 1:
+            continue
+        conds.append(cond)
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = tirx.And(out, c)
+    return out
 
 
 def _packed_cast(lw, src, dst, stmt):
@@ -372,12 +670,22 @@ def lower_fill(lw, stmt):
     scope = scope_of(region.buffer)
     if scope == FRAGMENT_SCOPE:
         layout = lw.layouts.fragments[region.buffer]
-        if not region.is_whole():
-            raise LoweringError("TL0002", "T.fill of part of a fragment is not supported yet", stmt.span)
         v = tirx.Var("v", "int32")
         n = max(layout.local_size, 1)
-        return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL,
-                        tirx.BufferStore(lw.frag[region.buffer], value, [v], span=stmt.span),
+        body = tirx.BufferStore(lw.frag[region.buffer], value, [v], span=stmt.span)
+        if not region.is_whole():
+            # part of a fragment (a T.clear of an alias ``C_local[:bm, :bk]``): each thread sets
+            # the registers whose element lies inside the region
+            lw.bind_loop(v, n)
+            inside = None
+            for e, lo, ext in zip(layout.index(lw.tid, v), region.starts, region.extents):
+                lo, ext = lw.rewrite(lo), lw.rewrite(ext)
+                for c in (tirx.GE(e, lo), tirx.LT(e, lo + ext)):
+                    if not lw.prove(c):
+                        inside = c if inside is None else tirx.And(inside, c)
+            if inside is not None:
+                body = tirx.IfThenElse(inside, body, None)
+        return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body,
                         annotations={"pragma_unroll": True}, span=stmt.span)
     if scope == "local":
         n = math.prod(const_int(e) for e in region.extents)
@@ -387,6 +695,8 @@ def lower_fill(lw, stmt):
         return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
     dims, ext = region.nonunit()
     tile = [const_int(lw.rewrite(e)) for e in ext]
+    if any(t is None for t in tile):
+        return _fill_dynamic(lw, region, dims, [lw.rewrite(e) for e in ext], value, stmt.span)
     total = math.prod(tile)
     iters = -(-total // lw.T)
     it = tirx.Var("it", "int32")
@@ -408,12 +718,37 @@ def lower_fill(lw, stmt):
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True})
 
 
+def _fill_dynamic(lw, region, dims, ext, value, span):
+    """T.fill of a region whose extents are known only at run time (``x[a:b]``): the threads
+    stride over the flattened region, ``ceildiv(total, threads)`` rounds, the tail masked."""
+    total = ext[0]
+    for e in ext[1:]:
+        total = total * e
+    it = tirx.Var("it", dtype_of(total))
+    threads = tirx.IntImm(dtype_of(total), lw.T)
+    q = it * threads + tirx.Cast(dtype_of(total), lw.tid)
+    pos, rest = [], q
+    for e in reversed(ext[1:]):
+        pos.append(tirx.floormod(rest, e))
+        rest = tirx.floordiv(rest, e)
+    pos.append(rest)   # (q < total: the outermost position needs no wrap)
+    idx = _indices(region, dims, [simplify(p) for p in reversed(pos)], lw)
+    one = _store_raw(lw, region, idx, value, span)
+    guard = tirx.LT(q, total)
+    inside = _in_bounds(lw, region, idx, dims)
+    if inside is not None:
+        guard = tirx.And(guard, inside)
+    rounds = tirx.floordiv(total + threads - tirx.IntImm(dtype_of(total), 1), threads)
+    return tirx.For(it, tirx.IntImm(dtype_of(total), 0), rounds, tirx.ForKind.SERIAL,
+                    tirx.IfThenElse(guard, one, None), span=span)
+
+
 def lower_atomic(lw, stmt):
     args = stmt.value.args
     dst, src = decode_region(args[0]), decode_region(args[1])
     kind = str(args[2].value)
     if scope_of(src.buffer) != FRAGMENT_SCOPE:
-        raise LoweringError("TL0002", "tile-level T.atomic_* needs a fragment source", stmt.span)
+        return _threaded_atomic(lw, src, dst, kind, stmt)
     layout = lw.layouts.fragments[src.buffer]
     sd, dd, tile = _match(lw, src, dst, stmt.span)
     v = tirx.Var("v", "int32")
@@ -433,3 +768,40 @@ def lower_atomic(lw, stmt):
         body = tirx.IfThenElse(guard, body, None)
     n = max(layout.local_size, 1)
     return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+
+
+def _threaded_atomic(lw, src, dst, kind, stmt):
+    """A tile-level atomic from shared or global memory: element q = it * T + tid of the tile
+    (row-major) is read by one thread and added into ``dst`` atomically; elements outside either
+    global tensor are skipped."""
+    if scope_of(src.buffer) not in SHARED_SCOPES + ("global",):
+        raise LoweringError("TL0002", f"tile-level T.atomic_* reads fragments, shared or global memory, not "
+                            f"'{src.buffer.name}' (scope '{scope_of(src.buffer)}')", stmt.span)
+    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    total = math.prod(tile)
+    iters = -(-total // lw.T)
+    it = tirx.Var("it", "int32")
+    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    if iters > 1:
+        lw.bind_loop(it, iters)
+    pos, rest = [], q
+    for ext in reversed(tile):
+        pos.append(tirx.floormod(rest, i32(ext)))
+        rest = tirx.floordiv(rest, i32(ext))
+    pos = [simplify(p) for p in reversed(pos)]
+    s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
+    value = _load_raw(lw, src, s_idx)
+    if src.dtype != dst.dtype:
+        value = tirx.Cast(dst.dtype, value)
+    body = evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span)
+    guard = None
+    for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, src, s_idx, sd),
+              _in_bounds(lw, dst, d_idx, dd)):
+        if g is not None:
+            guard = g if guard is None else tirx.And(guard, g)
+    if guard is not None:
+        body = tirx.IfThenElse(guard, body, None)
+    if iters == 1:
+        return body
+    return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
+                    span=stmt.span)

@@ -7,18 +7,28 @@ hold other parts of the row combine through
 an XOR-shuffle butterfly (``tl::warp_allreduce``); threads in other warps combine through a
 shared-memory workspace. Every replica of the result ends up with the full value, which is what
 the replicated output layout (``drop_dim``) promises.
+
+Reducer epochs (``T.alloc_reducer``) take one of two plans, chosen by layout inference
+(``layout_inference.ReducerPlan``): the narrow plan (partials laid out like the update loop with
+the reduced dimensions dropped, every loop replica folding its own, the finalize all-reducing
+only the threads of one element, 16-bit sums in two ``_pk`` lanes) or the whole-block plan
+(replicated partials, updates on one replica, an all-reduce over every thread).
 """
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
-from tvm import tirx
+from tvm import ir, tirx
 
+from tilelang import targets
+from tilelang.language.dtypes import nbytes
 from tilelang.layout.fragment import LOCAL, THREAD
-from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt, walk_stmts
 from tilelang.transform import thread_sync
-from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, decode_region, scope_of
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, buffer_accesses, decode_region,
+                                       is_parallel_nest, op_name, scope_of)
 
 _OPS = {
     "sum": ("tl::SumOp", lambda a, b: a + b),
@@ -52,6 +62,8 @@ def _init(kind, dtype):
         return tirx.const(0, dtype)
     if kind == "bitand":  # all bits set
         return tirx.max_value(dtype) if dtype.startswith("uint") else tirx.const(-1, dtype)
+    if dtype == "bfloat16":   # TIR has no bfloat16 infinity: its bits (0xff80 is -inf, 0x7f80 +inf)
+        return tirx.reinterpret(dtype, tirx.const(0xFF80 if kind == "max" else 0x7F80, "uint16"))
     if kind == "max":
         return tirx.min_value(dtype) if not dtype.startswith(("float", "bfloat")) else -tirx.infinity(dtype)
     return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) else tirx.infinity(dtype)
@@ -72,6 +84,9 @@ def lower_reduce(lw, stmt):
     functor, combine = _OPS[kind]
     if nan and kind in ("max", "min", "absmax") and dtype in ("float16", "bfloat16"):
         functor, combine = _NAN_OPS[kind]
+    elif kind in ("max", "min", "absmax") and dtype == "float16":
+        # the half-precision intrinsics (a NaN operand loses, as with fmaxf)
+        combine = _nan_combine("__hmin" if kind == "min" else "__hmax")
     if FRAGMENT_SCOPE != scope_of(src.buffer) or FRAGMENT_SCOPE != scope_of(dst.buffer):
         return _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine)
     F = lw.layouts.fragments[src.buffer]
@@ -223,12 +238,18 @@ def _for(var, n, body):
 
 
 def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
-    """Combine partial results across warps through a shared-memory workspace."""
+    """Combine partial results across warps through a shared-memory workspace: all ``n_out``
+    registers in one exchange (two barriers), or, where a workspace of ``T * n_out`` elements
+    would take the block past its shared-memory budget, one register at a time through ``T``
+    elements (two barriers each), as upstream's reductions do."""
     T = lw.T
-    scratch = lw.scratch(f"{name}_red_ws", T * n_out, dtype)
+    batched = n_out == 1 or _scratch_fits(lw, T * n_out, dtype)
+    scratch = lw.scratch(f"{name}_red_ws", T * n_out if batched else T, dtype)
     u = tirx.Var("u", "int32")
+    slot = u * T if batched else i32(0)
     sync = thread_sync.sync_stmt(lw)
-    out = [sync, _for(u, n_out, tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [u * T + lw.tid])), sync]
+    write = tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [slot + lw.tid])
+    out = [sync, _for(u, n_out, write), sync] if batched else []
     # For every combination of the cross-warp digits, read the partner's partial.
     combos = math.prod(e for _, e in axes)
     c = tirx.Var("c", "int32")
@@ -240,17 +261,24 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
         partner = partner + _digit(c, rs, extent) * stride
         rs *= extent
     total = tirx.decl_buffer((n_out,), dtype, f"{name}_red_all", scope="local")
-    first = tirx.BufferLoad(scratch, [u * T + simplify(_subst(partner, c, 0))])
+    first = tirx.BufferLoad(scratch, [slot + simplify(_subst(partner, c, 0))])
     body = seq([
         tirx.BufferStore(total, first, [u]),
         tirx.For(c, i32(1), i32(combos - 1), tirx.ForKind.SERIAL,
                  tirx.BufferStore(total, combine(tirx.BufferLoad(total, [u]),
-                                                 tirx.BufferLoad(scratch, [u * T + simplify(partner)])), [u]),
+                                                 tirx.BufferLoad(scratch, [slot + simplify(partner)])), [u]),
                  annotations={"pragma_unroll": True}) if combos > 1 else None,
         tirx.BufferStore(acc, tirx.BufferLoad(total, [u]), [u]),
     ])
-    out += [tirx.AllocBuffer(total), _for(u, n_out, body)]
+    out += [tirx.AllocBuffer(total), _for(u, n_out, body if batched else seq([sync, write, sync, body]))]
     return out
+
+
+def _scratch_fits(lw, elems, dtype):
+    """Whether ``elems`` more elements of ``dtype`` carved after what the block already uses stay
+    within the target's shared memory per block."""
+    end = -(-lw.smem_bytes // 128) * 128 + elems * nbytes(dtype)
+    return end <= targets.smem_per_block(getattr(lw, "arch", None) or "sm_90a")
 
 
 def _subst(expr, var, value):
@@ -266,9 +294,16 @@ def lower_cumsum(lw, stmt):
     dim, reverse = int(args[2].value), bool(int(args[3].value))
     kind = str(args[4].value) if len(args) > 4 else "sum"   # T.cummax passes "max"
     for r in (src, dst):
-        if scope_of(r.buffer) not in SHARED_SCOPES + (FRAGMENT_SCOPE,) or not r.is_whole():
-            raise LoweringError("TL0002", "T.cumsum works on whole shared-memory buffers or fragments", stmt.span)
-    shape = [const_int(x) for x in src.buffer.shape]
+        shared = scope_of(r.buffer) in SHARED_SCOPES
+        if not (shared or scope_of(r.buffer) == FRAGMENT_SCOPE and r.is_whole()):
+            raise LoweringError("TL0002", "T.cumsum works on shared-memory buffers (or regions of them) and whole "
+                                "fragments", stmt.span)
+        if shared and None in [const_int(e) for e in r.extents]:
+            raise LoweringError("TL0002", "T.cumsum over a shared-memory region needs constant extents", stmt.span)
+    shape = _region_shape(src)
+    if _region_shape(dst) != shape:
+        raise LoweringError("TL0002", f"T.cumsum: source region {shape} and destination region "
+                            f"{_region_shape(dst)} differ in shape", stmt.span)
     if dim < 0:
         dim += len(shape)
     sync = thread_sync.sync_stmt(lw)
@@ -282,12 +317,23 @@ def lower_cumsum(lw, stmt):
     return seq(stmts)
 
 
+def _region_shape(region):
+    """The extents of a scan operand: a fragment's shape, a shared region's extents."""
+    if scope_of(region.buffer) == FRAGMENT_SCOPE:
+        return [const_int(x) for x in region.buffer.shape]
+    return [const_int(e) for e in region.extents]
+
+
 def _scan_operand(lw, region, shape, role, stmts):
     """An accessor ``at(indices) -> (buffer, [flat index])`` over shared memory for one operand;
     a fragment gets a scratch buffer (filled by ``stmts`` for the source)."""
     buf = region.buffer
     if scope_of(buf) in SHARED_SCOPES:
-        return lambda idx: (lw.smem_views[buf], [lw.shared_offset(buf, idx)])
+        # a region of the buffer: its starts added to the (trailing) indices the scan walks
+        starts = list(region.starts)
+        lead = len(starts) - len(shape)
+        return lambda idx: (lw.smem_views[buf], [lw.shared_offset(
+            buf, starts[:lead] + [simplify(s + i) for s, i in zip(starts[lead:], idx)])])
     scratch = lw.scratch(f"{buf.name}_scan_{role}", math.prod(shape), str(buf.dtype))
     at = lambda idx: (scratch, [sum((e * math.prod(shape[d + 1:]) for d, e in enumerate(idx)), i32(0))])  # noqa: E731
     if role == "src":
@@ -334,3 +380,356 @@ def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     if rounds == 1:
         return guarded
     return tirx.For(r0, i32(0), i32(rounds), tirx.ForKind.SERIAL, guarded)
+
+
+_ThreadAxis = namedtuple("_ThreadAxis", "stride extent")
+
+
+# ---- TVM's thread all-reduce (T.comm_reducer + T.tvm_thread_allreduce) -------------------------
+
+def lower_thread_allreduce(lw, stmt):
+    """``with T.attr(T.comm_reducer(f, [id]), "reduce_scope", ...): T.tvm_thread_allreduce(1, v,
+    cond, out, *thread_vars)``: ``out`` of every thread gets ``f`` folded over the ``v`` of the
+    threads that differ from it only in ``thread_vars`` (a ``cond`` that is false contributes the
+    identity). Lanes of one warp combine by xor shuffles (group extent and stride powers of two),
+    anything else through a shared workspace."""
+    reducer, call = stmt.node, getattr(stmt.body, "value", None)
+    if not isinstance(reducer, tirx.CommReducer) or not (
+            isinstance(call, ir.Call) and getattr(call.op, "name", "") == "tirx.tvm_thread_allreduce"):
+        raise LoweringError("TL0002", "a reduce_scope attribute holds T.comm_reducer(...) around one "
+                            "T.tvm_thread_allreduce(...)", stmt.span)
+    args = list(call.args)
+    n = const_int(args[0])
+    if n != 1 or len(reducer.result) != 1:
+        raise LoweringError("TL0002", "T.tvm_thread_allreduce reduces one value at a time here", stmt.span)
+    src, cond, out, rvars = args[1], args[2], args[3], args[4:]
+    if not isinstance(out, ir.TensorLoad):
+        raise LoweringError("TL0002", "T.tvm_thread_allreduce writes its result into a buffer element (Cr[0])",
+                            stmt.span)
+    strides = {"threadIdx.x": 1, "threadIdx.y": lw.info.threads[0],
+               "threadIdx.z": lw.info.threads[0] * (lw.info.threads[1] if len(lw.info.threads) > 1 else 1)}
+    extents = dict(zip(("threadIdx.x", "threadIdx.y", "threadIdx.z"), lw.info.threads))
+    axes = []
+    for v in rvars:
+        tag = next((t for t, tv in lw.info.thread_vars.items() if tv.same_as(v)), None)
+        if tag is None:
+            raise LoweringError("TL0002", f"T.tvm_thread_allreduce reduces over thread indices; '{v}' is not one "
+                                "(use T.get_thread_binding(k))", stmt.span)
+        axes.append(_ThreadAxis(strides[tag], extents[tag]))
+    dtype = str(out.source.dtype)
+    lhs, rhs, res = reducer.lhs[0], reducer.rhs[0], reducer.result[0]
+
+    def combine(a, b):
+        return substitute(res, {lhs: a, rhs: b})
+
+    value = lw.rewrite(src)
+    if str(value.dtype) != dtype:
+        value = tirx.Cast(dtype, value)
+    if const_int(cond) != 1:
+        value = tirx.Select(lw.rewrite(cond), value, reducer.identity_element[0])
+    acc = tirx.decl_buffer((1,), dtype, "red_buf", scope="local")
+    a0 = tirx.BufferLoad(acc, [i32(0)])
+    stmts = [tirx.AllocBuffer(acc), tirx.BufferStore(acc, value, [i32(0)])]
+    in_warp, cross = _split_thread_axes([a for a in axes if a.extent > 1])
+    mask = tirx.IntImm("uint32", (1 << lw.T) - 1 if lw.T < 32 else 0xFFFFFFFF)
+    for stride, extent in in_warp:
+        off = extent // 2
+        while off >= 1:
+            other = tirx.call_extern(dtype, "tl::shfl_xor", a0, i32(off * stride), mask)
+            stmts.append(tirx.BufferStore(acc, combine(a0, other), [i32(0)]))
+            off //= 2
+    if cross:
+        stmts.extend(_cross_warp(lw, acc, 1, cross, combine, dtype, "red_buf"))
+    stmts.append(lw.store(out.source, list(out.indices), a0, span=stmt.span))
+    return seq(stmts)
+
+
+# ---- reducer epochs (T.alloc_reducer / reducer_init / reducer_update / finalize_reducer) -----------
+
+_REDUCER_FUNCTORS = {"sum": "tl::SumOp", "max": "tl::MaxOp", "min": "tl::MinOp", "bitand": "tl::BitAndOp",
+                     "bitor": "tl::BitOrOp", "bitxor": "tl::BitXorOp"}
+REDUCER_OPS = ("reducer_decl", "reducer_init", "reducer_update", "finalize_reducer")
+
+
+def finalize_parts(args):
+    """(destination region or None, batch) of a ``finalize_reducer`` call's arguments."""
+    batch = 1
+    if isinstance(args[-1], tirx.IntImm):
+        batch, args = int(args[-1].value), args[:-1]
+    return (decode_region(args[1]) if len(args) > 1 else None), batch
+
+
+def _reducer_decls(body):
+    """{buffer: (op, legacy)} of every T.alloc_reducer in ``body``."""
+    out = {}
+    epoch = []    # reducers some epoch op (init, update, finalize into a destination) names
+
+    def visit(s):
+        name = op_name(s)
+        if name == "reducer_decl":
+            args = s.value.args
+            out[decode_region(args[0]).buffer] = (str(args[1].value), bool(int(args[2].value)))
+        elif name == "reducer_init" or (name == "finalize_reducer" and finalize_parts(s.value.args)[0] is not None):
+            epoch.append(decode_region(s.value.args[0]).buffer)
+        elif name == "reducer_update":
+            epoch.append(s.value.args[0].source)
+
+    walk_stmts(body, visit)
+    # T.alloc_reducer without ``replication`` is the older form too when no epoch op names it
+    return {b: (op, legacy or not any(b.same_as(e) for e in epoch)) for b, (op, legacy) in out.items()}
+
+
+def reducer_info(lw, buf):
+    """(op, legacy) of reducer ``buf``; the kernel's epochs are checked on the first call."""
+    decls = getattr(lw, "_reducers", None)
+    if decls is None:
+        decls = lw._reducers = _reducer_decls(lw.info.body)
+        _check_epochs(lw.info.body, decls)
+    return decls[buf]
+
+
+def _check_epochs(body, decls):
+    """Every epoch is init -> updates (inside T.Parallel) -> finalize in the init's scope (or in a
+    branch of it); between them the reducer is neither stored to nor read."""
+    v2 = {b for b, (_, legacy) in decls.items() if not legacy}
+    open_at, finalized = {}, set()
+
+    def touched(stmt):
+        return [(b, store) for b, _, store in buffer_accesses(stmt) if b in v2]
+
+    def fail(msg, span):
+        raise LoweringError("TL0002", msg, span)
+
+    def visit(s, ctx, in_parallel):
+        if s is None:
+            return
+        if isinstance(s, tirx.SeqStmt):
+            for c in s.seq:
+                visit(c, ctx, in_parallel)
+            return
+        name = op_name(s)
+        if name in REDUCER_OPS:
+            args = s.value.args
+            buf = args[0].source if name == "reducer_update" else decode_region(args[0]).buffer
+            if buf not in v2:
+                return
+            if name == "reducer_init":
+                if buf in open_at:
+                    fail(f"double T.reducer_init of reducer '{buf.name}': the epoch opened before is not "
+                         "finalized yet", s.span)
+                open_at[buf] = ctx
+            elif name == "reducer_update":
+                if buf not in open_at:
+                    fail(f"T.reducer_update of reducer '{buf.name}' before T.reducer_init (no open epoch)", s.span)
+                if not in_parallel:
+                    fail(f"T.reducer_update of reducer '{buf.name}' outside any T.Parallel loop: which threads "
+                         "contribute is ambiguous", s.span)
+                for b, _ in touched(tirx.Evaluate(args[1])):
+                    fail(f"illegal read of reducer '{b.name}' before T.finalize_reducer", s.span)
+            elif name == "finalize_reducer":
+                start = open_at.get(buf)
+                if start is None:
+                    fail(f"T.finalize_reducer of reducer '{buf.name}' without an open epoch (T.reducer_init "
+                         "first)", s.span)
+                extra = ctx[len(start):]
+                if ctx[:len(start)] != start or any(kind != "if" for kind, _ in extra):
+                    fail(f"T.finalize_reducer of reducer '{buf.name}' is not in the scope of its T.reducer_init "
+                         "(the same block, or a block-uniform branch inside it)", s.span)
+                del open_at[buf]
+                finalized.add(buf)
+                if finalize_parts(args)[0] is not None:
+                    for b, _ in touched(tirx.Evaluate(args[1])):
+                        fail(f"illegal store to reducer '{b.name}'", s.span)
+            return
+        if isinstance(s, tirx.For):
+            par = is_parallel_nest(s)
+            visit(s.body, ctx if par else ctx + (("for", id(s)),), in_parallel or par)
+            return
+        if isinstance(s, tirx.IfThenElse):
+            for b, _ in touched(tirx.Evaluate(s.condition)):
+                fail(f"illegal read of reducer '{b.name}' before T.finalize_reducer", s.span)
+            visit(s.then_case, ctx + (("if", (id(s), 0)),), in_parallel)
+            visit(s.else_case, ctx + (("if", (id(s), 1)),), in_parallel)
+            return
+        if isinstance(s, (tirx.AttrStmt,)):
+            visit(s.body, ctx, in_parallel)
+            return
+        for b, store in touched(s):
+            if name == "fill":
+                fail(f"illegal T.clear/T.fill of reducer '{b.name}': open its epoch with T.reducer_init", s.span)
+            what = "store to" if store else "read of"
+            fail(f"illegal {what} reducer '{b.name}': between T.reducer_init and T.finalize_reducer it is only "
+                 "updated with T.reducer_update", s.span)
+
+    visit(body, (), False)
+    for buf in open_at:
+        raise LoweringError("TL0002", f"reducer '{buf.name}' is initialised but never finalized "
+                            "(T.finalize_reducer)", None)
+
+
+def lower_reducer_op(lw, stmt, name):
+    args = stmt.value.args
+    if name == "reducer_update":
+        buf = args[0].source
+        reducer_info(lw, buf)
+        raise LoweringError("TL0002", f"T.reducer_update of reducer '{buf.name}' outside any T.Parallel loop",
+                            stmt.span)
+    buf = decode_region(args[0]).buffer
+    kind, _legacy = reducer_info(lw, buf)
+    if name == "reducer_decl":
+        return None
+    dtype = str(buf.dtype)
+    regs = lw.frag[buf]
+    n = max(lw.layouts.fragments[buf].local_size, 1)
+    v = tirx.Var("v", "int32")
+    plan = lw.layouts.reducers.get(buf)
+    if plan is not None:
+        return _lower_narrow(lw, stmt, name, buf, kind, plan)
+    if name == "reducer_init":
+        init = _init(kind, dtype)
+        if len(args) > 1:   # the seed enters once: through thread 0's partials
+            init = tirx.Select(tirx.EQ(lw.tid, i32(0)), lw.rewrite(args[1]), init)
+            bound = tirx.decl_buffer((1,), dtype, f"{buf.name}_seed", scope="local")
+            return seq([tirx.AllocBuffer(bound), tirx.BufferStore(bound, init, [i32(0)]),
+                        _for(v, n, tirx.BufferStore(regs, tirx.BufferLoad(bound, [i32(0)]), [v]))])
+        return _for(v, n, tirx.BufferStore(regs, init, [v]))
+    # finalize: an all-reduce of every partial over the whole block, then the copy into dst
+    lw.check_all_threads("T.finalize_reducer", stmt.span)
+    T = lw.T
+    if T & (T - 1):
+        raise LoweringError("TL0002", f"T.finalize_reducer needs a power-of-two thread count, the block has {T}",
+                            stmt.span)
+    dst_region, batch = finalize_parts(args)
+    _check_batch(buf, n, batch, stmt.span)
+    ws = lw.scratch(f"{buf.name}_red_ws", T * batch, dtype)
+    mask = f", {hex((1 << T) - 1)}u" if T < 32 else ""
+    ws_ptr = tirx.address_of(tirx.BufferLoad(ws, [i32(0)]))
+    if batch > 1:   # one pair of barriers for every `batch` registers
+        fn = f"tl::AllReduceBatch<{_REDUCER_FUNCTORS[kind]}, {T}, 1, {batch}, {T}{mask}>::run_batch"
+        stmts = [_for(v, n // batch, tirx.Evaluate(tirx.call_extern(
+            "void", fn, tirx.address_of(tirx.BufferLoad(regs, [v * batch])), ws_ptr)))]
+    else:
+        fn = f"tl::AllReduce<{_REDUCER_FUNCTORS[kind]}, {T}, 1{mask}>::run"
+        stmts = [_for(v, n, tirx.BufferStore(regs, tirx.call_extern(dtype, fn, tirx.BufferLoad(regs, [v]), ws_ptr),
+                                             [v]))]
+    if dst_region is not None:
+        dst = dst_region.buffer
+        G = lw.layouts.fragments[dst]
+        u = tirx.Var("u", "int32")
+        target, idx = lw.element(buf, list(G.index(lw.tid, u)))
+        value = tirx.BufferLoad(target, idx)
+        if str(dst.dtype) != dtype:
+            value = tirx.Cast(str(dst.dtype), value)
+        stmts.append(_for(u, max(G.local_size, 1), tirx.BufferStore(lw.frag[dst], value, [u], span=stmt.span)))
+    return seq(stmts)
+
+
+def _check_batch(buf, n, batch, span):
+    numel = math.prod(const_int(x) for x in buf.shape)
+    if batch > numel:
+        raise LoweringError("TL0002", f"T.finalize_reducer(batch={batch}) exceeds total output elements of "
+                            f"reducer '{buf.name}' ({numel})", span)
+    if n % batch:
+        raise LoweringError("TL0002", f"T.finalize_reducer(batch={batch}) must evenly divide the {n} elements of "
+                            f"reducer '{buf.name}' each thread holds", span)
+
+
+def _lower_narrow(lw, stmt, name, buf, kind, plan):
+    """Init / finalize of a reducer with a narrow plan (``layout_inference.ReducerPlan``): the
+    partials start from the identity and the seed is kept aside (combined once, after the
+    collective); the finalize all-reduces each register over the plan's thread groups only.
+    The destination reads the result where it is: straight from the registers when every
+    thread holds every element, else through shared memory (one writer per element)."""
+    args = stmt.value.args
+    dtype = str(buf.dtype)
+    layout = lw.layouts.fragments[buf]
+    regs, n = lw.frag[buf], max(layout.local_size, 1)
+    v = tirx.Var("v", "int32")
+    seeds = lw.__dict__.setdefault("_reducer_seeds", {})
+    packed = lw.__dict__.setdefault("_reducer_packed", {})
+    if name == "reducer_init":
+        if plan.lane is not None:   # two lanes per partial; the plain registers get their fold
+            pk = packed.get(buf)
+            stmts = []
+            if pk is None:
+                pk = packed[buf] = tirx.decl_buffer((2 * n,), dtype, f"{buf.name}_pk", scope="local")
+                stmts.append(tirx.AllocBuffer(pk))
+            stmts.append(_for(v, 2 * n, tirx.BufferStore(pk, _init(kind, dtype), [v])))
+        else:
+            stmts = [_for(v, n, tirx.BufferStore(regs, _init(kind, dtype), [v]))]
+        if len(args) > 1:   # taken now, combined once per element at the finalize
+            bound = tirx.decl_buffer((1,), dtype, f"{buf.name}_seed", scope="local")
+            seeds[buf] = bound
+            stmts = [tirx.AllocBuffer(bound), tirx.BufferStore(bound, lw.rewrite(args[1]), [i32(0)])] + stmts
+        return seq(stmts)
+    lw.check_all_threads("T.finalize_reducer", stmt.span)
+    dst_region, batch = finalize_parts(args)
+    _check_batch(buf, layout.local_size, batch, stmt.span)   # (the collectives here stay per register)
+    _, combine = _OPS[kind]
+    T = lw.T
+    value = tirx.BufferLoad(regs, [v])
+    if buf in packed:
+        pk = packed[buf]
+        value = combine(tirx.BufferLoad(pk, [v * 2]), tirx.BufferLoad(pk, [v * 2 + 1]))
+    if plan.steps:
+        mask = f", {hex((1 << T) - 1)}u" if T < 32 else ""
+        ws_ptr = None
+        for threads, stride in plan.steps:
+            fn = f"tl::AllReduce<{_REDUCER_FUNCTORS[kind]}, {threads}, {stride}{mask}>::run"
+            if threads * stride <= 32:      # inside a warp: shuffles only, no workspace
+                value = tirx.call_extern(dtype, fn, value)
+                continue
+            if ws_ptr is None:
+                ws = lw.scratch(f"{buf.name}_red_ws", T, dtype)
+                ws_ptr = tirx.address_of(tirx.BufferLoad(ws, [i32(0)]))
+            value = tirx.call_extern(dtype, fn, value, ws_ptr)
+    if buf in seeds:
+        value = combine(value, tirx.BufferLoad(seeds[buf], [i32(0)]))
+    stmts = []
+    if not isinstance(value, tirx.BufferLoad):     # a collective or a seed: fold it into the registers
+        stmts.append(_for(v, n, tirx.BufferStore(regs, value, [v])))
+    if dst_region is None:
+        return seq(stmts) if stmts else tirx.Evaluate(i32(0))
+    dst = dst_region.buffer
+    G = lw.layouts.fragments[dst]
+    u = tirx.Var("u", "int32")
+    shape = [const_int(x) for x in buf.shape]
+    numel = math.prod(shape)
+    if layout.local_size >= numel:       # every thread holds every element
+        target, idx = lw.element(buf, list(G.index(lw.tid, u)))
+        src = tirx.BufferLoad(target, idx)
+    else:
+        stage = lw.scratch(f"{buf.name}_fin", numel, dtype)
+        sync = thread_sync.sync_stmt(lw)
+
+        def flat(index):
+            out = i32(0)
+            for e, m in zip(index, shape):
+                out = out * i32(m) + e
+            return simplify(out)
+
+        write = tirx.BufferStore(stage, tirx.BufferLoad(regs, [v]), [flat(layout.index(lw.tid, v))])
+        stmts += [sync, tirx.IfThenElse(tirx.EQ(layout.replica_index(lw.tid), i32(0)), _for(v, n, write), None),
+                  sync]
+        src = tirx.BufferLoad(stage, [flat(G.index(lw.tid, u))])
+    if str(dst.dtype) != dtype:
+        src = tirx.Cast(str(dst.dtype), src)
+    stmts.append(_for(u, max(G.local_size, 1), tirx.BufferStore(lw.frag[dst], src, [u], span=stmt.span)))
+    return seq(stmts)
+
+
+def lower_reducer_update(lw, stmt, loop):
+    """``T.reducer_update(acc[idx], value)`` in a T.Parallel body: the iteration's thread folds
+    ``value`` into its partial (the loop lowering runs each iteration on one replica)."""
+    target, value = stmt.value.args
+    buf = target.source
+    kind, _ = reducer_info(lw, buf)
+    _, combine = _OPS[kind]
+    idx = [lw.rewrite(i, loop) for i in target.indices]
+    regs, ridx = lw.element(buf, idx)
+    plan = lw.layouts.reducers.get(buf)
+    pk = getattr(lw, "_reducer_packed", {}).get(buf)
+    if plan is not None and plan.lane is not None and pk is not None:
+        regs, ridx = pk, [lw.an.simplify(ridx[0] * 2 + tirx.floormod(lw.rewrite(plan.lane, loop), i32(2)))]
+    cur = tirx.BufferLoad(regs, ridx)
+    return tirx.BufferStore(regs, combine(cur, lw.rewrite(value, loop)), ridx, span=stmt.span)

@@ -33,12 +33,13 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, seq,
                                 simplify, substitute_stmt, uses_vars, walk_stmts)
-from tilelang.transform import (lower_copy, lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan,
-                                thread_sync, warp_specialize)
+from tilelang.transform import (lower_copy, lower_im2col, lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan,
+                                thread_sync, user_barriers, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
-                                       decode_region, is_parallel_nest, op_name, parallel_nest,
-                                       scope_of)
-from tilelang.transform.layout_inference import Layouts
+                                       buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
+                                       safe_value, scope_of)
+from tilelang.transform.layout_inference import Layouts, memory_loop_layout
+from tilelang.transform.lower_gemm_fma import fma_call
 
 SMEM_ALIGN = 128
 SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
@@ -51,6 +52,10 @@ class Lowerer:
         self.configs = pass_configs or {}
         self.T = info.num_threads
         self.tid = info.tid
+        roles = getattr(info, "user_ws", None)      # T.ws: the compute role's own thread index
+        if roles is not None and roles.lo:
+            self.tid = info.tid - roles.lo * user_ws.GROUP
+        self.role_block = None  # the T.ws block being lowered: (first, last + 1) warp group
         self.thread_guard = None  # the user's `if` on the thread index being lowered, if any
         self.thread_vars = [iv.var for iv, _ in info.launch if str(iv.thread_tag).startswith("threadIdx")]
         self.an = tvm.sym.Analyzer()
@@ -89,6 +94,8 @@ class Lowerer:
             self._plan_memory()
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
+        if self.cluster_dims is None:
+            self.cluster_dims = warp_specialize.user_cluster_dims(info.func)    # T.ClusterKernel
 
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
@@ -114,6 +121,9 @@ class Lowerer:
         for buf in ring + (list(self.ws.head_buffers) if self.ws is not None else []):
             if buf in live:
                 live[buf] = (0, live[buf][1])
+        for buf in getattr(self.info, "barrier_buffers", ()):    # T.alloc_barrier: never shares bytes
+            if buf in live:
+                live[buf] = (0, len(smem_plan.top_level(self.info.body)))
         if self.ws is not None and self.ws.persistent is not None:
             whole = (0, len(smem_plan.top_level(self.info.body)))
             for buf in ring:
@@ -206,7 +216,14 @@ class Lowerer:
         upstream's safe-memory-access pass makes them."""
         if scope_of(buf) != "global" or self.configs.get("tl.disable_safe_memory_access"):
             return None
-        conds = [tirx.LT(i, n) for i, n in zip(indices, buf.shape) if not self.prove(tirx.LT(i, n))]
+        conds = []
+        for i, n in zip(indices, buf.shape):   # (a shifted index may also fall below 0)
+            n = i32(n)
+            if dtype_of(i) != dtype_of(n):   # int32 index into an int64 extent, or the reverse
+                wide = "int64" if "int64" in (dtype_of(i), dtype_of(n)) else dtype_of(i)
+                i, n = (x if dtype_of(x) == wide else tirx.Cast(wide, x) for x in (i, n))
+            zero = tirx.IntImm(dtype_of(i), 0)
+            conds += [c for c in (tirx.GE(i, zero), tirx.LT(i, n)) if not self.prove(c)]
         if not conds:
             return None
         out = conds[0]
@@ -239,12 +256,19 @@ class Lowerer:
             return self.lower_parallel(stmt)
         if isinstance(stmt, tirx.For):
             return self.lower_for(stmt)
+        if isinstance(stmt, tirx.While):   # a scalar `while` (every thread evaluates the condition)
+            return tirx.While(self.rewrite(stmt.condition), thread_sync.lower_loop_body(self, stmt.body),
+                              span=stmt.span)
         if isinstance(stmt, tirx.BufferStore):
             return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
         if isinstance(stmt, tirx.IfThenElse):
             return self.lower_if(stmt)
         if isinstance(stmt, tirx.Bind):
             return tirx.Bind(stmt.var, self.rewrite(stmt.value), span=stmt.span)
+        if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "reduce_scope":
+            return lower_reduce.lower_thread_allreduce(self, stmt)
+        if user_ws.is_ws(stmt):
+            return user_ws.lower_block(self, stmt)    # T.ws(...): a warp-group role
         if isinstance(stmt, tirx.AttrStmt):
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([self.lower(stmt.body)]), span=stmt.span)
         if isinstance(stmt, tirx.DeclBuffer):
@@ -264,11 +288,17 @@ class Lowerer:
         finally:
             self.thread_guard = outer
 
-    def check_all_threads(self, what: str, span):
+    def check_all_threads(self, what: str, span, stmt=None):
         """A tile op spreads its elements over every thread of the block; under an `if` on the
-        thread index only some threads run it, and the others' elements would silently be skipped."""
+        thread index only some threads run it, and the others' elements would silently be skipped.
+        An op over memory only, under a condition that selects a range of threads
+        (``tx < 128``, ``128 <= tx < 256``), is spread over those threads instead (upstream's
+        thread bounds): the range ``(first, count)`` is returned; None: every thread runs it."""
         if self.thread_guard is None:
-            return
+            return None
+        rng = self._selected_range(self.thread_guard.condition)
+        if rng is not None and stmt is not None and not _touches_fragment(stmt):
+            return rng
         line = getattr(self.thread_guard.span, "line", None)
         where = f" (line {line})" if line else ""
         raise LoweringError(
@@ -277,6 +307,30 @@ class Lowerer:
             f"excludes would skip theirs", span,
             notes=["move the tile op out of the `if` (every thread runs it), or write the per-thread loop "
                    "with T.serial over the elements the selected threads own"])
+
+    def _selected_range(self, cond):
+        """(first, count) when ``cond`` holds exactly for threads first <= tid < first + count."""
+        tid = self.tid
+        with self.an.constraint_scope(cond):
+            bound = self.an.const_int_bound(tid)
+        lo, hi = int(bound.min_value), int(bound.max_value) + 1
+        if not 0 <= lo < hi <= self.T:
+            return None
+        with self.an.constraint_scope(tirx.And(tirx.GE(tid, i32(lo)), tirx.LT(tid, i32(hi)))):
+            if not self.prove(cond):
+                return None
+        return lo, hi - lo
+
+    def on_threads(self, rng, lower):
+        """``lower()`` with the tile op spread over the threads ``rng`` = (first, count) only."""
+        if rng is None:
+            return lower()
+        saved = self.T, self.tid
+        self.T, self.tid = rng[1], simplify(self.tid - i32(rng[0])) if rng[0] else self.tid
+        try:
+            return lower()
+        finally:
+            self.T, self.tid = saved
 
     def lower_for(self, loop):
         if self.ws is not None and loop.same_as(self.ws.loop):
@@ -292,9 +346,16 @@ class Lowerer:
 
     def lower_op(self, stmt):
         name = op_name(stmt)
-        if name in ("copy", "fill", "gemm", "reduce", "cumsum"):
-            self.check_all_threads(f"T.{name}", stmt.span)
+        if name in ("copy", "fill", "gemm", "reduce", "cumsum", "im2col"):
+            rng = self.check_all_threads(f"T.{name}", stmt.span, stmt if name in ("copy", "fill", "im2col") else None)
+            if rng is not None:
+                return self.on_threads(rng, lambda: self._lower_op(stmt, name))
+        return self._lower_op(stmt, name)
+
+    def _lower_op(self, stmt, name):
         if name == "copy":
+            if user_ws.is_tma_copy(stmt):
+                return user_ws.lower_tma_copy(self, stmt)
             if self.ws is not None and self.ws.is_head(stmt):
                 return None      # the TMA producer loads it (warp_specialize._heads)
             return lower_copy.lower_copy(self, stmt)
@@ -302,23 +363,39 @@ class Lowerer:
             return lower_copy.lower_fill(self, stmt)
         if name == "gemm":
             return self.lower_gemm(stmt)
+        if name == "wait_wgmma":
+            return self.lower_wait_wgmma(stmt)
+        if name == "gemm_sp":
+            self.check_all_threads("T.gemm_sp", stmt.span)
+            return self.lower_gemm_sp(stmt)
         if name == "reduce":
             return lower_reduce.lower_reduce(self, stmt)
         if name == "cumsum":
             return lower_reduce.lower_cumsum(self, stmt)
         if name == "atomic":
             return lower_copy.lower_atomic(self, stmt)
+        if name == "im2col":
+            return lower_im2col.lower_im2col(self, stmt)
         if name == "print":
             return lower_print.lower_print(self, stmt)
+        if name in lower_reduce.REDUCER_OPS:
+            return lower_reduce.lower_reducer_op(self, stmt, name)
         if name in ("annotate_layout",):
             return None
         if name == "use_swizzle":
             return None
+        if user_barriers.handles(name):     # T.alloc_barrier, T.mbarrier_* (user-written mbarriers)
+            return user_barriers.lower(self, stmt, name)
         raise LoweringError("TL0002", f"T.{name} has no lowering yet", stmt.span)
 
     # ----- T.Parallel --------------------------------------------------------------------
     def lower_parallel(self, stmt):
-        self.check_all_threads("T.Parallel", stmt.span)
+        rng = self.check_all_threads("T.Parallel", stmt.span, stmt)
+        if rng is not None:
+            return self.on_threads(rng, lambda: self._lower_parallel(stmt))
+        return self._lower_parallel(stmt)
+
+    def _lower_parallel(self, stmt):
         loop_vars, extents, body = parallel_nest(stmt)
         unswitched = self._unswitch_select(stmt, loop_vars, extents, body)
         if unswitched is not None:
@@ -363,6 +440,8 @@ class Lowerer:
 
     def _lower_parallel_nest(self, stmt, loop_vars, body):
         layout = self.layouts.loops[loop_vars[0]]
+        if layout.num_threads != self.T:     # over a range of the threads (check_all_threads)
+            layout = memory_loop_layout(body, list(layout.shape), self.T)
         v = tirx.Var("v", "int32")
         self.bind_loop(v, max(layout.local_size, 1))
         idx = layout.index(self.tid, v)
@@ -372,11 +451,31 @@ class Lowerer:
             self.vmap[var] = e
         new_body = self._lower_parallel_body(body, loop)
         self.vmap = saved
-        if layout.replication > 1 and _writes_memory(body):
+        extents = [f.extent for f in _nest_loops(stmt, len(loop_vars))]
+        if list(layout.shape) != [const_int(n) for n in extents]:
+            # a loop shorter than the layout it runs over (layout_inference: a fragment's layout
+            # over part of it, or a dynamic extent's constant upper bound)
+            inside = [tirx.LT(e, self.rewrite(n)) for e, n, m in zip(idx, extents, layout.shape)
+                      if const_int(n) != m]
+            if inside:
+                cond = inside[0]
+                for c in inside[1:]:
+                    cond = tirx.And(cond, c)
+                new_body = tirx.IfThenElse(cond, new_body, None)
+        if layout.replication > 1 and _writes_memory(body, self.layouts.reducers):
             new_body = tirx.IfThenElse(tirx.EQ(layout.replica_index(self.tid), i32(0)), new_body, None)
         n = max(layout.local_size, 1)
         if n == 1:
             return substitute_stmt(new_body, {v: i32(0)})
+        w = _cast_vector_width(new_body, v, n, set(self.frag.values()))
+        if w > 1:   # a register-to-register cast: lanes of a vectorized cast (paired conversions)
+            vo, vi = tirx.Var("v", "int32"), tirx.Var("vi", "int32")
+            inner = tirx.For(vi, i32(0), i32(w), tirx.ForKind.VECTORIZED,
+                             substitute_stmt(new_body, {v: vo * w + vi}))
+            if n == w:
+                return substitute_stmt(inner, {vo: i32(0)})
+            return tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner,
+                            annotations={"pragma_unroll": True}, span=stmt.span)
         return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, new_body,
                         annotations={"pragma_unroll": True}, span=stmt.span)
 
@@ -389,8 +488,17 @@ class Lowerer:
             other = self._lower_parallel_body(body.else_case, loop) if body.else_case is not None else None
             return tirx.IfThenElse(self.rewrite(body.condition, loop), self._lower_parallel_body(body.then_case, loop),
                                    other, span=body.span)
+        if isinstance(body, tirx.Evaluate) and is_tl_call(body.value, "reducer_update"):
+            return lower_reduce.lower_reducer_update(self, body, loop)
         if isinstance(body, tirx.Evaluate):
-            return tirx.Evaluate(self.rewrite(body.value, loop), span=body.span)
+            rw = _AccessRewriter(self, loop)
+            out = tirx.Evaluate(rw.visit(body.value), span=body.span)
+            if not rw.address_guards:
+                return out
+            cond = rw.address_guards[0]
+            for c in rw.address_guards[1:]:
+                cond = tirx.And(cond, c)
+            return tirx.IfThenElse(cond, out, None, span=body.span)   # (T.atomic_addx4(dKV[idx[i], j], ...))
         if isinstance(body, tirx.AllocBuffer):
             return body
         if isinstance(body, tirx.Bind):
@@ -419,7 +527,11 @@ class Lowerer:
             a_ptr = self.shared_ptr(a.buffer, [self.rewrite(s) for s in a.starts])
         else:
             a_ptr = tirx.address_of(tirx.BufferLoad(self.frag[a.buffer], [i32(0)]))
-        if plan.kind == "wgmma":
+        if plan.no_wait:
+            return self._lower_wgmma_no_wait(stmt, plan, a, b, a_ptr, c_ptr, a_shared, clear)
+        if plan.kind == "fma":
+            make = lambda cl: evaluate_extern(fma_call(plan, a, b, c, a_shared, cl), a_ptr, b_ptr, c_ptr, span=stmt.span)
+        elif plan.kind == "wgmma":
             fn = "tl::wgmma_gemm_ss" if a_shared else "tl::wgmma_gemm_rs"
             if asynchronous:
                 fn = "tl::wgmma_gemm_ss_async" if a_shared else "tl::wgmma_gemm_rs_async"
@@ -430,15 +542,98 @@ class Lowerer:
             common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             if a_shared:
                 lda = const_int(a.buffer.shape[-1])
-                make = lambda cl: evaluate_extern(f"tl::gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
                                                   span=stmt.span)
             else:
-                make = lambda cl: evaluate_extern(f"tl::gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
                                                   span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    # ----- T.wgmma_gemm / T.wait_wgmma ---------------------------------------------------------
+    def _wgmma_descriptor(self, region, mn_major: bool, k: int):
+        """``tl::initialize_wgmma_descriptor<SW, LBO, SBO>(address)`` of a shared operand: the
+        address of the shared allocation plus the byte offset of the operand's first element (a
+        slice along K starts at a slab), added to the address when constant, else given to
+        ``tl::increase_descriptor_offset``."""
+        buf = region.buffer
+        layout = self.layouts.shared[buf]
+        e = nbytes(str(buf.dtype))
+        sw = layout.slab_width * e
+        lbo = k * sw // 16 if mn_major else 1
+        view = self.smem_views[buf]
+        base = tirx.address_of(tirx.BufferLoad(view, [-view.elem_offset]))
+        delta = simplify((view.elem_offset + self.shared_offset(buf, [self.rewrite(x) for x in region.starts])) * e)
+        addr = tirx.call_extern("int32", "tl::smem_addr", base)
+        step = const_int(delta)
+        if step:
+            addr = addr + i32(step)
+        desc = tirx.call_extern("uint64", f"tl::initialize_wgmma_descriptor<{sw}, {lbo}, {8 * sw // 16}>", addr)
+        if step is None:
+            desc = tirx.call_extern("uint64", "tl::increase_descriptor_offset", desc, delta)
+        return desc, sw
+
+    def _lower_wgmma_no_wait(self, stmt, plan, a, b, a_ptr, c_ptr, a_shared, clear):
+        """T.wgmma_gemm: issue and commit; a float accumulator is left in flight until the user's
+        T.wait_wgmma (a half one is packed into 32-bit registers, so its call waits)."""
+        desc_b, swb = self._wgmma_descriptor(b, not plan.trans_b, plan.K)
+        ta = {"float16": "half", "bfloat16": "__nv_bfloat16"}[str(b.buffer.dtype)]
+        if a_shared:
+            desc_a, swa = self._wgmma_descriptor(a, plan.trans_a, plan.K)
+            head = (f"tl::wgmma_gemm_ss_desc<{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_a)}, "
+                    f"{_b(plan.trans_b)}")
+            tail = f"{swa}, {swb}, {ta}>"
+            make = lambda cl: evaluate_extern(f"{head}, {cl}, {tail}", desc_a, desc_b, c_ptr, span=stmt.span)
+        else:
+            head = f"tl::wgmma_gemm_rs_desc<{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_b)}"
+            make = lambda cl: evaluate_extern(f"{head}, {cl}, {swb}>", a_ptr, desc_b, c_ptr, span=stmt.span)
+        flag = const_int(clear)
+        if flag is not None:
+            return make("true" if flag else "false")
+        return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    def lower_gemm_sp(self, stmt):
+        """``tl::gemm_sp_ss`` (src/tl/mma_macro.h) on row-major shared operands."""
+        plan = self.layouts.sparse_gemms[stmt]
+        args = stmt.value.args
+        a, e, b, c = (decode_region(x) for x in args[:4])
+        for r in (a, e, b):
+            layout = self.layouts.shared[r.buffer]
+            if getattr(layout, "group", None) != 1 or getattr(layout, "slab", True):
+                raise LoweringError("TL0201", f"T.gemm_sp reads '{r.buffer.name}' row-major, but it has "
+                                    f"{layout.describe()}", stmt.span)
+        ptrs = [self.shared_ptr(r.buffer, [self.rewrite(x) for x in r.starts]) for r in (a, e, b)]
+        c_ptr = tirx.address_of(tirx.BufferLoad(self.frag[c.buffer], [i32(0)]))
+        lds = ", ".join(str(const_int(r.buffer.shape[-1])) for r in (a, e, b))
+        head = f"tl::gemm_sp_ss<{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_b)}"
+        make = lambda cl: evaluate_extern(f"{head}, {cl}, {lds}>", *ptrs, c_ptr, span=stmt.span)
+        flag = const_int(args[6])
+        if flag is not None:
+            return make("true" if flag else "false")
+        return tirx.IfThenElse(self.rewrite(args[6]), make("true"), make("false"), span=stmt.span)
+
+    def lower_wait_wgmma(self, stmt):
+        """``tl::wait_wgmma<n>()``, then the float accumulators of the kernel's T.wgmma_gemm calls
+        are pinned so that no access to them moves above the wait."""
+        n = const_int(stmt.value.args[0])
+        out = [evaluate_extern(f"tl::wait_wgmma<{n}>", span=stmt.span)]
+        seen = []
+        for g, plan in self.layouts.gemms.items():
+            if not plan.no_wait:
+                continue
+            a, c = (decode_region(g.value.args[i]).buffer for i in (0, 2))
+            for buf, fence in ((c, "tl::wgmma_fence_accumulator"), (a, "tl::wgmma_fence_operand")):
+                if scope_of(buf) != FRAGMENT_SCOPE or any(buf.same_as(x) for x in seen):
+                    continue
+                if buf is c and str(c.dtype) != "float32":
+                    continue        # a half accumulator's call already waited
+                seen.append(buf)
+                count = self.layouts.fragments[buf].local_size
+                ptr = tirx.address_of(tirx.BufferLoad(self.frag[buf], [i32(0)]))
+                out.append(evaluate_extern(f"{fence}<{count}>", ptr, span=stmt.span))
+        return seq(out)
 
     # ----- the kernel --------------------------------------------------------------------
     def run(self):
@@ -476,6 +671,12 @@ class Lowerer:
             if persistent and tag == "blockIdx.x":
                 # the simplifier bounds blockIdx.x by this extent: the grid has up to `tiles` blocks
                 extent = self.ws.persistent.tiles
+                if const_int(extent) is None:
+                    # A tile count computed from scalar parameters: the body recomputes its factors
+                    # (block indices from the tile), and TVM's codegen would hoist the shared part
+                    # to the host and pass it as an unbound kernel argument. The launcher sizes the
+                    # grid (artifact.grid), so the attribute only bounds blockIdx.x: keep it loose.
+                    extent = i32(2**31 - 1)
             inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
         return inner
 
@@ -526,6 +727,21 @@ class _AccessRewriter(ExprRewriter):
 
     def __init__(self, lw: Lowerer, loop: _LoopContext | None):
         self.lw, self.loop = lw, loop
+        self.address_guards = []    # bounds of global elements whose address is taken (T.Parallel)
+
+    def visit_Call(self, e):
+        """``address_of(A[i])`` of a global tensor inside T.Parallel: a pointer cannot read 0 out of
+        bounds, so the bound check is kept for the caller to guard the whole statement."""
+        arg = e.args[0] if len(e.args) == 1 else None
+        if (self.loop is None or getattr(e.op, "name", "") != "tirx.address_of"
+                or not isinstance(arg, ir.TensorLoad) or scope_of(arg.source) != "global"):
+            return super().visit_Call(e)
+        indices = [self.visit(i) for i in arg.indices]
+        guard = self.lw.global_guard(arg.source, indices)
+        if guard is not None:
+            self.address_guards.append(guard)
+        buf, idx = self.element(arg.source, indices)
+        return tirx.address_of(tirx.BufferLoad(buf, idx))
 
     def visit_var(self, var):
         for k, v in self.lw.vmap.items():
@@ -544,7 +760,7 @@ class _AccessRewriter(ExprRewriter):
         guard = self.lw.global_guard(e.source, indices) if self.loop is not None else None
         if guard is None:
             return load
-        return tirx.if_then_else(guard, load, tirx.const(0, str(e.source.dtype)))
+        return tirx.if_then_else(guard, load, safe_value(self.lw.info, e.source, str(e.source.dtype)))
 
     def _exact_local(self, buf, indices):
         loop = self.loop
@@ -572,6 +788,22 @@ class _AccessRewriter(ExprRewriter):
         return buf, [lw.an.simplify(i) for i in indices]
 
 
+def _touches_fragment(stmt) -> bool:
+    """Whether a statement (a T.Parallel nest, a T.copy) reads or writes a fragment."""
+    if op_name(stmt) is not None:
+        return any(scope_of(decode_region(a).buffer) == FRAGMENT_SCOPE for a in stmt.value.args
+                   if isinstance(a, ir.Call) and getattr(a.op, "name", "") == "tl.region")
+    return any(scope_of(b) == FRAGMENT_SCOPE for b, _, _ in buffer_accesses(stmt))
+
+
+def _nest_loops(stmt, depth):
+    out = []
+    for _ in range(depth):
+        out.append(stmt)
+        stmt = stmt.body
+    return out
+
+
 def _replace_innermost(stmt, depth, body):
     """The T.Parallel nest ``stmt`` (``depth`` loops) with ``body`` as its innermost statement."""
     if depth == 0:
@@ -580,13 +812,22 @@ def _replace_innermost(stmt, depth, body):
                     annotations=stmt.annotations, span=stmt.span)
 
 
-def _writes_memory(body) -> bool:
+def _writes_memory(body, reducers=None) -> bool:
+    """Whether the body has effects one replica must not repeat. ``reducers``: {reducer: plan}
+    (``Layouts.reducers``); an update of a reducer with a narrow plan runs on every replica (each
+    replica group holds its own partials), one of a whole-block plan (``acc[i] += x`` of the older
+    form too) on one replica only: the all-reduce takes every thread's partial."""
     found = []
+    reducers = reducers or {}
 
     def visit(s):
         if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) not in (FRAGMENT_SCOPE, "local"):
             found.append(s)
+        if isinstance(s, tirx.BufferStore) and s.buffer in reducers and reducers[s.buffer] is None:
+            found.append(s)
         if isinstance(s, tirx.Evaluate) and isinstance(s.value, ir.Call):
+            if is_tl_call(s.value, "reducer_update") and reducers.get(s.value.args[0].source) is not None:
+                return
             found.append(s)
 
     walk_stmts(body, visit)
@@ -611,3 +852,39 @@ def _elems(buf) -> int:
 
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
+
+
+def _cast_vector_width(body, v, n, registers) -> int:
+    """Lanes (2 or 4) in which the lowered T.Parallel body ``body`` (over register ``v`` of
+    ``n``) runs as a vectorized loop, or 1. Only a converting register-to-register store
+    qualifies: ``dst[v] = f(src[v], ...)`` with thread-local register arrays indexed by ``v``
+    alone, loads of other values not depending on ``v``, and a cast with a paired CUDA
+    conversion (``lower_copy.PAIRED_CASTS``). Other loops keep their serial form."""
+    from tvm import ir
+
+    from tilelang.tir_utils import tvm_ffi_walk
+
+    if not isinstance(body, tirx.BufferStore) or body.buffer not in registers:
+        return 1
+    if len(body.indices) != 1 or not body.indices[0].same_as(v):
+        return 1
+    ok, casts, widest = [True], [], [nbytes(str(body.buffer.dtype))]
+
+    def visit(e):
+        if isinstance(e, ir.TensorLoad):
+            if e.source in registers and len(e.indices) == 1 and e.indices[0].same_as(v):
+                widest.append(nbytes(str(e.source.dtype)))
+            elif uses_vars(e, [v]):
+                ok[0] = False
+        elif isinstance(e, tirx.Cast):
+            casts.append((dtype_of(e.value), dtype_of(e)))
+        elif isinstance(e, (ir.Call, tirx.Let)):
+            ok[0] = False
+
+    tvm_ffi_walk(body.value, visit)
+    if not ok[0] or not any(c in lower_copy.PAIRED_CASTS for c in casts):
+        return 1
+    w = min(4, 16 // max(widest))
+    while w > 1 and n % w:
+        w //= 2
+    return w

@@ -160,7 +160,8 @@ EFFECTS = {
     PassConfigKey.TL_ENABLE_REDUCER_PLAN_VERBOSE: _NO_DEBUG,
     PassConfigKey.TL_LAYOUT_COST_MODEL: "accepted; no effect: layout inference has one deterministic rule set, no "
                                         "cost model",
-    PassConfigKey.TL_REDUCER_FORCE_BASELINE: _NO_PASS + " (reducer plans)",
+    PassConfigKey.TL_REDUCER_FORCE_BASELINE: "every T.alloc_reducer takes the whole-block plan (replicated partials, "
+                                             "one all-reduce over all threads) instead of its narrow plan",
     PassConfigKey.TL_ENABLE_LOWER_LDGSTG: _NO_PASS + " (explicit LDG/STG lowering)",
     PassConfigKey.TL_ENABLE_LOWER_LDGSTG_PREDICATED: _NO_PASS + " (explicit LDG/STG lowering)",
     PassConfigKey.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: _NO_DEBUG,
@@ -236,6 +237,10 @@ def normalize(configs) -> dict:
         if name not in KNOWN:
             warnings.warn(f"unknown pass config key {name!r}; known keys: {', '.join(sorted(KNOWN))}",
                           stacklevel=3)
+        if name == PassConfigKey.TL_DISABLE_TMA_LOWER.value:
+            warnings.warn("`tl.disable_tma_lower` is deprecated (upstream removes it in v0.1.10); use "
+                          "T.copy(..., disable_tma=True) on the copies that should not use TMA",
+                          DeprecationWarning, stacklevel=3)
         out[ALIASES.get(name, name)] = _plain(value)
     if PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value in out:
         _check_register_level(out[PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL.value])

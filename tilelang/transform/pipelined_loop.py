@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from tvm import tirx
 
 from tilelang.language.loops import STAGES_ATTR
-from tilelang.tir_utils import const_int, walk_stmts
+from tilelang.tir_utils import const_int, uses_vars, walk_stmts
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
 
 
@@ -41,8 +41,9 @@ def body_list(loop) -> list:
 
 
 def is_producer(stmt) -> bool:
-    """A global-to-shared ``T.copy``: issued ahead when it sits at the top of a pipelined body."""
-    if op_name(stmt) != "copy":
+    """A global-to-shared ``T.copy`` (or ``T.im2col`` gather): issued ahead when it sits at the top
+    of a pipelined body."""
+    if op_name(stmt) not in ("copy", "im2col"):
         return False
     src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
     return scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES
@@ -58,8 +59,9 @@ class PipelinedLoop:
     @classmethod
     def of(cls, loop) -> "PipelinedLoop":
         stmts = body_list(loop)
-        return cls(loop, num_stages(loop), tuple(s for s in stmts if is_producer(s)),
-                   tuple(s for s in stmts if not is_producer(s)))
+        local = _defined_in(stmts)
+        ahead = [s for s in stmts if is_producer(s) and not (local and uses_vars(s.value.args[0], local))]
+        return cls(loop, num_stages(loop), tuple(ahead), tuple(s for s in stmts if not any(s is a for a in ahead)))
 
     @property
     def staged(self) -> list:
@@ -75,6 +77,27 @@ class PipelinedLoop:
         """The gemm that ``pipeline`` issues asynchronously with one wgmma in flight
         (``single_wgmma``, and S >= 3), or None."""
         return self.single_wgmma(layouts) if self.stages >= 3 else None
+
+
+def _defined_in(stmts) -> list:
+    """Variables and buffers the loop body itself binds, allocates or writes: a copy whose region
+    reads one (``offset = idx[0]; T.copy(A[offset], S)``) needs this iteration's value, so it is
+    not issued ahead (it stays a consumer, in order)."""
+    out = []
+
+    def visit(st):
+        if isinstance(st, tirx.Bind):
+            out.append(st.var)
+        elif isinstance(st, tirx.BufferStore):
+            out.append(st.buffer)
+        elif isinstance(st, (tirx.AllocBuffer, tirx.DeclBuffer)):
+            buf = st.buffer
+            out.append(getattr(buf, "data", buf))
+
+    for st in stmts:
+        if not is_producer(st):
+            walk_stmts(st, visit)
+    return out
 
 
 def single_wgmma(layouts, consumers):

@@ -13,7 +13,9 @@ producer refills them during the epilogue, so there O gets bytes of its own wher
 
 Placement is first fit in declaration order: each buffer goes to the lowest (aligned) offset
 that overlaps no earlier buffer live at the same time. When no lifetimes are disjoint this is
-exactly the plain sequential layout.
+exactly the plain sequential layout. A buffer the body never names (declared for a branch the
+kernel's parameters switched off, e.g. a bias tile without a bias) takes no bytes at all, as
+upstream's planner drops it.
 
 Sharing bytes needs barriers the buffers alone would not ask for (a write of ``O_shared`` must
 wait until every thread has finished reading ``Q_shared``): ``aliases`` tells the barrier
@@ -36,7 +38,11 @@ class Item:
     key: object            # the shared buffer (or any hashable)
     nbytes: int
     align: int
-    live: tuple | None     # (first, last) top-level statement index; None: never used
+    live: tuple | None     # (first, last) top-level statement index; None: unknown, overlaps
+                           # every buffer; UNUSED: never used, takes no bytes
+
+
+UNUSED = ()
 
 
 def top_level(body) -> list:
@@ -83,7 +89,10 @@ def place(items: list[Item], base: int = 0) -> tuple[dict, int]:
     placed = []   # (offset, end, live)
     offsets = {}
     for it in items:
-        busy = sorted((o, e) for o, e, live in placed if _overlap(live, it.live) or it.live is None)
+        if it.live == UNUSED:   # never used: no bytes (it shares the base with whatever is there)
+            offsets[it.key] = _align(base, it.align)
+            continue
+        busy = sorted((o, e) for o, e, live in placed if None in (live, it.live) or _overlap(live, it.live))
         offset = _align(base, it.align)
         for o, e in busy:
             if offset + it.nbytes <= o:
@@ -100,7 +109,7 @@ def aliases(items: list[Item], offsets: dict) -> dict:
     out = {}
     for a in items:
         for b in items:
-            if a.key is b.key or not a.nbytes or not b.nbytes:
+            if a.key is b.key or not a.nbytes or not b.nbytes or UNUSED in (a.live, b.live):
                 continue
             oa, ob = offsets[a.key], offsets[b.key]
             if oa < ob + b.nbytes and ob < oa + a.nbytes:
@@ -118,6 +127,6 @@ def plan(body, sizes: dict, aligns: dict | None = None, default_align: int = 128
         live = {buf: (0, 0) for buf in sizes}
     elif live is None:
         live = live_ranges(body, list(sizes))
-    items = [Item(buf, n, (aligns or {}).get(buf, default_align), live.get(buf)) for buf, n in sizes.items()]
+    items = [Item(buf, n, (aligns or {}).get(buf, default_align), live.get(buf, UNUSED)) for buf, n in sizes.items()]
     offsets, total = place(items)
     return offsets, total, aliases(items, offsets)

@@ -30,6 +30,7 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_re
 from tilelang.transform.layout_inference import infer_layouts, slab_stage_shape
 from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
 from tilelang.transform.tma import box_spec
+from tilelang.transform import user_ws
 
 SHARED = "shared.dyn"
 SLAB_COLUMNS = 64      # 16-bit elements per 128-byte swizzle slab of the stage
@@ -118,7 +119,7 @@ def staged(info, layouts, arch: str, configs: dict) -> Staging:
     func, picked, skipped = stage(info, layouts, configs)
     if func is None:
         return Staging(info, layouts, skipped=skipped)
-    new_info = analyze_kernel(func)
+    new_info = user_ws.apply(analyze_kernel(func))     # (keeps what T.ws / T.alloc_barrier imply)
     new_layouts = infer_layouts(new_info, arch, configs)
     lw = Lowerer(new_info, new_layouts, dict(configs))
     if lw.smem_bytes > SMEM_BUDGET_SM90:
@@ -133,6 +134,7 @@ def apply(st) -> None:
     budget check built, which the lowering then uses)."""
     result = staged(st.info, st.layouts, st.arch, st.pass_configs)
     if result.picked:
+        st.unstaged = (st.func, st.info, st.layouts)    # the lowering's fallback (engine.pipeline)
         st.func, st.info, st.layouts, st.lowerer = result.info.func, result.info, result.layouts, result.lowerer
 
 

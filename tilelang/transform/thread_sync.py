@@ -15,6 +15,7 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import evaluate_extern, seq, walk_stmts
+from tilelang.transform import user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, scope_of
 
 
@@ -47,9 +48,24 @@ def buffer_rw(stmt, scopes):
             reads.add(e.source)
         return None
 
+    def on_call(e):
+        # an element's address handed to an atomic or a store (T.atomic_add(shared[i], v),
+        # T.sts32) is written through: count it as a write too
+        if not (isinstance(e, ir.Call) and getattr(e.op, "name", None) == "tirx.call_extern" and e.args):
+            return None
+        fn = str(getattr(e.args[0], "value", "")).lower()
+        if "atomic" not in fn and "store_shared" not in fn:
+            return None
+        for arg in e.args[1:]:
+            if isinstance(arg, ir.Call) and getattr(arg.op, "name", None) == "tirx.address_of" and arg.args:
+                ref = arg.args[0]
+                if isinstance(ref, ir.TensorLoad) and scope_of(ref.source) in scopes:
+                    writes.add(ref.source)
+        return None
+
     walk_stmts(stmt, on_stmt)
     if not _is_annotation(stmt):
-        tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load)], order="pre")
+        tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load), (ir.Call, on_call)], order="pre")
     return reads, writes
 
 
@@ -71,7 +87,10 @@ def sync_stmt(lw=None):
     are visible to the wgmma of every thread after the barrier. In a warp-specialised kernel the
     barrier is named barrier 1 over the consumer threads only."""
     sync = evaluate_extern("__syncthreads")
-    if lw is not None and lw.ws is not None:
+    role = user_ws.role_sync(lw) if lw is not None else None
+    if role is not None:
+        sync = role     # inside a T.ws block: only its warp groups meet
+    elif lw is not None and lw.ws is not None:
         # Warp-specialised kernel: the producer warpgroup never meets the consumers' barriers.
         sync = evaluate_extern("tl::named_barrier_sync", 1, lw.T)
     if lw is not None and lw.layouts.wgmma:
@@ -94,7 +113,8 @@ def plan_sequence(stmts, alias=None):
     head_r, head_w, head_open = set(), set(), True
     touching = 0
     for k, s in enumerate(stmts):
-        r, w = shared_rw(s)
+        # a T.ws block is ordered against the others by the user's mbarriers
+        r, w = (set(), set()) if user_ws.is_ws(s) else shared_rw(s)
         if alias:
             r, w = _widen(r, alias), _widen(w, alias)
         if r or w:

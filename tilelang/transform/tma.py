@@ -16,11 +16,13 @@ from tvm import tirx
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
 from tilelang.tir_utils import const_int, evaluate_extern, i32
-from tilelang.transform.kernel import decode_region
+from tilelang.transform.kernel import decode_region, op_name
 
 
 def copy_spec(lw, stmt, index) -> dict | str:
     """The tensor map of one whole-tile global-to-shared copy, or why it cannot be a TMA box."""
+    if op_name(stmt) == "im2col":
+        return "T.im2col is gathered by the threads (no TMA im2col tensor map yet)"
     return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index)
 
 

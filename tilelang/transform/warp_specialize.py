@@ -1,5 +1,7 @@
 """Warp specialisation of an sm_90a pipelined loop (the GEMM main loop, attention's KV loop): a
-TMA producer warpgroup and mbarriers.
+TMA producer warpgroup and mbarriers. A kernel that synchronises itself (``T.ws`` roles,
+``T.alloc_barrier`` mbarriers, ``T.tma_copy`` loads: ``user_ws``) is left as written, and a
+``T.ClusterKernel`` keeps its own cluster shape and grid.
 
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
 loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16-bit
@@ -150,6 +152,8 @@ def plan(lw) -> WsPlan | None:
 
 def plan_or_reason(lw) -> tuple:
     """(plan, None) or (None, why the GEMM main loop keeps the cp.async path), for hovers."""
+    if getattr(lw.info, "has_user_ws", False):
+        return None, "the kernel assigns warp-group roles itself (T.ws)"
     if not lw.layouts.wgmma:
         return None, "the kernel's gemms do not use wgmma"
     for key in ("tl.disable_tma_lower", "tl.disable_warp_specialized"):
@@ -160,7 +164,8 @@ def plan_or_reason(lw) -> tuple:
     loops, user_sync = pipelined_loops(lw.info.body), []
 
     def visit(s):
-        if isinstance(s, tirx.Evaluate) and "__syncthreads" in str(s.value):
+        if isinstance(s, tirx.Evaluate) and ("__syncthreads" in str(s.value) or "__named_barrier" in str(s.value)
+                                                  or "__sync_thread_partial" in str(s.value)):
             user_sync.append(s)
 
     walk_stmts(lw.info.body, visit)
@@ -225,12 +230,21 @@ def _heads(lw, loop, consumers) -> list:
     return out
 
 
+def user_cluster_dims(func) -> "tuple | None":
+    """The cluster shape a T.ClusterKernel asked for (the ``tl.cluster_dims`` attribute), or None."""
+    attrs = getattr(func, "attrs", None)
+    value = attrs.get("tl.cluster_dims") if attrs is not None else None
+    return tuple(int(d) for d in str(value).split(",")) if value is not None else None
+
+
 def persistent_plan(lw) -> "Persistent | None":
     """The persistent-grid plan of a warp-specialised loop (the GEMM main loop, attention's KV
     loop), or None (one tile per block): needs a loop whose bounds do not depend on the block
     index (not causal attention's) and the pipelined loop among the kernel body's top-level
     statements (so every other statement runs per tile)."""
     ws = lw.ws
+    if user_cluster_dims(lw.info.func) is not None:
+        return None     # T.ClusterKernel: the grid is the user's, a multiple of the cluster shape
     if ws is None or lw.configs.get("tl.disable_persistent"):
         return None
     launch = lw.info.launch_dims()
@@ -256,6 +270,8 @@ def cluster_plan(lw) -> "Cluster | None":
     ws = lw.ws
     if ws is None or ws.gemm is None or not lw.configs.get("tl.cluster_multicast"):
         return None
+    if user_cluster_dims(lw.info.func) is not None:
+        return None     # T.ClusterKernel: the user's cluster shape stands
     launch = lw.info.launch_dims()
     if "blockIdx.y" not in launch or (const_int(launch["blockIdx.y"][1]) or 1) % 2:
         return None
@@ -821,6 +837,6 @@ def _persist(lw, front, before, after):
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
-__all__ = ["PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
+__all__ = ["user_cluster_dims", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
            "plan_or_reason", "persistent_plan", "lower_loop",
            "init_barriers", "guard_consumers"]

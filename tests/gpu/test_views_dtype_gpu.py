@@ -1,0 +1,50 @@
+"""Shared views of another element type read the same bytes (bit-exact against torch's
+``Tensor.view(dtype)``), through a linear and a swizzled buffer. CPU side: tests/test_views_dtype.py."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: the CPU tests' kernels
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+
+
+@pytest.mark.parametrize("swizzled", [False, True], ids=["linear", "swizzled"])
+@pytest.mark.parametrize("case", ["narrowing", "widening"])
+def test_shared_view_of_another_dtype_reads_the_same_bits(case, swizzled):
+    import tilelang
+    import tilelang.language as T
+
+    from test_views_dtype import _reinterpret_kernel
+
+    if case == "narrowing":
+        shape, dtype, new_shape, new_dtype = (64, 64), T.float32, (64, 128), T.bfloat16
+    else:
+        shape, dtype, new_shape, new_dtype = (64, 128), T.bfloat16, (64, 64), T.float32
+    kernel = tilelang.compile(_reinterpret_kernel(shape, dtype, new_shape, new_dtype, swizzled), out_idx=-1)
+    torch_dtype = T.dtype(dtype).as_torch()
+    lanes = torch.randn(shape[0], shape[1] * torch_dtype.itemsize // 2, device="cuda", dtype=torch.bfloat16)
+    a = lanes.view(dtype=torch_dtype)
+    out = kernel(a)
+    ref = a.view(dtype=T.dtype(new_dtype).as_torch()).view(new_shape)
+    assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+
+
+def test_widening_store_through_a_view_writes_both_halves():
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def widen(A: T.Tensor((64,), T.float32), B: T.Tensor((128,), T.float16)):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((128,), T.float16)
+            W = T.view(S, (64,), dtype=T.float32)
+            for i in T.Parallel(64):
+                W[i] = A[i]
+            T.copy(S, B)
+
+    kernel = tilelang.compile(widen, out_idx=-1)
+    a = torch.randn(64, device="cuda")
+    assert torch.equal(kernel(a).view(torch.int16), a.view(torch.int16))

@@ -1,0 +1,1 @@
+"""Upstream's ``tilelang.cuda.op``: per-instruction gemm implementation classes (``gemm``)."""
