@@ -97,7 +97,8 @@ EFFECTS = {
                                                "cp.async feeding from every thread instead of a TMA producer "
                                                "warpgroup with mbarriers",
     PassConfigKey.TL_DISABLE_TMA_LOWER: "on sm_90a, pipelined global->shared copies use cp.async instead of TMA "
-                                        "(and so no warp specialisation)",
+                                        "(and so no warp specialisation); deprecated as upstream (a DeprecationWarning: "
+                                        "use `T.copy(..., disable_tma=True)`)",
     PassConfigKey.TL_DISABLE_PERSISTENT: "on sm_90a, a warp-specialised GEMM main loop keeps one output tile per "
                                          "block instead of a persistent grid (one block per SM looping over the "
                                          "tiles, its producer loading the next tile during the epilogue)",
