@@ -63,6 +63,8 @@ class _Bounds:
                 top = self.an.const_int_bound(s.extent).max_value
                 if top < (1 << 31) - 1:
                     self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, max(int(top), 1)))
+            elif const_int(s.extent) is not None:   # a variable start: T.serial(bx, bx + 4)
+                self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, s.extent))
             self.visit(s.body)
         elif isinstance(s, tirx.IfThenElse):
             cond = self.scalars.visit(s.condition)
