@@ -138,3 +138,18 @@ def test_smem_budget_counts_the_sm90a_carve_out():
     (sm80,) = [d for d in check(_near_budget(35 * 256 - 32), "sm_80") if d.code == "TL0501"]  # 163 KiB budget
     assert "1024-byte" not in sm80.notes[-1].message                                        # the buffer count
     assert not [d for d in check(_near_budget(34 * 256), "sm_90a") if d.code == "TL0501"]
+
+
+def test_addresses_given_to_an_extern_call_are_neither_uninitialised_reads_nor_unused():
+    @T.prim_func
+    def kernel(A: T.Tensor((16,), "float16"), B: T.Tensor((16,), "float16")):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((16,), "float16")
+            L = T.alloc_local((8,), "float16")
+            T.copy(A, S)
+            T.call_extern("void", "tl::copy_vec<16>", T.address_of(L[0]), T.address_of(S[0]))   # writes L
+            for i in T.serial(8):
+                B[i] = L[i]
+
+    codes = [d.code for d in check(kernel, "sm_90a")]
+    assert "TL0401" not in codes and "TL0403" not in codes

@@ -28,17 +28,24 @@ from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_regi
 TRACKED = (FRAGMENT_SCOPE, "local")
 
 
-def loads(expr) -> list:
-    """Buffers read by ``expr`` (TensorLoads), outside ``address_of``."""
+def loads(expr, skip_addresses: bool = False) -> list:
+    """Buffers read by ``expr`` (TensorLoads); with ``skip_addresses``, not those whose element
+    address is only passed on (``address_of``: an extern call may write through it)."""
     if expr is None or isinstance(expr, (int, float, str)):
         return []
+    import tvm_ffi
+
     found = []
 
     def visit(node):
+        if skip_addresses and isinstance(node, ir.Call) and isinstance(node.op, ir.Op) \
+                and node.op.name == "tirx.address_of":
+            return tvm_ffi.structural.WalkResult.SKIP
         if isinstance(node, ir.TensorLoad):
             found.append(node.source)
+        return None
 
-    tvm_ffi_walk(expr, visit)
+    tvm_ffi.structural_walk(expr, [(ir.Expr, visit)], order="pre")
     return found
 
 
@@ -118,6 +125,10 @@ class _Init:
             self.read(s, loads(s.value), state)
             return state
         reads, writes, first = effects(s)
+        if isinstance(s, tirx.Evaluate) and op_name(s) is None:
+            # an extern call given an element's address (ldmatrix into a register array, a
+            # dequantiser writing its output) may write through it: not a read of its value
+            reads = loads(s.value, skip_addresses=True)
         self.read(s, reads, state, accumulates=first)
         return state | {w for w in writes if w in self.tracked}
 
@@ -223,7 +234,11 @@ def usage(k):
             written.add(w)
             written_at.setdefault(w, stmt)
         if isinstance(stmt, tirx.Evaluate) and op_name(stmt) is None:
-            used.update(_address_targets(stmt.value)[1:])   # T.atomic_addx4(dst, src): src is read
+            # an extern call given several addresses reads some of them (atomic_addx4(dst, src),
+            # ldmatrix(src, dst)): which ones, it does not say, so each counts as used
+            targets = _address_targets(stmt.value)
+            if len(targets) > 1:
+                used.update(targets)
         others = [r for r in reads if not any(r.same_as(w) for w in writes)]
         used.update(others)
         if not writes:
