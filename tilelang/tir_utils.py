@@ -303,30 +303,45 @@ def span_line(span):
     return getattr(span, "line", "?") or "?"
 
 
+def map_stmts(stmt, pre: Callable | None = None, loop: Callable | None = None):
+    """``stmt`` rewritten: a statement for which ``pre(s)`` is not None is replaced by that (and not
+    entered); every ``For`` is replaced by ``loop(for)`` after its body (innermost first). Only the
+    statements on a changed path are rebuilt; sequences, branches, attributes and while loops are
+    walked through (0.27's Bind has no body: what it binds is visible to the statements after it)."""
+
+    def go(st):
+        if pre is not None:
+            new = pre(st)
+            if new is not None:
+                return new
+        if isinstance(st, tirx.SeqStmt):
+            parts = [go(x) for x in st.seq]
+            return st if all(a.same_as(b) for a, b in zip(parts, st.seq)) else seq(parts)
+        if isinstance(st, tirx.IfThenElse):
+            then = go(st.then_case)
+            other = None if st.else_case is None else go(st.else_case)
+            if then.same_as(st.then_case) and (other is None or other.same_as(st.else_case)):
+                return st
+            return tirx.IfThenElse(st.condition, then, other, span=st.span)
+        if isinstance(st, tirx.For):
+            body = go(st.body)
+            if not body.same_as(st.body):
+                st = tirx.For(st.loop_var, st.min, st.extent, st.kind, body, thread_binding=st.thread_binding,
+                              annotations=st.annotations, step=st.step, span=st.span)
+            return loop(st) if loop is not None else st
+        if isinstance(st, tirx.AttrStmt):
+            body = go(st.body)
+            return st if body.same_as(st.body) else tirx.AttrStmt(st.node, st.attr_key, st.value, body,
+                                                                   span=st.span)
+        if isinstance(st, tirx.While):
+            body = go(st.body)
+            return st if body.same_as(st.body) else tirx.While(st.condition, body, span=st.span)
+        return st
+
+    return go(stmt)
+
+
 def map_loops(stmt, fn: Callable):
     """``stmt`` with every ``For`` replaced by ``fn(loop)`` (innermost first: ``fn`` sees the loop
-    with its body already mapped). Only the statements on a changed path are rebuilt; sequences,
-    branches, attributes and while loops are walked through."""
-    if isinstance(stmt, tirx.SeqStmt):
-        parts = [map_loops(x, fn) for x in stmt.seq]
-        return stmt if all(a.same_as(b) for a, b in zip(parts, stmt.seq)) else seq(parts)
-    if isinstance(stmt, tirx.IfThenElse):
-        then = map_loops(stmt.then_case, fn)
-        other = None if stmt.else_case is None else map_loops(stmt.else_case, fn)
-        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
-            return stmt
-        return tirx.IfThenElse(stmt.condition, then, other, span=stmt.span)
-    if isinstance(stmt, tirx.For):
-        body = map_loops(stmt.body, fn)
-        if not body.same_as(stmt.body):
-            stmt = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, thread_binding=stmt.thread_binding,
-                            annotations=stmt.annotations, step=stmt.step, span=stmt.span)
-        return fn(stmt)
-    if isinstance(stmt, tirx.AttrStmt):
-        body = map_loops(stmt.body, fn)
-        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body,
-                                                                   span=stmt.span)
-    if isinstance(stmt, tirx.While):
-        body = map_loops(stmt.body, fn)
-        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body, span=stmt.span)
-    return stmt   # (0.27's Bind / LetStmt has no body: what it binds is visible to the statements after it)
+    with its body already mapped); see ``map_stmts``."""
+    return map_stmts(stmt, loop=fn)

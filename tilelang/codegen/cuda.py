@@ -511,43 +511,9 @@ def _take_markers(func):
         into.extend(t for t in texts if t not in into)
         return tirx.Evaluate(tirx.IntImm("int32", 0))
 
-    return func.with_body(_map_stmts(func.body, strip)), sources, non_restrict
+    from tilelang.tir_utils import map_stmts
 
-
-def _map_stmts(stmt, fn):
-    """``stmt`` with every statement ``s`` for which ``fn(s)`` is not None replaced by it (the
-    statement kinds a lowered kernel nests: sequences, loops, branches, attributes, while)."""
-    from tvm import tirx
-
-    def go(st):
-        new = fn(st)
-        if new is not None:
-            return new
-        if isinstance(st, tirx.SeqStmt):
-            parts = [go(x) for x in st.seq]
-            if all(a.same_as(b) for a, b in zip(parts, st.seq)):
-                return st
-            return tirx.SeqStmt(parts, span=st.span)
-        if isinstance(st, tirx.For):
-            body = go(st.body)
-            return st if body.same_as(st.body) else tirx.For(
-                st.loop_var, st.min, st.extent, st.kind, body, st.thread_binding,
-                annotations=st.annotations, span=st.span)
-        if isinstance(st, tirx.IfThenElse):
-            then_case = go(st.then_case)
-            else_case = go(st.else_case) if st.else_case is not None else None
-            if then_case.same_as(st.then_case) and (else_case is None or else_case.same_as(st.else_case)):
-                return st
-            return tirx.IfThenElse(st.condition, then_case, else_case, span=st.span)
-        if isinstance(st, tirx.AttrStmt):
-            body = go(st.body)
-            return st if body.same_as(st.body) else tirx.AttrStmt(st.node, st.attr_key, st.value, body, span=st.span)
-        if isinstance(st, tirx.While):
-            body = go(st.body)
-            return st if body.same_as(st.body) else tirx.While(st.condition, body, span=st.span)
-        return st
-
-    return go(stmt)
+    return func.with_body(map_stmts(func.body, pre=strip)), sources, non_restrict
 
 
 # TVM's prelude tests CUDA versions with `#if ((...`; written `#if 0 || ((...` (same meaning), the
