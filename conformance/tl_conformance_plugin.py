@@ -176,6 +176,10 @@ def _import(module: dict) -> None:
 def _forget_upstream_modules(root: str, base_path: list[str]) -> None:
     """Drop every module loaded from the upstream tree, so the next folder imports its own."""
     root = os.path.abspath(root) + os.sep
+    # Decide first, delete after: a namespace package's __path__ is recomputed from its parent's
+    # entry in sys.modules, so deleting ``examples`` before reading ``examples.gemm_sp.__path__``
+    # would leave the child behind (and break the next ``from examples.gemm_sp import ...``).
+    drop = []
     for name, mod in list(sys.modules.items()):
         try:  # some extension modules (torch's) have exotic __file__ / __path__ objects
             file = str(getattr(mod, "__file__", None) or "")
@@ -183,6 +187,10 @@ def _forget_upstream_modules(root: str, base_path: list[str]) -> None:
         except Exception:  # noqa: BLE001 - not a module of the upstream tree
             continue
         if file.startswith(root) or any(p.startswith(root) for p in paths):
+            drop.append(name)
+    prefixes = tuple(name + "." for name in drop)
+    for name in list(sys.modules):
+        if name in drop or name.startswith(prefixes):
             del sys.modules[name]
     sys.path[:] = base_path
     importlib.invalidate_caches()

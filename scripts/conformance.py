@@ -6,7 +6,11 @@
                                        [--update-doc]
   python scripts/conformance.py gpu    [--upstream DIR] [--only PAT...] [--jobs N] [--timeout S]
                                        [--example-timeout S] [--out DIR] [--all]
+  python scripts/conformance.py mains  [--upstream DIR] [--only PAT...] [--jobs N] [--timeout S]
+                                       [--out DIR] [--python-path DIR]... [--python EXE] [--budget S]
+                                       [--resume JSON]... [--dry-run [--all]]
   python scripts/conformance.py report RESULTS.json... [--all] [--update-doc] [--update-expected]
+  python scripts/conformance.py report-mains OURS.json UPSTREAM.json [--update-doc [--all]]
 
 The CPU tier runs ``pytest --collect-only`` on every upstream test file and imports every example
 module, batched per folder in ``--jobs`` worker processes (conformance/tl_conformance_plugin.py),
@@ -14,14 +18,19 @@ and compares the result with conformance/expected_cpu.json: exit status 1 when a
 (or a module that imported) before no longer does. The GPU tier runs each unit-test file, and each
 example folder's tests, as its own ``python -m pytest -q -p no:cacheprovider`` process with a fresh
 TILELANG_CACHE_DIR and compares the counts with upstream's BASELINE.md. Both write
-``conformance-<tier>.json`` and ``report.md`` under ``--out``. Only the standard library and pytest
-are needed. Exit status: 0 fine, 1 regression (CPU tier), 2 bad usage or no upstream tree.
+``conformance-<tier>.json`` and ``report.md`` under ``--out``. The mains mode runs every example
+module that no test file of its folder covers as a program (``python MODULE.py`` in its folder),
+once with our package and once with upstream's (``--python-path``), and ``report-mains`` compares
+the two runs module by module (exit 0 counts as correct: the examples check their own results).
+Only the standard library and pytest are needed. Exit status: 0 fine, 1 regression (CPU tier,
+report-mains), 2 bad usage or no upstream tree.
 See docs/conformance.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -32,8 +41,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -430,10 +440,261 @@ def run_gpu(args, upstream: Path) -> dict:
               f"{row['reason'][:100]}", flush=True)
         return unit["id"], row
 
+    # the biggest files first (upstream's test count stands in for the time), so that a slow file
+    # does not start last and hold the whole run; each finished file is saved at once, so that a
+    # run cut short (a device's command limit) keeps what it measured
+    def size(unit):
+        c = baseline.get(unit["id"])
+        return 0 if c is None else c.passed + c.failed + c.errors + c.skipped
+    units.sort(key=lambda u: (not u["example"], -size(u)))
+    partial = Path(args.out) / "conformance-gpu.partial.json"
+    partial.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for key, row in pool.map(one, units):
+        for done in as_completed([pool.submit(one, unit) for unit in units]):
+            key, row = done.result()
             results["files"][key] = row
+            partial.write_text(json.dumps(results, indent=1, sort_keys=True))
     shutil.rmtree(work, ignore_errors=True)
+    results["duration"] = round(time.time() - start, 1)
+    return results
+
+
+# ---------------------------------------------------------------- example mains
+
+def _is_action(node: ast.stmt) -> bool:
+    """A top-level statement that does the module's work (a call, a loop, an assert), not set-up
+    such as ``tilelang.set_log_level(...)`` or ``torch.manual_seed(0)``."""
+    if isinstance(node, (ast.For, ast.While, ast.With, ast.Assert)):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return not (name.startswith("set_") or name in ("manual_seed", "seed", "filterwarnings", "basicConfig"))
+    return False
+
+
+def main_entry(path: Path) -> str | None:
+    """How ``path`` runs as a program: "script" (an ``if __name__ == "__main__":`` block),
+    "top-level" (no such block, but statements at module level that do the work: a call, a loop,
+    an assert), "main()" (only a top-level ``def main``: the runner calls it), or None (a helper)."""
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except SyntaxError:
+        return "script"  # let the run say what is wrong with it
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            return "script"
+    if any(_is_action(node) for node in tree.body):
+        return "top-level"
+    if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "main" for n in tree.body):
+        return "main()"
+    return None
+
+
+_IMPORTERS = {"import_module", "__import__", "run_module", "run_path", "find_spec", "spec_from_file_location"}
+
+
+def covered_names(test_files) -> set[str]:
+    """Module names a folder's test files reach statically: every ``import x`` / ``from x import y``
+    (as ``x`` and ``x.y``, so that packages count too), every ``x.main`` attribute, and string
+    arguments of importlib/runpy calls (``"x"``, ``"x.py"``)."""
+    names: set[str] = set()
+    for f in test_files:
+        try:
+            tree = ast.parse(Path(f).read_text(errors="replace"))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    names.update(".".join(parts[:i + 1]) for i in range(len(parts)))
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Attribute) and node.attr == "main" and isinstance(node.value, ast.Name):
+                names.add(node.value.id)
+            elif isinstance(node, ast.Call):
+                func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if func in _IMPORTERS:
+                    for arg in node.args:
+                        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                            names.add(Path(arg.value).stem if arg.value.endswith(".py") else arg.value)
+    return names
+
+
+def discover_mains(upstream: Path, only, excl: rep.Exclusions) -> tuple[list[dict], dict[str, str]]:
+    """The example modules the ``mains`` mode runs, and every other example module with the reason
+    it is left out ("excluded: ...", "covered by test_x.py", "no main")."""
+    keep = (lambda r: any(p in r for p in only)) if only else (lambda r: True)
+    runs, skipped = [], {}
+    for unit in discover(upstream):
+        if not unit["id"].startswith("examples"):
+            continue
+        per_file = {Path(f).name: covered_names([f]) for f in unit["files"]}
+        for m in unit["modules"]:
+            r = m["rel"]
+            if not keep(r) or Path(r).name == "__init__.py":
+                continue
+            entry = main_entry(Path(m["path"]))
+            covering = [name for name, names in per_file.items() if m["name"] in names]
+            if excl.whole_file(r):
+                skipped[r] = "excluded: " + excl.whole_file(r).reason
+            elif covering:
+                skipped[r] = "covered by " + ", ".join(covering)
+            elif entry is None:
+                skipped[r] = "no main"
+            else:
+                runs.append({"id": r, "cwd": unit["cwd"], "name": m["name"], "path": m["path"],
+                             "entry": entry if "." not in m["name"] else "module"})
+    return runs, skipped
+
+
+def mains_command(python: str, mod: dict) -> list[str]:
+    if mod["entry"] == "module":  # inside a package of its folder: run by dotted name
+        return [python, "-m", mod["name"]]
+    if mod["entry"] == "main()":
+        return [python, "-c", f"import {mod['name']} as m; m.main()"]
+    return [python, Path(mod["path"]).name]
+
+
+def mains_env(upstream: Path, folder: str, cache_dir: Path, python_path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([folder, str(upstream), *python_path,
+                                         *filter(None, [env.get("PYTHONPATH")])])
+    env["TILELANG_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("MPLBACKEND", "Agg")  # plotting examples: no display
+    return env
+
+
+def error_line(code: int | None, text: str, timeout: float) -> str:
+    """The one line that says why a run failed: a timeout, a signal, or the traceback's last line."""
+    if code is None:
+        return f"timeout ({timeout:g} s)"
+    if code < 0:
+        try:
+            return f"crash: {signal.Signals(-code).name}"
+        except ValueError:
+            return f"crash: signal {-code}"
+    if code == 0:
+        return ""
+    line = plugin.first_error_line(text)
+    return line if plugin._EXC_LINE.match(line) else f"exit {code}" + (f": {line}" if line else "")
+
+
+_LIVE: set[subprocess.Popen] = set()  # the mains now running, each in its own session
+_STOPPING = threading.Event()
+
+
+def _killpg(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_children(signum, _frame):
+    """SIGTERM/SIGINT (e.g. a device's command limit): the children run in their own sessions, so
+    they would outlive the runner; kill their process groups, then end."""
+    _STOPPING.set()
+    for proc in list(_LIVE):
+        _killpg(proc)
+    raise SystemExit(128 + signum)
+
+
+def run_main(mod: dict, upstream: Path, timeout: float, python: str, python_path) -> dict:
+    """Run one example module as a program in its folder; its exit status, time and error line."""
+    with tempfile.TemporaryDirectory(prefix="tl-cache-") as cache:
+        env = mains_env(upstream, mod["cwd"], Path(cache), python_path)
+        start = time.time()
+        proc = subprocess.Popen(mains_command(python, mod), cwd=mod["cwd"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        _LIVE.add(proc)
+        if _STOPPING.is_set():
+            _killpg(proc)
+        try:
+            output, code = proc.communicate(timeout=timeout)[0], proc.returncode
+        except subprocess.TimeoutExpired:
+            _killpg(proc)
+            output, code = proc.communicate()[0], None
+        finally:
+            _LIVE.discard(proc)
+        seconds = round(time.time() - start, 1)
+    text = output.decode(errors="replace")
+    status = "ok" if code == 0 else "timeout" if code is None else "crash" if code < 0 else "fail"
+    error = error_line(code, text, timeout)
+    if code != 0 and _STOPPING.is_set():  # killed by the runner's own end, not a result
+        status, error = "stopped", "stopped: the runner was terminated"
+    return {"status": status, "rc": code, "seconds": seconds, "entry": mod["entry"], "error": error,
+            "tail": "\n".join(text.splitlines()[-40:]) if code else ""}
+
+
+def probe_tilelang(python: str, upstream: Path, python_path) -> str:
+    """Which ``tilelang`` the children import (its version and file), asked of a child process:
+    the runner itself never imports it."""
+    with tempfile.TemporaryDirectory(prefix="tl-cache-") as cache:
+        env = mains_env(upstream, str(upstream), Path(cache), python_path)
+        code = "import tilelang; print(getattr(tilelang, '__version__', '?'), tilelang.__file__)"
+        try:
+            proc = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                                  stdin=subprocess.DEVNULL, cwd=str(upstream))
+        except subprocess.TimeoutExpired:
+            return "import tilelang: timeout"
+    lines = proc.stdout.strip().splitlines()
+    return lines[-1] if proc.returncode == 0 and lines else "import tilelang failed: " + plugin.first_error_line(
+        proc.stdout + proc.stderr)
+
+
+def run_mains(args, upstream: Path) -> dict:
+    excl = rep.load_exclusions(Path(args.exclusions))
+    mods, skipped = discover_mains(upstream, args.only, excl)
+    python_path = [str(Path(p).expanduser().resolve()) for p in args.python_path]
+    results = {"tier": "mains", "upstream": str(upstream), "python": platform.python_version(),
+               "tilelang": probe_tilelang(args.python, upstream, python_path), "python_path": python_path,
+               "modules": {}, "skipped": skipped, "timeout": args.timeout}
+    print(f"children import tilelang {results['tilelang']}", flush=True)
+    for path in args.resume:  # an earlier run's results, cut short: keep them, run the rest
+        earlier = json.loads(Path(path).read_text())
+        if earlier.get("tilelang") != results["tilelang"]:
+            print(f"warning: {path} was measured with tilelang {earlier.get('tilelang')}, this run imports "
+                  f"{results['tilelang']}", flush=True)
+        results["modules"].update({k: v for k, v in earlier.get("modules", {}).items()
+                                   if k not in results["modules"] and v.get("status") != "stopped"})
+    mods = [m for m in mods if m["id"] not in results["modules"]]
+    if args.resume:
+        print(f"{len(results['modules'])} modules kept from {', '.join(args.resume)}; {len(mods)} to run", flush=True)
+    names = local_names(upstream)
+    start = time.time()
+    not_run: list[str] = []
+
+    def one(mod):
+        if _STOPPING.is_set() or args.budget and time.time() - start > args.budget:
+            return mod["id"], None  # past the budget (or stopped): left for --resume
+        row = run_main(mod, upstream, args.timeout, args.python, python_path)
+        row["kind"] = rep.classify(row["error"], names) if row["error"] else ""
+        print(f"{row['status']:8s} {mod['id']}  {row['seconds']}s  {row['error'][:100]}", flush=True)
+        return mod["id"], row
+
+    # the biggest files first (a stand-in for the time), and each result saved at once, so that a
+    # run cut short (a device's command limit) keeps what it measured
+    mods.sort(key=lambda m: -Path(m["path"]).stat().st_size)
+    partial = Path(args.out) / "conformance-mains.partial.json"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_children)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for done in as_completed([pool.submit(one, mod) for mod in mods]):
+            key, row = done.result()
+            if row is None:
+                not_run.append(key)
+                continue
+            results["modules"][key] = row
+            partial.write_text(json.dumps(results, indent=1, sort_keys=True))
+    results["not_run"] = sorted(not_run)
+    if not_run:
+        print(f"{len(not_run)} modules not started within --budget {args.budget:g} s (run again with --resume)")
     results["duration"] = round(time.time() - start, 1)
     return results
 
@@ -534,10 +795,48 @@ def merge_results(runs: list[dict]) -> dict:
     return merged
 
 
+def mains_cli(args, upstream: Path, excl: rep.Exclusions) -> int:
+    if args.dry_run:
+        mods, skipped = discover_mains(upstream, args.only, excl)
+        for mod in mods:
+            print(f"{mod['entry']:9s} {mod['id']}")
+        if args.all:
+            for name, why in sorted(skipped.items()):
+                print(f"{'skip':9s} {name}  ({why[:100]})")
+        why = [w.split(":")[0] if w.startswith("excluded") else "covered" if w.startswith("covered") else w
+               for w in skipped.values()]
+        print(f"{len(mods)} modules to run; left out: {why.count('covered')} covered by a test file, "
+              f"{why.count('no main')} without a main, {why.count('excluded')} excluded")
+        return 0
+    results = run_mains(args, upstream)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "conformance-mains.json"
+    path.write_text(json.dumps(results, indent=1, sort_keys=True))
+    (out / "report-mains.md").write_text(rep.mains_table(results, all_rows=True) + "\n")
+    print("\n" + rep.mains_table(results, args.all))
+    print(f"\nmains took {results['duration']} s with {args.jobs} jobs; results in {path}")
+    return 0
+
+
+def report_mains(args) -> int:
+    """Ours against upstream's package, module by module; exit status 1 when one regresses."""
+    if len(args.results) != 2:
+        print("report-mains needs OURS.json UPSTREAM.json", file=sys.stderr)
+        return 2
+    ours, upstream = (json.loads(Path(p).read_text()) for p in args.results)
+    print(rep.mains_report(ours, upstream, all_rows=True))
+    if args.update_doc:
+        update_doc("mains", rep.mains_report(ours, upstream, all_rows=args.all))
+    regress = [r for r in rep.mains_rows(ours, upstream, all_rows=False) if r[3] == "REGRESS"]
+    return 1 if regress else 0
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tier", choices=["cpu", "gpu", "report"])
-    parser.add_argument("results", nargs="*", help="report: conformance-<tier>.json files of one tier (merged)")
+    parser.add_argument("tier", choices=["cpu", "gpu", "mains", "report", "report-mains"])
+    parser.add_argument("results", nargs="*", help="report: conformance-<tier>.json files of one tier (merged); "
+                        "report-mains: OURS.json UPSTREAM.json")
     parser.add_argument("--upstream", default=os.environ.get("TL_CONFORMANCE_UPSTREAM", str(DEFAULT_UPSTREAM)))
     parser.add_argument("--only", nargs="*", default=None, help="substrings of paths to run (folders, files)")
     parser.add_argument("--jobs", type=int, default=None)
@@ -551,11 +850,19 @@ def parse_args(argv):
     parser.add_argument("--update-expected", action="store_true")
     parser.add_argument("--allow-regression", action="store_true")
     parser.add_argument("--update-doc", action="store_true", help="rewrite the tier's block in docs/conformance.md")
+    parser.add_argument("--python-path", action="append", default=[], metavar="DIR",
+                        help="mains: put DIR on the children's PYTHONPATH (before the inherited one), e.g. "
+                             "upstream's installed package; may be given more than once")
+    parser.add_argument("--python", default=sys.executable, help="mains: the interpreter that runs the modules")
+    parser.add_argument("--resume", action="append", default=[], metavar="JSON",
+                        help="mains: keep the modules of an earlier (partial) results file and run only the rest")
+    parser.add_argument("--budget", type=float, default=None, metavar="S",
+                        help="mains: start no module after S seconds (those left are listed as not_run)")
     args = parser.parse_args(argv)
     if args.jobs is None:
         args.jobs = (os.cpu_count() or 2) if args.tier == "cpu" else 4
     if args.timeout is None:
-        args.timeout = 90.0 if args.tier == "cpu" else 150.0
+        args.timeout = {"cpu": 90.0, "mains": 300.0}.get(args.tier, 150.0)
     return args
 
 
@@ -564,12 +871,17 @@ def main(argv=None) -> int:
     upstream = Path(args.upstream).resolve()
     baseline = rep.parse_baseline(baseline_path(upstream))
     excl = rep.load_exclusions(Path(args.exclusions))
+    if args.tier == "report-mains":
+        return report_mains(args)
     if args.tier == "report":
         if not args.results:
             print("report needs a results file", file=sys.stderr)
             return 2
         results = merge_results([json.loads(Path(p).read_text()) for p in args.results])
         code = 0
+        if results["tier"] == "mains":
+            print(rep.mains_table(results, args.all))
+            return 0
         if results["tier"] == "cpu":
             print_cpu(results, baseline, excl, args.all)
             code = cpu_expectations(args, results)
@@ -582,6 +894,8 @@ def main(argv=None) -> int:
         print(f"no upstream tests tree at {upstream} (pass --upstream)", file=sys.stderr)
         return 2
     out = Path(args.out)
+    if args.tier == "mains":
+        return mains_cli(args, upstream, excl)
     if args.dry_run:
         for unit in gpu_units(upstream, args.only, excl) if args.tier == "gpu" else discover(upstream):
             print(unit["id"], len(unit["files"]), "test files", len(unit.get("modules", [])), "modules")

@@ -399,3 +399,75 @@ def gpu_report(results: dict, baseline: dict[str, Counts], excl: Exclusions, all
         "", "### Per file (passed/failed/errors/skipped)", "",
         md_table(["file", "ours", "upstream", "verdict", "reason"], gpu_rows(results, baseline, excl, all_rows)),
     ])
+
+
+# ---------------------------------------------------------------- example mains
+
+def mains_verdict(ours: dict | None, upstream: dict | None) -> str:
+    """'ok' (both run), 'REGRESS' (upstream runs, ours not), 'gain' (ours runs, upstream not),
+    'both fail', or 'no ours' / 'no upstream' (a module measured on one side only)."""
+    if upstream is None:
+        return "no upstream"
+    if ours is None:
+        return "no ours"
+    up_ok, ours_ok = upstream.get("status") == "ok", ours.get("status") == "ok"
+    return {(True, True): "ok", (True, False): "REGRESS", (False, True): "gain"}.get((up_ok, ours_ok), "both fail")
+
+
+def _main_cell(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    return "ok" if row.get("status") == "ok" else "fail"
+
+
+def mains_rows(ours: dict, upstream: dict, all_rows: bool = True) -> list[list]:
+    """Per module: ours, upstream's, the verdict, seconds (ours/upstream's) and the error line that
+    explains it (ours for a regression, upstream's where both fail)."""
+    rows = []
+    ours_m, up_m = ours.get("modules", {}), upstream.get("modules", {})
+    for rel in sorted(set(ours_m) | set(up_m)):
+        o, u = ours_m.get(rel), up_m.get(rel)
+        verdict = mains_verdict(o, u)
+        if not all_rows and verdict in ("ok", "gain"):
+            continue
+        why = (o or {}).get("error", "") if verdict in ("REGRESS", "no upstream") else \
+            (u or {}).get("error", "") if verdict in ("both fail", "no ours") else ""
+        kind = (o or {}).get("kind", "") if verdict == "REGRESS" else ""
+        seconds = f"{(o or {}).get('seconds', '-')}/{(u or {}).get('seconds', '-')}"
+        rows.append([rel, _main_cell(o), _main_cell(u), verdict, seconds,
+                     (f"[{kind}] " if kind and kind != "ours" else "") + why[:160]])
+    order = ["REGRESS", "no ours", "both fail", "no upstream", "gain", "ok"]
+    return sorted(rows, key=lambda r: order.index(r[3]))  # stable: by path within a verdict
+
+
+def mains_count_line(ours: dict, upstream: dict) -> str:
+    ours_m, up_m = ours.get("modules", {}), upstream.get("modules", {})
+    up_ok = [rel for rel, row in up_m.items() if row.get("status") == "ok"]
+    held = sum(1 for rel in up_ok if ours_m.get(rel, {}).get("status") == "ok")
+    unmeasured = sum(1 for rel in up_ok if rel not in ours_m)
+    return (f"{held} of {len(up_ok)} modules upstream runs also run with ours"
+            + (f" ({unmeasured} of them not measured with ours)" if unmeasured else "") + ".")
+
+
+def mains_report(ours: dict, upstream: dict, all_rows: bool = True) -> str:
+    counts = Counter(mains_verdict(ours.get("modules", {}).get(rel), upstream.get("modules", {}).get(rel))
+                     for rel in set(ours.get("modules", {})) | set(upstream.get("modules", {})))
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return "\n".join([
+        "Example mains (modules no test covers, each run as a program; ok = exit status 0): "
+        + mains_count_line(ours, upstream), "",
+        f"Verdicts: {summary or 'none'}. Ours: {ours.get('tilelang', '?')}; upstream: {upstream.get('tilelang', '?')}.",
+        "", md_table(["module", "ours", "upstream", "verdict", "seconds (ours/upstream)", "error"],
+                     mains_rows(ours, upstream, all_rows)),
+    ])
+
+
+def mains_table(results: dict, all_rows: bool = True) -> str:
+    """One run of the mains mode: a count line, then per module its status, seconds and error."""
+    mods = results.get("modules", {})
+    ok = sum(1 for row in mods.values() if row.get("status") == "ok")
+    rows = [[rel, row.get("status", ""), row.get("seconds", ""),
+             (f"[{row['kind']}] " if row.get("kind") not in ("", "ours", None) else "") + row.get("error", "")[:160]]
+            for rel, row in sorted(mods.items()) if all_rows or row.get("status") != "ok"]
+    return "\n".join([f"Example mains: {ok} of {len(mods)} modules exit 0 (tilelang: {results.get('tilelang', '?')}).",
+                      "", md_table(["module", "status", "seconds", "error"], rows)])

@@ -34,7 +34,11 @@ PACKAGES = ("tilelang", "tilelang_lsp")
 # shows as a back arrow until it is given a lower layer here.
 LAYERS = [
     ("ground floor", ("tilelang.artifact", "tilelang.diagnostics", "tilelang.errors", "tilelang.ir", "tilelang.knobs",
-                      "tilelang.targets", "tilelang.tir_utils", "tilelang.version")),
+                      "tilelang.targets", "tilelang.tir_utils", "tilelang.version",
+                      # the shims that give apache-tvm upstream's names (imports only tvm and tir_utils)
+                      "tilelang.tvm_compat",
+                      # compile instrumentation: sessions, pass events, and the pass timing tool
+                      "tilelang.instrumentation", "tilelang.tools.pass_timing")),
     ("frontend", ("tilelang.frontend",)),
     ("language/layout", ("tilelang.language", "tilelang.layout")),
     ("transform", ("tilelang.transform",)),

@@ -37,8 +37,8 @@ def test_stochastic_rounding_calls_the_rs_helper():
     assert str(call.dtype) == "float8_e4m3fn"
     assert "__tl_cvt_f32x1_to_e4m3x1_rs_sat" in str(call)
     assert "__tl_cvt_f32x1_to_bf16x1_rs_sat" in str(T.cast(T.float16(), "bfloat16", round="rs", rbits=7))
-    with pytest.raises(ValueError, match="sat=false is not supported"):
-        T.cast(x, "float16", round="rs", sat=False, rbits=T.uint32())
+    # sat=False is rejected by the compile, where the cast is used (tests/frontend/test_frontend_session11.py)
+    assert "rs_nosat" in str(T.cast(x, "float16", round="rs", sat=False, rbits=T.uint32()))
     with pytest.raises(ValueError, match="not to int8"):
         T.cast(x, "int8", round="rs", rbits=T.uint32())
 

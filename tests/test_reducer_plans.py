@@ -187,15 +187,15 @@ def test_older_form_gemv_reduces_within_warps():
 
 def test_older_form_with_a_replicated_loop_guards_the_replicas():
     @T.prim_func
-    def kernel(A: T.Tensor((4, 256), T.float32), B: T.Tensor((4, 4), T.float32)):
+    def kernel(A: T.Tensor((4, 64), T.float32), B: T.Tensor((4, 4), T.float32)):
         with T.Kernel(1, threads=128):
-            src = T.alloc_fragment((4, 256), T.float32)
+            src = T.alloc_fragment((4, 64), T.float32)
             T.copy(A, src)
             acc = T.alloc_reducer((4, 4), T.float32, replication="all")
             T.clear(acc)
             for i in T.serial(4):
                 for j in T.serial(4):
-                    for k in T.Parallel(256):
+                    for k in T.Parallel(64):   # 64 iterations on 128 threads: two replicas
                         acc[i, j] += src[i, k] * src[j, k]
             T.finalize_reducer(acc)
             T.copy(acc, B)

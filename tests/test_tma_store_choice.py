@@ -1,7 +1,7 @@
 """Which instruction a T.copy between shared memory and a global tensor becomes on CPU (generated
 source and tensor maps): 1-D bulk copies for contiguous in-bounds runs, tensor-map boxes for tiles
-that may overhang the tensor, the threaded copy otherwise (older targets, disable_tma, swizzled or
-multi-dimensional tiles unless prefer_instruction="tma")."""
+that may overhang the tensor or are not one contiguous run, the threaded copy otherwise (older targets,
+disable_tma, prefer_instruction="sync", swizzled tiles)."""
 
 import pytest
 
@@ -72,8 +72,12 @@ def store_2d(M, N, bm, bn, **copy_kw):
     return main
 
 
-def test_2d_store_keeps_the_threaded_copy_unless_asked():
-    src, _ = source(store_2d(256, 64, 64, 64))
+def test_2d_store_goes_through_tma_by_default():
+    # a tile inside the tensor: TMA too (upstream's plain T.copy), here rows of a 64-wide tensor
+    # are one contiguous run
+    src, art = source(store_2d(256, 64, 64, 64))
+    assert "tl::tma_store_bulk(" in src and "tl::tma_store_wait<0, true>();" in src and art.tensormaps == []
+    src, _ = source(store_2d(256, 64, 64, 64, prefer_instruction="sync"))
     assert "tma_store" not in src
     # a tile that may overhang the tensor: a tensor-map store (TMA clips it) instead of guarded stores
     src, art = source(store_2d(250, 200, 64, 64))

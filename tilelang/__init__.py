@@ -37,6 +37,10 @@ import tvm  # noqa: E402 - ``from tilelang import tvm`` as upstream code writes 
 from tvm import DataType  # noqa: E402,F401 - ``from tilelang import DataType``
 
 _tvm_compat.install()
+
+from tilelang.utils.pass_diff_hook import install_pass_diff_hook as _install_pass_diff_hook  # noqa: E402
+
+_install_pass_diff_hook()   # TILELANG_PASS_DIFF: an IR diff of every compile stage (off: does nothing)
 logger = logging.getLogger("tilelang")
 
 
@@ -77,6 +81,11 @@ def is_cache_enabled() -> bool:
 
 
 from tilelang.math import cdiv, next_power_of_2  # noqa: E402
+
+if env.get_lower_trace_mode() is not None:   # TL_LOWER_TRACE: trace every compilation of this process
+    from tilelang.tools.lower_trace import enable as _enable_lower_trace  # noqa: E402
+
+    _enable_lower_trace()
 
 
 __all__ = ["DataType", "Fragment", "JITKernel", "Layout", "PassConfigKey", "Profiler", "TensorSupplyType",

@@ -67,6 +67,10 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
   ``{"param", "hit_ratio"}``: the launcher sets a CUDA access-policy window over that tensor
   param's bytes (``hit_ratio`` in [0, 1] of them persisting in L2, the rest streaming) on the
   launch stream, with the persisting-L2 limit raised to it, and resets both after the launch.
+- ``host_asserts`` (optional, default []): ``T.assume`` conditions over the params' symbols and
+  integer scalars only, each ``{"expr", "text"}``: ``expr`` a Python condition (``parse_bool_expr``:
+  integer arithmetic, comparisons, and/or/not), ``text`` the kernel's spelling. The launcher
+  evaluates each before the launch and raises RuntimeError ("Assume: <text>") when one is false.
 - ``cubin``: the compiled binary, or None (then it is compiled on demand).
 
 ``to_json``/``from_json`` round-trip everything except ``cubin``, which is
@@ -168,6 +172,7 @@ class KernelArtifact:
     parts: list = field(default_factory=list)        # several kernels: KernelArtifacts run in order
     workspaces: list = field(default_factory=list)   # their scratch buffers: {"name", "dtype", "shape"}
     l2_persist: list = field(default_factory=list)   # T.annotate_l2_hit_ratio: {"param", "hit_ratio"}
+    host_asserts: list = field(default_factory=list)  # host-evaluable T.assume: {"expr", "text"}
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict:
@@ -178,6 +183,7 @@ class KernelArtifact:
         data["parts"] = [p.to_dict() for p in self.parts]
         data["workspaces"] = [dict(w, shape=list(w["shape"])) for w in self.workspaces]
         data["l2_persist"] = [dict(w) for w in self.l2_persist]
+        data["host_asserts"] = [dict(a) for a in self.host_asserts]
         data["format_version"] = FORMAT_VERSION
         return data
 
@@ -201,6 +207,7 @@ class KernelArtifact:
         data["parts"] = [cls.from_dict(p) for p in data.get("parts") or []]
         data["workspaces"] = [dict(w) for w in data.get("workspaces") or []]
         data["l2_persist"] = [dict(w) for w in data.get("l2_persist") or []]
+        data["host_asserts"] = [dict(a) for a in data.get("host_asserts") or []]
         return cls(cubin=cubin, **data)
 
     @classmethod
@@ -212,6 +219,18 @@ class KernelArtifact:
     def kernel_source(self) -> str:
         """Upstream's name for ``source`` (``tilelang.lower(f).kernel_source``)."""
         return self.source
+
+    @property
+    def device_mod(self):
+        """Upstream's device IRModule, as far as it can be read from here: ``.functions`` maps a
+        ``GlobalVar`` per ``__global__`` kernel of the source (this one, then its ``parts``) to
+        None; the lowered TIR itself is not kept."""
+        from types import SimpleNamespace
+
+        from tvm.ir import GlobalVar
+
+        names = [self.name] + [p.name for p in self.parts if p.name != self.name]
+        return SimpleNamespace(functions={GlobalVar(n): None for n in dict.fromkeys(names)})
 
     def param_index(self, name: str) -> int:
         for i, p in enumerate(self.params):
@@ -265,6 +284,10 @@ class KernelArtifact:
                                         "no parameter's shape or scalar determines")
         _check_tensormaps(self)
         _check_l2_persist(self)
+        for a in self.host_asserts:
+            if set(a) != {"expr", "text"} or not isinstance(a["text"], str):
+                raise ArtifactError(f"host_asserts entry {a!r}: needs exactly 'expr' and 'text'")
+            parse_bool_expr(a["expr"], set(self.all_symbols()) | _int_scalar_names(self), what="host assert")
         _check_kernel_args(self)
         for i, expr in enumerate(self.grid):
             tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self) | {NUM_SMS},
@@ -603,6 +626,33 @@ def parse_int_expr(expr: str, names: set[str], what: str = "expression") -> ast.
         raise ArtifactError(f"{what} {expr!r} is not a Python expression: {e.msg}") from None
     _check_int_node(tree.body, names, what, expr)
     return tree
+
+
+def parse_bool_expr(expr: str, names: set[str], what: str = "condition") -> ast.Expression:
+    """Parse a condition: ``parse_int_expr``'s integer expressions compared (== != < <= > >=) and
+    combined with and / or / not. Raises ArtifactError otherwise."""
+    try:
+        tree = ast.parse(str(expr).strip(), mode="eval")
+    except SyntaxError as e:
+        raise ArtifactError(f"{what} {expr!r} is not a Python expression: {e.msg}") from None
+
+    def check(node):
+        if isinstance(node, ast.BoolOp):
+            for v in node.values:
+                check(v)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            check(node.operand)
+        elif isinstance(node, ast.Compare) and all(isinstance(o, _ALLOWED_CMPOPS) for o in node.ops):
+            for v in [node.left, *node.comparators]:
+                _check_int_node(v, names, what, expr)
+        else:
+            raise ArtifactError(f"{what} {expr!r}: {ast.unparse(node)!r} is not a comparison or and/or/not of them")
+
+    check(tree.body)
+    return tree
+
+
+_ALLOWED_CMPOPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
 def _check_int_node(node: ast.AST, names: set[str], what: str, expr: str) -> None:

@@ -101,11 +101,17 @@ class Environment:
     TILELANG_USE_NVRTC = EnvVar("TILELANG_USE_NVRTC", "0")
     TILELANG_KEEP_TEMPS = EnvVar("TILELANG_KEEP_TEMPS", "0")
     TILELANG_FRONTEND_DEBUG = EnvVar("TILELANG_FRONTEND_DEBUG", "0")
+    # IR diff of every pipeline stage (tilelang.utils.pass_diff_hook): 0 | terminal | html | both
+    TILELANG_PASS_DIFF = EnvVar("TILELANG_PASS_DIFF", "0")
+    TILELANG_PASS_DIFF_OUTPUT = EnvVar("TILELANG_PASS_DIFF_OUTPUT", "tmp/pass_diff_output")
     # Read by upstream only; kept so that code setting them runs (see docs/pass_configs.md).
     TILELANG_KERNEL_CACHE_USE_LIB_STAMP = EnvVar("TILELANG_KERNEL_CACHE_USE_LIB_STAMP", "0")
     TILELANG_CLEANUP_TEMP_FILES = EnvVar("TILELANG_CLEANUP_TEMP_FILES", "1")
     TILELANG_JIT_DIAGNOSTICS = EnvVar("TILELANG_JIT_DIAGNOSTICS", "0")
-    TILELANG_PASS_PROFILE = EnvVar("TILELANG_PASS_PROFILE", "0")
+    TILELANG_PASS_PROFILE = EnvVar("TILELANG_PASS_PROFILE", "0")   # 1: per-pass timing report (tools.pass_timing)
+    # IR of every pass and the generated source, per compile (tilelang.tools.lower_trace)
+    TL_LOWER_TRACE = EnvVar("TL_LOWER_TRACE", "0")   # 0 | 1 (html) | terminal | html | both
+    TL_LOWER_TRACE_DIR = EnvVar("TL_LOWER_TRACE_DIR", str(Path(".") / "tmp" / "lower_trace_dir"))
     TILELANG_AUTO_TUNING_DISABLE_CACHE = EnvVar("TILELANG_AUTO_TUNING_DISABLE_CACHE", "0")
     TILELANG_DEFAULT_TARGET = EnvVar("TILELANG_DEFAULT_TARGET", "auto")
     TILELANG_DEFAULT_EXECUTION_BACKEND = EnvVar("TILELANG_EXECUTION_BACKEND", "auto")
@@ -147,8 +153,27 @@ class Environment:
         except ValueError:
             raise ValueError("TILELANG_PASS_PROFILE_THRESHOLD_MS must be a finite non-negative number") from None
 
+    def is_pass_profile_enabled(self) -> bool:
+        return str(self.TILELANG_PASS_PROFILE or "").strip().lower() in _TRUE
+
+    def get_lower_trace_mode(self) -> str | None:
+        """TL_LOWER_TRACE as a mode: None when off (0/false/no/off/empty), "terminal" or "both"
+        when named, else "html" (1/true/yes/on/html, and any other value)."""
+        value = str(self.TL_LOWER_TRACE or "").strip().lower()
+        if value in ("0", "false", "no", "off", ""):
+            return None
+        return value if value in ("terminal", "both") else "html"
+
+    def get_lower_trace_dir(self) -> str:
+        return str(self.TL_LOWER_TRACE_DIR or "").strip() or str(Path(".") / "tmp" / "lower_trace_dir")
+
     def get_compile_timeout_seconds(self) -> float | None:
         return knobs.compile_timeout_seconds()
+
+    def get_pass_diff_mode(self) -> str | None:
+        """TILELANG_PASS_DIFF as a mode: None when off (0/false/no/off/empty), "html" or "both"
+        when named, else "terminal" (1/true/yes/on/terminal, and any other value)."""
+        return knobs.pass_diff_mode()
 
     def get_default_target(self):
         return self.TILELANG_DEFAULT_TARGET or "auto"

@@ -43,7 +43,12 @@ KNOBS: dict[str, tuple[str, str, str]] = {
     "TILELANG_PRINT_ON_COMPILATION": ("bool", "1", "upstream's knob: 1 logs each kernel name as it compiles (INFO)"),
     "TILELANG_COMPILE_TIMEOUT_SECONDS": ("float", "", "nvcc subprocess timeout in seconds (empty or 0: none)"),
     "TILELANG_JIT_DIAGNOSTICS": ("bool", "0", "1 logs each JIT phase (lower, nvcc) at INFO on tilelang.jit.diagnostics"),
-    "TILELANG_PASS_PROFILE_THRESHOLD_MS": ("float", "0", "upstream's pass-profile threshold; accepted, validated"),
+    "TILELANG_PASS_PROFILE": ("bool", "0", "1 logs a per-pass timing report of every compile "
+                              "(tilelang.tools.pass_timing; pass config tl.pass_profile)"),
+    "TILELANG_PASS_PROFILE_THRESHOLD_MS": ("float", "0", "pass timing report: hide passes faster than this (ms)"),
+    "TILELANG_PASS_DIFF": ("str", "0", "IR diff of each compile stage: 0 (off), terminal, html or both "
+                           "(tilelang.utils.pass_diff_hook)"),
+    "TILELANG_PASS_DIFF_OUTPUT": ("path", "tmp/pass_diff_output", "directory of the TILELANG_PASS_DIFF HTML reports"),
     "TILELANG_AUTO_TUNING_CPU_COUNTS": ("int", "-1", "autotuner compile threads (-1 or 0: one per usable CPU)"),
     "CUDA_HOME": ("path", "", "CUDA toolkit root (CUDA_PATH is read too)"),
 }
@@ -147,6 +152,20 @@ def dump_ir() -> bool:
     return True
 
 
+def pass_diff_mode() -> str | None:
+    """TILELANG_PASS_DIFF: None when off (0/false/no/off/unset), "html" or "both" when named,
+    else "terminal" (1/true/yes/on/terminal and any other value)."""
+    text = (raw("TILELANG_PASS_DIFF") or "").strip().lower()
+    if text in _FALSE:
+        return None
+    return text if text in ("html", "both") else "terminal"
+
+
+def pass_diff_output() -> str:
+    """TILELANG_PASS_DIFF_OUTPUT, default ``tmp/pass_diff_output`` (relative to the working dir)."""
+    return raw("TILELANG_PASS_DIFF_OUTPUT") or "tmp/pass_diff_output"
+
+
 def dump_ir_dir() -> Path | None:
     """The directory given in TILELANG_DUMP_IR, or None when it is a plain boolean."""
     text = (raw("TILELANG_DUMP_IR") or "").strip()
@@ -189,6 +208,11 @@ def compile_timeout_seconds() -> float | None:
     """TILELANG_COMPILE_TIMEOUT_SECONDS: seconds nvcc may run, or None (unset, empty or 0)."""
     value = _nonnegative("TILELANG_COMPILE_TIMEOUT_SECONDS", raw("TILELANG_COMPILE_TIMEOUT_SECONDS"))
     return value or None
+
+
+def pass_profile() -> bool:
+    """TILELANG_PASS_PROFILE (default 0): time every pass of every compile."""
+    return _bool("TILELANG_PASS_PROFILE")
 
 
 def pass_profile_threshold_ms() -> float:

@@ -108,6 +108,12 @@ class ExprRewriter:
     def visit_Broadcast(self, e):
         return tirx.Broadcast(self.visit(e.value), e.lanes)
 
+    def visit_Shuffle(self, e):
+        vectors = [self.visit(v) for v in e.vectors]
+        if all(a.same_as(b) for a, b in zip(vectors, e.vectors)):
+            return e
+        return tirx.Shuffle(vectors, list(e.indices))
+
     def visit_Call(self, e):
         args = [self.visit(a) if not is_buffer_var(a) else a for a in e.args]
         if all((x is y) or (hasattr(x, "same_as") and x.same_as(y)) for x, y in zip(args, e.args)):

@@ -20,7 +20,13 @@ upstream name                                  apache-tvm 0.27 object
                                                 statement and expression, children first
 ``tirx.stmt_functor.substitute(n, vmap)``       ``tilelang.tir_utils.substitute`` (expressions)
                                                 / ``substitute_stmt`` (statements)
-``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``
+``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``, run as a pass named
+                                                ``tirx.Simplify`` (the fork's name, which pass
+                                                instruments report); the inner pass runs in a
+                                                PassContext with the same config, uninstrumented
+``tirx.transform.AnnotateDeviceRegions``       a pass (``tirx.AnnotateDeviceRegions``) returning
+                                                the module unchanged: 0.27's ``SplitHostDevice``
+                                                finds the device regions (``thread_extent``) itself
 ``tvm.ir.structural_equal`` / ``_hash``         ``tvm_ffi.structural_equal`` / ``_hash``
 ``tvm.TVMError``, ``tvm.error.TVMError``        ``RuntimeError`` (what TVM's FFI errors derive from)
 ``tvm.testing.requires_package``                ``tilelang.testing.requires_package`` (added by
@@ -29,6 +35,12 @@ upstream name                                  apache-tvm 0.27 object
                                                 (0.27's parameters are the buffers themselves)
 ``tirx.BufferLoad``                             builds as 0.27's function does; ``isinstance``
                                                 checks against ``tvm.ir.TensorLoad``
+``PassContext(config={"tl.*": ...})``           apache-tvm rejects keys no C++ pass registered;
+                                                those (``tl.*``, the fork's ``tir.*``) are taken
+                                                out before TVM sees them and apply, while the
+                                                context is entered, to the kernels compiled
+                                                inside it (``tl_configs()``; a compile's own
+                                                ``pass_configs`` win)
 ``tirx.Call``                                   ``tvm.ir.Call``, through a small class: an
                                                 ``isinstance`` check is one against ``ir.Call``;
                                                 ``tirx.Call(dtype, op, args, span=None)`` (the
@@ -40,6 +52,7 @@ upstream name                                  apache-tvm 0.27 object
 from __future__ import annotations
 
 import sys
+import threading
 import types
 
 __all__ = ["install"]
@@ -83,6 +96,32 @@ def _stmt_functor():
     module.post_order_visit = _post_order_visit
     module.substitute = _substitute
     return module
+
+
+def _simplify():
+    """``tirx.transform.Simplify()``: 0.27's ``StmtSimplify`` under the fork's pass name."""
+    import tvm
+    from tvm.ir.transform import PassContext
+
+    @tvm.transform.module_pass(opt_level=0, name="tirx.Simplify")
+    def simplify(mod, _ctx):
+        cur = PassContext.current()
+        with PassContext(opt_level=cur.opt_level, required_pass=list(cur.required_pass),
+                         disabled_pass=list(cur.disabled_pass), config=dict(cur.config)):
+            return tvm.tirx.transform.StmtSimplify()(mod)
+
+    return simplify
+
+
+def _annotate_device_regions():
+    """``tirx.transform.AnnotateDeviceRegions()``: nothing left to annotate in 0.27 (see above)."""
+    import tvm
+
+    @tvm.transform.module_pass(opt_level=0, name="tirx.AnnotateDeviceRegions")
+    def annotate_device_regions(mod, _ctx):
+        return mod
+
+    return annotate_device_regions
 
 
 def _buffer_map(func) -> dict:
@@ -135,6 +174,76 @@ class BufferLoad(metaclass=_BufferLoadMeta):
     """``tirx.BufferLoad`` usable in ``isinstance`` (an ``ir.TensorLoad``), built as 0.27 builds it."""
 
 
+# handle of a PassContext -> (the object, kept alive so that its handle is not reused; its keys TVM
+# does not know), from construction until it is left for the last time
+_TL_CONFIGS: dict = {}
+_ENTERED = threading.local()      # .stack: (handle, those keys) of the entered contexts, outermost first
+
+
+def tl_configs() -> dict:
+    """The pass configs apache-tvm does not register (``tl.*`` and friends) of the PassContexts
+    entered on this thread, inner ones winning."""
+    merged = {}
+    for _, configs in getattr(_ENTERED, "stack", ()):
+        merged.update(configs)
+    return merged
+
+
+_REGISTERED: set = set()
+
+
+def _tvm_config_names(PassContext) -> set:
+    """The config keys apache-tvm's passes registered (its PassContext rejects any other key)."""
+    if not _REGISTERED:
+        _REGISTERED.update(str(k) for k in PassContext.list_configs())
+    return _REGISTERED
+
+
+def _install_pass_context_configs(PassContext) -> None:
+    if getattr(PassContext, "_tilelang_configs", False):
+        return
+    init, enter, exit_ = PassContext.__init__, PassContext.__enter__, PassContext.__exit__
+
+    def __init__(self, opt_level=2, required_pass=None, disabled_pass=None, instruments=None, config=None):
+        ours = {}
+        if config:
+            config = dict(config)
+            registered = _tvm_config_names(PassContext)
+            ours = {str(getattr(k, "value", k)): config.pop(k)
+                    for k in [k for k in config if str(getattr(k, "value", k)) not in registered]}
+        init(self, opt_level, required_pass, disabled_pass, instruments, config or None)
+        if ours:
+            _TL_CONFIGS[self.__chandle__()] = (self, ours)
+
+    def __enter__(self):
+        result = enter(self)
+        if not hasattr(_ENTERED, "stack"):
+            _ENTERED.stack = []
+        handle = self.__chandle__()
+        _ENTERED.stack.append((handle, _TL_CONFIGS.get(handle, (None, {}))[1]))
+        return result
+
+    def __exit__(self, ptype, value, trace):
+        stack = getattr(_ENTERED, "stack", None)
+        if stack:
+            handle, _ = stack.pop()
+            if all(h != handle for h, _ in stack):
+                _TL_CONFIGS.pop(handle, None)
+        return exit_(self, ptype, value, trace)
+
+    PassContext.__init__, PassContext.__enter__, PassContext.__exit__ = __init__, __enter__, __exit__
+    tvm_config = PassContext.__dict__.get("config")
+    if tvm_config is not None and hasattr(tvm_config, "__get__"):
+        def config(self):
+            """TVM's config, with the keys this context holds for TileLang (a plain dict then)."""
+            base = tvm_config.__get__(self, type(self))
+            ours = _TL_CONFIGS.get(self.__chandle__(), (None, None))[1]
+            return base if not ours else {**dict(base.items()), **ours}
+
+        PassContext.config = property(config)
+    PassContext._tilelang_configs = True
+
+
 def install() -> None:
     """Add the upstream names to ``tvm`` (see the module docstring)."""
     import tvm
@@ -159,9 +268,11 @@ def install() -> None:
     if not hasattr(tirx, "stmt_functor"):
         tirx.stmt_functor = _stmt_functor()
         _alias_module("tvm.tirx.stmt_functor", tirx.stmt_functor)
-    _add(tvm.tirx.transform, "Simplify", tvm.tirx.transform.StmtSimplify)
+    _add(tvm.tirx.transform, "Simplify", _simplify)
+    _add(tvm.tirx.transform, "AnnotateDeviceRegions", _annotate_device_regions)
     _add(ir, "structural_equal", tvm_ffi.structural_equal)
     _add(ir, "structural_hash", tvm_ffi.structural_hash)
     _add(tvm, "TVMError", RuntimeError)
     _add(tvm.error, "TVMError", RuntimeError)
+    _install_pass_context_configs(ir.transform.PassContext)
 

@@ -7,8 +7,16 @@ A factory's parameters are bound from the first of these sources that has anythi
    then ``[tool.tilelang.check.bind]`` in the nearest ``pyproject.toml``
    (``matmul = {M = 1024, ...}``, a list of such tables, or ``"path/to/file.py::matmul" = ...``);
 2. literal call sites in the file: ``matmul(1024, 1024, 1024)``, ``matmul.get_prim_func(...)``,
-   ``kernel = matmul(M, N, K)`` with module-level names (at most ``MAX_CALL_SITES`` distinct ones);
-3. the factory's defaults, when every parameter has one.
+   ``kernel = matmul(M, N, K)`` with module-level names (at most ``MAX_CALL_SITES`` distinct ones;
+   not for eager-style factories, whose calls pass tensors);
+3. calls traced back to their values (``binding_trace``): through ``main()`` and its callers,
+   argparse defaults, local assignments, autograd ``apply``, sibling modules and tests; eager
+   factories' ``T.const`` names from keywords or from the shapes of the tensors passed;
+   parameters a trace leaves open take the factory's defaults;
+4. the factory's defaults, when every parameter has one (``T.const`` names excepted);
+5. for an ``@autotune`` factory, the first config (filled in by the worker).
+Bindings of sources 2, 3 and 5 are ``soft``: values that do not evaluate in the worker, or still
+missing after the autotune config, mean "no values" (TL0801 with the reason), never an error.
 What remains unbound is reported (TL0801) and only value-free checks run for it. Arguments stay
 source text: the worker evaluates them in the module's namespace, never this process.
 
@@ -58,6 +66,9 @@ class Binding:
     kwargs: tuple = ()          # ((name, text), ...)
     origin: str = "the defaults"
     shown: str = ""
+    eager: bool = False         # an eager-style factory: keywords are T.const values and scalars
+    soft: bool = False          # traced, not written by the user: values that fail mean "no values"
+    fill: bool = False          # the worker fills what is missing from the first @autotune config
 
     def describe(self) -> str:
         return f"{self.shown} from {self.origin}"
@@ -191,9 +202,10 @@ def plan_file(model: FileModel, config: CheckConfig | None = None) -> FilePlan:
             fp.bindings = [Binding(name, origin="the module", shown=name)]
         else:
             fp.bindings = (pragmas.get(name) or configured.get(name) or _call_site_bindings(model, factory)
-                           or _default_bindings(factory))
+                           or _traced_bindings(model, factory) or _default_bindings(factory)
+                           or _autotune_bindings(factory))
             if not fp.bindings:
-                fp.unbound = factory.required()
+                fp.unbound = _needed(factory)
         plan.factories.append(fp)
     return plan
 
@@ -233,6 +245,10 @@ def _problem(factory, args, kwargs) -> str | None:
 
 
 def _call_site_bindings(model, factory) -> list:
+    from tilelang_lsp.binding_trace import eager_signature
+
+    if eager_signature(factory.node) is not None:
+        return []       # an eager kernel's calls pass tensors: traced (T.const values) instead
     out, seen = [], set()
     for site in model.calls:
         if site.factory != factory.name or not site.static:
@@ -243,16 +259,71 @@ def _call_site_bindings(model, factory) -> list:
             continue
         seen.add(key)
         shown = _shown(factory, site.args, kwargs, site.values)
-        out.append(Binding(factory.name, tuple(site.args), kwargs, f"the call at line {site.node.lineno}", shown))
+        out.append(Binding(factory.name, tuple(site.args), kwargs, f"the call at line {site.node.lineno}", shown,
+                           soft=True))
         if len(out) == MAX_CALL_SITES:
             break
     return out
 
 
 def _default_bindings(factory) -> list:
-    if factory.required() or factory.star_args and not factory.params:
+    if _needed(factory) or factory.star_args and not factory.params:
         return []
     return [Binding(factory.name, origin="the defaults", shown=f"{factory.name}()")]
+
+
+def _consts(factory) -> list:
+    """The ``T.const`` names of an eager-style factory (each needs a value), else []."""
+    from tilelang_lsp.binding_trace import eager_signature
+
+    eager = eager_signature(factory.node)
+    return eager[0] if eager else []
+
+
+def _needed(factory) -> list:
+    """What has no value: required parameters (an eager factory's tensors excepted) and T.const names."""
+    from tilelang_lsp.binding_trace import eager_signature
+
+    eager = eager_signature(factory.node)
+    if not eager:
+        return factory.required()
+    consts, tensors = eager
+    return [n for n in factory.required() if n not in tensors] + list(consts)
+
+
+def _autotuned(factory) -> bool:
+    return any(_decorator_root(d) == "autotune" for d in factory.node.decorator_list)
+
+
+def _decorator_root(dec) -> str:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    return target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+
+
+def _traced_bindings(model, factory) -> list:
+    """Bindings traced from the calls of ``factory`` in this file and its siblings
+    (``binding_trace``), with the first ``@autotune`` config for what they leave open."""
+    from tilelang_lsp.binding_trace import eager_signature, traced_bindings
+
+    autotuned = _autotuned(factory)
+    eager = eager_signature(factory.node) is not None
+    out = []
+    for traced in traced_bindings(model.path, model.text, factory.node, autotuned):
+        kwargs = tuple(traced.values.items())
+        shown = f"{factory.name}({', '.join(f'{k}={v}' for k, v in kwargs)})"
+        out.append(Binding(factory.name, (), kwargs, traced.origin, shown, eager=eager, soft=True,
+                           fill=bool(traced.unresolved) or autotuned))   # autotuned: config over None defaults
+    return out
+
+
+def _autotune_bindings(factory) -> list:
+    """The first config of an ``@autotune`` factory, with its defaults, when nothing else binds it."""
+    from tilelang_lsp.binding_trace import eager_signature
+
+    if not _autotuned(factory):
+        return []
+    return [Binding(factory.name, (), (), "the first @autotune config", f"{factory.name}(<first config>)",
+                    eager=eager_signature(factory.node) is not None, soft=True, fill=True)]
 
 
 def _pragma_bindings(model, plan) -> dict:
@@ -328,7 +399,13 @@ def factory_name_span(model: FileModel, factory) -> Span | None:
     return model.span(node)
 
 
-def unbound_diagnostic(model: FileModel, fp: FactoryPlan) -> Diagnostic:
+def unbound_diagnostic(model: FileModel, fp: FactoryPlan, reason: str | None = None) -> Diagnostic:
+    if reason is not None:   # values were traced but could not be used
+        names = _needed(fp.factory)
+        return Diagnostic.from_code(
+            "TL0801", f"no usable values for '{fp.factory.name}' ({reason}), so only the checks that need "
+            f"no values ran", factory_name_span(model, fp.factory),
+            notes=[Note(f"add `# tilelang: check {fp.factory.name}({', '.join(f'{n}=...' for n in names)})`")])
     names = ", ".join(fp.unbound)
     return Diagnostic.from_code(
         "TL0801", f"no values for {names} of '{fp.factory.name}': no check pragma, no configured binding, no "

@@ -15,6 +15,10 @@ matches nothing); 3 bad configuration (``[tool.tilelang.check]`` or a check prag
 2 an internal error (TL0003, or the checker itself failed); 1 a warning or an error remains
 after ``--select``/``--ignore`` and ignore comments; 0 otherwise (infos and hints do not fail).
 
+``--explain`` prints, one line per kernel factory, the values it was built with and where they
+came from (SARIF output carries them in the run's ``properties.tilelangKernels``);
+``--statistics`` adds the time taken and how many factories were built with values.
+
 Kernel factories are built in a worker process (``worker_client``/``worker_main``) started before this
 process imports anything heavy, so the two tvm imports overlap. ``--no-exec`` runs no user code
 and only the checks that need no values. No GPU and no CUDA driver are needed.
@@ -38,6 +42,15 @@ class UsageError(Exception):
     pass
 
 
+def _version() -> str:
+    """The package version, read from its file: importing ``tilelang`` here would import tvm."""
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "tilelang" / "version.py").read_text()
+    found = re.search(r'__version__\s*=\s*"([^"]+)"', text)
+    return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tilelang-check", description="Check TileLang kernels without a GPU.",
@@ -55,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, help="seconds allowed per kernel build (default 20)")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour text output")
     parser.add_argument("--statistics", action="store_true", help="print the time taken and files checked (stderr)")
+    parser.add_argument("--explain", action="store_true",
+                        help="say, one line per kernel factory, which values it was built with and where they came from")
+    parser.add_argument("--version", action="version", version=f"tilelang-check {_version()}")
     return parser
 
 
@@ -243,19 +259,97 @@ def _check_files(args, files, start, Session, worker) -> int:
     timeout = args.timeout or base.timeout or 20.0
     session = Session(target, timeout, exec_code, config_for, worker)
     diagnostics = []
+    progress = _Progress(len(files))
     try:
         for f in files:
-            diagnostics += session.check_file(str(f.resolve())).diagnostics
+            progress.show(f)
+            diagnostics += _check_one(session, str(f.resolve()))
     except ConfigError as err:
+        progress.clear()
         print(f"tilelang-check: configuration error: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    progress.clear()
     diagnostics = _relativize(filter_codes(diagnostics, select, ignore))
     fmt = args.format or ("github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text")
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    print(render(diagnostics, fmt, color))
+    text = render(diagnostics, fmt, color)
+    if fmt == "sarif":
+        text = _sarif_with_bindings(text, session.outcomes)
+    print(text)
+    if args.explain and fmt in ("text", "github"):
+        for line in explain_lines(session.outcomes):
+            print(line)
     if args.statistics:
-        print(f"checked {len(files)} file(s) in {time.perf_counter() - start:.2f} s", file=sys.stderr)
+        built, seen = session.built_count()
+        print(f"checked {len(files)} file(s) in {time.perf_counter() - start:.2f} s; built {built} of {seen} "
+              f"kernel factories with values", file=sys.stderr)
     return exit_status(diagnostics, False)
+
+
+def explain_lines(outcomes) -> list:
+    """``path: factory: built with <values> from <origin>`` (or why not), one line per factory."""
+    lines = []
+    for (path, name), results in outcomes.items():
+        built = [line for ok, line, _ in results if ok]
+        said = built[0] if built else (results[0][1] if results else "not built: no values")
+        lines.append(f"{_display_path(path)}: {name}: {said}")
+    return lines
+
+
+def _sarif_with_bindings(text: str, outcomes) -> str:
+    """The SARIF log with the run's ``properties.tilelangKernels``: each factory's values line."""
+    import json
+
+    if not outcomes:
+        return text
+    log = json.loads(text)
+    kernels = [{"file": _display_path(path), "factory": name,
+                "built": any(ok for ok, _, _ in results),
+                "values": next((line for ok, line, _ in results if ok), results[0][1] if results else "no values")}
+               for (path, name), results in outcomes.items()]
+    for run in log.get("runs", []):
+        run.setdefault("properties", {})["tilelangKernels"] = kernels
+    return json.dumps(log, indent=2, ensure_ascii=False)
+
+
+def _check_one(session, path: str) -> list:
+    """One file's diagnostics; a failure of the checker on this file is reported on it (TL0003) and
+    the run goes on, so that the other files' results are kept."""
+    from tilelang_lsp.binding import ConfigError
+
+    try:
+        return session.check_file(path).diagnostics
+    except ConfigError:
+        raise
+    except OSError as err:
+        from tilelang.diagnostics import Diagnostic, Span
+
+        return [Diagnostic.from_code("TL0005", f"cannot read {Path(path).name}: {err.strerror or err}",
+                                     Span.point(path, 1, 1))]
+    except Exception as err:  # noqa: BLE001 - a checker bug on one file must not lose the others
+        from tilelang.diagnostics import Diagnostic, Span
+
+        return [Diagnostic.from_code("TL0003", f"internal error while checking this file: "
+                                     f"{type(err).__name__}: {err}", Span.point(path, 1, 1))]
+
+
+class _Progress:
+    """``[i/n] path`` on one rewritten stderr line while files are checked, only when stderr is a
+    terminal and there is more than one file (pre-commit hooks and CI logs stay clean)."""
+
+    def __init__(self, total: int):
+        self.total, self.count = total, 0
+        self.active = total > 1 and sys.stderr.isatty()
+
+    def show(self, path) -> None:
+        self.count += 1
+        if self.active:
+            text = f"[{self.count}/{self.total}] {_display_path(str(path))}"
+            print(f"\r\033[K{text[:200]}", end="", file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.active:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
 def _check_target_spelling(target) -> None:

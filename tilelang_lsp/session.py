@@ -6,7 +6,10 @@ one file end to end against a worker.
 the kernel bindings (``binding.plan_file``), runs the value-free checks, asks its worker to
 ``load`` the file and ``build`` each bound kernel (``worker_build`` says what those do), merges
 the bindings' findings, falls back to the value-free checks for kernels that were not built and
-applies ``# tilelang: ignore`` comments.
+applies ``# tilelang: ignore`` comments. ``outcomes`` records, per (path, factory), one line per
+build saying which values it used and where they came from, or why it was not built (``--explain``,
+SARIF, ``built_count`` for ``--statistics``); a factory whose traced values could not be used
+gets TL0801 with the reason, or TL0804 when the environment lacks something.
 
 ``worker`` is any object with ``start()``, ``stop()``, ``request(message, timeout) -> reply``
 (raising ``WorkerTimeout`` / ``WorkerDied``) and a ``loaded`` dict (path -> module name of the
@@ -19,7 +22,44 @@ error TL0003; nothing here raises on a mistake in user code.
 
 from __future__ import annotations
 
+import os
+
 from tilelang_lsp.worker_errors import WorkerDied, WorkerTimeout
+
+
+def read_source(path: str):
+    """``(text, None)``, or ``(None, (line, column, message))`` when the file is not source text:
+    bytes invalid in its encoding (UTF-8 unless a PEP 263 line declares another), an unknown
+    declared encoding, or a binary file (a NUL byte)."""
+    import io
+    import tokenize
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+    name = os.path.basename(path)
+
+    def where(offset):
+        line_start = data.rfind(b"\n", 0, offset) + 1
+        return data.count(b"\n", 0, offset) + 1, offset - line_start + 1
+
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        return None, (*where(nul), f"cannot read {name} as Python source: it is a binary file "
+                                   f"(a NUL byte at offset {nul})")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as err:
+        if "unknown encoding" in str(err.msg):
+            return None, (err.lineno or 1, 1, f"cannot read {name} as Python source: {err.msg}")
+        encoding = "utf-8"   # undeclared and not UTF-8 in its first lines: the decode below says where
+    try:
+        return data.decode(encoding), None
+    except UnicodeDecodeError as err:
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        line, column = where(err.start)
+        return None, (line, column, f"cannot read {name} as {shown} text: byte 0x{data[err.start]:02x} at line "
+                                    f"{line}, column {column} is not valid {shown}; save the file as UTF-8 "
+                                    f"or declare its encoding (# -*- coding: latin-1 -*-)")
 
 
 class FileReport:
@@ -41,6 +81,7 @@ class Session:
         self.target, self.timeout, self.exec_code = target, timeout, exec_code
         self.config_for = config_for or (lambda path: None)
         self.worker = worker   # None only with exec_code=False: nothing is loaded or built
+        self.outcomes = {}     # (path, factory) -> [(built, one line saying with which values, env note)]
 
     def close(self) -> None:
         if self.worker is not None:
@@ -51,8 +92,11 @@ class Session:
         from tilelang.diagnostics import Diagnostic, Span
 
         if text is None:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            text, problem = read_source(path)
+            if problem is not None:
+                line, column, message = problem
+                return FileReport(path, [Diagnostic.from_code("TL0005", message, Span.point(path, line, column))],
+                                  False)
         try:
             model = parse_file(path, text)
         except SyntaxError as err:
@@ -68,6 +112,8 @@ class Session:
         from tilelang_lsp.binding import plan_file, unbound_diagnostic
 
         plan = plan_file(model, self.config_for(model.path))
+        for fp in plan.factories:
+            self.outcomes.setdefault((model.path, fp.factory.name), [])
         diags = list(plan.diagnostics) + interface_checks(model)
         runs, failures, complete = self._build_all(model, plan, diags)
         for fp in plan.factories:
@@ -78,10 +124,32 @@ class Session:
                 complete = False
             if fp.unbound and self.exec_code:
                 diags.append(unbound_diagnostic(model, fp))
+            elif self.exec_code and not runs.get(name) and not failures.get(name) and fp.bindings:
+                diags += self._not_built(model, fp)
         diags = dedupe(diags)
         diags = apply_ignores(diags, find_ignores(model.path, model.text), report_unused=complete)
         internal = any(d.code == "TL0003" for d in diags)
         return FileReport(model.path, sort_diagnostics(diags), complete and not plan.diagnostics, internal)
+
+    def built_count(self):
+        """(factories built with values, factories seen) over the files checked so far."""
+        return sum(any(b for b, _, _ in v) for v in self.outcomes.values()), len(self.outcomes)
+
+    def _not_built(self, model, fp) -> list:
+        """Why a factory whose traced values could not be used was not built: TL0804 when the
+        environment lacks something (a GPU, a module), else TL0801 with the reason."""
+        from tilelang.diagnostics import Diagnostic
+        from tilelang_lsp.binding import factory_name_span, unbound_diagnostic
+
+        outcomes = self.outcomes.get((model.path, fp.factory.name), [])
+        environment = next((env for _, _, env in outcomes if env), None)
+        if environment is not None:
+            return [Diagnostic.from_code("TL0804", f"'{fp.factory.name}' was not built: {environment}; only "
+                                         f"the checks that need no values ran", factory_name_span(model, fp.factory))]
+        reasons = [line for _, line, _ in outcomes]
+        if not reasons:
+            return []
+        return [unbound_diagnostic(model, fp, reasons[0])]
 
     def _build_all(self, model, plan, diags):
         """(runs, failures, complete): per factory, [(binding, diagnostics)] of built kernels and of
@@ -139,7 +207,8 @@ class Session:
             return False, []
         message = {"op": "build", "path": model.path, "factory": factory.name, "args": list(binding.args),
                    "kwargs": [list(kv) for kv in binding.kwargs], "binding": binding.describe(),
-                   "target": self.target, "prim_func": factory.is_prim_func,
+                   "target": self.target, "prim_func": factory.is_prim_func, "soft": binding.soft,
+                   "fill": binding.fill,
                    "out_idx_span": model.span(factory.out_idx_node).to_dict() if factory.out_idx_node else None}
         reply, problem = self._request(model, message, span, f"building {binding.shown}")
         if problem is not None:
@@ -149,7 +218,14 @@ class Session:
         for d in found:
             if d.span is None:
                 d.span = span
-        return bool(reply.get("built")), found
+        built = bool(reply.get("built"))
+        outcome = (f"built with {reply['values']} from {binding.origin}" if built and reply.get("values") else
+                   f"built from {binding.origin}" if built else
+                   f"not built: {reply['environment']}" if reply.get("environment") else
+                   f"not built: {binding.shown} from {binding.origin}: {reply['unbound']}" if reply.get("unbound")
+                   else f"not built: {binding.shown} from {binding.origin} raised")
+        self.outcomes.setdefault((model.path, factory.name), []).append((built, outcome, reply.get("environment")))
+        return built, found
 
 
 def _matches(code: str, patterns) -> bool:

@@ -207,7 +207,8 @@ class CheckService:
         linecache.cache[path] = (len(text), None, text.splitlines(True), path)
         for stmt in added:
             try:
-                exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__)  # noqa: S102
+                code = compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec", dont_inherit=True)
+                exec(code, module.__dict__)  # noqa: S102 - dont_inherit: not this module's __future__
             except BaseException:  # noqa: BLE001 - let the full load report it
                 self._statements[path] = None
                 return None

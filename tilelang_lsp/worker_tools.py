@@ -133,9 +133,9 @@ def bound_kernel(service, message: dict):
     binding = fp.bindings[min(int(message.get("binding_index") or 0), len(fp.bindings) - 1)]
     module = module_for(service, message)
     request = {"factory": name, "args": list(binding.args), "kwargs": [list(kv) for kv in binding.kwargs],
-               "prim_func": fp.factory.is_prim_func}
+               "prim_func": fp.factory.is_prim_func, "fill": binding.fill}
     try:
-        func = worker_build.call_factory(module, request)
+        func, _ = worker_build.call_factory(module, request)
     except Exception as err:  # noqa: BLE001 - the user's factory failed
         raise LensError(f"{binding.shown} raised {type(err).__name__}: {err}") from None
     if not isinstance(func, tirx.PrimFunc):

@@ -17,7 +17,8 @@
 //   tma_store_cluster(dst, src, cta, bytes, bar)  bulk copy of this block's
 //                                            smem into block cta's, completing
 //                                            on its barrier (T.copy_cluster)
-//   tma_load_multicast_2d(dst, desc, bar, mask, c0, c1)
+//   tma_load_multicast_2d(dst, desc, bar, mask, c0, c1)   (also _1d .. _5d, and
+//   tma_load_multicast_bulk(dst, src, bytes, bar, mask) without a tensor map)
 //                                            a TMA box written to `dst` in every
 //                                            block whose bit is set in `mask`,
 //                                            each completing its bytes on the
@@ -116,6 +117,59 @@ TL_DEVICE void tma_load_multicast_2d(void* smem_dst, const CUtensorMap* desc, Ba
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       ".multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;\n" ::"r"(smem_addr(smem_dst)),
       "l"(detail::desc_addr(desc)), "r"(detail::bar_addr(bar)), "h"(mask), "r"(c0), "r"(c1)
+      : "memory");
+#else
+  detail::sm90_unsupported();
+#endif
+}
+
+// The same for boxes of rank 1, 3, 4 and 5 (T.tma_copy / T.copy_cluster with
+// cluster_mask), and tma_load_multicast_bulk: `bytes` contiguous bytes of
+// global memory (no tensor map) written to `smem_dst` in every block of
+// `mask`, each completing `bytes` transactions on its barrier at `bar`'s
+// offset.  Addresses are 16-byte aligned and bytes is a multiple of 16.
+#if TL_HAS_SM90
+#define TL_TMA_LOAD_MC(RANK, COORDS, ...)                                              \
+  asm volatile("cp.async.bulk.tensor." #RANK                                           \
+               "d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster" \
+               " [%0], [%1, {" COORDS "}], [%2], %3;\n" ::"r"(smem_addr(smem_dst)),     \
+               "l"(detail::desc_addr(desc)), "r"(detail::bar_addr(bar)), "h"(mask),       \
+               __VA_ARGS__                                                             \
+               : "memory")
+#else
+#define TL_TMA_LOAD_MC(RANK, COORDS, ...) detail::sm90_unsupported()
+#endif
+template <class Bar>
+TL_DEVICE void tma_load_multicast_1d(void* smem_dst, const CUtensorMap* desc, Bar* bar,
+                                     uint16_t mask, int c0) {
+  TL_TMA_LOAD_MC(1, "%4", "r"(c0));
+}
+template <class Bar>
+TL_DEVICE void tma_load_multicast_3d(void* smem_dst, const CUtensorMap* desc, Bar* bar,
+                                     uint16_t mask, int c0, int c1, int c2) {
+  TL_TMA_LOAD_MC(3, "%4, %5, %6", "r"(c0), "r"(c1), "r"(c2));
+}
+template <class Bar>
+TL_DEVICE void tma_load_multicast_4d(void* smem_dst, const CUtensorMap* desc, Bar* bar,
+                                     uint16_t mask, int c0, int c1, int c2, int c3) {
+  TL_TMA_LOAD_MC(4, "%4, %5, %6, %7", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+}
+template <class Bar>
+TL_DEVICE void tma_load_multicast_5d(void* smem_dst, const CUtensorMap* desc, Bar* bar,
+                                     uint16_t mask, int c0, int c1, int c2, int c3, int c4) {
+  TL_TMA_LOAD_MC(5, "%4, %5, %6, %7, %8", "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4));
+}
+#undef TL_TMA_LOAD_MC
+
+template <class Bar>
+TL_DEVICE void tma_load_multicast_bulk(void* smem_dst, const void* gmem_src, uint32_t bytes,
+                                       Bar* bar, uint16_t mask) {
+#if TL_HAS_SM90
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1], %2, [%3], %4;\n" ::"r"(smem_addr(smem_dst)),
+      "l"(static_cast<uint64_t>(__cvta_generic_to_global(gmem_src))), "r"(bytes),
+      "r"(detail::bar_addr(bar)), "h"(mask)
       : "memory");
 #else
   detail::sm90_unsupported();

@@ -301,3 +301,8 @@ TL_DEVICE float fast_rcp(float x) {
 }
 
 }  // namespace tl
+
+// Upstream TileLang's kernels (and T.extract_lane's conversions) spell the 16-bit float types
+// with these names at global scope.
+using tl::bfloat16_t;
+using tl::half_t;

@@ -327,7 +327,9 @@ struct LdsmAddr {
 };
 
 // Loads the A fragments of one k-step for all MI row blocks of the warp.
-template <class Shape, class T, int LDA, bool TRANS>
+// C0: the operand starts C0 16-byte chunks into its swizzled rows (a column sub-tile; the pointer
+// is the start of its first row), so the XOR applies to the buffer's own chunk index.
+template <class Shape, class T, int LDA, bool TRANS, int C0 = 0>
 struct SmemA {
   static constexpr int P = Shape::P, KS = Shape::KS, MI = Shape::MI;
   // A transposed (K x M stored) needs a 16-bit transpose, which ldmatrix
@@ -349,7 +351,7 @@ struct SmemA {
   }
   TL_DEVICE SmemA(const T* A, int wm, int l)
       : ptr(A), row0(wm * Shape::WM), lane(l),
-        addr(A, kLdsm ? lane_row(wm, l) : 0, kLdsm ? lane_chunk(wm, l) : 0) {}
+        addr(A, kLdsm ? lane_row(wm, l) : 0, kLdsm ? lane_chunk(wm, l) + C0 : 0) {}
 
   TL_DEVICE void load(uint32_t (&a)[MI][4], int ki) const {
     if constexpr (kLdsm) {
@@ -370,8 +372,8 @@ struct SmemA {
 #pragma unroll
           for (int e = 0; e < P; ++e) {
             const int k = ki * KS + (j >> 1) * 4 * P + t * P + e;
-            v[e] = ptr[TRANS ? swizzle_offset<LDA, Shape::E>(k, r)
-                             : swizzle_offset<LDA, Shape::E>(r, k)];
+            v[e] = ptr[TRANS ? swizzle_offset<LDA, Shape::E>(k, r + C0 * (16 / Shape::E))
+                             : swizzle_offset<LDA, Shape::E>(r, k + C0 * (16 / Shape::E))];
           }
           a[mi][j] = pack_reg(v);
         }
@@ -389,7 +391,7 @@ struct SmemA {
 // Loads the B fragments of one k-step for all NI column blocks of the warp.
 // The mma B operand of column block ni is {k 0-7, k 8-15} (in 16-byte chunks
 // of K) for the 8 columns of that block.
-template <class Shape, class T, int LDB, bool TRANS>
+template <class Shape, class T, int LDB, bool TRANS, int C0 = 0>
 struct SmemB {
   static constexpr int P = Shape::P, KS = Shape::KS, NI = Shape::NI;
   // B not transposed (K x N stored) needs a 16-bit transpose.
@@ -409,7 +411,7 @@ struct SmemB {
   }
   TL_DEVICE SmemB(const T* B, int wn, int l)
       : ptr(B), col0(wn * Shape::WN), lane(l),
-        addr(B, kLdsm ? lane_row(wn, l) : 0, kLdsm ? lane_chunk(wn, l) : 0) {}
+        addr(B, kLdsm ? lane_row(wn, l) : 0, kLdsm ? lane_chunk(wn, l) + C0 : 0) {}
 
   TL_DEVICE uint32_t at(int ni, int ki) const {
     return TRANS ? addr.at(ni * 8, ki * 2) : addr.at(ki * 16, ni);
@@ -441,8 +443,8 @@ struct SmemB {
 #pragma unroll
           for (int e = 0; e < P; ++e) {
             const int k = ki * KS + j * 4 * P + t * P + e;
-            v[e] = ptr[TRANS ? swizzle_offset<LDB, Shape::E>(n, k)
-                             : swizzle_offset<LDB, Shape::E>(k, n)];
+            v[e] = ptr[TRANS ? swizzle_offset<LDB, Shape::E>(n, k + C0 * (16 / Shape::E))
+                             : swizzle_offset<LDB, Shape::E>(k, n + C0 * (16 / Shape::E))];
           }
           b[ni][j] = pack_reg(v);
         }
@@ -490,17 +492,19 @@ TL_DEVICE void warp_coords(int warp, int& wm, int& wn) {
 }  // namespace detail
 
 // Block GEMM with both operands in shared memory (see the top of this file).
+// CA / CB: an operand that is a column sub-tile of its swizzled buffer starts CA / CB 16-byte
+// chunks into the row its pointer addresses (SmemA / SmemB).
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, typename TA,
-          typename TB, typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
+          typename TA, typename TB, typename TC>
 TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemA<Shape, TA, LDA, TRANS_A> sa(A, wm, lane);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B> sb(B, wn, lane);
+  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA> sa(A, wm, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -514,7 +518,7 @@ TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
 // Block GEMM with A in registers (layout at the top of this file) and B in
 // shared memory.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, typename TA, typename TB,
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, typename TA, typename TB,
           typename TC>
 TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
@@ -523,7 +527,7 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B> sb(B, wn, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -541,18 +545,18 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
 // Entry points of the pre-sm_80 (Turing) targets: the same block GEMMs, whose
 // 16-bit mma issue two m16n8k8 instructions per k-step (Mma<half, ...> above).
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, typename TA,
-          typename TB, typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
+          typename TA, typename TB, typename TC>
 TL_DEVICE void mma_sync_gemm_ss(const TA* A, const TB* B, TC* C) {
-  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB>(
+  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB>(
       A, B, C);
 }
 
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, typename TA, typename TB,
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, typename TA, typename TB,
           typename TC>
 TL_DEVICE void mma_sync_gemm_rs(const TA* A_frag, const TB* B, TC* C) {
-  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB>(
+  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB, CB>(
       A_frag, B, C);
 }
 

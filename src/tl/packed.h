@@ -26,15 +26,23 @@ template <> struct packed_carrier<float2> { using type = uint64_t; };
 template <> struct packed_carrier<__half2> { using type = uint32_t; };
 template <> struct packed_carrier<__nv_bfloat162> { using type = uint32_t; };
 
-// lane-wise operations on the native pair types
+// lane-wise operations on the native pair types (float2: the sm_100 .f32x2 instructions where
+// the target has them)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+TL_DEVICE float2 packed_add(float2 a, float2 b) { return __fadd2_rn(a, b); }
+TL_DEVICE float2 packed_sub(float2 a, float2 b) { return __fadd2_rn(a, make_float2(-b.x, -b.y)); }
+TL_DEVICE float2 packed_mul(float2 a, float2 b) { return __fmul2_rn(a, b); }
+TL_DEVICE float2 packed_fma(float2 a, float2 b, float2 c) { return __ffma2_rn(a, b, c); }
+#else
 TL_DEVICE float2 packed_add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
 TL_DEVICE float2 packed_sub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
 TL_DEVICE float2 packed_mul(float2 a, float2 b) { return make_float2(a.x * b.x, a.y * b.y); }
-TL_DEVICE float2 packed_max(float2 a, float2 b) { return make_float2(fmaxf(a.x, b.x), fmaxf(a.y, b.y)); }
-TL_DEVICE float2 packed_min(float2 a, float2 b) { return make_float2(fminf(a.x, b.x), fminf(a.y, b.y)); }
 TL_DEVICE float2 packed_fma(float2 a, float2 b, float2 c) {
   return make_float2(fmaf(a.x, b.x, c.x), fmaf(a.y, b.y, c.y));
 }
+#endif
+TL_DEVICE float2 packed_max(float2 a, float2 b) { return make_float2(fmaxf(a.x, b.x), fmaxf(a.y, b.y)); }
+TL_DEVICE float2 packed_min(float2 a, float2 b) { return make_float2(fminf(a.x, b.x), fminf(a.y, b.y)); }
 TL_DEVICE float2 packed_abs(float2 a) { return make_float2(fabsf(a.x), fabsf(a.y)); }
 
 #define TL_PACKED_HALF_OPS(V)                                                   \
@@ -80,6 +88,36 @@ template <class V>
 TL_DEVICE packed_t<V> abs2(packed_t<V> a) {
   using detail::bit_cast_packed;
   return bit_cast_packed<packed_t<V>>(detail::packed_abs(bit_cast_packed<V>(a)));
+}
+
+// The same operations on the native pair types themselves: tilelang.codegen.cuda rewrites TVM's
+// lane-by-lane vector arithmetic (a vectorized T.Parallel) into one call per pair of lanes,
+// tl::add2(*(float2*)(&(a.x)), *(float2*)(&(b.x))); float2 only for sm_100 targets, where it is
+// one .f32x2 instruction.
+#define TL_PACKED_NATIVE(V)                                                                   \
+  TL_DEVICE V add2(V a, V b) { return detail::packed_add(a, b); }                             \
+  TL_DEVICE V sub2(V a, V b) { return detail::packed_sub(a, b); }                             \
+  TL_DEVICE V mul2(V a, V b) { return detail::packed_mul(a, b); }                             \
+  TL_DEVICE V fma2(V a, V b, V c) { return detail::packed_fma(a, b, c); }
+TL_PACKED_NATIVE(float2)
+TL_PACKED_NATIVE(__half2)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+TL_PACKED_NATIVE(__nv_bfloat162)
+#endif
+#undef TL_PACKED_NATIVE
+
+// The NaN-propagating max / min of two 16-bit pairs (a T.reduce_max / min / absmax with
+// nan_propagate=True folding two registers at a time, tilelang.transform.lower_reduce), in the
+// integer-carrier form above: tl::max2_nan<__half2>(a, b).
+template <class V>
+TL_DEVICE packed_t<V> max2_nan(packed_t<V> a, packed_t<V> b) {
+  using detail::bit_cast_packed;
+  return bit_cast_packed<packed_t<V>>(__hmax2_nan(bit_cast_packed<V>(a), bit_cast_packed<V>(b)));
+}
+template <class V>
+TL_DEVICE packed_t<V> min2_nan(packed_t<V> a, packed_t<V> b) {
+  using detail::bit_cast_packed;
+  return bit_cast_packed<packed_t<V>>(__hmin2_nan(bit_cast_packed<V>(a), bit_cast_packed<V>(b)));
 }
 
 // Paired vector casts (tilelang.codegen.cuda rewrites TVM's lane-by-lane vector casts into one

@@ -27,7 +27,9 @@ def test_every_code_has_a_fixture():
     annotated = {e.code for p in FIXTURES.glob("*.py") for e in parse_annotations(p.read_text())}
     # TL0202 is raised only when the layout algebra cannot build any layout; no kernel reaches it
     # with the current layout inference (it falls back to replicated default layouts).
-    untested = {"TL0202"}
+    # TL0005 is about files that are not readable text, which cannot carry annotations: it is
+    # pinned by tests/cli/test_cli.py::test_unreadable_files_are_one_diagnostic_each_and_the_run_goes_on.
+    untested = {"TL0202", "TL0005"}
     missing = {c.code for c in all_codes()} - annotated - untested
     assert not missing, f"codes without an annotated fixture: {sorted(missing)}"
 

@@ -130,3 +130,45 @@ def test_folders_are_searched(run, tmp_path):
     (tmp_path / ".hidden" / "b.py").write_text("def broken(:\n")
     status, out, _ = run(str(tmp_path), "--statistics")
     assert status == 0 and out.strip() == "no problems found"
+
+
+def test_unreadable_files_are_one_diagnostic_each_and_the_run_goes_on(run, tmp_path):
+    (tmp_path / "binary.py").write_bytes(b"\x7fELF\x00\x01garbage")
+    (tmp_path / "latin.py").write_bytes(b'x = 1\nname = "caf\xe9"\n')
+    (tmp_path / "declared.py").write_bytes(b'# -*- coding: latin-1 -*-\nname = "caf\xe9"\n')
+    (tmp_path / "unknown.py").write_bytes(b"# -*- coding: klingon -*-\nx = 1\n")
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfx = 1\n")
+    source = (Path(FIX) / "initialized_ok.py").resolve().read_text()
+    (tmp_path / "k.py").write_text(source)
+    status, out, _ = run(str(tmp_path), "--format", "json")
+    found = {(Path(d["span"]["file"]).name, d["code"], d["span"]["line"], d["span"]["column"])
+             for d in json.loads(out)["diagnostics"] if d["severity"] == "error"}
+    assert found == {("binary.py", "TL0005", 1, 5), ("latin.py", "TL0005", 2, 12), ("unknown.py", "TL0005", 1, 1)}
+    messages = {Path(d["span"]["file"]).name: d["message"] for d in json.loads(out)["diagnostics"]}
+    assert "byte 0xe9 at line 2, column 12 is not valid utf-8" in messages["latin.py"]
+    assert "binary file" in messages["binary.py"] and "klingon" in messages["unknown.py"]
+    assert status == 1
+
+
+def test_a_checker_failure_on_one_file_keeps_the_others(run, monkeypatch, tmp_path):
+    from tilelang_lsp import session as session_mod
+
+    original = session_mod.Session.check_file
+
+    def flaky(self, path, text=None):
+        if path.endswith("boom.py"):
+            raise RuntimeError("checker bug on this file")
+        return original(self, path, text)
+
+    monkeypatch.setattr(session_mod.Session, "check_file", flaky)
+    (tmp_path / "boom.py").write_text("x = 1\n")
+    status, out, _ = run(str(tmp_path / "boom.py"), f"{FIX}/initialized_ok.py", "--format", "json")
+    codes = [(Path(d["span"]["file"]).name, d["code"]) for d in json.loads(out)["diagnostics"]]
+    assert ("boom.py", "TL0003") in codes and status == 2
+
+
+def test_version(run):
+    from tilelang.version import __version__
+
+    status, out, _ = run("--version")
+    assert status == 0 and out.strip() == f"tilelang-check {__version__}"

@@ -62,9 +62,15 @@ def test_compiles_lazily_when_artifact_has_no_cubin():
     assert k.artifact.cubin[:4] == b"\x7fELF"
 
 
-def test_empty_input_skips_launch(vec_add):
+def test_empty_input_is_refused_before_launch(vec_add):
+    # as upstream (testing/python/issue/test_tilelang_issue_1993.py): a grid with a zero dimension
+    # is an error, raised before anything is launched, not a silently skipped call
     a = torch.empty(0, device="cuda")
-    assert vec_add(a, a).shape == (0,)
+    with pytest.raises(ValueError, match="has a zero dimension"):
+        vec_add(a, a)
+    torch.cuda.synchronize()  # nothing bad was launched
+    b = torch.randn(8, device="cuda")
+    torch.testing.assert_close(vec_add(b, b), 2 * b)   # the kernel is still usable
 
 
 def test_bad_arguments_on_gpu(vec_add):

@@ -25,6 +25,7 @@ def interface_checks(model: FileModel) -> list:
     out = []
     for factory in model.factories.values():
         out += _check_out_idx(model, factory)
+        out += _check_tensors_mentioned(model, factory)
     for call in model.kernel_calls:
         out += _check_kernel_call(model, call)
     return out
@@ -218,6 +219,25 @@ def _check_outputs_mentioned(model, factory) -> list:
             out.append(Diagnostic.from_code(
                 "TL0402", f"output '{arg.arg}' is never written: the kernel body never mentions it",
                 model.span(arg), notes=[Note(f"out_idx={factory.out_idx} makes '{arg.arg}' an output")]))
+    return out
+
+
+def _check_tensors_mentioned(model, factory) -> list:
+    """Without ``out_idx``, a tensor parameter the kernel's source never names (not even under a
+    Python ``if`` that is off for some values) is a kernel that forgets one of its tensors; with
+    ``out_idx``, ``_check_outputs_mentioned`` covers the outputs."""
+    fn = factory.kernel_def
+    if fn is None or factory.out_idx is not None:
+        return []
+    used = {node.id for stmt in fn.body for node in ast.walk(stmt) if isinstance(node, ast.Name)}
+    out = []
+    for arg in fn.args.args:
+        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        if arg.arg in used or not any(word in annotation for word in ("Tensor", "Buffer")):
+            continue
+        out.append(Diagnostic.from_code(
+            "TL0402", f"tensor '{arg.arg}' is never used: the kernel body never mentions it, so if it is an "
+            "output nothing writes it", model.span(arg)))
     return out
 
 

@@ -101,14 +101,16 @@ class _Bounds:
             e = self.scalars.visit(index)
             if n is None or _has_load(e):
                 continue
+            floor = 0
             if isinstance(e, tirx.Ramp):   # a vector access (T.Ramp): its last lane reaches furthest
                 lanes = const_int(e.lanes)
                 if lanes is None:
                     continue
                 e = e.base + e.stride * (lanes - 1)
+                floor = -n                 # negative lanes count from the end (transform/negative_index.py)
             bound = self.an.const_int_bound(e)
             high = not self.an.can_prove(tirx.LT(e, extent)) and bound.max_value >= n
-            low = not self.an.can_prove(tirx.GE(e, 0)) and bound.min_value < 0
+            low = not self.an.can_prove(tirx.GE(e, floor)) and bound.min_value < floor
             if high or low:
                 self.reported.add(buf)
                 self.report(stmt, buf, d, index, n, bound, store)

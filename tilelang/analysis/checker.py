@@ -7,12 +7,19 @@ the specific checks run first, then layout inference (``transform.layout_inferen
 on those lines; register pressure needs the inferred layouts and runs last. Inference gets the
 context's pass configs, as the compiler's does (``tl.disable_wgmma`` changes the layouts).
 
+A prim_func the compiler accepts with host-level statements before its ``with T.Kernel`` (name
+bindings, ``T.assume``) or with several kernels is cut the way the compiler cuts it
+(``transform.kernel.split_kernels``) and each part is checked; an output written by any part
+counts as written. A ``T.CUDASourceCodeKernel`` has no tile ops to check.
+
 ``analyze`` returns ``(Kernel or None, diagnostics)``: the same run, with the facts it computed
 (``Kernel``: analysis and layouts), so that the hover summary (``analysis.summary``) reads the
 analysis the checks read instead of computing its own.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from tilelang import targets
 from tilelang.analysis.alignment import check_alignment
@@ -25,7 +32,7 @@ from tilelang.analysis.report import CheckContext, Reporter
 from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
-from tilelang.transform.kernel import LoweringError, analyze_kernel
+from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
 from tilelang.transform.layout_inference import infer_layouts
 
 CHECKS = (
@@ -50,6 +57,48 @@ def analyze(func, target_arch: str = "sm_90a", context: CheckContext | None = No
     rep = Reporter(func, ctx)
     try:
         targets.parse_arch(target_arch)
+        if source_kernel(func) is not None:      # T.CUDASourceCodeKernel: the user's CUDA, not tile ops
+            return None, []
+        split = split_kernels(func)
+    except LoweringError as err:
+        _report_lowering(rep, err)
+        return None, sort_diagnostics(rep.finish())
+    except Exception as err:  # noqa: BLE001 - reported as TL0003 by finish()
+        rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
+        return None, sort_diagnostics(rep.finish())
+    if split is None:
+        return _analyze_one(func, target_arch, ctx, rep)
+    if len(split.funcs) == 1 and not split.workspaces:
+        return _analyze_one(split.funcs[0], target_arch, ctx, Reporter(split.funcs[0], ctx))
+    return _analyze_parts(func, split, target_arch, ctx)
+
+
+def _analyze_parts(func, split, target_arch, ctx):
+    """A prim_func the compiler cuts into several kernels (``split_kernels``): every part is
+    checked on its own, except that an output counts as written when any part writes it."""
+    n = len(func.params)
+    out_idx = None if ctx.out_idx is None else [int(i) + n if int(i) < 0 else int(i) for i in ctx.out_idx]
+    part_ctx = dataclasses.replace(ctx, out_idx=out_idx)
+    found, first, infos = [], None, []
+    for part in split.funcs:
+        try:
+            infos.append(analyze_kernel(part))
+        except Exception:  # noqa: BLE001 - the part's own run reports it
+            pass
+    seen = set()
+    for part in split.funcs:
+        k, diags = _analyze_one(part, target_arch, part_ctx, Reporter(part, part_ctx), siblings=infos)
+        first = first or k
+        for d in diags:
+            key = (d.code, d.message, d.span)
+            if key not in seen:
+                seen.add(key)
+                found.append(d)
+    return first, sort_diagnostics(found)
+
+
+def _analyze_one(func, target_arch, ctx, rep, siblings=()):
+    try:
         info = analyze_kernel(func)
     except LoweringError as err:
         _report_lowering(rep, err)
@@ -58,6 +107,7 @@ def analyze(func, target_arch: str = "sm_90a", context: CheckContext | None = No
         rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
         return None, sort_diagnostics(rep.finish())
     k = Kernel.build(func, info, target_arch, ctx)
+    k.siblings = [s for s in siblings if s.func is not func]
     rep.allocs = k.allocs
     for name, fn in CHECKS:
         rep.guard(f"{name} checks", fn, k, rep)

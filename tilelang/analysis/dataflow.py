@@ -12,7 +12,9 @@ warning must never be a false alarm):
   taken on the first iteration of its loop (``if k == 0:``) counts as taken; a loop runs at
   least once, and since writes never undo one another, the first iteration decides.
 
-TL0402/TL0403 classify every statement by the buffers it writes and reads. A buffer is *used*
+TL0402 reports an ``out_idx`` output never written; without ``out_idx``, a tensor neither read
+nor written only when the kernel writes no tensor at all (an input a feature leaves unread is not
+an output). TL0402/TL0403 classify every statement by the buffers it writes and reads. A buffer is *used*
 when another buffer, an address or a condition reads it; reading itself (``C += ...``, a gemm
 accumulating into C) does not count.
 """
@@ -38,15 +40,36 @@ def loads(expr, skip_addresses: bool = False) -> list:
     found = []
 
     def visit(node):
-        if skip_addresses and isinstance(node, ir.Call) and isinstance(node.op, ir.Op) \
-                and node.op.name == "tirx.address_of":
-            return tvm_ffi.structural.WalkResult.SKIP
+        if skip_addresses and isinstance(node, ir.Call) and isinstance(node.op, ir.Op):
+            if _written_args(node) is not None:
+                for i, arg in enumerate(node.args):
+                    if i not in _written_args(node):
+                        found.extend(loads(arg, skip_addresses))
+                return tvm_ffi.structural.WalkResult.SKIP
         if isinstance(node, ir.TensorLoad):
             found.append(node.source)
         return None
 
     tvm_ffi.structural_walk(expr, [(ir.Expr, visit)], order="pre")
     return found
+
+
+def _written_args(call):
+    """Indices of the arguments of ``call`` through which it may write, or None for a call that
+    writes through none: ``T.address_of(x[i])``, ``T.access_ptr(x, "w")`` (a write mask) and
+    the outputs of ``T.tvm_thread_allreduce(n, values..., cond, outputs..., threads...)``."""
+    name = call.op.name
+    if name == "tirx.address_of":
+        return {0}
+    if name in ("tl.access_ptr", "tirx.tvm_access_ptr"):
+        mask = const_int(call.args[-1]) if call.args else None
+        return {0, 1} if mask is None or mask & 2 else None
+    if name == "tirx.tvm_thread_allreduce" and call.args:
+        n = const_int(call.args[0])
+        if n is None:
+            return None
+        return set(range(2 + n, min(2 + 2 * n, len(call.args))))
+    return None
 
 
 def effects(stmt):
@@ -83,8 +106,12 @@ def _address_targets(value) -> list:
     out = []
 
     def visit(node):
-        if isinstance(node, ir.Call) and isinstance(node.op, ir.Op) and node.op.name == "tirx.address_of":
-            out.extend(loads(node.args[0]))
+        if isinstance(node, ir.Call) and isinstance(node.op, ir.Op):
+            for i in sorted(_written_args(node) or ()):
+                arg = node.args[i]
+                out.extend(loads(arg))
+                if isinstance(arg, tirx.Var):       # tvm_access_ptr(type, data, ...): a buffer's data
+                    out.append(arg)
 
     if value is not None:
         tvm_ffi_walk(value, visit)
@@ -221,8 +248,9 @@ def _walk_leaves(stmt, fn, conds=()):
         fn(stmt, [])
 
 
-def usage(k):
-    """(written, used, written_at) over the kernel: see the module docstring for *used*."""
+def usage(k, body=None):
+    """(written, used, written_at) over the kernel (or ``body``): see the module docstring for
+    *used*."""
     written, used, written_at = set(), set(), {}
 
     def on_leaf(stmt, extra):
@@ -244,12 +272,16 @@ def usage(k):
         if not writes:
             used.update(reads)
 
-    _walk_leaves(k.info.body, on_leaf)
+    _walk_leaves(k.info.body if body is None else body, on_leaf)
     return written, used, written_at
 
 
 def _check_outputs(k, rep) -> None:
     written, used, written_at = usage(k)
+    for other in getattr(k, "siblings", ()):       # the other kernels of the same prim_func
+        w, u, _ = usage(k, other.body)
+        written |= w
+        used |= u
     params = k.params()
     outs = _out_params(k, params)
     views = []              # (view, source): T.Tensor(shape, dtype, p.data) / T.view(p) declared in the body
@@ -264,6 +296,10 @@ def _check_outputs(k, rep) -> None:
     def aliased(p, bufs):   # written or read through a view of the parameter's storage
         return any(v.same_as(b) and src.same_as(p) for v, src in views for b in bufs)
 
+    # without out_idx, which tensors are outputs the kernel does not say: one it neither reads nor
+    # writes is reported only when the kernel writes no tensor at all (then the output it should
+    # write is among them); an input skipped for these values (``if use_bias:``) is no output
+    writes_some = any(p in written or aliased(p, written) for p in params)
     for p in params:
         if p in written or aliased(p, written):
             continue
@@ -271,7 +307,7 @@ def _check_outputs(k, rep) -> None:
             rep.emit("TL0402", f"output '{p.name}' is never written: the kernel returns uninitialised "
                      f"memory", rep.param_span(p.name),
                      notes=[Note(f"out_idx={list(k.ctx.out_idx)} makes '{p.name}' an output")])
-        elif outs is None and p not in used and not aliased(p, used):
+        elif outs is None and not writes_some and p not in used and not aliased(p, used):
             rep.emit("TL0402", f"tensor '{p.name}' is neither read nor written: if it is the kernel's "
                      f"output, the result is never written back", rep.param_span(p.name))
     for buf, stmt in written_at.items():

@@ -147,7 +147,10 @@ def _alloc_notes(rep, *regions):
 
 
 def _check_partition(k, rep, stmt, M, N, K) -> None:
-    threads = k.info.num_threads
+    from tilelang.transform.thread_regions import regions
+
+    region = regions(k.info).get(stmt)     # a gemm under `if tx < n:` runs on that range's warps
+    threads = region.count if region is not None else k.info.num_threads
     policy = _flags(stmt)[2]
     span = rep.operand_span(stmt, 5, "policy")
     if threads % 32:

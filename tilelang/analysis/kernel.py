@@ -26,6 +26,7 @@ class Kernel:
     ops: list = field(default_factory=list)        # Evaluate statements of tl.* ops, program order
     allocs: dict = field(default_factory=dict)     # buffer -> AllocBuffer statement
     nests: list = field(default_factory=list)      # outermost For of every T.Parallel nest
+    siblings: list = field(default_factory=list)   # KernelInfo of the other kernels one prim_func launches
 
     @classmethod
     def build(cls, func, info, arch, ctx) -> "Kernel":

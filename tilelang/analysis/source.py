@@ -112,9 +112,10 @@ def _parse_file(path: str, text: str) -> FileModel:
     model.module_names = _module_names(tree)
     model.constants = _constants(tree, model.module_names)
     inner, returns = _nested_by_statement(syntax)
+    imports = _imports(tree)
     for index, node in enumerate(tree.body):
         if isinstance(node, ast.FunctionDef):
-            factory = _factory(node, inner.get(index, []), returns.get(index, []))
+            factory = _factory(node, inner.get(index, []), returns.get(index, []), imports)
             if factory is not None:
                 model.factories[node.name] = factory
     _find_calls(model, syntax)
@@ -217,9 +218,11 @@ def _decorator_name(dec) -> str:
     return target.id if isinstance(target, ast.Name) else ""
 
 
-def _factory(node: ast.FunctionDef, inner: list, returns: list) -> Factory | None:
+def _factory(node: ast.FunctionDef, inner: list, returns: list, imports: dict) -> Factory | None:
     """``node``'s factory; ``inner``: its nested ``@prim_func`` defs, ``returns``: its returns."""
     names = [_decorator_name(d) for d in node.decorator_list]
+    if any(_foreign_decorator(d, imports) for d in node.decorator_list):
+        return None     # @triton.jit, @numba.jit, ...: another language's kernel
     params, star = _params(node)
     if "prim_func" in names:
         return Factory(node.name, node, [], is_prim_func=True, kernel_def=node)
@@ -239,6 +242,32 @@ def _factory(node: ast.FunctionDef, inner: list, returns: list) -> Factory | Non
                         factory.out_idx = [value] if isinstance(value, int) else list(value)
                         factory.out_idx_node = kw.value
     return factory
+
+
+_FOREIGN_MODULES = {"triton", "numba", "jax", "cupy", "taichi", "torch", "cutlass", "warp", "helion"}
+
+
+def _foreign_decorator(dec, imports: dict) -> bool:
+    """A decorator of another kernel language (``@triton.jit``, ``@triton.autotune(...)``);
+    ``imports``: module-level alias -> the module it names."""
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    while isinstance(target, ast.Attribute):
+        target = target.value
+    if not isinstance(target, ast.Name):
+        return False
+    return imports.get(target.id, target.id).split(".")[0] in _FOREIGN_MODULES
+
+
+def _imports(tree) -> dict:
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
 
 
 def _returns_one_of(returns: list, names: set) -> bool:

@@ -45,9 +45,14 @@ class CompileArgs:
     target: Any = "auto"
     pass_configs: dict | None = None
     compile_flags: list | None = None
+    execution_backend: Any = "auto"     # upstream's; one backend here (nvcc + the CUDA driver)
+    target_host: Any = None             # upstream's; unused
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        for unused in ("execution_backend", "target_host"):   # (cache keys stay as they were)
+            out.pop(unused)
+        return out
 
 
 @dataclass

@@ -45,3 +45,23 @@ def disable_cache() -> None:
 
 def is_cache_enabled() -> bool:
     return _store.enabled()
+
+
+class KernelCache:
+    """Upstream's per-execution-backend cache object, as far as upstream code touches it.
+
+    Every backend name maps to the one disk cache (``tilelang.jit.cache``). ``tilelang.compile``
+    keeps no in-process table of kernels (each call consults the disk cache), so
+    ``_memory_cache`` is always empty; clearing it is a no-op that upstream tests may call.
+    """
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self._memory_cache: dict = {}
+
+    def __repr__(self) -> str:
+        return f"KernelCache(backend={self.backend!r})"
+
+
+_dispatch_map: dict[str, KernelCache] = {name: KernelCache(name)
+                                         for name in ("tvm_ffi", "cython", "nvrtc", "ctypes", "cutedsl", "torch")}

@@ -34,6 +34,12 @@ from dataclasses import dataclass
 
 import tvm
 
+from tilelang.codegen.packed_arith import pack_vector_arith
+from tilelang.codegen.subbyte import legalize_fp4_scalar_stores
+
+from tilelang.instrumentation import (create_pass_instruments, current_compile_pass_instrumentation,
+                                      run_codegen_with_instrumentation)
+
 _SIG = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)\s*\{')
 
 
@@ -204,6 +210,25 @@ def _fp8_lane_access(source: str) -> str:
         source = re.sub(r"(?<![\w.>])" + re.escape(name) + r"\.([xyzw])\b",
                         lambda m: f"(({elem}*)(&{name}))[{'xyzw'.index(m.group(1))}]", source)
     return source
+
+
+_HALF_PAIR_ELEMENT = {"half2": "half_t", "__half2": "half_t", "nv_bfloat162": "bfloat16_t",
+                      "__nv_bfloat162": "bfloat16_t"}
+_LANE_READ = re.compile(r"= \((\w+)\)\.([xy]);")
+
+
+def _half_lane_reads(source: str) -> str:
+    """``T.extract_lane`` of a ``half2`` / ``nv_bfloat162`` local assigned as a whole value
+    (``B[0] = (packed).x;``) is spelt as a conversion to its element type, ``half_t(...)`` /
+    ``bfloat16_t(...)``, so the value keeps its scalar type whatever the left side is."""
+    if "2 " not in source:
+        return source
+
+    def fix(m):
+        elem = _HALF_PAIR_ELEMENT.get(_declared_type(source, m.group(1)) or "")
+        return f"= {elem}(({m.group(1)}).{m.group(2)});" if elem else m.group(0)
+
+    return _LANE_READ.sub(fix, source)
 
 
 _VECTOR_BYTES = 16
@@ -675,6 +700,27 @@ def _register_pipelines() -> None:
         pipelines.register_tir_pipeline("tilelang_no_cse", _tirx_pipeline_without_cse)
 
 
+def _tvm_device_source(mod, target, pipeline: str) -> str:
+    """TVM's CUDA source of ``mod``. Inside an instrumentation session
+    (``tilelang.instrumentation``) the steps of ``tvm.compile`` that reach the device code run one
+    by one, so that the device code generation (``target.build.cuda``) is a ``CodegenEvent`` its
+    tools can watch or replace (``tools.lower_trace``: edit-and-recompile of the source); the
+    host-side build, whose output we never read, is skipped. The device source is the same."""
+    if current_compile_pass_instrumentation() is None:
+        return tvm.compile(mod, target=target, tir_pipeline=pipeline).mod.imports[0].inspect_source()
+    from tvm.tirx.build import codegen_build, split_host_device_mods   # (the module, not tirx.build)
+
+    host = tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
+    mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
+    passes, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline)
+    _, devices = split_host_device_mods(passes(mod))
+    device_target, device_mod = next((t, m) for t, m in devices.items() if t.kind.name == "cuda")
+    device_mod = finalize_device()(device_mod)
+    built = run_codegen_with_instrumentation("target.build.cuda", device_mod, device_target,
+                                             lambda: codegen_build(device_mod, device_target))
+    return built.inspect_source()
+
+
 def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=None, cse=True) -> CudaKernelSource:
     """CUDA source of ``func``; ``tensormaps`` names extra ``const __grid_constant__ CUtensorMap``
     parameters appended to the kernel (TVM has no type for them), which the device code reaches
@@ -684,14 +730,18 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=N
     _skip_tvm_device_compile()
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     func, imported, non_restrict = _take_markers(func)
-    func = _legalize_fp8_vector_casts(_legalize_vector_loops(func)).with_attr("global_symbol", name)
+    func = _legalize_fp8_vector_casts(_legalize_vector_loops(func))
+    func = legalize_fp4_scalar_stores(func).with_attr("global_symbol", name)
     mod = tvm.IRModule({name: func})
-    with tvm.transform.PassContext(config={"tirx.disable_assert": True, "tirx.disable_cse_tir": True}):
+    instruments = create_pass_instruments(context=f"stage=codegen, kernel={name}")   # [] unless instrumented
+    with tvm.transform.PassContext(config={"tirx.disable_assert": True, "tirx.disable_cse_tir": True},
+                                   instruments=instruments):
         if not cse:
             _register_pipelines()
-        executable = tvm.compile(mod, target=target, tir_pipeline="tirx" if cse else "tilelang_no_cse")
-    source = _unwrap_ldg_address(_fold_lane_calls(executable.mod.imports[0].inspect_source()))
+        source = _tvm_device_source(mod, target, "tirx" if cse else "tilelang_no_cse")
+    source = _unwrap_ldg_address(_fold_lane_calls(source))
     source = _fp8_lane_access(_pair_vector_casts(source))
+    source = pack_vector_arith(source, arch)
     source = _PRELUDE_IF.sub(r"\1 0 || (", source)
     match = _SIG.search(source)
     if match is None:
@@ -725,7 +775,7 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=N
         source = "#include <cooperative_groups.h>\n" + source
     # bare names (the user's imported code is left as written, its names avoided)
     renames = _bare_names(source + "\n" + "\n".join(imported), [a for _, a in args])
-    source = _scalar_locals(_rename(source, renames))
+    source = _half_lane_reads(_scalar_locals(_rename(source, renames)))
     args = [(ctype, renames.get(a, a)) for ctype, a in args]
     if imported:   # T.import_source: the user's device functions, after TVM's prelude
         text = "".join(t.rstrip() + "\n" for t in imported)

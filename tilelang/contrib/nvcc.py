@@ -11,6 +11,8 @@ Contract:
   TILELANG_COMPILE_TIMEOUT_SECONDS bounds the run: past it nvcc is killed and RuntimeError names
   the timeout, the command, the source and the target file. A failure is a RuntimeError with
   nvcc's output. Temporary files are removed unless TILELANG_CLEANUP_TEMP_FILES=0.
+- ``get_target_code(target)``: a target's SM code list (what ``tilelang.backend.determine_target``
+  was given as ``code``), None without one.
 - Compute capabilities: ``get_target_compute_version(target=None)`` ("9.0" from ``sm_90a``, the
   current target, or the GPU), ``parse_compute_version``, ``get_target_arch`` ("90a" for 9.x and
   later, as nvcc spells the architecture-specific targets), ``get_cuda_version`` (a tuple).
@@ -30,13 +32,12 @@ import warnings
 from pathlib import Path
 
 from tilelang import knobs
+from tilelang.backend.target import get_target_code_list, target_code
 from tilelang.env import env
 from tilelang.jit import nvcc as _toolchain
 
 logger = logging.getLogger(__name__)
 
-_CODE = re.compile(r"^sm_[A-Za-z0-9]+$")
-_CODE_MSG = 'CUDA target code must be a non-empty list of exact SM code tokens, for example ["sm_100a", "sm_103a"]'
 FORMATS = ("cubin", "ptx", "fatbin")
 
 
@@ -53,21 +54,6 @@ def _get_compile_timeout_seconds() -> float | None:
     return knobs.compile_timeout_seconds()
 
 
-def get_target_code_list(target_code) -> list[str]:
-    """Validate a target's ``code`` list (``["sm_100a", "sm_103a"]``); None gives []."""
-    if target_code is None:
-        return []
-    if isinstance(target_code, str):
-        raise ValueError(_CODE_MSG)
-    try:
-        codes = list(target_code)
-    except TypeError:
-        raise ValueError(_CODE_MSG) from None
-    if not codes or not all(isinstance(c, str) and _CODE.fullmatch(c) for c in codes):
-        raise ValueError(_CODE_MSG)
-    return codes
-
-
 def _current_target():
     from tvm.target import Target
 
@@ -79,11 +65,17 @@ def _attr(target, name):
     return attrs[name] if name in attrs else None
 
 
+def get_target_code(target):
+    """The target's ``code`` list: an attribute where TVM keeps one, else what
+    ``tilelang.backend.determine_target`` recorded for it (None when neither)."""
+    return _attr(target, "code") or target_code(target) or None
+
+
 def _arch_flags(target_format: str):
     """(nvcc arch flags, target format) for the current target (see ``compile_cuda``)."""
     target = _current_target()
     arch = _attr(target, "arch") if target is not None else None
-    codes = get_target_code_list(_attr(target, "code")) if target is not None else []
+    codes = get_target_code_list(get_target_code(target)) if target is not None else []
     number = str(arch)[len("sm_"):] if arch is not None else get_target_arch(get_target_compute_version(target))
     if not codes:
         return [f"-arch=sm_{number}"], target_format

@@ -5,7 +5,7 @@ as ``tilelang.cuda.intrinsics.layout.mma_layout``; the mma lane maps in ``layout
 emitters of ``tilelang.cuda.intrinsics.macro`` (``TensorCoreIntrinEmitter``: hand-written GEMMs
 with explicit ldmatrix / mma.sync steps; the wgmma descriptor helpers) and ``tilelang.cuda.op.gemm``
 (upstream's implementation classes, for its registry). ``T.gemm`` itself chooses and emits
-mma / wgmma in tilelang/transform; ``cuda.language`` has no counterpart.
+mma / wgmma in tilelang/transform; ``cuda.language`` re-exports the dialect and names the emitters.
 """
 
 from tilelang.cuda import intrinsics  # noqa: F401

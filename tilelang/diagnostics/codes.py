@@ -213,6 +213,32 @@ INVALID_CONFIGURATION = _define(
     """,
 )
 
+UNREADABLE_SOURCE = _define(
+    "TL0005",
+    "unreadable-source",
+    E,
+    "The file is not Python source text the checker can read.",
+    """
+    ## What it does
+    Reports a file given to the checker that cannot be read as Python source: bytes that are not
+    valid in the file's encoding (UTF-8 unless a `# -*- coding: ... -*-` line declares another),
+    an encoding declaration Python does not know, or a binary file.
+
+    ## Why is this bad?
+    Python refuses to import such a file, so none of its kernels can run; the checker reports
+    this once for the file and goes on with the others.
+
+    ## Example
+    ```text
+    error[TL0005]: cannot read kernels.py as utf-8 text: byte 0xe9 at line 3, column 12 is not valid utf-8
+    ```
+
+    ## Fix
+    Save the file as UTF-8, or declare the encoding it is written in on its first or second line:
+    `# -*- coding: latin-1 -*-`. Leave binary files out of the paths given to the checker.
+    """,
+)
+
 # 01: gemm ------------------------------------------------------------------------------------------
 
 GEMM_SHAPE_MISMATCH = _define(
@@ -484,8 +510,9 @@ OUTPUT_NEVER_WRITTEN = _define(
     "An output tensor of the kernel is never written.",
     """
     ## What it does
-    Reports a kernel parameter listed in `out_idx` (or, without `out_idx`, a tensor the kernel only
-    ever reads while a result is computed into a fragment) that no statement writes.
+    Reports a kernel parameter listed in `out_idx` that no statement writes (or, without `out_idx`,
+    a tensor neither read nor written by a kernel that writes no tensor at all: an input left unread
+    for the bound values, `if use_bias:`, is no output).
 
     ## Why is this bad?
     The kernel runs and returns uninitialised memory: the classic forgotten write-back.
@@ -859,6 +886,34 @@ KERNEL_BUILD_TIMEOUT = _define(
     ## Fix
     Move expensive work out of the factory, bind a single configuration for the checker, or raise
     the limit with `timeout` in `[tool.tilelang.check]`.
+    """,
+)
+
+ENVIRONMENT = _define(
+    "TL0804",
+    "environment",
+    I,
+    "A kernel could not be built because of the checker's environment, not because of the code.",
+    """
+    ## What it does
+    Notes an import of a third-party module that is not installed where the checker runs, or a
+    kernel factory that needs a GPU or a CUDA driver while it builds (a CUDA tensor made at
+    module level or inside the factory). The note sits on the import line or on the factory;
+    the kernels that need it were checked without values.
+
+    ## Why is this bad?
+    It is not a mistake in your code: the checker's environment lacks something your code
+    uses, so some checks could not run. Under pre-commit the hook runs in its own virtual
+    environment, which has only `tilelang` unless you add more.
+
+    ## Example
+    ```python
+    import einops        # not installed in the hook's environment
+    ```
+
+    ## Fix
+    Install the module where the checker runs: for the pre-commit hook, list it (and `torch`)
+    under `additional_dependencies`, or use `language: system` to run in your own environment.
     """,
 )
 

@@ -19,11 +19,20 @@ from tilelang.artifact import (NUM_SMS, ArtifactError, KernelArtifact, ParamSpec
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.callback import apply_cuda_postproc
 from tilelang.engine.pipeline import PASSES
+from tilelang.instrumentation import (abort_open_passes, compile_pass_instrumentation, create_pass_instruments,
+                                      current_compile_pass_instrumentation, instrumentation_requested, pass_pipeline)
 from tilelang.language.builtins import kernel_compile_flags, kernel_pass_configs, with_min_blocks_per_sm
-from tilelang.tir_utils import const_int
+from tilelang.tir_utils import any_expr, const_int
 from tilelang.transform.kernel import LoweringError, analyze_kernel, compile_error, source_kernel, split_kernels
 from tilelang.transform.pass_config import normalize, nvcc_flags
 from tilelang.transform.pointer_ops import lower_pointer_ops
+from tilelang.tools.pass_timing import create_pass_timing_tool, pass_profile_requested
+
+
+# Debugging tools watching the pipeline (``tilelang.utils.pass_diff_hook``): each is called as
+# ``observe(event, stage, state)`` with event "before" or "after" around every PASSES entry; it must
+# not change the state. Empty by default (no cost).
+PASS_OBSERVERS: list = []
 
 
 @dataclass
@@ -95,6 +104,21 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, name=None, *, ta
     arch = normalize_target(target)
     kname = name or _func_name(func)
     configs = {**normalize(kernel_pass_configs(func)), **dict(pass_configs or {})}  # the caller's win
+    if instrumentation_requested() or pass_profile_requested(configs):   # else no cost at all
+        with _compile_session(kname, configs):
+            return _lower_kernels(func, arch, kname, configs, out_idx)
+    return _lower_kernels(func, arch, kname, configs, out_idx)
+
+
+def _compile_session(kname, configs):
+    """The instrumentation session of this compile (``tilelang.instrumentation``): the caller's
+    when one is active, else a new one with the registered tools and, when ``tl.pass_profile`` /
+    ``TILELANG_PASS_PROFILE`` asks, the pass timing tool."""
+    timing = None if current_compile_pass_instrumentation() is not None else create_pass_timing_tool(configs)
+    return compile_pass_instrumentation(name=kname, tools=[timing] if timing is not None else [])
+
+
+def _lower_kernels(func, arch, kname, configs, out_idx) -> KernelArtifact:
     try:
         external = source_kernel(func)
         if external is not None:   # T.CUDASourceCodeKernel: the user's CUDA is the kernel
@@ -184,12 +208,37 @@ def _lower_parts(func, split, arch, kname, configs, out_idx) -> KernelArtifact:
         out_idx=outs, compile_flags=list(first.compile_flags), parts=parts, workspaces=workspaces)
 
 
+def _reject_unsaturated_rs(func) -> None:
+    """``T.cast(round="rs", sat=False)``: stochastic rounding (cvt.rs) always saturates."""
+    from tilelang.language.tir.ir import RS_NOSAT_SUFFIX
+    from tilelang.tir_utils import children, walk_stmts
+
+    def nosat(e):
+        name = e.args[0].value if (isinstance(e, tirx.Call) and e.args and isinstance(e.args[0], tirx.StringImm)) else ""
+        return name.endswith(RS_NOSAT_SUFFIX)
+
+    def visit(stmt):
+        if isinstance(stmt, (tirx.BufferStore, tirx.Evaluate, tirx.LetStmt, tirx.Bind)) and any_expr(stmt, nosat) \
+                and not any(any_expr(c, nosat) for c in children(stmt)):
+            call = []
+            any_expr(stmt, lambda e: nosat(e) and not call.append(e))
+            raise LoweringError("TL0002", f"T.cast(round='rs', sat=False) to {call[0].dtype}: sat=false is not "
+                                "supported; stochastic rounding always saturates to the finite range "
+                                "(cvt.rs.satfinite)", stmt.span)
+
+    walk_stmts(func.body, visit)
+
+
 def _lower_one(func, arch, kname, configs, out_idx) -> KernelArtifact:
     st = LowerState(func, arch, kname, configs, out_idx=list(out_idx or []))
     try:
         st.func = lower_pointer_ops(st.func)   # T.access_ptr / T.ptx_cp_async (unchanged without them)
-        for _, run in PASSES:
-            run(st)
+        _reject_unsaturated_rs(st.func)
+        if current_compile_pass_instrumentation() is not None:
+            _run_instrumented(st)   # the same stages, as TVM passes the session's tools see
+        else:
+            for stage, run in PASSES:
+                _run_stage(stage, run, st)
     except LoweringError as err:
         raise _compile_error(err, func) from None
     except TileLangCompileError:
@@ -204,6 +253,54 @@ def _lower_one(func, arch, kname, configs, out_idx) -> KernelArtifact:
             raise error from err
         raise error from None
     return _artifact(st, out_idx)
+
+
+def _run_stage(stage, run, st) -> None:
+    for observe in PASS_OBSERVERS:
+        observe("before", stage, st)
+    run(st)
+    for observe in PASS_OBSERVERS:
+        observe("after", stage, st)
+
+
+def _stage_module(st):
+    """The kernel as it stands between two stages, as an IRModule (what pass instruments see)."""
+    import tvm
+
+    return tvm.IRModule({st.name: st.lowered if st.lowered is not None else st.func})
+
+
+def _run_instrumented(st) -> None:
+    """Run PASSES as TVM module passes named ``tl.<stage>`` in a PassContext holding the active
+    session's instruments, under the pipeline phase ``pipeline_cuda``: tools see every stage
+    begin and end, with the kernel's IR before and after it. The TVM passes codegen runs
+    (``tirx.StmtSimplify``...) are reported from codegen's own PassContext."""
+    import tvm
+
+    raised = []   # an exception crossing TVM's FFI comes back retyped: re-raise the original
+
+    def stage_pass(stage, run):
+        def apply(_mod, _ctx):
+            try:
+                _run_stage(stage, run, st)
+            except BaseException as err:
+                raised.append(err)
+                raise
+            return _stage_module(st)
+
+        return tvm.transform.module_pass(apply, opt_level=0, name=f"tl.{stage}")
+
+    with pass_pipeline("cuda"):
+        instruments = create_pass_instruments(context=f"stage=lower, kernel={st.name}")
+        with tvm.transform.PassContext(instruments=instruments):
+            for stage, run in PASSES:
+                try:
+                    stage_pass(stage, run)(_stage_module(st))
+                except Exception as err:
+                    abort_open_passes(raised[0] if raised else err)
+                    if raised:
+                        raise raised[0] from None
+                    raise
 
 
 def _func_name(func) -> str:
@@ -339,7 +436,73 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
-        compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params))
+        compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params),
+        host_asserts=_host_asserts(st.func, params, symbols),
+        kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps))
+
+
+def _wide_symbol_arg_types(cuda_args, kernel_args, by_name, tensormaps):
+    """The C type of every kernel argument, when a symbol is passed wider than int32 (an int64
+    ``T.symbolic``: the launcher must pack 8 bytes); None otherwise (the launcher's defaults)."""
+    types = []
+    for (ctype, _), base in zip(cuda_args, kernel_args):
+        words = [t for t in ctype.replace("*", " * ").split() if t not in ("const", "__restrict__")]
+        if "*" in words:
+            types.append("ptr")
+        elif base in tensormaps or "CUtensorMap" in words:
+            types.append("tensormap")
+        else:
+            types.append(_C_SCALARS.get(" ".join(words)))
+    wide = any(t not in (None, "int32") for t, a in zip(types, kernel_args) if a not in by_name and a not in tensormaps)
+    return types if wide and None not in types else None
+
+
+_CMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+def _py_cond(expr) -> str:
+    """A Python condition for a TIR boolean over integers (ValueError if it is not one)."""
+    name = type(expr).__name__
+    if name in _CMP:
+        return f"({to_py(expr.a)} {_CMP[name]} {to_py(expr.b)})"
+    if name in ("And", "Or"):
+        return f"({_py_cond(expr.a)} {name.lower()} {_py_cond(expr.b)})"
+    if name == "Not":
+        return f"(not {_py_cond(expr.a)})"
+    if name == "Cast" and str(expr.dtype) == "bool":
+        return _py_cond(expr.value)
+    raise ValueError(f"not a host condition: {expr}")
+
+
+def _host_asserts(func, params, symbols) -> list:
+    """``T.assume(cond)`` conditions the launcher can check: over symbols and integer scalars only."""
+    host = set(symbols) | {p.name for p in params if p.kind == "scalar" and p.dtype.startswith(("int", "uint"))}
+    for p in params:
+        host |= {e for e in list(p.shape) + list(p.strides or []) if isinstance(e, str) and e.isidentifier()}
+    found = []
+
+    def visit(node):
+        if (isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tirx.call_extern" and node.args
+                and isinstance(node.args[0], tirx.StringImm) and node.args[0].value == "tl::assume"):
+            found.append(node.args[1])
+        return False
+
+    any_expr(func.body, visit)
+    out = []
+    for cond in found:
+        names = set()
+        any_expr(cond, lambda e: isinstance(e, tirx.Var) and names.add(e.name) is not None)
+        if isinstance(cond, tirx.Cast) and str(cond.dtype) == "bool":
+            cond = cond.value
+        if not names or not names <= host:
+            continue
+        try:
+            entry = {"expr": _py_cond(cond), "text": str(cond)}
+        except ValueError:
+            continue
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def _l2_persist(func, params) -> list:
@@ -348,7 +511,7 @@ def _l2_persist(func, params) -> list:
     from tvm import tirx
 
     from tilelang.language.annotate import L2_HIT_RATIO_ATTR
-    from tilelang.tir_utils import walk_stmts
+    from tilelang.tir_utils import children, walk_stmts
 
     found = []
     walk_stmts(func.body, lambda s: found.append((getattr(s.node, "value", str(s.node)), float(s.value.value)))

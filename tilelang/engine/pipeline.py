@@ -22,11 +22,13 @@ from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
+from tilelang.transform.negative_index import legalize_negative_indices
 from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loops_with_locals
 
 
 def _analyze(st):
-    st.func = st.func.with_body(drop_empty_loops(st.func.body))   # T.Pipelined(0) and friends
+    # T.Pipelined(0) and friends; negative lanes of the user's vector indices
+    st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
     st.info = user_ws.apply(analyze_kernel(st.func))     # T.ws blocks: the compute role's threads
 
 

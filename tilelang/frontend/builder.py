@@ -302,7 +302,7 @@ class Builder:
             return current
         return self.define(name, self._bind(name, value))
 
-    def aug_assign(self, name, op, current, value):
+    def aug_assign(self, op, current, value, name):
         result = _eval_op(_op(op), [current, value])
         known = self.lookup(name)
         if known is not _MISSING and self._store_scalar(known, result):

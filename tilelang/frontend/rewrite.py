@@ -15,12 +15,14 @@ the user's file with the user's line numbers, so a traceback position is a user 
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import textwrap
 import weakref
 from dataclasses import dataclass, field
 
 _SKIP_STEP_CALLS = ("reads", "writes", "match_buffer")
+_MAX_BLOCKS = 20   # CPython's limit on statically nested blocks in one code object
 ANNOTATION_CODES = weakref.WeakSet()   # code objects of parameter annotations (user positions)
 
 
@@ -36,6 +38,12 @@ class Rewritten:
     params: list               # parameter names in order
     annotations: dict = field(default_factory=dict)   # param -> compiled annotation expression
     eager_body: bool = False   # the body declares outputs (``T.empty``)
+    tree: object = None        # the rewritten ``def`` (ast.FunctionDef)
+
+    @property
+    def source(self) -> str:
+        """The rewritten function as Python source (what runs against the builder ``__tb``)."""
+        return ast.unparse(self.tree) if self.tree is not None else ""
 
     @property
     def def_span(self):
@@ -58,6 +66,7 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self):
         self.spans = []
         self.tmp = 0
+        self.depth = 0   # statically nested blocks (with/for/try) the statement being visited sits in
 
     # ----- helpers ------------------------------------------------------------------------
     def sid(self, node) -> ast.Constant:
@@ -73,8 +82,26 @@ class _Rewriter(ast.NodeTransformer):
         call = ast.Call(func=func, args=list(args), keywords=list(keywords))
         return ast.copy_location(call, node)
 
-    def at(self, node, body):
+    def fits(self, inner: int, *bodies) -> bool:
+        """Whether a statement that opens ``inner`` nested blocks itself can also get its ``at``
+        block. CPython refuses more than 20 statically nested blocks in one function; where the
+        span block would cross that, the statement runs under its enclosing statement's span (the
+        rewrite then nests exactly as the source does, plus one block per ``with``/``if``)."""
+        below = max((_blocks_needed(b) for b in bodies), default=0)
+        return self.depth + 1 + inner + below <= _MAX_BLOCKS
+
+    @contextlib.contextmanager
+    def nested(self, blocks: int):
+        self.depth += blocks
+        try:
+            yield
+        finally:
+            self.depth -= blocks
+
+    def at(self, node, body, wrap=None):
         """``with __tb.at(span): body`` - the statement's span is active while it runs."""
+        if not (self.fits(0) if wrap is None else wrap):
+            return body
         item = ast.withitem(context_expr=self.tb_call("at", [self.sid(node)], node), optional_vars=None)
         return ast.copy_location(ast.With(items=[item], body=body), node)
 
@@ -229,7 +256,8 @@ class _Rewriter(ast.NodeTransformer):
         value = self.visit(node.value)
         target = node.target
         if isinstance(target, ast.Name):
-            call = self.tb_call("aug_assign", [_const(target.id, target), op, _load(target.id, target), value], node)
+            call = self.tb_call("aug_assign", [op, _load(target.id, target), value], node,
+                                [ast.keyword(arg="name", value=_const(target.id, target))])
             stmt = ast.copy_location(ast.Assign(targets=[_store(target.id, target)], value=call), node)
             return self.at(node, [stmt])
         if isinstance(target, ast.Subscript):
@@ -256,19 +284,23 @@ class _Rewriter(ast.NodeTransformer):
         else:
             it = self.visit(it)
         tmp = self.new_tmp()
+        wrap = self.fits(1, node.body, node.orelse)
         bind = self.tb_call("bind_for", [_const(self.names_of(node.target), node.target), _load(tmp, node)],
                             node.target)
         target = self.visit(node.target) if self.names_of(node.target) is None else node.target
         first = ast.copy_location(ast.Assign(targets=[target], value=bind), node.target)
-        loop = ast.For(target=_store(tmp, node), iter=self.tb_call("for_", [it], node),
-                       body=[first] + self.body(node.body), orelse=self.body(node.orelse) if node.orelse else [])
-        return self.at(node, [ast.copy_location(loop, node)])
+        with self.nested(1 + wrap):
+            loop = ast.For(target=_store(tmp, node), iter=self.tb_call("for_", [it], node),
+                           body=[first] + self.body(node.body), orelse=self.body(node.orelse) if node.orelse else [])
+        return self.at(node, [ast.copy_location(loop, node)], wrap)
 
     def visit_While(self, node):
         cond = self.lam(self.visit(node.test), node.test)
-        loop = ast.For(target=_store("_", node), iter=self.tb_call("while_", [cond], node),
-                       body=self.body(node.body), orelse=[])
-        return self.at(node, [ast.copy_location(loop, node)])
+        wrap = self.fits(1, node.body)
+        with self.nested(1 + wrap):
+            loop = ast.For(target=_store("_", node), iter=self.tb_call("while_", [cond], node),
+                           body=self.body(node.body), orelse=[])
+        return self.at(node, [ast.copy_location(loop, node)], wrap)
 
     def visit_Break(self, node):
         return self._jump(node, "break_", ast.Break())
@@ -284,18 +316,22 @@ class _Rewriter(ast.NodeTransformer):
     def visit_If(self, node):
         tmp = self.new_tmp()
         cond = self.tb_call("cond", [self.visit(node.test), _const(bool(node.orelse), node)], node.test)
+        wrap = self.fits(1, node.body, node.orelse)
+        with self.nested(1 + wrap):
+            then_body = self.body(node.body)
+            else_body = self.body(node.orelse) if node.orelse else None
         stmts = [ast.copy_location(ast.Assign(targets=[_store(tmp, node)], value=cond), node)]
         then_with = ast.With(items=[ast.withitem(context_expr=self.tb_call("then", [_load(tmp, node)], node))],
-                             body=self.body(node.body))
+                             body=then_body)
         stmts.append(ast.copy_location(ast.If(test=_load(tmp, node), body=[ast.copy_location(then_with, node)],
                                               orelse=[]), node))
         if node.orelse:
             else_with = ast.With(items=[ast.withitem(context_expr=self.tb_call("else_", [_load(tmp, node)], node))],
-                                 body=self.body(node.orelse))
+                                 body=else_body)
             test = self.tb_call("has_else", [_load(tmp, node)], node)
             stmts.append(ast.copy_location(ast.If(test=test, body=[ast.copy_location(else_with, node)], orelse=[]),
                                            node))
-        return self.at(node, stmts)
+        return self.at(node, stmts, wrap)
 
     def visit_With(self, node):
         items, first = [], []
@@ -312,8 +348,11 @@ class _Rewriter(ast.NodeTransformer):
             bind = self.tb_call("bind_with", [_const(names, target), _load(tmp, target)], target)
             first.append(ast.copy_location(ast.Assign(targets=[target], value=bind), target))
         scope = ast.withitem(context_expr=self.tb_call("scope", [], node), optional_vars=None)
-        with_ = ast.With(items=[scope] + items, body=first + self.body(node.body))
-        return self.at(node, [ast.copy_location(with_, node)])
+        wrap = self.fits(1 + len(items), node.body)
+        with self.nested(1 + len(items) + wrap):
+            body = self.body(node.body)
+        with_ = ast.With(items=[scope] + items, body=first + body)
+        return self.at(node, [ast.copy_location(with_, node)], wrap)
 
     def visit_Assert(self, node):
         msg = self.lam(self.visit(node.msg) if node.msg is not None else _const(None, node), node)
@@ -324,6 +363,24 @@ class _Rewriter(ast.NodeTransformer):
         value = self.visit(node.value) if node.value is not None else _const(None, node)
         ret = ast.copy_location(ast.Return(value=self.tb_call("ret", [value], node)), node)
         return self.at(node, [ret])
+
+
+def _blocks_needed(stmts) -> int:
+    """The fewest nested blocks the rewrite of ``stmts`` opens (no span blocks): one per loop,
+    ``try`` and ``if`` (its then/else scope), one plus one per item for a ``with``."""
+    most = 0
+    for s in stmts:
+        if isinstance(s, (ast.For, ast.While, ast.If, ast.AsyncFor)):
+            n = 1 + max(_blocks_needed(s.body), _blocks_needed(s.orelse))
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            n = 1 + len(s.items) + _blocks_needed(s.body)
+        elif isinstance(s, ast.Try):
+            n = 1 + max(_blocks_needed(b) for b in (s.body, s.orelse, s.finalbody,
+                                                   *[h.body for h in s.handlers]))
+        else:
+            n = 0
+        most = max(most, n)
+    return most
 
 
 def _index_value(sl):
@@ -396,4 +453,4 @@ def rewrite(func) -> Rewritten:
     namespace = {}
     exec(code, func.__globals__, namespace)  # noqa: S102 - the user's own kernel, rewritten
     return Rewritten(namespace["__tl_factory"], freevars, rw.spans, fdef.name, file, params, annotations,
-                     eager_body)
+                     eager_body, fdef)

@@ -46,6 +46,14 @@ def _normalize_out_idx(out_idx, func=None):
     return [int(i) for i in out_idx]
 
 
+def with_context_configs(pass_configs) -> dict:
+    """``pass_configs`` over the ``tl.*`` configs of the entered ``tvm.transform.PassContext``s
+    (upstream-style ``with PassContext(config={"tl.disable_tma_lower": True}): tilelang.lower(f)``)."""
+    from tilelang.tvm_compat import tl_configs
+
+    return {**tl_configs(), **dict(pass_configs or {})}
+
+
 @hide_internal_frames
 def lower(func, target="auto", pass_configs=None, out_idx=None, target_host=None, runtime_only=False,
           enable_host_codegen=False, enable_device_compile=False) -> KernelArtifact:
@@ -56,7 +64,7 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, target_host=None
     from tilelang.engine import lower as _lower
     from tilelang.transform.pass_config import normalize
 
-    artifact = _lower(func, target, normalize(pass_configs), _normalize_out_idx(out_idx, func))
+    artifact = _lower(func, target, normalize(with_context_configs(pass_configs)), _normalize_out_idx(out_idx, func))
     if enable_device_compile:
         artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
     return artifact
@@ -70,7 +78,7 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
     from tilelang.transform.pass_config import normalize
 
     arch = normalize_target(target)
-    configs = normalize(pass_configs)
+    configs = normalize(with_context_configs(pass_configs))
     flags = list(compile_flags or [])
     outs = _normalize_out_idx(out_idx, func)
     key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
@@ -130,6 +138,8 @@ class _JitFactory:
     ``compile(*args)``, ``par_compile(configs)``, ``get_tir(*args)``, ``get_kernel_source(*args)``.
     """
 
+    __test__ = False   # a kernel factory, not a test: pytest must not collect a ``test_*`` one
+
     def __init__(self, factory, out_idx, target, pass_configs, compile_flags, debug_root_path=None):
         functools.update_wrapper(self, factory)
         self.factory = factory
@@ -150,6 +160,8 @@ class _JitFactory:
     @hide_internal_frames
     def __call__(self, *args, **kwargs):
         form = _call_form(args, kwargs)
+        if form is None and not self._autotuned:
+            _refuse_unhashable(self.__name__, args, kwargs)
         kernel = self._call_form_cache.get(form) if form is not None else None
         if kernel is not None:
             return kernel
@@ -222,6 +234,18 @@ def _call_form(args: tuple, kwargs: dict):
     except TypeError:
         return None
     return form
+
+
+def _refuse_unhashable(name: str, args: tuple, kwargs: dict) -> None:
+    """A lazy factory memoises kernels by its literal call: every argument must be hashable."""
+    named = [(f"argument #{i}", v) for i, v in enumerate(args)] + [(f"argument '{k}'", v) for k, v in kwargs.items()]
+    for what, value in named:
+        try:
+            hash(_typed(value))
+        except TypeError:
+            raise TypeError(f"{name}(): {what} is unhashable ({type(value).__name__}: {value!r}); a lazy "
+                            f"@tilelang.jit factory caches its kernels by the call's arguments, so pass "
+                            f"hashable values (a tuple instead of a list)") from None
 
 
 def _write_debug_files(root: str, name: str, kernel: JITKernel, func) -> None:

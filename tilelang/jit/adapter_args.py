@@ -41,7 +41,7 @@ import torch
 
 from tilelang import targets
 from tilelang.artifact import (KNOWN_DTYPES, NUM_SMS, PACKED_DTYPES, ArtifactError, KernelArtifact, affine_in,
-                               expr_names, is_shape_expr, parse_int_expr)
+                               expr_names, is_shape_expr, parse_bool_expr, parse_int_expr)
 from tilelang.jit import driver as _driver
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -313,8 +313,9 @@ class ArgPlan:
         return scalar_rule(self.params[i].dtype, passed_as)
 
     def _symbol_ranges(self) -> dict:
-        """symbol -> (lo, hi): the values it may take, from the int types it is passed as
-        (and int32 when the kernel indexes with 32 bits)."""
+        """symbol -> (lo, hi): the values it may take, from the int types it is passed as (a
+        symbol the kernel receives as int64 is used in 64-bit arithmetic there); a symbol it does
+        not receive is int32 when the kernel indexes with 32 bits."""
         ranges = {}
         for (kind, ref), t in zip(self.arg_refs, self.arg_kinds):
             if kind == "sym":
@@ -323,10 +324,8 @@ class ArgPlan:
                 old = ranges.get(ref, (-(2**63), 2**64))
                 ranges[ref] = (max(lo, old[0]), min(hi, old[1]))
         for sym in self.symbols:
-            lo, hi = ranges.get(sym, (INT32_MIN, INT32_MAX) if self.art.index_bits == 32 else (-(2**63), 2**63 - 1))
-            if self.art.index_bits == 32:
-                lo, hi = max(lo, INT32_MIN), min(hi, INT32_MAX)
-            ranges[sym] = (lo, hi)
+            if sym not in ranges:
+                ranges[sym] = (INT32_MIN, INT32_MAX) if self.art.index_bits == 32 else (-(2**63), 2**63 - 1)
         return ranges
 
     def occurrences(self, indices) -> list[tuple[str, int, int, object]]:
@@ -404,6 +403,7 @@ class ArgPlan:
         ns = {"_T": torch.Tensor, "_fail": self.fail, "_empty": torch.empty,
               "_empty_strided": torch.empty_strided, "_index": operator.index,
               "_span": _span, "_cur_dev": _current_device, "_odd_grid": self._odd_grid,
+              "_assume_failed": self._assume_failed,
               "_no_alloc": self._no_alloc, "_launch": self.launch, "_stream": self.stream,
               "_fail_none": self._fail_with_none,
               "_num_sms": device_sm_count, "_pk_shape": _packed_shape, "_pk_strides": _packed_strides,
@@ -536,13 +536,24 @@ class ArgPlan:
             return f"type(a{i}) is float"
         return f"type(a{i}) is bool"
 
+    def _wide_index(self, i) -> bool:
+        """Whether tensor param ``i`` is indexed in 64 bits anyway: a shape or stride symbol of it
+        is passed as a 64-bit integer (``T.symbolic("n", "int64")``), which makes TVM compute its
+        element offsets in int64."""
+        p = self.params[i]
+        names = set()
+        for e in list(p.shape) + list(p.strides or []):
+            if isinstance(e, str):
+                names |= expr_names(e) if is_shape_expr(e) else {e}
+        return any(self.sym_ranges.get(n, (0, 0))[1] > INT32_MAX for n in names)
+
     def _emit_span_checks(self, indices, var, fail) -> list[str]:
         if self.art.index_bits != 32:
             return []
         lines = []
         for i in indices:
             p = self.params[i]
-            if p.kind != "tensor":
+            if p.kind != "tensor" or self._wide_index(i):
                 continue
             if p.strides is not None:
                 lines.append(f"if _span(s{i}, t{i}) > _IMAX + 1: {fail}")
@@ -609,9 +620,37 @@ class ArgPlan:
             codes.append(ast.unparse(tree))
         return codes
 
+    def _host_names(self, var) -> dict:
+        names = {s: v for s, v in var.items()}
+        for i, p in enumerate(self.params):
+            if p.kind == "scalar":
+                names.setdefault(p.name, f"a{i}")
+        return names
+
+    def _assert_code(self, var) -> list[str]:
+        """``host_asserts``: each condition over the bound symbols, failing into ``_assume_failed``."""
+        asserts = getattr(self.art, "host_asserts", None) or []
+        if not asserts:
+            return []
+        names, lines = self._host_names(var), []
+        for k, a in enumerate(asserts):
+            tree = parse_bool_expr(a["expr"], set(names), what="host assert")
+            used = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id in names:
+                    node.id = names[node.id]
+            values = "{" + ", ".join(f"{u!r}: {names[u]}" for u in used) + "}"
+            lines.append(f"if not ({ast.unparse(tree)}): _assume_failed({k}, {values})")
+        return lines
+
+    def _assume_failed(self, k, values):
+        shown = ", ".join(f"{n} = {v}" for n, v in values.items())
+        raise RuntimeError(f"{self.name}: Assume: {self.art.host_asserts[k]['text']} does not hold for this call "
+                           f"({shown}); the kernel was compiled assuming it (T.assume)")
+
     def _emit_launch(self, var, indices) -> list[str]:
         grid = self._grid_code(var)
-        lines = [f"g{k} = {c}" for k, c in enumerate(grid)]
+        lines = self._assert_code(var) + [f"g{k} = {c}" for k, c in enumerate(grid)]
         values = []
         for kind, ref in self.arg_refs:
             if kind == "tmap":
@@ -799,7 +838,7 @@ class ArgPlan:
         checks = []  # (where, element span)
         for i in indices:
             p, x = self.params[i], vals[i]
-            if p.kind != "tensor" or x is None:
+            if p.kind != "tensor" or x is None or self._wide_index(i):
                 continue
             if p.strides is not None:
                 checks.append((self.where(i, indices), _span(self.logical_shape(i, x), self.logical_strides(i, x))))
@@ -808,7 +847,7 @@ class ArgPlan:
         if indices is self.inputs:
             for o in self.outputs:
                 p = self.params[o]
-                if any(isinstance(e, str) for e in p.shape + (p.strides or [])):
+                if any(isinstance(e, str) for e in p.shape + (p.strides or [])) and not self._wide_index(o):
                     shape = [self._entry_value(e, env) for e in p.shape]
                     strides = [self._entry_value(e, env) for e in p.strides] if p.strides else None
                     span = _span(shape, strides) if strides else math.prod(shape)

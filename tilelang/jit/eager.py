@@ -208,6 +208,8 @@ class EagerJit:
     ``compile_fn`` is ``tilelang.jit.compile`` (handed in by the decorator, which imports this
     module: no import back)."""
 
+    __test__ = False   # a kernel, not a test: pytest must not collect a ``test_*`` kernel as one
+
     def __init__(self, func, target, pass_configs, compile_flags, compile_fn):
         import functools
 

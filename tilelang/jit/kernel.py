@@ -61,9 +61,43 @@ class JITKernel:
         if artifact is None:
             if func is None:
                 raise TypeError("JITKernel needs a KernelArtifact or a PrimFunc to compile")
-            built = COMPILE(func, out_idx=out_idx, target=target, pass_configs=pass_configs,
-                             compile_flags=compile_flags)
-            artifact, ir, prim_func, include_dirs = built.artifact, built.ir, built.prim_func, built.include_dirs
+            self.pass_configs = dict(pass_configs or {})
+            self.compile_flags = compile_flags
+            self.target = target
+            self.target_host = target_host
+            self.execution_backend = execution_backend
+            self.verbose = verbose
+            self._compile_and_create_adapter(func, out_idx)
+            return
+        self._setup(artifact, ir, prim_func, include_dirs)
+
+    def _compile_and_create_adapter(self, func, out_idx):
+        """Compile ``func`` and make this kernel launchable, in one instrumentation session
+        (``tilelang.instrumentation``; with the pass timing tool when ``tl.pass_profile`` asks)."""
+        from tilelang.instrumentation import compile_pass_instrumentation, current_compile_pass_instrumentation
+        from tilelang.tools.pass_timing import create_pass_timing_tool
+
+        attrs = getattr(func, "attrs", None)
+        name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "main"
+        configs = dict(self.pass_configs or {})
+        timing = None if current_compile_pass_instrumentation() is not None else create_pass_timing_tool(configs)
+        with compile_pass_instrumentation(name=name, tools=[timing] if timing is not None else []):
+            meta = {"kernel": name, "target": str(self.target), "backend": self.execution_backend, "out_idx": out_idx}
+            self.artifact = self._compile_artifact(func, configs, meta)
+            return self._create_adapter_from_artifact(func, out_idx, self.artifact, configs, meta)
+
+    def _compile_artifact(self, func, pass_configs, meta) -> KernelArtifact:
+        """Lower ``func`` and build its cubin (``tilelang.compile``, with the disk cache)."""
+        built = COMPILE(func, out_idx=meta.get("out_idx"), target=self.target, pass_configs=pass_configs,
+                        compile_flags=self.compile_flags)
+        return built.artifact
+
+    def _create_adapter_from_artifact(self, func, out_idx, artifact, pass_configs, meta):
+        """Make this kernel launch ``artifact`` (our adapter is the kernel itself)."""
+        self._setup(artifact, None, func, ())
+        return self
+
+    def _setup(self, artifact, ir, prim_func, include_dirs) -> None:
         self.artifact = artifact
         self.ir = ir
         self.prim_func = prim_func
@@ -200,11 +234,26 @@ class JITKernel:
     # ------------------------------------------------------------ introspection
     @property
     def target(self) -> str:
-        return self.artifact.arch
+        """The arch compiled for (before compiling: the target asked for)."""
+        art = self.__dict__.get("artifact")
+        return art.arch if art is not None else self.__dict__.get("_target")
+
+    @target.setter
+    def target(self, value) -> None:
+        self.__dict__["_target"] = value
 
     @property
     def compile_flags(self) -> list[str]:
-        return list(self.artifact.compile_flags)
+        """The nvcc flags of the kernel (before compiling: the extra flags asked for, or None)."""
+        art = self.__dict__.get("artifact")
+        if art is not None:
+            return list(art.compile_flags)
+        flags = self.__dict__.get("_compile_flags")
+        return None if flags is None else list(flags)
+
+    @compile_flags.setter
+    def compile_flags(self, value) -> None:
+        self.__dict__["_compile_flags"] = value
 
     def get_kernel_source(self, kernel_only: bool = False) -> str:
         """The CUDA source; ``kernel_only=True`` (upstream's flag): from the kernel's declaration

@@ -15,6 +15,7 @@ from tilelang.frontend.parser import inline, macro, prim_func
 
 from .alloc import (Ref, alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var, const,
                     empty)
+from .tmem import alloc_tmem, tcgen05_gemm
 from .annotate import (Fragment, annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
                        no_set_max_nreg, print, use_swizzle)  # noqa: A004
@@ -33,7 +34,8 @@ from .kernel import (ClusterKernel, Kernel, get_block_binding, get_block_binding
                      get_thread_extents)
 from .intrinsics import *  # noqa: F401,F403 - warp vote/shuffle, IEEE and fast math
 from .intrinsics import __cos, __exp, __exp10, __ffs, __fns, __ldg, __log, __log2, __log10, __sin, __tan  # noqa: F401
-from .loops import Parallel, Pipelined, Vectorized, grid, parallel, serial, unroll, vectorized
+from .loops import (Parallel, Pipelined, Serial, Unroll, Vectorized, grid, parallel, serial, unroll,
+                    vectorized)
 from .transpose import transpose
 from .random import rng_init, rng_rand, rng_rand_float
 from .reducer import (alloc_reducer, comm_reducer, finalize_reducer, reducer_init, reducer_update,

@@ -137,8 +137,7 @@ def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=
     from ._ops import emit as _emit
     from .tile import READ, WRITE, _shape_of, _to_region
 
-    if cluster_mask is not None:
-        raise ValueError("T.tma_copy(cluster_mask=...): multicast loads are not supported yet")
+    mask = _cluster_mask(cluster_mask, "T.tma_copy")
     src_shape, dst_shape = _shape_of(src), _shape_of(dst)
     if src_shape is None and dst_shape is None:
         raise ValueError("T.tma_copy needs at least one operand with a known extent (a buffer or a slice)")
@@ -151,7 +150,19 @@ def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=
             raise ValueError(f"T.tma_copy: leader_scope_threads must be a positive multiple of 32 (whole warps), "
                              f"got {leader_scope_threads!r}")
         scope = leader_scope_threads
-    _emit("copy", [src_r, dst_r, 0, 0, bar, scope])
+    _emit("copy", [src_r, dst_r, 0, 0, bar, scope] + ([mask] if mask else []))
+
+
+def _cluster_mask(cluster_mask, what):
+    """A multicast mask as a positive int (bit r: block r of the cluster receives the tile), or 0."""
+    if cluster_mask is None:
+        return 0
+    if isinstance(cluster_mask, tirx.IntImm):
+        cluster_mask = cluster_mask.value
+    if isinstance(cluster_mask, bool) or not isinstance(cluster_mask, int) or not 0 < cluster_mask < 1 << 16:
+        raise ValueError(f"{what}(cluster_mask=...): expected a compile-time bitmask of the cluster's blocks "
+                         f"(1 .. 0xffff), got {cluster_mask!r}")
+    return cluster_mask
 
 
 def copy_cluster(src, dst, *, dst_block=None, cluster_mask=None, remote_barrier=None, eviction_policy=None,
@@ -167,8 +178,20 @@ def copy_cluster(src, dst, *, dst_block=None, cluster_mask=None, remote_barrier=
     dst_block = ann.get("dst_block", dst_block)
     cluster_mask = ann.get("cluster_mask", cluster_mask)
     remote_barrier = ann.get("barrier", remote_barrier)
-    if cluster_mask is not None:
-        raise ValueError("T.copy_cluster(cluster_mask=...): TMA multicast loads are not supported yet")
+    mask = _cluster_mask(cluster_mask, "T.copy_cluster")
+    if mask:
+        # a multicast load: the lowest-ranked block of the mask loads the global tile into every
+        # block of the mask; blocks outside it load their own; every block waits for its tile
+        if dst_block is not None:
+            raise ValueError("T.copy_cluster: give either cluster_mask= (a multicast load from a global "
+                             "tensor) or dst_block= (a store into a peer block's shared memory), not both")
+        src_shape, dst_shape = _shape_of(src), _shape_of(dst)
+        src_r = _to_region(src, READ, hint=dst_shape, what="copy_cluster")
+        dst_r = _to_region(dst, WRITE, hint=src_shape, what="copy_cluster")
+        bar = _bar(remote_barrier, "T.copy_cluster(remote_barrier=...)") if remote_barrier is not None else \
+            tirx.IntImm("int32", -1)
+        _emit("copy", [src_r, dst_r, 0, 2, bar, 0, mask])
+        return
     if dst_block is None:
         raise ValueError("T.copy_cluster needs dst_block=<the destination block's rank in the cluster>")
     src_shape, dst_shape = _shape_of(src), _shape_of(dst)

@@ -15,6 +15,7 @@ from ._ops import as_expr
 PARALLEL_ATTR = "tl.parallel"
 STAGES_ATTR = "tl.num_stages"
 ORDER_ATTR = "tl.pipeline_order"
+LOOP_LAYOUT_ATTR = "tl.loop_layout"
 STAGE_ATTR = "tl.pipeline_stage"
 
 
@@ -33,6 +34,9 @@ class Parallel:
             raise ValueError("T.Parallel needs at least one extent")
         self.extents = [as_expr(e) for e in extents]
         self.coalesced_width = coalesced_width
+        if loop_layout is not None and getattr(loop_layout, "kind", None) != "fragment":
+            raise TypeError(f"T.Parallel loop_layout must be a T.Fragment, got {type(loop_layout).__name__}")
+        self.loop_layout = loop_layout
 
     def loop_frames(self):
         out = []
@@ -40,6 +44,10 @@ class Parallel:
             ann = {PARALLEL_ATTR: len(self.extents) - depth}
             if self.coalesced_width is not None and depth == 0:
                 ann["tl.coalesced_width"] = int(self.coalesced_width)
+            if self.loop_layout is not None and depth == 0:
+                # which thread runs each iteration (layout inference checks it against the
+                # fragments the body touches; tilelang.transform.layout_inference)
+                ann[LOOP_LAYOUT_ATTR] = self.loop_layout.encode()
             out.append(builder.parallel(0, extent, annotations=ann))
         return out
 
@@ -127,6 +135,9 @@ def vectorized(start, stop=None, annotations=None):
 
 
 Vectorized = vectorized
+# Upstream's upper-case aliases (tile-level loops): T.Serial is T.serial, T.Unroll is T.unroll.
+Serial = serial
+Unroll = unroll
 
 
 def grid(*extents):

@@ -181,17 +181,27 @@ def wait_wgmma(id):  # noqa: A002 - upstream's parameter name
 
 def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):
     """Emit ``tl.reduce``. Upstream's ``batch`` (outputs per shared barrier pair), ``nan_propagate``
-    and the same keys in ``annotations`` travel as two trailing arguments, present only when set."""
+    and the same keys in ``annotations`` travel as two trailing arguments, present only when set;
+    ``annotations={"enable_fadd2": False}`` (a float32 sum / abssum keeps its in-thread fold
+    scalar where the target has packed ``.f32x2`` adds) as a third, present only when false."""
     ann = dict(annotations or {})
     batch = int(ann.pop("batch", batch))
     nan_propagate = bool(ann.pop("nan_propagate", nan_propagate))
+    fadd2 = ann.pop("enable_fadd2", True)
+    fadd2 = getattr(fadd2, "value", fadd2)
+    if isinstance(fadd2, bool) or (isinstance(fadd2, int) and fadd2 in (0, 1)):
+        fadd2 = bool(fadd2)
+    else:
+        raise ValueError(f"reduce_{kind}: annotation 'enable_fadd2' must be a boolean, got {fadd2!r}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     s = _to_region(src, READ, what=f"reduce_{kind}")
     d = _to_region(dst, WRITE, what=f"reduce_{kind}")
     args = [s, d, kind, int(dim), int(bool(clear))]
-    if batch > 1 or nan_propagate:
+    if batch > 1 or nan_propagate or not fadd2:
         args += [batch, int(nan_propagate)]
+    if not fadd2:
+        args += [0]
     emit("reduce", args)
 
 

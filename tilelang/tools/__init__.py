@@ -1,8 +1,9 @@
 """``tilelang.tools``: upstream's developer tools; here ``plot_layout`` and ``Analyzer`` (a static
 roofline estimate of a kernel: ``Analyzer.analysis(kernel.get_tir(...), CUDA("cuda"))``).
 
-Upstream's ``lower_trace``, ``pass_timing`` and ``pass_visualizer`` (built on its TVM pass
-instrumentation) have no counterpart; ``TILELANG_DUMP_IR`` dumps our IR after every pass instead.
+Compile-pipeline tools built on ``tilelang.instrumentation`` (import them by name):
+``tilelang.tools.pass_timing`` (per-pass timing report: ``tl.pass_profile``) and
+``tilelang.tools.lower_trace`` (IR of every pass and the generated source: ``TL_LOWER_TRACE``).
 """
 
 from tilelang.tools.analyzer import AnalysisResult, Analyzer

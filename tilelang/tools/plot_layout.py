@@ -4,10 +4,12 @@
     plot_layout(make_full_bank_swizzled_layout(8, 64, 16), formats="svg")
 
 Contract:
-- The input is a 2-D ``Fragment`` (each cell shows ``T<thread>`` and ``L<local index>``, coloured
-  by thread; replicas list every thread) or a 2-D ``Layout`` (each cell shows where the element
+- The input is a ``Fragment`` (each cell shows ``T<thread>`` and ``L<local index>``, coloured
+  by thread; replicas list every thread) or a ``Layout`` (each cell shows where the element
   lands: its output index, flattened row-major over the output shape, coloured by 16-byte chunk
-  of the row it lands in).
+  of the row it lands in). An N-D input is drawn flattened to 2-D: its last dimension is the
+  columns and every leading dimension is merged row-major into the rows (``[2, 4, 8]`` draws
+  8 rows of 8; a 1-D input is one row).
 - ``formats``: "svg", "png", "pdf", "all" or a comma list. SVG is written by this module; png and
   pdf need matplotlib. When matplotlib is missing those formats are written as SVG instead, with
   a ``UserWarning`` naming the package. Files go to ``save_directory/name.<format>``; the paths
@@ -33,14 +35,28 @@ def _ints(exprs) -> list[int]:
 
 
 def _shape(layout) -> list[int]:
+    """(rows, cols) of the drawing: leading dimensions merged into rows, the last one the columns."""
     shape = [int(d) for d in layout.get_input_shape()]
-    if len(shape) != 2:
-        raise ValueError(f"plot_layout draws 2-D layouts, got input shape {shape}")
-    return shape
+    if not shape:
+        raise ValueError("plot_layout: the layout has no input dimensions")
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return [rows, shape[-1]]
+
+
+def _index(layout, i: int, j: int) -> list[int]:
+    """The input index drawn at row ``i``, column ``j`` (see ``_shape``)."""
+    shape = [int(d) for d in layout.get_input_shape()]
+    lead = []
+    for d in reversed(shape[:-1]):
+        lead.append(i % d)
+        i //= d
+    return lead[::-1] + [j]
 
 
 def cell_labels(layout) -> tuple[list[list[str]], list[list[int]]]:
-    """(text, colour key) of every cell of a 2-D layout (see the module docstring)."""
+    """(text, colour key) of every cell of the drawing (see the module docstring)."""
     rows, cols = _shape(layout)
     if hasattr(layout, "map_forward_thread"):
         reps = max(1, int(getattr(layout, "replicate_size", 1) or 1))
@@ -49,8 +65,9 @@ def cell_labels(layout) -> tuple[list[list[str]], list[list[int]]]:
             text.append([])
             keys.append([])
             for j in range(cols):
-                threads = [_ints([layout.map_forward_thread([i, j], r)])[0] for r in range(reps)]
-                local = _ints(layout.map_forward_index([i, j]))
+                idx = _index(layout, i, j)
+                threads = [_ints([layout.map_forward_thread(idx, r)])[0] for r in range(reps)]
+                local = _ints(layout.map_forward_index(idx))
                 text[-1].append(f"T{','.join(map(str, threads))}\nL{','.join(map(str, local))}")
                 keys[-1].append(threads[0])
         return text, keys
@@ -61,7 +78,7 @@ def cell_labels(layout) -> tuple[list[list[str]], list[list[int]]]:
         keys.append([])
         for j in range(cols):
             flat = 0
-            for value, extent in zip(_ints(layout.map_forward_index([i, j])), out_shape):
+            for value, extent in zip(_ints(layout.map_forward_index(_index(layout, i, j))), out_shape):
                 flat = flat * extent + value
             text[-1].append(str(flat))
             keys[-1].append(flat % max(cols, 1) // 8)

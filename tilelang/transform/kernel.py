@@ -37,7 +37,8 @@ class LoweringError(Exception):
 # Errors upstream raises as ``tvm.error.InternalError`` (its tests match that type): a compile
 # error whose message starts with one of these is also an InternalError (``compile_error``).
 INTERNAL_ERROR_PREFIXES = ("T.wgmma_gemm() requires Hopper WGMMA lowering",
-                           "T.async_copy only supports global->shared/shared.dyn copies")
+                           "T.async_copy only supports global->shared/shared.dyn copies",
+                           "SIMT copy from packed global float4_e2m1fn")
 
 
 class CompileInternalError(TileLangCompileError, tvm.error.InternalError):
@@ -176,6 +177,12 @@ def analyze_kernel(func) -> KernelInfo:
     def visit(s):
         if isinstance(s, tirx.AllocBuffer):
             info.buffers[s.buffer] = scope_of(s.buffer)
+            if scope_of(s.buffer) == "shared.tmem":   # T.alloc_tmem (tilelang/language/tmem.py)
+                raise LoweringError(
+                    "TL0002", f"'{s.buffer.name}' is sm_100 tensor memory (T.alloc_tmem): this TileLang does not "
+                    "generate tcgen05 / tensor-memory code (targets: sm_80, sm_90a)",
+                    getattr(s, "span", None) or getattr(s.buffer, "span", None),
+                    notes=["On sm_90a accumulate into T.alloc_fragment and multiply with T.gemm (wgmma)."])
 
     walk_stmts(stmt, visit)
     return info

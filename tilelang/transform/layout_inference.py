@@ -23,6 +23,7 @@ Shared buffers nothing constrains are row-major, except epilogue stages of sm_90
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field, replace
 
@@ -38,7 +39,9 @@ from tilelang.layout.axes import LOCAL as LOCAL_KIND, _build as _build_axes, eva
 from tilelang.layout.fragment import replicated_fragment, wgmma_accumulator, wgmma_operand_a
 from tilelang import targets
 from tilelang.tir_utils import children, const_int, span_line, uses_vars, walk_stmts
+from tilelang.transform import thread_regions
 from tilelang.transform.lower_gemm_fma import fma_accumulator, fma_operand_a, fma_plan
+from tilelang.language.loops import LOOP_LAYOUT_ATTR
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, VIEW_STAGING, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name,
                                        parallel_nest, scope_of)
@@ -110,14 +113,17 @@ def warp_partition(M, N, num_warps, policy, span=None):
 WGMMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16")}
 
 
-def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
+def wgmma_blocker(info: KernelInfo, stmt, region=None) -> str | None:
     """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
     those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands, warpgroups splitting M into 64-row
-    multiples with every thread of the block taking part, N <= 256, whole 2-D shared operands."""
+    multiples with every thread of the block (of its thread region, ``region``, which must start
+    at a multiple of its warpgroups) taking part, N <= 256, whole 2-D shared operands (in a thread
+    region or a T.wgmma_gemm also one stage of a staged buffer, or slabs of one:
+    ``wgmma_subtile``)."""
     args = stmt.value.args
     a, b, c = (decode_region(x) for x in args[:3])
     trans_a = bool(int(args[3].value))
-    T = info.num_threads
+    T = region.count if region is not None else info.num_threads
     ash = [const_int(e) for e in a.nonunit()[1]]
     bsh = [const_int(e) for e in b.nonunit()[1]]
     csh = [const_int(e) for e in c.nonunit()[1]]
@@ -133,6 +139,9 @@ def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
     wg = T // 128
     if M % (64 * wg):
         return f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
+    if region is not None and region.first % (128 * wg):
+        return (f"its thread region starts at thread {region.first}, not at a multiple of its {wg} "
+                f"warpgroup(s)")
     if N % (16 if dc == "float16" else 8) or K % 16:
         return f"N={N} / K={K} out of wgmma's range"
     forced = is_wgmma_gemm(stmt)
@@ -144,7 +153,12 @@ def wgmma_blocker(info: KernelInfo, stmt) -> str | None:
         if scope_of(r.buffer) in SHARED_SCOPES:
             shape = [const_int(x) for x in r.buffer.shape]
             k_major = (not trans_a) if r is a else bool(int(args[4].value))
-            if forced and len(shape) == 2 and wgmma_k_slice(r, k_major, K) is not None:
+            if region is not None or (forced and len(shape) > 2):
+                why = wgmma_subtile(r, k_major, K, forced)
+                if why:
+                    return why
+                shape = shape[-2:]
+            elif forced and len(shape) == 2 and wgmma_k_slice(r, k_major, K) is not None:
                 why = wgmma_k_slice(r, k_major, K)
                 if why:
                     return why
@@ -199,16 +213,16 @@ def wgmma_k_slice(r, k_major: bool, K: int):
     shape = [const_int(x) for x in r.buffer.shape]
     starts = [const_int(x) for x in r.starts]
     extents = [const_int(x) for x in r.extents]
-    if starts[-2:] == [0, 0] and extents[-2:] == shape:
+    if starts[-2:] == [0, 0] and extents[-2:] == shape[-2:]:
         return None
     name = r.buffer.name
     if not k_major:
         return f"'{name}' is sliced, but a transposed (M/N-major) wgmma operand must be a whole buffer"
-    if starts[-2] != 0 or extents[-2] != shape[0]:
+    if starts[-2] != 0 or extents[-2] != shape[-2]:
         return f"'{name}' is sliced along its rows; a wgmma operand slice keeps every row"
     sw = wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype)))
     width = sw // nbytes(str(r.buffer.dtype)) if sw else 0
-    if not sw or (shape[1] * nbytes(str(r.buffer.dtype))) % sw:
+    if not sw or (shape[-1] * nbytes(str(r.buffer.dtype))) % sw:
         return f"'{name}' {shape}: a K={K} slice needs rows of whole {sw or 32}-byte swizzle atoms"
     k0 = r.starts[-1]
     if starts[-1] is not None:
@@ -217,6 +231,41 @@ def wgmma_k_slice(r, k_major: bool, K: int):
         ok = tvm.arith.Analyzer().can_prove(tirx.floormod(k0, width) == 0)
     if not ok:
         return f"'{name}' slice starts at column {k0}, not a provable multiple of {width}"
+    return ""
+
+
+def wgmma_subtile(r, k_major: bool, K: int, forced: bool) -> str | None:
+    """For a wgmma shared operand in a thread region (or of a T.wgmma_gemm) that may be part of a
+    buffer: None or "" when it is usable, else why not. Usable: a single index in every leading
+    dimension (one stage of a ``[stages, rows, cols]`` buffer) and, in the last two, either the
+    whole tile, or (a T.wgmma_gemm K-major operand) a K slice as ``wgmma_k_slice`` takes, or every
+    row and a column range that is whole slabs of the buffer's own slab layout (the swizzle width
+    chosen from the slice's row equals the buffer's, and the slice starts at a provable multiple
+    of it): such a slice is laid out byte for byte as a buffer of its own shape."""
+    shape = [const_int(x) for x in r.buffer.shape]
+    extents = [const_int(x) for x in r.extents]
+    name = r.buffer.name
+    if len(shape) < 2 or None in shape:
+        return f"'{name}' is not a constant tile of at least 2 dimensions"
+    if any(e != 1 for e in extents[:-2]):
+        return f"'{name}' is used over more than one index of its leading dimensions"
+    starts = [const_int(x) for x in r.starts[-2:]]
+    if starts == [0, 0] and extents[-2:] == shape[-2:]:
+        return None
+    if forced and k_major:
+        return wgmma_k_slice(r, k_major, K)
+    if starts[0] != 0 or extents[-2] != shape[-2]:
+        return f"'{name}' is sliced along its rows; a wgmma operand slice keeps every row"
+    e = nbytes(str(r.buffer.dtype))
+    sw = wgmma_swizzle_bytes(shape[-1] * e)
+    if not sw or extents[-1] is None or wgmma_swizzle_bytes(extents[-1] * e) != sw:
+        return (f"'{name}' columns [{r.starts[-1]}, +{r.extents[-1]}): a wgmma operand slice must be whole "
+                f"{sw or 32}-byte slabs of the buffer's rows")
+    width = sw // e
+    ok = starts[1] % width == 0 if starts[1] is not None else \
+        tvm.arith.Analyzer().can_prove(tirx.floormod(r.starts[-1], width) == 0)
+    if not ok:
+        return f"'{name}' slice starts at column {r.starts[-1]}, not a provable multiple of {width}"
     return ""
 
 
@@ -243,6 +292,7 @@ class _Inference:
                     self.free_indexed.add(b)
         self.arch = arch
         self.configs = pass_configs or {}
+        self.regions = thread_regions.regions(info)     # tile work under `if tx < n:` branches
 
     # ----- assignment with conflict detection -------------------------------------------
     def assign(self, buf, layout: Fragment, span, why: str):
@@ -298,6 +348,13 @@ class _Inference:
                             f"T.gemm A operand (line {line}, wgmma)")
         else:
             wm, wn = warp_partition(M, N, self.T // 32, policy, span)
+            region = self.regions.get(stmt)
+            if region is not None and region.first:
+                # tl::gemm_ss/rs number warps from thread 0 of the block
+                raise LoweringError(
+                    "TL0002", f"T.gemm on mma.sync in a thread region that starts at thread {region.first}: "
+                    "the mma.sync gemm runs on warps counted from thread 0 (wgmma, sm_90a, takes a region "
+                    "starting at a multiple of 128 threads)", span)
             plan = GemmPlan(M, N, K, wm, wn, trans_a, trans_b)
             if self.arch and targets.parse_arch(self.arch) < 80:
                 plan.entry = "mma_sync_"
@@ -318,7 +375,7 @@ class _Inference:
                     self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))))
                     continue
                 self.set_shared(r.buffer, True)
-                self.check_subtile(r, span)
+                self.check_subtile(r, span, mma=plan.kind == "mma")
 
     def plan_gemm_fma(self, stmt, a, b, c, M, N, K, trans_a, trans_b):
         """A gemm on CUDA cores (lower_gemm_fma.py): its grid, C's (and a register A's) layout;
@@ -396,14 +453,15 @@ class _Inference:
         else:
             self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
 
-    def check_subtile(self, region, span):
-        """A gemm on part of a swizzled buffer must start where the XOR pattern restarts."""
+    def check_subtile(self, region, span, mma=False):
+        """A gemm on part of a swizzled buffer must start where the XOR pattern restarts (an
+        mma.sync operand: at any 16-byte chunk of the row, ``tl::gemm_ss``'s chunk offset)."""
         layout = self.out.shared[region.buffer]
         starts = [const_int(x) for x in region.starts]
         if len(starts) < 2 or all(x == 0 for x in starts):
             return
         row, col = starts[-2], starts[-1]
-        col_period = layout.group * layout.vector
+        col_period = layout.vector if mma else layout.group * layout.vector
         if row is None or col is None or row % 8 or col % col_period:
             raise LoweringError(
                 "TL0002", f"T.gemm on a sub-tile of '{region.buffer.name}' starting at row {starts[-2]}, column "
@@ -469,6 +527,14 @@ class _Inference:
             self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [])
             return True
         frags = [(b, idx) for b, idx, _ in accesses]
+        if LOOP_LAYOUT_ATTR in stmt.annotations:
+            if not force and any(self.known(b) is None for b, _ in frags) and any(
+                    self.known(b) is not None for b, _ in frags):
+                return False    # (its other fragments may be placed by another statement first)
+            layout = self._user_loop_layout(stmt, ext, accesses, loop_vars)
+            self.out.loops[loop_vars[0]] = layout
+            self._place_frags(stmt, layout, frags, accesses, loop_vars, ext)
+            return True
         layout = None
         for b, idx in frags:
             if _is_exact(idx, loop_vars) and self.known(b) is not None and list(self.known(b).shape) == ext:
@@ -512,6 +578,11 @@ class _Inference:
                         f"stage it through shared memory", stmt.span)
                 layout = derived
         self.out.loops[loop_vars[0]] = layout
+        self._place_frags(stmt, layout, frags, accesses, loop_vars, ext)
+        return True
+
+    def _place_frags(self, stmt, layout, frags, accesses, loop_vars, ext):
+        """Give the fragments a T.Parallel loop touches the layouts its loop layout implies."""
         line = span_line(stmt.span)
         for b, idx in frags:
             dims = _plain_dims(idx, loop_vars)
@@ -528,7 +599,42 @@ class _Inference:
                 self.assign(b, project(layout, dims), stmt.span, f"the T.Parallel loop at line {line}")
             else:
                 self.check_compatible(b, layout, dims, stmt.span)
-        return True
+
+    def _user_loop_layout(self, stmt, ext, accesses, loop_vars):
+        """The loop layout ``T.Parallel(..., loop_layout=T.Fragment(...))`` gives, checked against
+        every fragment of known layout the body touches: a read must run on a thread holding the
+        element, a write on exactly the threads holding it (a write from any other thread would
+        land in a register that holds another element)."""
+        from tilelang.layout import UserLayoutError, build_user_fragment
+
+        args = list(stmt.annotations[LOOP_LAYOUT_ATTR])
+        n = int(args[1].value)
+        declared = [int(a.value) for a in args[2:2 + n]]
+        if declared != list(ext):
+            raise LoweringError("TL0201", f"T.Parallel{tuple(ext)} has a loop_layout of shape {declared}; it must "
+                                "have the loop's extents", stmt.span)
+        try:
+            layout = build_user_fragment(args, self.T, "loop layout")
+        except UserLayoutError as err:
+            raise LoweringError(err.code, f"the loop_layout of T.Parallel{tuple(ext)} {err}", stmt.span,
+                                notes=[f"The block runs {self.T} threads."]) from None
+        extra = self.nest_vars.get(stmt, [])
+        for b, idx, write in accesses:
+            have = self.known(b)
+            if have is None:
+                continue
+            if _plain_dims(idx, loop_vars) is not None and not _is_exact(idx, loop_vars):
+                write = False   # a broadcast operand: its reads decide
+            if _serves(layout, have, idx, loop_vars, ext, write, extra, body_guard(parallel_nest(stmt)[2])) is False:
+                what = ("written by threads that do not hold it, or not by every thread that holds it"
+                        if write else "read by threads that do not hold it")
+                raise LoweringError(
+                    "TL0201", f"Layout infer conflict between fragment '{b.name}' and the loop_layout of the "
+                    f"T.Parallel{tuple(ext)} loop: {b.name}[{', '.join(map(str, idx))}] is {what} "
+                    f"(loop: {layout.describe()}; fragment: {have.describe()})", stmt.span,
+                    notes=["Give the loop a loop_layout that runs each iteration on the threads holding the "
+                           "element it touches (or drop loop_layout and let the compiler choose)."])
+        return layout
 
     def _serves_known(self, layout, accesses, loop_vars, ext, extra=()) -> bool:
         """Every known fragment this loop touches through a non-loop-variable index (or at another
@@ -559,6 +665,15 @@ class _Inference:
                          same):
                 if cand is not None and self._serves_known(cand, accesses, loop_vars, ext, extra):
                     return cand
+        for b, idx, _ in order:
+            # last: an index through an enclosing serial loop's variable (``x[i, jj * 4 + j]``), the
+            # loop derived at its first value and checked at all of them
+            have = self.known(b)
+            if have is None or not extra:
+                continue
+            cand = _loop_through(have, idx, loop_vars, ext, self.T, extra)
+            if cand is not None and self._serves_known(cand, accesses, loop_vars, ext, extra):
+                return cand
         return None
 
     def _place_from_loop(self, buf, idx, layout, loop_vars, ext, accesses, stmt, line):
@@ -599,6 +714,11 @@ class _Inference:
             vec = 1     # a barrier in the body separates phases of every element: one per thread
         while vec > 1 and ext[-1] % vec:
             vec //= 2
+        if frags:
+            # a loop over fragments spreads whole vectors over every thread (upstream's plan): a
+            # narrower vector before replicas (T.Parallel(128) on 128 threads: one element each)
+            while vec > 1 and math.prod(ext) % (self.T * vec):
+                vec //= 2
         # Known partial-index fragments constrain the loop: build the loop layout from one of them.
         for b, idx in frags:
             if self.known(b) is not None:
@@ -630,7 +750,10 @@ class _Inference:
         if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != FRAGMENT_SCOPE:
             if all(scope_of(r.buffer) in SHARED_SCOPES + (FRAGMENT_SCOPE,) for r in (src, dst)):
                 return self.try_copy(stmt)  # a shared operand: rows reduced through shared memory
-            raise LoweringError("TL0002", "T.reduce_* works on fragments and shared memory", stmt.span)
+            if all(scope_of(r.buffer) == "local" for r in (src, dst)):
+                return True   # thread-private arrays: every thread reduces its own (lower_reduce)
+            raise LoweringError("TL0002", "T.reduce_* works on fragments, shared memory and local arrays "
+                                "(both operands local)", stmt.span)
         s = self.known(src.buffer)
         if s is None:
             return False
@@ -691,7 +814,7 @@ class _Inference:
             self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
             return False
-        return all(wgmma_blocker(self.info, g) is None for g in gemms)
+        return all(wgmma_blocker(self.info, g, self.regions.get(g)) is None for g in gemms)
 
     def _require_wgmma(self, gemms, forced):
         """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
@@ -703,7 +826,7 @@ class _Inference:
             elif self.configs.get("tl.disable_wgmma"):
                 why = "tl.disable_wgmma is set"
             else:
-                why = wgmma_blocker(self.info, g)
+                why = wgmma_blocker(self.info, g, self.regions.get(g))
             if why is None:
                 continue
             a, b, c = (decode_region(x) for x in g.value.args[:3])
@@ -747,13 +870,23 @@ class _Inference:
         walk_stmts(self.info.body, visit)
         self.out.wgmma = self._use_wgmma(gemms)
         for g in gemms:
-            self.plan_gemm(g)
+            with self.threads_of(g):
+                self.plan_gemm(g)
         for g in sparse:
-            self.plan_gemm_sp(g)
+            with self.threads_of(g):
+                self.plan_gemm_sp(g)
         for buf in published:   # unconstrained: replicated like the reducer (static register indices)
             if self.known(buf) is None:
                 self.assign(buf, replicated_fragment([const_int(x) for x in buf.shape], self.T), None,
                             "T.finalize_reducer")
+        for buf in _floating_fragments(self.info.body):
+            # read or written by scalar code (a ``let``, an ``if`` condition, a serial loop): every
+            # thread evaluates that code, so every thread holds every element (upstream's floating
+            # fragment buffers)
+            if self.known(buf) is None:
+                shape = [const_int(x) for x in buf.shape]
+                self.assign(buf, replicated_fragment(shape, self.T), None,
+                            "its use outside tile operations (replicated: every thread evaluates it)")
         pending = consumers
         while pending:
             rest = [s for s in pending if not self.step(s, force=False)]
@@ -940,6 +1073,23 @@ class _Inference:
         return out
 
     def step(self, s, force: bool) -> bool:
+        with self.threads_of(s):
+            return self._step(s, force)
+
+    @contextlib.contextmanager
+    def threads_of(self, s):
+        """Lay out ``s`` for the threads that run it: the range of its thread region
+        (``thread_regions``), else the whole block."""
+        region = self.regions.get(s)
+        saved = self.T
+        if region is not None:
+            self.T = region.count
+        try:
+            yield
+        finally:
+            self.T = saved
+
+    def _step(self, s, force: bool) -> bool:
         name = op_name(s)
         if name == "reduce" or name == "cumsum":
             if name == "cumsum":
@@ -1035,6 +1185,40 @@ def _reducer_uses_ok(buf, legacy, body) -> bool:
         return not mine(s)
 
     return go(body)
+
+
+def _floating_fragments(body) -> list:
+    """Fragments accessed outside every tile operation and T.Parallel nest, in program order: by
+    scalar statements (``a = frag[i]``, ``if frag[i] >= 0``, ``frag[0] = 0``, a serial loop's
+    bounds). Tile operations' own arguments do not count."""
+    out = []
+
+    def note(node):
+        for b, _, _ in buffer_accesses(node):
+            if scope_of(b) == FRAGMENT_SCOPE and b not in out:
+                out.append(b)
+
+    def go(s):
+        if s is None or is_parallel_nest(s) or op_name(s) is not None:
+            return
+        if isinstance(s, tirx.BufferStore):
+            note(s)
+        elif isinstance(s, tirx.Evaluate):
+            note(s)
+        elif isinstance(s, tirx.Bind):
+            note(tirx.Evaluate(s.value))
+        elif isinstance(s, tirx.IfThenElse):
+            note(tirx.Evaluate(s.condition))
+        elif isinstance(s, tirx.While):
+            note(tirx.Evaluate(s.condition))
+        elif isinstance(s, tirx.For):
+            note(tirx.Evaluate(s.min))
+            note(tirx.Evaluate(s.extent))
+        for c in children(s):
+            go(c)
+
+    go(body)
+    return out
 
 
 def _calls_in(stmt) -> list:
@@ -1237,13 +1421,18 @@ def _row_ranks(thread):
     return ranks.reshape(thread.shape)
 
 
-def _loop_through(frag, idx, loop_vars, ext, T):
+def _loop_through(frag, idx, loop_vars, ext, T, extra=()):
     """Loop layout whose iteration runs on the threads holding the fragment element it touches
-    (the element's replicas: the iteration's replicas), or None where that is no digit map."""
+    (the element's replicas: the iteration's replicas), or None where that is no digit map.
+    Other variables of the index (an enclosing serial loop: ``x[i, jj * 4 + j]``) take their
+    first value here; the caller checks the candidate against all of them (``_serves``)."""
     if not ext or int(np.prod(ext)) * frag.replication > ENUM_LIMIT:
         return None
     grid = np.indices(ext, dtype=np.int64)
-    elems = _elements(idx, [(v, g.reshape(1, -1)) for v, g in zip(loop_vars, grid)], frag.shape)
+    env = [(v, g.reshape(1, -1)) for v, g in zip(loop_vars, grid)]
+    env += [(v, np.full((1, grid[0].size), lo, dtype=np.int64)) for v, lo, _ in extra
+            if any(uses_vars(i, [v]) for i in idx)]
+    elems = _elements(idx, env, frag.shape)
     if elems is None or (elems < 0).any():
         return None
     elems = elems.reshape(tuple(ext))

@@ -6,9 +6,8 @@ outside the tensor); copies from or to a fragment follow the fragment's layout, 
 the elements it holds. On sm_90a, a slab-swizzled shared tile copied to a global tensor whose box
 TMA can address becomes TMA stores (``_tma_store``). On sm_90+, as upstream chooses, a whole
 linear shared tile stored to a global tensor goes through the TMA unit (``_bulk_store``: one 1-D
-bulk copy for a contiguous in-bounds run, a tensor-map box where the tile may overhang the
-tensor), by default for 1-D tiles and for tiles that may overhang the tensor, and for any tile
-under ``prefer_instruction="tma"``; loads under
+bulk copy for a contiguous in-bounds run, a tensor-map box otherwise), by default
+(``disable_tma=True`` or ``prefer_instruction="sync"`` keep the threaded copy); loads under
 ``prefer_instruction="tma"`` likewise (``_tma_load``, completing on an mbarrier of their own).
 The T.copy call's fourth argument is the TMA flag: 0 default, 1 ``disable_tma``, 2 prefer TMA,
 3 ``T.async_copy`` (global -> shared by cp.async only, committed and not waited for).
@@ -24,7 +23,7 @@ import math
 from tvm import tirx
 
 from tilelang import targets
-from tilelang.language.dtypes import nbytes
+from tilelang.language.dtypes import bits, nbytes
 from tilelang.layout import CustomSharedLayout
 from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify, substitute_stmt
 from tilelang.transform import tma
@@ -89,9 +88,9 @@ PAIRED_CASTS = frozenset([
 
 
 def _vector_width(lw, src, dst, sd, dd, tile):
-    """Elements per thread-vector: 16 bytes if every alignment condition holds."""
-    esize = max(nbytes(src.dtype), nbytes(dst.dtype))
-    vec = max(1, 16 // esize)
+    """Elements per thread-vector: 16 bytes if every alignment condition holds (counted in bits:
+    a vector of a sub-byte type holds 8 / bits elements per byte)."""
+    vec = max(1, 128 // max(bits(src.dtype), bits(dst.dtype)))
     if src.dtype != dst.dtype:
         # a converting copy: lanes of a vectorized cast (paired conversions in the CUDA source),
         # for the pairs that have one, through plainly laid out memory, at most 4 lanes
@@ -117,10 +116,37 @@ def _vector_width(lw, src, dst, sd, dd, tile):
                 ok = ok and all(st is not None and st % vec == 0 for st in strides[:-1])
             ms = lw.an.modular_set(start)
             ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
+            ok = ok and _shared_rows_aligned(lw, region, vec)
             if ok:
                 break
             vec //= 2
     return vec
+
+
+def _shared_rows_aligned(lw, region, vec) -> bool:
+    """Whether every row of a plainly laid out shared region starts at a multiple of ``vec``
+    elements: its row strides (a padded ``(32, 36)`` tile: 36) and the starts of its outer
+    dimensions count, not only the column start. Swizzled and padded layouts place 16-byte
+    chunks themselves (True); other scopes: True."""
+    buf = region.buffer
+    if scope_of(buf) not in SHARED_SCOPES or vec <= 1:
+        return True
+    layout = lw.layouts.shared.get(buf)
+    if layout is not None and not _linear(lw, buf):
+        return True
+    strides = _strides(buf)
+    if None in strides:
+        return False
+    flat = i32(0)
+    for d, (st, e, stride) in enumerate(zip(region.starts, region.extents, strides)):
+        if d == len(strides) - 1:
+            continue        # (the column start is checked by the caller)
+        term = lw.rewrite(st)
+        if const_int(lw.rewrite(e)) != 1:
+            term = term + tirx.Var(f"r{d}", "int32")     # any row of the region
+        flat = flat + term * stride
+    ms = lw.an.modular_set(simplify(flat))
+    return ms.coeff % vec == 0 and ms.base % vec == 0
 
 
 def _custom_layout(lw, region) -> bool:
@@ -168,8 +194,14 @@ def lower_copy(lw, stmt):
         store = _tma_load(lw, src, dst, tile, stmt)
     if store is not None:
         return store
+    if str(src.dtype) == "float4_e2m1fn" and "float4_e2m1_unpacked" in str(dst.dtype):
+        # two fp4 values per byte in, one per byte out: only a TMA copy unpacks (in hardware)
+        raise LoweringError("TL0002", f"SIMT copy from packed global float4_e2m1fn {src.buffer.name} to unpacked "
+                            f"{dst.buffer.name} (float4_e2m1_unpacked) is not supported: a thread copy moves "
+                            "bytes and cannot unpack two fp4 values per byte; copy a TMA-able tile or keep the "
+                            "shared buffer packed (float4_e2m1fn)", stmt.span)
     vec = _vector_width(lw, src, dst, sd, dd, tile)
-    use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec * nbytes(src.dtype) >= 4
+    use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and _vec_bytes(vec, src.dtype) >= 4
                  and src.dtype == dst.dtype
                  and (forced or not lw.configs.get("tl.disable_async_copy", False)))
     if forced and not use_async:
@@ -193,6 +225,7 @@ def _tma_store(lw, src, dst, stmt):
     the box outside the tensor are not written (TMA clips them)."""
     args = stmt.value.args
     if (not lw.layouts.wgmma or lw.configs.get("tl.disable_tma_lower") or scope_of(dst.buffer) != "global"
+            or getattr(lw, "thread_region", None) is not None
             or scope_of(src.buffer) not in SHARED_SCOPES or src.buffer in lw.stage
             or (len(args) > 3 and const_int(args[3]) == 1)):       # T.copy(..., disable_tma=True)
         return None
@@ -222,9 +255,7 @@ def _bulk_store(lw, src, dst, tile, stmt):
     run of the tensor provably inside it is one 1-D bulk copy (``tl::tma_store_bulk``, no tensor
     map); any other box of a tensor parameter (a tile that may overhang the tensor, rows of a
     wider tensor) is one tensor-map store (``tl::tma_store_{rank}d``), which TMA clips at the
-    tensor's bounds. Taken by default for 1-D shared tiles and for tiles that may overhang the
-    tensor (which the threaded copy would guard element by element), and for any tile under
-    ``T.copy(..., prefer_instruction="tma")``. Every thread
+    tensor's bounds. Every thread
     fences its shared writes into the async proxy and meets a barrier first; thread 0 waits
     until the store has read shared memory (``tma_store_wait<0>``) before it goes on."""
     args = stmt.value.args
@@ -233,6 +264,7 @@ def _bulk_store(lw, src, dst, tile, stmt):
     if (arch is None or targets.parse_arch(arch) < 90 or lw.configs.get("tl.disable_tma_lower")
             or scope_of(dst.buffer) != "global" or scope_of(src.buffer) not in SHARED_SCOPES
             or src.buffer in lw.stage or lw.in_producer or lw.ws is not None or lw.role_block is not None
+            or getattr(lw, "thread_region", None) is not None
             or lw.thread_guard is not None or src.dtype != dst.dtype
             or (len(args) > 3 and const_int(args[3]) == 1)):
         return None
@@ -241,11 +273,14 @@ def _bulk_store(lw, src, dst, tile, stmt):
             or [const_int(lw.rewrite(e)) for e in src.extents] != shape or not _linear(lw, src.buffer)):
         return None
     esize, elems = nbytes(src.dtype), math.prod(tile)
-    if (elems * esize) % 16:
-        return None
+    if (elems * esize) % 16 or bits(src.dtype) < 8:
+        return None     # (sub-byte elements: byte counts and addresses would be off by the packing)
     starts, ext, run, inside = _global_run(lw, dst, esize)
-    if len(shape) != 1 and not prefer_tma and inside:
-        return None     # (a multi-dimensional tile inside the tensor keeps the threaded store unless asked)
+    # (a multi-dimensional tile inside the tensor: TMA too, as upstream's plain T.copy does; its
+    # wait is spelled as T.tma_store_wait writes it, which the kernels of the 1-D and overhanging
+    # cases predate)
+    auto_2d = len(shape) != 1 and inside and not prefer_tma
+    wait = "tl::tma_store_wait<0, true>" if auto_2d else "tl::tma_store_wait<0>"
     smem = lw.shared_ptr(src.buffer, [i32(0)] * len(shape))
     if run:
         gptr = tirx.address_of(_load_raw(lw, dst, starts))
@@ -257,7 +292,7 @@ def _bulk_store(lw, src, dst, tile, stmt):
         j = len(lw.tensormaps)
         lw.tensormaps.append(spec)
         issue = evaluate_extern(f"tl::tma_store_{len(starts)}d", tma.tmap(j), smem, *starts[::-1], span=stmt.span)
-    stores = seq([issue, evaluate_extern("tl::tma_store_arrive"), evaluate_extern("tl::tma_store_wait<0>")])
+    stores = seq([issue, evaluate_extern("tl::tma_store_arrive"), evaluate_extern(wait)])
     return seq([evaluate_extern("tl::fence_proxy_async"), evaluate_extern("__syncthreads"),
                 tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), stores, None, span=stmt.span)])
 
@@ -276,7 +311,8 @@ def _tma_load(lw, src, dst, tile, stmt):
     if (not (len(args) > 3 and const_int(args[3]) == 2) or arch is None or targets.parse_arch(arch) < 90
             or lw.configs.get("tl.disable_tma_lower") or scope_of(src.buffer) != "global"
             or scope_of(dst.buffer) not in SHARED_SCOPES or dst.buffer in lw.stage or lw.in_producer
-            or lw.ws is not None or lw.role_block is not None or lw.thread_guard is not None
+            or lw.ws is not None or lw.role_block is not None
+            or getattr(lw, "thread_region", None) is not None or lw.thread_guard is not None
             or src.dtype != dst.dtype):
         return None
     shape = [const_int(x) for x in dst.buffer.shape]
@@ -285,7 +321,7 @@ def _tma_load(lw, src, dst, tile, stmt):
         return None
     esize, elems = nbytes(src.dtype), math.prod(tile)
     nbytes_total = elems * esize
-    if nbytes_total % 16 or nbytes_total >= 1 << 20:
+    if nbytes_total % 16 or nbytes_total >= 1 << 20 or bits(src.dtype) < 8:
         return None     # (an mbarrier counts fewer than 2**20 transaction bytes)
     starts, ext, run, _ = _global_run(lw, src, esize)
     spec = None
@@ -308,9 +344,15 @@ def _tma_load(lw, src, dst, tile, stmt):
     def one(body):      # issued by thread 0
         return tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(body), None, span=stmt.span)
 
+    mask = tma.multicast_mask(lw, stmt)
+    if mask:
+        # T.copy_cluster(cluster_mask=...): a peer block may complete bytes on this block's
+        # barrier, so every block of the cluster has initialised its barrier (cluster_sync)
+        # before any block issues
+        issue = tma.multicast(lw, issue, mask, stmt.span)
     return seq([evaluate_extern("__syncthreads"),
                 one([evaluate_extern("tl::mbarrier_init", bar_ptr, i32(1)), evaluate_extern("tl::fence_barrier_init")]),
-                evaluate_extern("__syncthreads"),
+                evaluate_extern("tl::cluster_sync" if mask else "__syncthreads"),
                 one([evaluate_extern("tl::mbarrier_arrive_expect_tx", bar_ptr, i32(nbytes_total)), issue]),
                 evaluate_extern("tl::mbarrier_wait", bar_ptr, i32(0))])
 
@@ -419,7 +461,7 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
     if total % threads:
         tail = tirx.LT(q, i32(total))
         guard = tail if guard is None else tirx.And(tail, guard)
-    nbytes_vec = vec * nbytes(src.dtype)
+    nbytes_vec = _vec_bytes(vec, src.dtype)
     s_ptr, d_ptr = _ptr(lw, src, s_idx), _ptr(lw, dst, d_idx)
     if use_async:
         if guard is None:
@@ -501,7 +543,12 @@ def _safe_fill(lw, src, dst, d_idx, vec, span):
 def _zero_fill(lw, region, idx, vec, span):
     if vec == 1:
         return _store_raw(lw, region, idx, tirx.const(0, region.dtype), span)
-    return evaluate_extern(f"tl::zero_vec<{vec * nbytes(region.dtype)}>", _ptr(lw, region, idx), span=span)
+    return evaluate_extern(f"tl::zero_vec<{_vec_bytes(vec, region.dtype)}>", _ptr(lw, region, idx), span=span)
+
+
+def _vec_bytes(vec, dtype) -> int:
+    """Bytes of a vector of ``vec`` elements of ``dtype`` (16 float4 values are 8 bytes)."""
+    return max(1, vec * bits(dtype) // 8)
 
 
 def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
@@ -524,7 +571,7 @@ def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
     while vec > 1:
         ok = tile[-1] % vec == 0 and const_int(fstart) is not None and const_int(fstart) % vec == 0
         ms = lw.an.modular_set(start)
-        ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
+        ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0 and _shared_rows_aligned(lw, other, vec)
         if scope_of(other.buffer) == "global":
             strides = _strides(other.buffer)
             row = const_int(other.buffer.shape[-1])

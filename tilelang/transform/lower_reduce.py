@@ -2,11 +2,14 @@
 
 A reduction of fragment ``src`` over ``dim`` runs in three steps: each thread folds the registers
 it holds along ``dim`` (from 8 registers on, into ``FOLD_LANES`` independent partial results
-combined as a tree, so the dependency chain is a quarter as long); threads of the same warp that
+combined as a tree, so the dependency chain is a quarter as long; two registers per packed
+``tl::add2`` / ``max2`` / ``min2`` where the type and target have pair instructions, see
+``_pair_fold``); threads of the same warp that
 hold other parts of the row combine through
 an XOR-shuffle butterfly (``tl::warp_allreduce``); threads in other warps combine through a
 shared-memory workspace. Every replica of the result ends up with the full value, which is what
-the replicated output layout (``drop_dim``) promises.
+the replicated output layout (``drop_dim``) promises. Thread-private arrays (``T.alloc_local`` /
+``T.alloc_var`` operands) are folded by each thread on its own.
 
 Reducer epochs (``T.alloc_reducer``) take one of two plans, chosen by layout inference
 (``layout_inference.ReducerPlan``): the narrow plan (partials laid out like the update loop with
@@ -24,6 +27,7 @@ from tvm import ir, tirx
 
 from tilelang import targets
 from tilelang.language.dtypes import nbytes
+from tilelang.language.intrinsics import _packed as packed_call  # T.add2 & co.: tl::add2<float2>(...)
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt, walk_stmts
 from tilelang.transform import thread_sync
@@ -78,6 +82,7 @@ def lower_reduce(lw, stmt):
     src, dst = decode_region(args[0]), decode_region(args[1])
     kind, dim, clear = str(args[2].value), int(args[3].value), bool(int(args[4].value))
     batch, nan = (int(args[5].value), bool(int(args[6].value))) if len(args) > 6 else (1, False)
+    fadd2 = bool(int(args[7].value)) if len(args) > 7 else True
     if kind not in _OPS:
         raise LoweringError("TL0002", f"unknown reduction '{kind}'", stmt.span)
     dtype = str(dst.buffer.dtype)
@@ -87,6 +92,9 @@ def lower_reduce(lw, stmt):
     elif kind in ("max", "min", "absmax") and dtype == "float16":
         # the half-precision intrinsics (a NaN operand loses, as with fmaxf)
         combine = _nan_combine("__hmin" if kind == "min" else "__hmax")
+    if scope_of(src.buffer) == "local" and scope_of(dst.buffer) == "local":
+        return _reduce_local(lw, stmt, src, dst, kind, dim, clear, combine,
+                             _pair_fold(lw, kind, dtype, str(src.buffer.dtype), nan, fadd2, [], [_UNIT_AXIS]))
     if FRAGMENT_SCOPE != scope_of(src.buffer) or FRAGMENT_SCOPE != scope_of(dst.buffer):
         return _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine)
     F = lw.layouts.fragments[src.buffer]
@@ -124,7 +132,11 @@ def lower_reduce(lw, stmt):
     if kind in ("abssum", "absmax"):
         value = tirx.abs(value)
     stmts = [tirx.AllocBuffer(acc)]
-    if n_red >= 2 * FOLD_LANES:
+    pair = _pair_fold(lw, kind, dtype, str(src.buffer.dtype), nan, fadd2, kept, red)
+    if pair is not None:
+        stmts.append(_for(u, n_out, _fold_pairs(pair, src_local, src_index, u, n_red, combine, acc,
+                                                 dst.buffer.name)))
+    elif n_red >= 2 * FOLD_LANES:
         # FOLD_LANES independent partial results, combined as a tree at the end: dependency
         # chains of n_red / FOLD_LANES instead of n_red (a softmax row of 32 registers: 10 dependent
         # FMNMX instead of 32)
@@ -147,9 +159,20 @@ def lower_reduce(lw, stmt):
                         tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [u]), value), [u]),
                         annotations={"pragma_unroll": True})
         stmts.append(_for(u, n_out, seq([tirx.BufferStore(acc, _init(kind, dtype), [u]), fold])))
-    in_warp, cross = _split_thread_axes([a for a in F.thread_axes if a.dim == dim and a.extent > 1])
+    reduced = [a for a in F.thread_axes if a.dim == dim and a.extent > 1]
+    in_warp, cross = _split_thread_axes(reduced)
     # A block smaller than a warp shuffles among its own lanes only (a mask over the live lanes).
     mask = f", {hex((1 << lw.T) - 1)}u" if lw.T < 32 else ""
+    if cross and n_out == 1 and len(reduced) == 1 and _block_barrier_only(lw):
+        # one result per thread, one group of threads spanning warps: the device library's
+        # all-reduce (in-warp shuffles, then the warps' partials through a shared workspace)
+        axis = reduced[0]
+        ws = lw.scratch(f"{dst.buffer.name}_red_ws", lw.T, dtype)
+        fn = f"tl::AllReduce<{functor}, {axis.extent}, {axis.stride}>::run"
+        reduced_value = tirx.call_extern(dtype, fn, tirx.BufferLoad(acc, [i32(0)]),
+                                         tirx.address_of(tirx.BufferLoad(ws, [i32(0)])))
+        stmts.append(tirx.BufferStore(acc, reduced_value, [i32(0)]))
+        in_warp, cross = [], []
     for stride, extent in in_warp:
         shuffled = tirx.call_extern(dtype, f"tl::warp_allreduce<{functor}, {stride}, {stride * extent}{mask}>",
                                     tirx.BufferLoad(acc, [u]))
@@ -165,6 +188,144 @@ def lower_reduce(lw, stmt):
         raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
                             f"per thread, the reduction produces {n_out}", stmt.span)
     return seq(stmts)
+
+
+# The in-thread fold two registers at a time (src/tl/packed.h): 16-bit floats on every target
+# (bfloat16 from sm_80, where the bf16x2 instructions exist), float32 from sm_100 (the .f32x2
+# instructions; a sum or abssum only while ``enable_fadd2`` is not turned off).
+_PAIR_OPS = {"sum": "add2", "abssum": "add2", "max": "max2", "absmax": "max2", "min": "min2"}
+
+
+def _pair_fold(lw, kind, dtype, src_dtype, nan, fadd2, kept, red):
+    """The pair combiner ``(a, b) -> a op b`` on ``<dtype>x2`` values (and whether each pair is
+    taken by its absolute value) where the fold can read the reduced registers two at a time, else
+    None. Pairs are registers ``2k, 2k + 1`` of the innermost reduced local axis: it must have
+    stride 1 and an even extent, every other local stride even (each pair starts 8-/4-byte
+    aligned)."""
+    if kind not in _PAIR_OPS or src_dtype != dtype or not red:
+        return None
+    arch = targets.parse_arch(getattr(lw, "arch", None) or "sm_90a")
+    if dtype == "float16" or (dtype == "bfloat16" and arch >= 80):
+        pass
+    elif dtype == "float32" and arch >= 100 and (fadd2 or kind not in ("sum", "abssum")):
+        pass
+    else:
+        return None
+    if red[0].stride != 1 or red[0].extent % 2 or any(a.stride % 2 for a in list(kept) + list(red[1:])):
+        return None
+    name = _PAIR_OPS[kind]
+    if nan and dtype != "float32" and kind in ("max", "min", "absmax"):
+        name += "_nan"
+    return (f"{dtype}x2", lambda a, b: packed_call(name, a, b), kind in ("abssum", "absmax"))
+
+
+def _fold_pairs(pair, src_local, src_index, u, n_red, combine, acc, name):
+    """Fold output register ``u`` two registers at a time into ``acc[u]``: from 8 registers on,
+    ``FOLD_LANES / 2`` independent pair partials combined as a tree (the scalar fold's chain
+    length), then the two lanes of the last pair."""
+    vtype, combine2, absolute = pair
+    n_pairs = n_red // 2
+    parts = FOLD_LANES // 2 if n_red >= 2 * FOLD_LANES else 1
+    part = tirx.decl_buffer((parts,), vtype, f"{name}_pack", scope="local")
+
+    def load(k):
+        value = tirx.BufferLoad(src_local, [tirx.Ramp(src_index(u, k * 2), i32(1), 2)])
+        return packed_call("abs2", value) if absolute else value
+
+    k, k0 = tirx.Var("k", "int32"), tirx.Var("k0", "int32")
+    slot = tirx.floormod(k, i32(parts)) if parts > 1 else i32(0)
+    first = tirx.For(k0, i32(0), i32(parts), tirx.ForKind.SERIAL, tirx.BufferStore(part, load(k0), [k0]),
+                     annotations={"pragma_unroll": True}) if parts > 1 else \
+        tirx.BufferStore(part, load(i32(0)), [i32(0)])
+    step = tirx.BufferStore(part, combine2(tirx.BufferLoad(part, [slot]), load(k)), [slot])
+    rest = None
+    if n_pairs == parts + 1:
+        rest = substitute_stmt(step, {k: i32(parts)})
+    elif n_pairs > parts:
+        rest = tirx.For(k, i32(parts), i32(n_pairs - parts), tirx.ForKind.SERIAL, step,
+                        annotations={"pragma_unroll": True})
+    level = [tirx.BufferLoad(part, [i32(i)]) for i in range(parts)]
+    while len(level) > 1:
+        level = [combine2(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    tree = tirx.BufferStore(part, level[0], [i32(0)]) if parts > 1 else None
+    lanes = [tirx.Shuffle([tirx.BufferLoad(part, [i32(0)])], [tirx.IntImm("int32", i)]) for i in (0, 1)]
+    return seq([tirx.AllocBuffer(part), first, rest, tree, tirx.BufferStore(acc, combine(*lanes), [u])])
+
+
+_UNIT_AXIS = namedtuple("_UnitAxis", "stride extent")(1, 2)   # (_pair_fold's layout test, for local arrays)
+
+
+def _reduce_local(lw, stmt, src, dst, kind, dim, clear, combine, pair):
+    """A reduction of a thread-private array into another (``T.alloc_local`` / ``T.alloc_var``):
+    every thread folds its own registers, no exchange. With ``pair`` (see ``_pair_fold``) a
+    clearing reduction of an even extent folds two elements at a time: a vector read where the
+    reduced dimension is the innermost one (and each pair starts aligned), else two reads
+    side by side."""
+    shape = [const_int(e) for e in src.extents]
+    dshape = [const_int(e) for e in dst.extents]
+    if None in shape or None in dshape:
+        raise LoweringError("TL0002", "T.reduce_* of local arrays needs constant extents", stmt.span)
+    if dim < 0:
+        dim += len(shape)
+    keep = len(dshape) == len(shape)
+    expect = [n for d, n in enumerate(shape) if d != dim] if not keep else [
+        1 if d == dim else n for d, n in enumerate(shape)]
+    if dshape != expect and not (not expect and dshape == [1]):
+        raise LoweringError("TL0604", f"reduction of '{src.buffer.name}' {shape} over dim {dim} gives shape "
+                            f"{expect}, but '{dst.buffer.name}' has shape {dshape}", stmt.span)
+    dtype = str(dst.buffer.dtype)
+    other = [d for d in range(len(shape)) if d != dim]
+    outs = [tirx.Var(f"i{d}", "int32") for d in other]
+    r = tirx.Var("r", "int32")
+
+    def src_at(x):
+        idx = [x if d == dim else outs[other.index(d)] for d in range(len(shape))]
+        return [simplify(s0 + i) for s0, i in zip(src.starts, idx)]
+
+    didx = [i32(0) if d == dim else outs[other.index(d)] for d in range(len(shape))] if keep else (outs or [i32(0)])
+    didx = [simplify(s0 + i) for s0, i in zip(dst.starts, didx)] if len(dst.starts) == len(didx) else didx
+    n = shape[dim]
+
+    def value(x):
+        v = tirx.BufferLoad(src.buffer, src_at(x))
+        v = tirx.Cast(dtype, v) if str(src.buffer.dtype) != dtype else v
+        return tirx.abs(v) if kind in ("abssum", "absmax") else v
+
+    here = tirx.BufferLoad(dst.buffer, didx)
+    if pair is not None and clear and n % 2 == 0:
+        vtype, combine2, absolute = pair
+        strides = [math.prod(src.buffer.shape[d + 1:]) for d in range(len(shape))]
+        base = simplify(sum((st * s0 for st, s0 in zip(strides, src.starts)), i32(0)))
+        aligned = dim == len(shape) - 1 and const_int(base) is not None and const_int(base) % 2 == 0 and \
+            all(const_int(st) % 2 == 0 for d, st in enumerate(strides) if d != dim)
+
+        def load(k):
+            if aligned:
+                idx = src_at(k * 2)
+                idx[-1] = tirx.Ramp(idx[-1], i32(1), 2)
+                v = tirx.BufferLoad(src.buffer, idx)
+            else:
+                v = tirx.Shuffle([tirx.BufferLoad(src.buffer, src_at(k * 2)),
+                                  tirx.BufferLoad(src.buffer, src_at(k * 2 + 1))], [i32(0), i32(1)])
+            return packed_call("abs2", v) if absolute else v
+
+        part = tirx.decl_buffer((1,), vtype, f"{dst.buffer.name}_pack", scope="local")
+        acc = tirx.BufferLoad(part, [i32(0)])
+        k = tirx.Var("k", "int32")
+        step = tirx.BufferStore(part, combine2(acc, load(k)), [i32(0)])
+        lanes = [tirx.Shuffle([acc], [tirx.IntImm("int32", i)]) for i in (0, 1)]
+        body = seq([tirx.AllocBuffer(part), tirx.BufferStore(part, load(i32(0)), [i32(0)]),
+                    (tirx.For(k, i32(1), i32(n // 2 - 1), tirx.ForKind.SERIAL, step,
+                              annotations={"pragma_unroll": True}) if n > 2 else None),
+                    tirx.BufferStore(dst.buffer, combine(*lanes), didx, span=stmt.span)])
+    else:
+        fold = tirx.For(r, i32(0), i32(n), tirx.ForKind.SERIAL,
+                        tirx.BufferStore(dst.buffer, combine(here, value(r)), didx),
+                        annotations={"pragma_unroll": True})
+        body = seq([tirx.BufferStore(dst.buffer, _init(kind, dtype), didx) if clear else None, fold])
+    for d, v in reversed(list(zip(other, outs))):
+        body = tirx.For(v, i32(0), i32(shape[d]), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+    return body
 
 
 def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
@@ -210,6 +371,16 @@ def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
     if scope_of(dst.buffer) == FRAGMENT_SCOPE:
         stmts.append(_fragment_io(lw, dst.buffer, dshape, d_at, load=True))
     return seq(stmts)
+
+
+def _block_barrier_only(lw) -> bool:
+    """Whether this block synchronises with a plain ``__syncthreads()`` (no warp specialisation,
+    no warp-group role, no async-proxy fence), as ``tl::AllReduce`` does."""
+    from tilelang.transform import user_ws
+
+    return (getattr(lw, "ws", None) is None and user_ws.role_sync(lw) is None
+            and not getattr(lw, "thread_conds", None)      # (under `if tx < n:`: named barriers)
+            and not lw.layouts.wgmma and lw.T % 32 == 0)
 
 
 def _split_thread_axes(axes):

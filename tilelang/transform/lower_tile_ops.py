@@ -40,6 +40,8 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo
                                        safe_value, scope_of)
 from tilelang.transform.layout_inference import Layouts, memory_loop_layout
 from tilelang.transform.lower_gemm_fma import fma_call
+from tilelang.transform.vectorize_parallel import vectorize_register_loop
+from tilelang.transform import thread_regions
 
 SMEM_ALIGN = 128
 SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
@@ -57,6 +59,9 @@ class Lowerer:
             self.tid = info.tid - roles.lo * user_ws.GROUP
         self.role_block = None  # the T.ws block being lowered: (first, last + 1) warp group
         self.thread_guard = None  # the user's `if` on the thread index being lowered, if any
+        self.thread_region = None  # the thread_regions.Region being lowered (tile work for a thread range)
+        self.thread_conds = []     # the enclosing conditions on the thread index (barrier placement)
+        self.regions = thread_regions.regions(info)
         self.thread_vars = [iv.var for iv, _ in info.launch if str(iv.thread_tag).startswith("threadIdx")]
         self.an = tvm.sym.Analyzer()
         for iv, extent in info.launch:
@@ -278,15 +283,41 @@ class Lowerer:
         raise LoweringError("TL0002", f"unsupported statement {type(stmt).__name__} in a kernel", stmt.span)
 
     def lower_if(self, stmt):
-        outer = self.thread_guard
-        if outer is None and uses_vars(stmt.condition, self.thread_vars):
-            self.thread_guard = stmt
-        try:
+        """An `if`. Under a condition on the thread index (``thread_conds``: all enclosing ones)
+        a barrier the compiler needs is a named barrier over the threads they select, or none
+        where they select no warp-aligned range (``thread_regions.guarded_sync``)."""
+        if not uses_vars(stmt.condition, self.thread_vars):
             other = self.lower(stmt.else_case) if stmt.else_case is not None else None
             return tirx.IfThenElse(self.rewrite(stmt.condition), seq([self.lower(stmt.then_case)]), other,
                                    span=stmt.span)
+        other = None
+        if stmt.else_case is not None:
+            other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
+        then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
+        return tirx.IfThenElse(self.rewrite(stmt.condition), seq([then]), other, span=stmt.span)
+
+    def lower_branch(self, body, cond, span):
+        """A branch of an `if` on the thread index, ``cond`` holding in it; a thread region
+        (``thread_regions``) is lowered for its own threads: ``T`` of the range, thread index from
+        its first thread."""
+        self.thread_conds.append(cond)
+        region = self.regions.get(body)
+        saved = (self.T, self.tid, self.thread_guard, self.thread_region)
+        try:
+            if region is None:
+                guard = self.an.simplify(thread_regions.conjunction(self.thread_conds))   # (not tx < 128: 128 <= tx)
+                self.thread_guard = tirx.IfThenElse(guard, body, None, span=span)
+                return self.lower(body)
+            if self.ws is not None:
+                raise LoweringError("TL0002", "tile work under an `if` on the thread index in a warp-specialised "
+                                    "kernel is not supported yet (set tl.disable_warp_specialized)", span)
+            self.T = region.count
+            self.tid = simplify(self.info.tid - i32(region.first)) if region.first else self.info.tid
+            self.thread_guard, self.thread_region = None, region
+            return self.lower(body)
         finally:
-            self.thread_guard = outer
+            self.T, self.tid, self.thread_guard, self.thread_region = saved
+            self.thread_conds.pop()
 
     def check_all_threads(self, what: str, span, stmt=None):
         """A tile op spreads its elements over every thread of the block; under an `if` on the
@@ -476,6 +507,10 @@ class Lowerer:
                 return substitute_stmt(inner, {vo: i32(0)})
             return tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner,
                             annotations={"pragma_unroll": True}, span=stmt.span)
+        wide = vectorize_register_loop(new_body, v, n, self.an, loop_vars[0].name, span=stmt.span,
+                                       annotations={"pragma_unroll": True})
+        if wide is not None:   # 16-byte memory accesses (transform/vectorize_parallel.py)
+            return wide
         return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, new_body,
                         annotations={"pragma_unroll": True}, span=stmt.span)
 
@@ -540,17 +575,36 @@ class Lowerer:
         else:
             ldb = const_int(b.buffer.shape[-1])
             common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            b_ptr, cb = self._column_subtile(b, b_ptr)
             if a_shared:
                 lda = const_int(a.buffer.shape[-1])
-                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}>", a_ptr, b_ptr, c_ptr,
-                                                  span=stmt.span)
+                a_ptr, ca = self._column_subtile(a, a_ptr)
+                chunks = f", {ca}, {cb}" if ca or cb else ""
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{chunks}>", a_ptr,
+                                                  b_ptr, c_ptr, span=stmt.span)
             else:
-                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}>", a_ptr, b_ptr, c_ptr,
-                                                  span=stmt.span)
+                chunks = f", {cb}" if cb else ""
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}{chunks}>", a_ptr, b_ptr,
+                                                  c_ptr, span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    def _column_subtile(self, region, ptr):
+        """(pointer, chunk offset) of an mma.sync shared operand: a sub-tile starting inside a
+        swizzle period of its rows (``A_shared[:, 32:]`` of a 64-column tile) is addressed from its
+        rows' start plus a 16-byte-chunk offset (``tl::gemm_ss``'s CA / CB), so the XOR applies to
+        the buffer's own chunk index; any other operand keeps ``ptr`` and offset 0."""
+        from tilelang.layout import SharedLayout
+
+        layout = self.layouts.shared.get(region.buffer)
+        col = const_int(region.starts[-1]) if region.starts else None
+        if layout is None or not isinstance(layout, SharedLayout) or layout.group <= 1 or not col \
+                or col % (layout.group * layout.vector) == 0:
+            return ptr, 0
+        starts = [self.rewrite(s) for s in region.starts[:-1]] + [i32(0)]
+        return self.shared_ptr(region.buffer, starts), col // layout.vector
 
     # ----- T.wgmma_gemm / T.wait_wgmma ---------------------------------------------------------
     def _wgmma_descriptor(self, region, mn_major: bool, k: int):

@@ -137,8 +137,8 @@ EFFECTS = {
     PassConfigKey.TL_ENABLE_ASYNC_COPY: "False is `tl.disable_async_copy`: no cp.async (True, the default, changes "
                                         "nothing)",
     PassConfigKey.TIR_USE_ASYNC_COPY: "upstream's TIR spelling of `tl.enable_async_copy`",
-    PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS: "validated (a finite number >= 0); no effect: our passes are not "
-                                                "profiled one by one",
+    PassConfigKey.TL_PASS_PROFILE_THRESHOLD_MS: "a finite number >= 0 (ms): the `tl.pass_profile` report hides "
+                                                "passes faster than this (else TILELANG_PASS_PROFILE_THRESHOLD_MS)",
     PassConfigKey.CUDA_KERNELS_OUTPUT_DIR: "a directory: `tilelang.compile` writes each kernel's CUDA source there "
                                            "as `<kernel name>.cu`",
     PassConfigKey.TL_DISABLE_VECTORIZE_256: "accepted; no effect: we never emit 256-bit global loads or stores "
@@ -180,7 +180,8 @@ EFFECTS = {
     PassConfigKey.TL_LAYOUT_VISUALIZATION_FORMATS: _NO_DEBUG + " (the editor hover shows fragment layouts)",
     PassConfigKey.TL_ENABLE_DUMP_IR: "accepted; no effect: set TILELANG_DUMP_IR to dump the IR after each pass",
     PassConfigKey.TL_DUMP_IR_DIR: "accepted; no effect: set TILELANG_DUMP_IR=<dir> instead",
-    PassConfigKey.TL_PASS_PROFILE: "accepted; no effect: our passes are not profiled one by one",
+    PassConfigKey.TL_PASS_PROFILE: "True: time every pass of the compile (our stages and TVM's codegen passes) "
+                                   "and log a report on `tilelang.pass_timing` (also TILELANG_PASS_PROFILE=1)",
     PassConfigKey.TIR_ENABLE_EQUIV_TERMS_IN_CSE: _NO_PASS + " (TIR common-subexpression elimination)",
     PassConfigKey.TIR_DISABLE_CSE: _NO_PASS + " (TIR common-subexpression elimination)",
     PassConfigKey.TIR_SIMPLIFY: "accepted; no effect: our simplification is TVM's, unconfigured",

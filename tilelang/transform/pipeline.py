@@ -62,7 +62,7 @@ def lower_pipelined(lw, loop):
     consumer = thread_sync.lower_sequence(lw, consumers) if consumers else None
     lw.stage = saved_stage
     body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
-                thread_sync.sync_stmt()])
+                thread_sync.region_sync(lw)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 

@@ -15,8 +15,8 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import evaluate_extern, seq, walk_stmts
-from tilelang.transform import user_ws
-from tilelang.transform.kernel import SHARED_SCOPES, decode_region, scope_of
+from tilelang.transform import thread_regions, user_ws
+from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
 
 def shared_rw(stmt):
@@ -88,7 +88,10 @@ def sync_stmt(lw=None):
     barrier is named barrier 1 over the consumer threads only."""
     sync = evaluate_extern("__syncthreads")
     role = user_ws.role_sync(lw) if lw is not None else None
-    if role is not None:
+    guarded = thread_regions.guarded_sync(lw) if lw is not None and role is None and lw.ws is None else None
+    if guarded is not None:
+        sync = guarded      # under `if tx < n:`: only the selected threads meet (or hoisted)
+    elif role is not None:
         sync = role     # inside a T.ws block: only its warp groups meet
     elif lw is not None and lw.ws is not None:
         # Warp-specialised kernel: the producer warpgroup never meets the consumers' barriers.
@@ -96,6 +99,13 @@ def sync_stmt(lw=None):
     if lw is not None and lw.layouts.wgmma:
         return seq([evaluate_extern("tl::fence_proxy_async"), sync])
     return sync
+
+
+def region_sync(lw):
+    """``__syncthreads()`` (``sync_stmt()`` without the kernel's extras), or under conditions on
+    the thread index the barrier over the threads they select (``thread_regions.guarded_sync``)."""
+    guarded = thread_regions.guarded_sync(lw) if lw is not None and lw.ws is None else None
+    return guarded if guarded is not None else evaluate_extern("__syncthreads")
 
 
 def _widen(bufs, alias):
@@ -106,15 +116,17 @@ def _widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None):
+def plan_sequence(stmts, alias=None, rw=shared_rw):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
-    accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes."""
+    accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
+    ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
+    for thread-level TIR)."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
     for k, s in enumerate(stmts):
         # a T.ws block is ordered against the others by the user's mbarriers
-        r, w = (set(), set()) if user_ws.is_ws(s) else shared_rw(s)
+        r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
         if alias:
             r, w = _widen(r, alias), _widen(w, alias)
         if r or w:
@@ -154,6 +166,34 @@ def lower_loop_body(lw, body):
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts, getattr(lw, "smem_alias", None))
     lowered = lower_sequence(lw, stmts)
-    if touching > 1 and conflict(head_r, head_w, tail_r, tail_w):
+    if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w):
         lowered = seq([lowered, sync_stmt(lw)])
     return lowered
+
+
+def _touching_leaves(stmts) -> int:
+    """How many tile-level statements (tile ops, T.Parallel nests, element stores) under
+    ``stmts`` touch shared memory. A body of one compound statement (``if a >= 0:`` around a copy
+    into a tile and a store out of it) races with its own next iteration as a sequence does."""
+    count = 0
+
+    def go(s):
+        nonlocal count
+        if s is None:
+            return
+        if isinstance(s, (tirx.Evaluate, tirx.BufferStore)) or is_parallel_nest(s) or user_ws.is_ws(s):
+            r, w = (set(), set()) if user_ws.is_ws(s) else shared_rw(s)
+            count += bool(r or w)
+            return
+        if isinstance(s, tirx.SeqStmt):
+            for c in s.seq:
+                go(c)
+        elif isinstance(s, tirx.IfThenElse):
+            go(s.then_case)
+            go(s.else_case)
+        else:
+            go(getattr(s, "body", None))
+
+    for s in stmts:
+        go(s)
+    return count

@@ -16,7 +16,7 @@ from tvm import tirx
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
 from tilelang.tir_utils import const_int, evaluate_extern, i32
-from tilelang.transform.kernel import decode_region, op_name
+from tilelang.transform.kernel import LoweringError, decode_region, op_name
 
 
 def copy_spec(lw, stmt, index) -> dict | str:
@@ -63,6 +63,10 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dic
     rows = tile[0]
     if rows > 256 or tile[1] % width:
         return f"'{tile_name}' has {rows} rows (a TMA box has at most 256)"
+    if rows % 8 and tile[1] > width:
+        # The hardware swizzles by shared-memory address bits (8 rows of a slab per pattern): a
+        # slab after the first starts off its 8-row pattern unless the slabs hold whole patterns.
+        return f"'{tile_name}' has {rows} rows, not a multiple of 8 (its swizzle slabs would not be aligned)"
     if (shape[-1] * 2) % 16:
         return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
     col = analyzer.modular_set(src.starts[-1])
@@ -105,4 +109,42 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     return rows * cols * 2
 
 
-__all__ = ["box_spec", "copy_spec", "tile_loads", "tma_box_spec", "tmap"]
+def multicast_mask(lw, stmt) -> int:
+    """The cluster mask of a ``tl.copy`` (its seventh operand; 0: no multicast), checked against
+    the kernel's cluster."""
+    args = stmt.value.args
+    mask = const_int(args[6]) if len(args) > 6 else 0
+    if not mask:
+        return 0
+    dims = getattr(lw, "cluster_dims", None)
+    size = 1
+    for d in dims or ():
+        size *= int(d)
+    if size <= 1:
+        raise LoweringError("TL0002", "cluster_mask multicasts a load to blocks of a thread block cluster: launch the "
+                            "kernel with T.ClusterKernel(..., cluster_dims=...)", stmt.span)
+    if mask >> size:
+        raise LoweringError("TL0002", f"cluster_mask={mask:#x} names blocks beyond the cluster's {size}", stmt.span)
+    return mask
+
+
+def multicast(lw, load, mask, span):
+    """A TMA load statement as its multicast form: the lowest-ranked block of ``mask`` loads the
+    tile into every block of the mask (each completing the bytes on its own barrier at the same
+    offset), the other blocks of the mask issue nothing (they receive it), blocks outside the mask
+    load their own tile."""
+    call = load.value
+    name, args = call.args[0].value, list(call.args[1:])
+    m = tirx.Cast("uint16", i32(mask))
+    if name == "tl::tma_load_bulk":            # (dst, src, bytes, bar)
+        mc = evaluate_extern("tl::tma_load_multicast_bulk", *args, m, span=span)
+    else:                                       # tl::tma_load_Nd(dst, desc, bar, coords...)
+        mc = evaluate_extern(name.replace("tl::tma_load_", "tl::tma_load_multicast_"), *args[:3], m, *args[3:],
+                             span=span)
+    low = (mask & -mask).bit_length() - 1
+    rank = tirx.call_extern("int32", "tl::cluster_ctarank")
+    outside = tirx.EQ(tirx.bitwise_and(tirx.shift_right(i32(mask), rank), i32(1)), i32(0))
+    return tirx.IfThenElse(tirx.EQ(rank, i32(low)), mc, tirx.IfThenElse(outside, load, None, span=span), span=span)
+
+
+__all__ = ["box_spec", "copy_spec", "multicast", "multicast_mask", "tile_loads", "tma_box_spec", "tmap"]

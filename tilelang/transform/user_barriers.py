@@ -49,11 +49,24 @@ def lower(lw, stmt, name):
             ptr = _ptr(lw, tirx.BufferLoad(buf, [i32(i)]), span)
             inits.append(tirx.Evaluate(tirx.call_extern("void", "tl::mbarrier_init", ptr, count), span=span))
         inits.append(tirx.Evaluate(tirx.call_extern("void", "tl::fence_barrier_init"), span=span))
+        # a kernel that multicasts TMA loads completes bytes on its peers' barriers: every block
+        # of the cluster has initialised its barriers before any block goes on
+        meet = "tl::cluster_sync" if _multicasts(lw) else "__syncthreads"
         return seq([tirx.IfThenElse(tirx.EQ(lw.info.tid, i32(0)), seq(inits), None, span=span),
-                    tirx.Evaluate(tirx.call_extern("void", "__syncthreads"), span=span)])
+                    tirx.Evaluate(tirx.call_extern("void", meet), span=span)])
     fn = OPS[name]
     args = [_ptr(lw, call.args[0], span)] + [lw.rewrite(a) for a in call.args[1:]]
     return tirx.Evaluate(tirx.call_extern("void", fn, *args), span=span)
+
+
+def _multicasts(lw) -> bool:
+    cached = getattr(lw, "_tl_multicasts", None)
+    if cached is None:
+        from tilelang.transform import user_ws
+
+        cached = user_ws.uses_multicast(lw.info.func.body)
+        lw._tl_multicasts = cached
+    return cached
 
 
 def handles(name: str) -> bool:

@@ -21,7 +21,9 @@ automatic warp specialisation applies.
   box (``tma.tma_box_spec``), one thread of the block adds the tile's bytes to ``bar``'s
   transaction count and issues the boxes; otherwise the block's threads copy the tile
   themselves (their arrivals on ``bar`` then publish it). A shared -> global ``T.tma_copy`` is
-  a plain copy by the block's threads.
+  a plain copy by the block's threads. With ``cluster_mask`` the load is multicast
+  (``tma.multicast``) and must be a TMA load; ``T.copy_cluster(src, dst, cluster_mask=m)``
+  without a barrier is the same load completing on a barrier of its own (``lower_copy._tma_load``).
 """
 
 from __future__ import annotations
@@ -252,9 +254,21 @@ def lower_tma_copy(lw, stmt):
     src, dst = decode_region(call.args[0]), decode_region(call.args[1])
     bar = call.args[4]
     scope = const_int(call.args[5]) if len(call.args) > 5 else 0
+    mask = tma.multicast_mask(lw, stmt)
     plain = tirx.Evaluate(ir.Call(call.op, list(call.args[:4]), ret_ty="handle"), span=stmt.span)
+    if mask and (src.scope != "global" or dst.scope not in ("shared", "shared.dyn")):
+        raise LoweringError("TL0002", f"cluster_mask multicasts a load from a global tensor into shared memory; "
+                            f"'{src.buffer.name}' -> '{dst.buffer.name}' is {src.scope} -> {dst.scope}", stmt.span)
     if src.scope != "global" or dst.scope not in ("shared", "shared.dyn"):
         return lower_copy.lower_copy(lw, plain)
+    if mask and not isinstance(bar, ir.TensorLoad):
+        # T.copy_cluster(cluster_mask=...) without a barrier: a synchronous load on a barrier of its own
+        out = lower_copy.lower_copy(lw, stmt)
+        if out is None or not _has_call(out, "tl::tma_load_multicast"):
+            raise LoweringError("TL0002", f"T.copy_cluster(cluster_mask=...): the copy of '{src.buffer.name}' into "
+                                f"'{dst.buffer.name}' cannot be one TMA load (a whole, linearly laid out shared "
+                                "tile of a plain tensor parameter), so it cannot be multicast", stmt.span)
+        return out
     if not isinstance(bar, ir.TensorLoad):
         raise LoweringError("TL0002", "T.tma_copy from global to shared memory needs barrier=<an mbarrier from "
                             "T.alloc_barrier>", stmt.span)
@@ -263,11 +277,37 @@ def lower_tma_copy(lw, stmt):
     if issue is None:
         index = len(lw.tensormaps)
         spec = tma.tma_box_spec(lw, src, dst, index) if dst.is_whole() else "a part of the shared tile"
+        if isinstance(spec, str) and mask:
+            raise LoweringError("TL0002", f"T.tma_copy(cluster_mask=...): the copy of '{src.buffer.name}' into "
+                                f"'{dst.buffer.name}' is not one TMA load ({spec}), so it cannot be multicast",
+                                stmt.span)
         if isinstance(spec, str):
             return lower_copy.lower_copy(lw, plain)
         lw.tensormaps.append(spec)
         issue = _boxes(lw, src, dst, spec, index, bar_ptr)
+    if mask:
+        issue = [issue[0]] + [tma.multicast(lw, s, mask, stmt.span) for s in issue[1:]]
     return tirx.IfThenElse(_leader(lw, scope), seq(issue), None, span=stmt.span)
+
+
+def _has_call(stmt, prefix) -> bool:
+    found = []
+
+    def visit(node):
+        if isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.StringImm) \
+                and node.args[0].value.startswith(prefix):
+            found.append(node)
+
+    tirx.stmt_functor.post_order_visit(stmt, visit)
+    return bool(found)
+
+
+def uses_multicast(body) -> bool:
+    """Whether a kernel body multicasts a TMA load (a ``tl.copy`` with a cluster mask)."""
+    found = []
+    walk_stmts(body, lambda s: found.append(s) if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "copy")
+               and len(s.value.args) > 6 and const_int(s.value.args[6]) else None)
+    return bool(found)
 
 
 def _leader(lw, scope):
@@ -343,4 +383,5 @@ def _boxes(lw, src, dst, spec, index, bar_ptr):
     return out
 
 
-__all__ = ["Roles", "apply", "is_tma_copy", "is_ws", "lower_block", "lower_tma_copy", "role_sync", "ws_blocks"]
+__all__ = ["Roles", "apply", "is_tma_copy", "is_ws", "lower_block", "lower_tma_copy", "role_sync", "uses_multicast",
+           "ws_blocks"]

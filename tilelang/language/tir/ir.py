@@ -25,7 +25,8 @@ def cast(value, dtype, round: str = "", sat: bool = True, rbits=None, span=None)
 
     ``round`` names a PTX rounding modifier (``"rn"``, ``"rz"``, ``"rp"``, ``"rm"``; ``"rs"``:
     stochastic, with the random bits ``rbits``) and ``sat`` (default True) saturation to the
-    finite range. Invalid combinations raise ValueError here, where the kernel spells them. The
+    finite range. Invalid combinations raise ValueError here, where the kernel spells them, except
+    ``round="rs", sat=False``, which the compile rejects ("sat=false is not supported"). The
     CUDA backend lowers every deterministic mode to its default conversion (round to nearest even,
     saturating for fp8). Stochastic rounding converts one float32 at a time with
     ``__tl_cvt_f32x1_to_<type>x1_rs_sat`` (``src/tl/fp8.h``: PTX ``cvt.rs.satfinite``, sm_100a only;
@@ -67,13 +68,16 @@ def _stochastic_cast(value, dtype: str, sat, rbits):
     if dtype not in _RS_TAGS:
         raise ValueError(f"T.cast(round='rs'): stochastic rounding converts float32 to one of "
                          f"{sorted(_RS_TAGS)}, not to {dtype}")
-    if not sat:
-        raise ValueError(f"T.cast(round='rs', sat=False) to {dtype}: sat=false is not supported; stochastic "
-                         "rounding always saturates to the finite range (cvt.rs.satfinite)")
     if isinstance(value, (builtins.bool, builtins.int, builtins.float)):
         value = tirx.const(builtins.float(value), "float32")
     elif str(value.ty.dtype) != "float32":
         value = tirx.Cast("float32", value)
     if isinstance(rbits, builtins.int):
         rbits = tirx.const(rbits, "uint32")
-    return tirx.call_pure_extern(dtype, f"__tl_cvt_f32x1_to_{_RS_TAGS[dtype]}x1_rs_sat", value, rbits)
+    # sat=False has no instruction (cvt.rs always saturates): its call names no helper and the
+    # compile rejects it where it is used (RS_NOSAT_SUFFIX, tilelang/engine/lower.py)
+    suffix = "rs_sat" if sat else RS_NOSAT_SUFFIX
+    return tirx.call_pure_extern(dtype, f"__tl_cvt_f32x1_to_{_RS_TAGS[dtype]}x1_{suffix}", value, rbits)
+
+
+RS_NOSAT_SUFFIX = "rs_nosat"

@@ -292,6 +292,38 @@ class TensorCoreIntrinEmitter:
 
         return _mma(A_local_buf, B_local_buf, C_local_buf)
 
+    @property
+    def mma_num_inst_m(self) -> int:
+        """mma atoms (m16 rows of 16x16 tiles) per warp along M: ``mma_atom``'s first index range."""
+        return self.warp_rows
+
+    @property
+    def mma_num_inst_n(self) -> int:
+        """mma atoms per warp along N: ``mma_atom``'s second index range."""
+        return self.warp_cols
+
+    def mma_atom(self, A_local_buf, B_local_buf, C_local_buf, inst_m_idx, inst_n_idx, k_inner=0):
+        """One step of ``mma``: the atom of warp tile ``(inst_m_idx, inst_n_idx)`` (ints or TIR
+        expressions). Calling it for every ``(i, j)`` of ``T.grid(mma_num_inst_m, mma_num_inst_n)``
+        issues exactly the instructions ``mma`` does, in the same fragment positions."""
+        self._check_mma()
+        warp_rows, warp_cols = self.warp_rows, self.warp_cols
+        lsa, lsb, lso = self.local_size_a, self.local_size_b, self.local_size_out
+        two = self.n_dim == 16
+        a = (k_inner * warp_rows * lsa if A_local_buf.scope() == "local.fragment" else 0) + inst_m_idx * lsa
+        b = (k_inner * warp_cols * lsb if B_local_buf.scope() == "local.fragment" else 0) + inst_n_idx * lsb
+        c = inst_m_idx * warp_cols * lso + inst_n_idx * lso
+
+        @T.macro
+        def _mma_atom(A_local_buf, B_local_buf, C_local_buf):
+            T.evaluate(T.call_extern("int32", "tl::mma_sync", T.address_of(C_local_buf[c]),
+                                     T.address_of(A_local_buf[a]), T.address_of(B_local_buf[b])))
+            if two:
+                T.evaluate(T.call_extern("int32", "tl::mma_sync", T.address_of(C_local_buf[c + lso // 2]),
+                                         T.address_of(A_local_buf[a]), T.address_of(B_local_buf[b + lsb // 2])))
+
+        return _mma_atom(A_local_buf, B_local_buf, C_local_buf)
+
     # ----- accumulator stores -------------------------------------------------------------------
     def stmatrix(self, C_local_buf, C_buf, pid_m=None, pid_n=None):
         warp_rows, warp_cols, lso = self.warp_rows, self.warp_cols, self.local_size_out

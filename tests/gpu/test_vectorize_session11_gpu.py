@@ -1,0 +1,71 @@
+"""Results of the session 11 codegen on a GPU: vectorized T.Parallel arithmetic (packed pairs),
+negative lanes of vector indices, scalar fp4 stores. CPU side: tests/codegen/test_vectorize_session11.py."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+
+
+@pytest.mark.parametrize("op", ["add", "fma", "fms"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_vectorized_elementwise(op, dtype):
+    import tilelang
+
+    from test_vectorize_session11 import elementwise
+
+    kernel = tilelang.compile(elementwise(dtype, width=8, op=op), out_idx=[3])
+    tdt = getattr(torch, dtype)
+    a, b, c = (torch.randn(128, 8, device="cuda", dtype=tdt) for _ in range(3))
+    ref = {"add": lambda: a + b, "fma": lambda: a * b + c, "fms": lambda: a * b - c}[op]()
+    tol = {} if dtype == "float32" else {"atol": 1e-2, "rtol": 1e-2}
+    torch.testing.assert_close(kernel(a, b, c), ref, **tol)
+
+
+def test_negative_vector_index_load_and_store():
+    import tilelang
+
+    from test_vectorize_session11 import negative_index_load, negative_index_store
+
+    a = torch.arange(1024, device="cuda", dtype=torch.float32)
+    b = tilelang.compile(negative_index_load(), out_idx=[1])(a)
+    want = torch.tensor([[1022, 1023, 0, 1], [1023, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 4]],
+                        device="cuda", dtype=torch.float32)
+    torch.testing.assert_close(b, want)
+
+    store = tilelang.compile(negative_index_store())
+    src = torch.arange(16, device="cuda", dtype=torch.float32).reshape(4, 4)
+    out = torch.full((1024,), -1.0, device="cuda")
+    store(src, out)
+    want = torch.full((1024,), -1.0, device="cuda")
+    for t in range(4):
+        for k in range(4):
+            want[(t - 2 + k) % 1024] = src[t, k]
+    torch.testing.assert_close(out, want)
+
+
+def test_scalar_fp4_scatter_is_byte_exact():
+    import tilelang
+    import tilelang.language as T
+
+    n = 64
+
+    @T.prim_func
+    def main(src: T.Tensor((n, 128), T.float4_e2m1fn), dst: T.Tensor((n, 128), T.float4_e2m1fn),
+             perm: T.Tensor((n,), T.int32)):
+        with T.Kernel(n, threads=32) as i:
+            for k in T.serial(128):
+                dst[perm[i], k] = src[i, k]
+
+    kernel = tilelang.compile(main)
+    src = torch.randint(0, 256, (n, 64), dtype=torch.uint8, device="cuda").view(torch.int8)
+    dst = torch.zeros(n, 64, dtype=torch.int8, device="cuda")
+    perm = torch.randperm(n, dtype=torch.int32, device="cuda")
+    kernel(src, dst, perm)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(n, dtype=torch.int32, device="cuda")
+    assert torch.equal(src.view(torch.uint8)[inv.long()], dst.view(torch.uint8))

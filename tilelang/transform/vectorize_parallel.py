@@ -1,0 +1,191 @@
+"""Wide memory accesses for the per-thread loop of a lowered ``T.Parallel`` nest.
+
+The tile lowering turns a ``T.Parallel`` nest into ``for v in range(n)`` over the registers the
+loop layout gives each thread (the default layout: 16 bytes of consecutive elements per thread).
+Where that loop is an element-wise store that reads or writes global or shared memory, its
+accesses are contiguous in ``v`` and provably aligned, it runs ``w`` lanes at a time (``w * element
+bytes <= 16``): ``for i in range(n // w): for vi in T.vectorized(w)``, which TVM prints as one
+``float4`` (``uint4``, ...) load or store per access instead of ``w`` scalar ones. The outer loop
+takes the name of the nest's first loop variable, as upstream prints it.
+
+Conditions, all checked on the lowered body (anything else keeps the serial loop):
+- one ``BufferStore`` (possibly under a guard that does not depend on ``v``, such as a replica
+  guard: the guard is hoisted around the loop) of an 8- to 64-bit element type;
+- its value is built from loads, variables, immediates and ``+ - * min max`` in the store's
+  element type (no calls, casts, selects or lets: what TVM prints lane by lane stays serial);
+  arithmetic only on 16-, 32- and 64-bit floats and 32-/64-bit integers, 8- and 16-bit integers
+  only copied (one load), ``min`` / ``max`` at most 4 lanes (TVM's printer breaks past ``w``);
+- every access (flattened, the buffer's element offset included) is either ``base + lane`` with
+  ``base`` a provable multiple of ``w`` or, for a load, the same element in every lane (a
+  broadcast); a store's element depends on ``v``;
+- at least one access is to global or shared memory (register-only loops are left to nvcc);
+- the stored buffer is read, if at all, only at the stored element.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import ir, tirx
+
+from tilelang.tir_utils import const_int, dtype_of, i32, substitute, substitute_stmt, tvm_ffi_walk, uses_vars
+
+_VECTOR_BYTES = 16
+_ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)
+
+
+def _elem_bits(dtype) -> int:
+    d = tvm.DataType(str(dtype))
+    return d.bits if d.lanes == 1 else 0
+
+
+def _flat(buf, indices):
+    if buf.strides:
+        strides = list(buf.strides)
+    else:
+        strides, acc = [], i32(1)
+        for extent in reversed(list(buf.shape)):
+            strides.append(acc)
+            acc = acc * extent
+        strides.reverse()
+    if len(strides) != len(indices):
+        return None
+    flat = i32(0)
+    for i, st in zip(indices, strides):
+        flat = flat + i * st
+    return buf.elem_offset + flat
+
+
+def _scope(buf) -> str:
+    return str(buf.scope())
+
+
+def _value_ok(value, dtype) -> bool:
+    ok = [True]
+
+    def visit(e):
+        if not ok[0]:
+            return
+        if isinstance(e, ir.TensorLoad):
+            if dtype_of(e) != dtype:
+                ok[0] = False
+        elif isinstance(e, _ARITH):
+            if dtype_of(e) != dtype:
+                ok[0] = False
+        elif isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
+            pass
+        elif isinstance(e, ir.Expr):
+            ok[0] = False
+
+    # only the top-level structure matters: loads' indices are checked as accesses
+    def walk(e):
+        visit(e)
+        if not ok[0] or isinstance(e, ir.TensorLoad):
+            return
+        if isinstance(e, _ARITH):
+            walk(e.a)
+            walk(e.b)
+
+    walk(value)
+    return ok[0]
+
+
+def _loads(value):
+    out = []
+    tvm_ffi_walk(value, lambda e: out.append(e) if isinstance(e, ir.TensorLoad) else None)
+    return out
+
+
+def _access_ok(index, v, w, an, is_store) -> bool:
+    vo = tirx.Var("vo", "int32")
+    base = an.simplify(substitute(index, {v: vo * w}))
+    diffs = [an.simplify(substitute(index, {v: vo * w + k}) - base) for k in range(1, w)]
+    if all(const_int(d) == 0 for d in diffs):
+        return not is_store
+    if not all(const_int(d) == k for k, d in zip(range(1, w), diffs)):
+        return False
+    # (in the index's own type: an int64 index, e.g. of a tensor with more than 2**31 elements)
+    return an.can_prove(tirx.FloorMod(base, tirx.const(w, dtype_of(base))) == 0)
+
+
+# element types whose vector arithmetic TVM prints correctly (``+ - *`` up to 16 bytes; ``min`` /
+# ``max`` up to 4 lanes: wider, TVM names lanes past ``w`` with a NUL character)
+_ARITH_TYPES = ("float16", "bfloat16", "float32", "float64", "int32", "uint32", "int64", "uint64")
+_COPY_TYPES = _ARITH_TYPES + ("int8", "uint8", "int16", "uint16")
+
+
+def _max_lanes(value, dtype) -> int:
+    """How many lanes the store's value allows: a plain copy (one load) of any type in
+    ``_COPY_TYPES``, arithmetic (a broadcast constant included) only in ``_ARITH_TYPES``."""
+    if isinstance(value, ir.TensorLoad):
+        return 64 if dtype in _COPY_TYPES else 1
+    if dtype not in _ARITH_TYPES:
+        return 1
+    found = []
+    tvm_ffi_walk(value, lambda e: found.append(e) if isinstance(e, (tirx.Min, tirx.Max)) else None)
+    return 4 if found else 64
+
+
+def _width(store, v, n, an) -> int:
+    dtype = str(store.buffer.dtype)
+    bits = _elem_bits(dtype)
+    if bits not in (8, 16, 32, 64) or dtype_of(store.value) != dtype:
+        return 1
+    if not _value_ok(store.value, dtype):
+        return 1
+    lanes = _max_lanes(store.value, dtype)
+    if lanes == 1:
+        return 1
+    loads = _loads(store.value)
+    accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
+    if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
+        return 1
+    if any(_elem_bits(b.dtype) != bits for b, _, _ in accesses):
+        return 1
+    flats = []
+    for buf, indices, is_store in accesses:
+        if any(tvm.DataType(dtype_of(i)).lanes != 1 for i in indices):
+            return 1
+        flat = _flat(buf, indices)
+        if flat is None:
+            return 1
+        flats.append((flat, is_store))
+    if not uses_vars(flats[0][0], [v]):
+        return 1
+    for (buf, _, _), (flat, _) in zip(accesses[1:], flats[1:]):
+        # a load of the stored buffer at another element: lane k may need lane j's store (j < k)
+        if buf.data.same_as(store.buffer.data) and not an.can_prove(flat == flats[0][0]):
+            return 1
+    w = min(_VECTOR_BYTES * 8 // bits, lanes)
+    while w > 1 and n % w:
+        w //= 2
+    while w > 1:
+        if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats):
+            return w
+        w //= 2
+    return 1
+
+
+def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
+    """``for v in range(n): body`` with its accesses ``w`` lanes wide (see the module docstring),
+    or None where that does not apply."""
+    guard = None
+    store = body
+    if isinstance(body, tirx.IfThenElse) and body.else_case is None and not uses_vars(body.condition, [v]):
+        guard, store = body, body.then_case
+    if not isinstance(store, tirx.BufferStore) or getattr(store, "predicate", None) is not None:
+        return None
+    w = _width(store, v, n, an)
+    if w <= 1:
+        return None
+    vo, vi = tirx.Var(name, "int32"), tirx.Var("vec", "int32")
+    inner = tirx.For(vi, i32(0), i32(w), tirx.ForKind.VECTORIZED, substitute_stmt(store, {v: vo * w + vi}))
+    if n == w:
+        loop = substitute_stmt(inner, {vo: i32(0)})
+    else:
+        loop = tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner, annotations=annotations or {}, span=span)
+    if guard is not None:
+        return tirx.IfThenElse(guard.condition, loop, None, span=guard.span)
+    return loop
+
+
+__all__ = ["vectorize_register_loop"]
