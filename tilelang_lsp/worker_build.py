@@ -624,7 +624,7 @@ def check_kernel(func, module, message: dict):
     from tilelang.diagnostics import Span
 
     obj = module.__dict__[message["factory"]]
-    out_idx = getattr(obj, "out_idx", None)
+    out_idx = _wrapped_attr(obj, "out_idx")    # through @autotune and other wrappers
     if isinstance(out_idx, int):
         out_idx = [out_idx]
     configs = pass_configs_of(obj)
@@ -681,17 +681,26 @@ def pass_configs_of(obj) -> dict:
 
     from tilelang.transform.pass_config import normalize
 
+    configs = _wrapped_attr(obj, "pass_configs")
+    if not configs:
+        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # an unknown key: the compile warns, not the checker
+        return normalize(configs)
+
+
+def _wrapped_attr(obj, name: str):
+    """``obj.<name>``, or the first wrapped object's (``factory`` / ``__wrapped__``: ``@autotune``
+    over ``@tilelang.jit``) that has a value for it; None when none has."""
     for _ in range(8):
-        configs = getattr(obj, "pass_configs", None)
-        if configs:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # an unknown key: the compile warns, not the checker
-                return normalize(configs)
+        value = getattr(obj, name, None)
+        if value is not None and value != {}:
+            return value
         inner = getattr(obj, "factory", None) or getattr(obj, "__wrapped__", None)
         if inner is None or inner is obj:
             break
         obj = inner
-    return {}
+    return None
 
 
 def _summary(kernel, arch: str) -> dict:

@@ -135,3 +135,38 @@ def test_nested_kernels_and_compiler_limitations(tmp_path):
     assert "TL0001" not in done.stdout and "error[" not in done.stdout
     assert "kernel.py: scale: built with scale(N=4096, block=256)" in done.stdout
     assert "info[TL0804]" in done.stdout and "B in registers" in done.stdout
+
+
+def test_out_idx_is_read_through_autotune(tmp_path):
+    """``@tilelang.autotune`` over ``@tilelang.jit(out_idx=...)``: the built kernel is checked with the
+    jit's out_idx, so an output never written is reported (upstream's kda/wy_fast.py ``QG``)."""
+    source = textwrap.dedent(
+        """\
+        import tilelang
+        import tilelang.language as T
+
+
+        @tilelang.autotune(configs=[{"block": 256}, {"block": 512}])
+        @tilelang.jit(out_idx=[-2, -1])
+        def scale(N, block=256):
+            @T.prim_func
+            def kernel(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"),
+                       Z: T.Tensor((N,), "float32")):
+                with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+                    x = T.alloc_fragment((block,), "float32")
+                    T.copy(X[bx * block], x)
+                    T.copy(x, Y[bx * block])
+
+            return kernel
+
+
+        def main():
+            return scale(4096)
+        """)
+    path = tmp_path / "tuned.py"
+    path.write_text(source)
+    out = subprocess.run([sys.executable, "-m", "tilelang_lsp.cli", "--format", "json", str(path)],
+                         capture_output=True, text=True, timeout=300)
+    found = [(d["code"], d["span"]["line"]) for d in json.loads(out.stdout)["diagnostics"]
+             if d["severity"] == "warning"]
+    assert found == [("TL0402", 10)], out.stdout
