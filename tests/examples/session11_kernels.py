@@ -2,28 +2,20 @@
 tests/gpu/test_examples_session11_gpu.py (results against torch): the mappings behind three
 upstream examples (flash decoding's varlen logits, deepseek_mhc's pre block)."""
 
+import sys
+from pathlib import Path
+
 import tilelang.language as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
+from test_examples_numerics import partial_epilogue  # noqa: E402
 
 
 def partial_rows_epilogue(rows=4, M=64, N=128, K=64):
     """O = (A @ B)[:rows] through a (rows, N) shared tile of two 64-column swizzle slabs
-    (flash decoding's ``T.copy(acc_o[:valid_block_H, :], O_shared)`` with dim 128)."""
-
-    @T.prim_func
-    def kernel(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), O: T.Tensor((rows, N), "float16")):
-        with T.Kernel(1, threads=128) as bx:
-            A_s = T.alloc_shared((M, K), "float16")
-            B_s = T.alloc_shared((K, N), "float16")
-            O_s = T.alloc_shared((rows, N), "float16")
-            acc = T.alloc_fragment((M, N), "float32")
-            T.clear(acc)
-            T.copy(A[0, 0], A_s)
-            T.copy(B[0, 0], B_s)
-            T.gemm(A_s, B_s, acc)
-            T.copy(acc[:rows, :], O_s)
-            T.copy(O_s, O[0, 0])
-
-    return kernel
+    (flash decoding's ``T.copy(acc_o[:valid_block_H, :], O_shared)`` with dim 128): the kernel of
+    tests/transform/test_examples_numerics.py's ``partial_epilogue`` at flash decoding's width."""
+    return partial_epilogue(rows, M, N, K)
 
 
 def gemm_sqrsum_tf32(tokens=64, hc3=24, hidden=512, token_block=32, hidden_block=256):
