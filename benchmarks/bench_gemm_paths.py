@@ -27,11 +27,20 @@ sys.path.insert(0, str(HERE))
 
 PATHS = {"ws": {}, "ws-1tile": {"tl.disable_persistent": True}, "ws-direct": {"tl.disable_epilogue_staging": True},
          "ws-cluster": {"tl.cluster_multicast": True},
-         "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True}}
+         "cp.async": {"tl.disable_warp_specialized": True}, "mma.sync": {"tl.disable_wgmma": True},
+         # A/B of session 12's one-warpgroup GEMM changes (not run by default: name them in --paths)
+         "ws-1block": {"tl.disable_block_pair": True}, "ws-3buf": {"tl.disable_ring_extra_stage": True},
+         "ws-s11": {"tl.disable_block_pair": True, "tl.disable_ring_extra_stage": True}}
+AB_PATHS = ("ws-1block", "ws-3buf", "ws-s11")
 CONFIGS = [
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 4, "threads": 256},
     {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256},
     {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128},
+    # upstream's example_gemm / example_gemm_autotune tiles (run only when named: --configs 128x128x32s3 ...)
+    {"block_M": 128, "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128},
+    {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128},
+    {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128},
+    {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 256},
 ]
 OPS = ("HGMMA", "UTMALDG", "UTMASTG", "HMMA", "LDSM", "USETMAXREG", "SYNCS")
 
@@ -46,7 +55,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
-    parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
+    parser.add_argument("--paths", nargs="+", default=[p for p in PATHS if p not in AB_PATHS], choices=list(PATHS))
     parser.add_argument("--configs", nargs="+", metavar="LABEL",
                         help="only these tile configs, e.g. 128x256x64s4 (default: all of CONFIGS)")
     parser.add_argument("--out")
@@ -76,6 +85,8 @@ def main() -> int:
                 for cfg in CONFIGS:
                     label = f"{cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']} s{cfg['num_stages']} t{cfg['threads']}"
                     if args.configs and label.split(" t")[0].replace(" ", "") not in args.configs:
+                        continue
+                    if not args.configs and cfg in CONFIGS[3:]:   # upstream's tiles: only when named
                         continue
                     try:
                         func = gemm.matmul.get_prim_func(n, n, n, dtype=dtype, **cfg)

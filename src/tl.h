@@ -25,5 +25,19 @@
 // instructions are only emitted when compiling for such a target.
 #include "tl/barrier.h"
 #include "tl/tma.h"
+#include "tl/wgmma_inst.h"
 #include "tl/gemm_sm90.h"
 #include "tl/cluster.h"
+
+// IKET profiling events (tilelang.tools.cuda.iket).  A kernel compiled inside an
+// IKET session gets real definitions ahead of this header; anywhere else an event
+// compiles to nothing.
+#ifndef TL_IKET_EVENT
+#define TL_IKET_EVENT(...) ((void)0)
+#endif
+#ifndef TL_IKET_EVENT_PAYLOAD_U32
+#define TL_IKET_EVENT_PAYLOAD_U32(...) ((void)0)
+#endif
+#ifndef TL_IKET_EVENT_PAYLOAD_F32
+#define TL_IKET_EVENT_PAYLOAD_F32(...) ((void)0)
+#endif

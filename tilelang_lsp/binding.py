@@ -12,6 +12,7 @@ A factory's parameters are bound from the first of these sources that has anythi
 3. calls traced back to their values (``binding_trace``): through ``main()`` and its callers,
    argparse defaults, local assignments, autograd ``apply``, sibling modules and tests; eager
    factories' ``T.const`` names from keywords or from the shapes of the tensors passed;
+   data-dependent sizes bound symbolic where the kernel allows it (shown ``<symbolic>``);
    parameters a trace leaves open take the factory's defaults;
 4. the factory's defaults, when every parameter has one (``T.const`` names excepted);
 5. for an ``@autotune`` factory, the first config (filled in by the worker).
@@ -303,14 +304,15 @@ def _decorator_root(dec) -> str:
 def _traced_bindings(model, factory) -> list:
     """Bindings traced from the calls of ``factory`` in this file and its siblings
     (``binding_trace``), with the first ``@autotune`` config for what they leave open."""
-    from tilelang_lsp.binding_trace import eager_signature, traced_bindings
+    from tilelang_lsp.binding_trace import eager_signature, is_symbolic_text, traced_bindings
 
     autotuned = _autotuned(factory)
     eager = eager_signature(factory.node) is not None
     out = []
     for traced in traced_bindings(model.path, model.text, factory.node, autotuned):
         kwargs = tuple(traced.values.items())
-        shown = f"{factory.name}({', '.join(f'{k}={v}' for k, v in kwargs)})"
+        parts = [f"{k}={'<symbolic>' if is_symbolic_text(v) else v}" for k, v in kwargs]
+        shown = f"{factory.name}({', '.join(parts)})"
         out.append(Binding(factory.name, (), kwargs, traced.origin, shown, eager=eager, soft=True,
                            fill=bool(traced.unresolved) or autotuned))   # autotuned: config over None defaults
     return out

@@ -224,6 +224,8 @@ class Session:
                    f"not built: {reply['environment']}" if reply.get("environment") else
                    f"not built: {binding.shown} from {binding.origin}: {reply['unbound']}" if reply.get("unbound")
                    else f"not built: {binding.shown} from {binding.origin} raised")
+        if built and reply.get("skipped"):   # a target this TileLang does not compile (worker_targets)
+            outcome += f" ({reply['skipped']})"
         self.outcomes.setdefault((model.path, factory.name), []).append((built, outcome, reply.get("environment")))
         return built, found
 

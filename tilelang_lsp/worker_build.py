@@ -31,8 +31,11 @@ or ``tilelang-check``'s own process. The requests (``worker_main`` dispatches th
   driver's ``get_num_sms``) answer for the checked target. A failure caused by the environment
   gives ``"environment"`` (a note); a parse error keeps its own code and span; any other
   exception is TL0802 at the deepest line of the file in its traceback. Reply: ``{"ok": True,
-  "built", "diagnostics", "values"?, "unbound"?, "environment"?}``, plus ``"summary"``
-  (``analysis.summary``, from the same analysis) when the request asks for it.
+  "built", "diagnostics", "values"?, "unbound"?, "environment"?, "skipped"?}``, plus ``"summary"``
+  (``analysis.summary``, from the same analysis) when the request asks for it. The factory runs
+  inside ``worker_targets.building()`` and is checked for the target ``worker_targets`` picks (the
+  one it names, sm_100a for tcgen05 / tensor-memory code): a kernel of a target this TileLang does
+  not compile gets the target-independent checks and ``"skipped"`` says what was left out.
 
 Diagnostics travel as ``Diagnostic.to_dict()`` dicts. Nothing here raises on a mistake in user
 code (it becomes a diagnostic); ``WorkerTimeout`` always propagates.
@@ -129,9 +132,65 @@ def load_module(message: dict, modules: dict) -> dict:
     module.__file__ = path
     module.__package__ = package      # relative imports resolve inside the file's package
     sys.modules[key] = module
-    problems, hung, skip = [], None, {tuple(k) for k in message.get("skip", ())}
+    problems, skip = [], {tuple(k) for k in message.get("skip", ())}
     unavailable = set()                # names that imports which failed for the environment would bind
     lines = text.splitlines(True)
+    with _tensors_without_gpu():
+        _execute(model, jitted, lines, skip, module, path, problems, unavailable)
+    modules[path] = module
+    _UNAVAILABLE[key] = unavailable
+    hung = next((p.pop("_hung_key") for p in problems if "_hung_key" in p), None)
+    return {"ok": True, "module": key, "diagnostics": problems, "hung": hung}
+
+
+_CUDA_MAKERS = ("rand", "randn", "empty", "zeros", "ones", "full", "randint", "tensor", "arange", "eye",
+                "linspace", "empty_strided", "as_tensor")
+
+
+@contextlib.contextmanager
+def _tensors_without_gpu():
+    """Without a GPU, the tensors a file makes on ``cuda`` at module level (``A = torch.rand(m, k,
+    device="cuda")`` and the sizes read from them: ``M, K = A.shape``) are made on torch's ``meta``
+    device while the file loads: shapes and dtypes, no data and no memory. Put back afterwards."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    if torch.cuda.is_available():
+        yield
+        return
+    patched = []
+
+    def on_cuda(device) -> bool:
+        return device is not None and str(device).split(":")[0] == "cuda"
+
+    def wrap(original):
+        def maker(*args, **kwargs):
+            if on_cuda(kwargs.get("device")):
+                kwargs["device"] = "meta"
+            return original(*args, **kwargs)
+        return maker
+
+    for name in _CUDA_MAKERS:
+        original = getattr(torch, name, None)
+        if original is not None:
+            patched.append((torch, name, original))
+            setattr(torch, name, wrap(original))
+    cuda_method = torch.Tensor.cuda
+    patched.append((torch.Tensor, "cuda", cuda_method))
+    torch.Tensor.cuda = lambda self, *a, **k: self.to("meta")
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(patched):
+            setattr(owner, name, original)
+
+
+def _execute(model, jitted, lines, skip, module, path, problems, unavailable):
+    """Run the definitions of the file's statements into ``module`` (see ``load_module``)."""
+    import ast
+
     for stmt in model.tree.body:
         kept = _definitions(stmt, jitted)
         if kept is None:
@@ -146,8 +205,7 @@ def load_module(message: dict, modules: dict) -> dict:
             code = compile(ast.Module(body=[kept], type_ignores=[]), path, "exec", dont_inherit=True)
             exec(code, module.__dict__)  # noqa: S102
         except WorkerTimeout as err:
-            problems.append(_hung(err, path, stmt).to_dict())
-            hung = list(fingerprint)
+            problems.append({**_hung(err, path, stmt).to_dict(), "_hung_key": list(fingerprint)})
             break
         except BaseException as err:  # noqa: BLE001 - user code may raise anything, even SystemExit
             if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
@@ -164,9 +222,6 @@ def load_module(message: dict, modules: dict) -> dict:
                 problems.append(_environment(note, path, stmt.lineno).to_dict())
                 continue
             problems += failure_diagnostics(err, path, f"line {stmt.lineno} raised while loading the file:", None)
-    modules[path] = module
-    _UNAVAILABLE[key] = unavailable
-    return {"ok": True, "module": key, "diagnostics": problems, "hung": hung}
 
 
 def package_root(path: str):
@@ -289,9 +344,11 @@ def build_kernel(module, message: dict) -> dict:
     module docstring says what the reply holds)."""
     from tvm import tirx
 
+    from tilelang_lsp import worker_targets
+
     binding = message["binding"]
     try:
-        with _answer_device_queries(message.get("target")):
+        with _answer_device_queries(message.get("target")), worker_targets.building() as built:
             func, used = call_factory(module, message)
     except NoValues as why:
         return {"ok": True, "built": False, "diagnostics": [], "unbound": str(why)}
@@ -302,12 +359,21 @@ def build_kernel(module, message: dict) -> dict:
         note = environment_problem(err, message["path"], _UNAVAILABLE.get(module.__name__, ()))
         if note is not None:
             return {"ok": True, "built": False, "diagnostics": [], "environment": note}
+        from tilelang_lsp.binding_trace import is_symbolic_text
+
+        if message.get("soft") and any(is_symbolic_text(t) for _, t in message["kwargs"]):   # our guess failed
+            return {"ok": True, "built": False, "diagnostics": [], "unbound": f"with symbolic sizes it raised "
+                    f"{type(err).__name__}: {str(err).splitlines()[0][:120] if str(err) else ''}"}
         return {"ok": True, "built": False, "diagnostics": failure_diagnostics(err, message["path"], what, binding)}
     if not isinstance(func, tirx.PrimFunc):
         return {"ok": True, "built": False, "diagnostics": []}
+    obj = module.__dict__.get(message["factory"])   # the target it names, or sm_100a for tcgen05 code
+    message = {**message, "target": worker_targets.kernel_target(_wrapped_attr(obj, "target"), built, func,
+                                                                 message.get("target"))}
     with _answer_device_queries(message.get("target")):
         diagnostics, summary = check_kernel(func, module, message)
     reply = {"ok": True, "built": True, "diagnostics": diagnostics, "values": used}
+    worker_targets.finish(reply, built, func, message["path"])
     if message.get("summary"):
         reply["summary"] = summary
     return reply
@@ -655,6 +721,7 @@ _LIMITATIONS = (
      "T.gemm with B in registers (a fragment B operand)"),
     ("TL0001", r"does not generate sm_100 tcgen05", "sm_100 tcgen05 / tensor-memory kernels"),
     ("TL0001", r"T\.alloc_tmem: tensor memory tiles are 2-D", "multi-buffered (3-D) tensor-memory tiles"),
+    ("TL0001", r"does not generate sm_120 block-scaled MMA", "sm_120 block-scaled MMA (mma.sync ...block_scale)"),
 )
 
 

@@ -318,9 +318,9 @@ def test_kernel_hover_says_why_an_epilogue_stores_from_registers():
 
     summary = summarize(_small_gemm(threads=128), "sm_90a")      # C is float32
     (line, why), = summary["epilogue_registers"]
-    assert why == "'C' is not a 16-bit tensor with a static shape" and line is not None
+    assert why == "'C' is not a 16- or 8-bit tensor with a static shape" and line is not None
     text = hover.kernel_markdown(summary, None, None)
-    assert f"- epilogue (line {line}): stored from registers, because 'C' is not a 16-bit tensor" in text
+    assert f"- epilogue (line {line}): stored from registers, because 'C' is not a 16- or 8-bit tensor" in text
     assert not summary["epilogue_stage"]
     # on sm_80 there is no stage to explain
     assert not summarize(_small_gemm(threads=128), "sm_80").get("epilogue_registers")

@@ -130,13 +130,20 @@ def _infer(k, rep):
 def _report_lowering(rep, err: LoweringError) -> None:
     """A compiler ``LoweringError`` as a diagnostic at its span (an error: the kernel won't build)."""
     span = Span.from_tvm(err.span, rep.ctx.source(_file_of(err.span))) if err.span is not None else None
-    if rep.has_error_near(span):
+    if rep.has_error_near(span) or _limit_noted(rep, span):
         return
     narrowed = None
     if err.span is not None:
         narrowed = rep.header_span(_SpanHolder(err.span))
     rep.emit(err.code, err.message, narrowed or span or rep.kernel_span(),
              notes=[Note(n) for n in err.notes], severity=Severity.ERROR)
+
+
+def _limit_noted(rep, span) -> bool:
+    """Whether a TL0804 (a limit of the installed compiler, not of the kernel) already explains
+    why lowering stops on the lines of ``span``."""
+    return span is not None and any(d.code == "TL0804" and d.span is not None and d.span.file == span.file
+                                    and span.line <= d.span.line <= span.end_line for d in rep.diagnostics)
 
 
 def _file_of(tvm_span) -> str | None:

@@ -10,7 +10,9 @@ warning must never be a false alarm):
 - reads: ``T.gemm`` accumulating into C, ``T.reduce_*(..., clear=False)``, any load (``+=``);
 - ``if`` joins both branches (a write on one branch only does not count), except that a branch
   taken on the first iteration of its loop (``if k == 0:``) counts as taken; a loop runs at
-  least once, and since writes never undo one another, the first iteration decides.
+  least once, and since writes never undo one another, the first iteration decides; and a
+  branch on the thread index alone (warp roles: ``if tid < 128:``) counts, since the threads of
+  a role read the registers they wrote themselves.
 
 TL0402 reports an ``out_idx`` output never written; without ``out_idx``, a tensor neither read
 nor written only when the kernel writes no tensor at all (an input a feature leaves unread is not
@@ -28,6 +30,7 @@ from tilelang.tir_utils import const_int, tvm_ffi_walk, walk_stmts
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name
 
 TRACKED = (FRAGMENT_SCOPE, "local")
+GEMMS = ("gemm", "tcgen05_gemm")   # T.tcgen05_gemm as the checker builds it (language/tmem.py): gemm's arguments
 
 
 def loads(expr, skip_addresses: bool = False) -> list:
@@ -90,7 +93,7 @@ def effects(stmt):
     reads = [r.buffer for r in regions if r.access & 1] + index_reads
     writes = [r.buffer for r in regions if r.access & 2]
     first = []
-    if name == "gemm":
+    if name in GEMMS:
         first = [regions[2].buffer] if const_int(args[6]) == 0 else []
         reads = [regions[0].buffer, regions[1].buffer] + first + index_reads
     elif name == "reduce":
@@ -131,6 +134,7 @@ class _Init:
         self.tracked = {b for b in k.allocs if k.scope(b) in TRACKED}
         self.reported = set()
         self.loops = []          # enclosing loops, innermost last
+        self._roles = None       # thread-index variables and names bound to them (``roles()``)
 
     def run(self):
         self.visit(self.k.info.body, frozenset())
@@ -146,6 +150,10 @@ class _Init:
             return self.visit_for(s, state)
         if isinstance(s, tirx.IfThenElse):
             return self.visit_if(s, state)
+        if isinstance(s, tirx.While):   # its body may not run: what it writes does not count after it
+            self.read(s, loads(s.condition), state)
+            self.visit(s.body, state)
+            return state
         if isinstance(s, (tirx.AttrStmt, tirx.DeclBuffer)):
             return self.visit(s.body, state) if getattr(s, "body", None) is not None else state
         if isinstance(s, tirx.Bind):
@@ -175,7 +183,32 @@ class _Init:
         other = self.visit(s.else_case, state) if s.else_case is not None else state
         if self._first_iteration(s.condition):
             return then
+        if self._thread_role(s.condition):
+            return then | other
         return then & other
+
+    def _thread_role(self, cond) -> bool:
+        """A condition on the thread index alone (``if tid < 128:``): it splits the block into warp
+        roles, and a register written under a role is read by that role's own threads, so a
+        write on either side counts (data flow that crosses roles is not followed)."""
+        roles = self.roles()
+        used = []
+        tvm_ffi_walk(cond, lambda n: used.append(n) if isinstance(n, tirx.Var) else None)
+        return bool(used) and all(any(v.same_as(r) for r in roles) for v in used) and not loads(cond)
+
+    def roles(self) -> list:
+        if self._roles is None:
+            self._roles = list(self.k.info.thread_vars.values())
+
+            def visit(st):
+                if isinstance(st, tirx.Bind) and not loads(st.value):
+                    used = []
+                    tvm_ffi_walk(st.value, lambda n: used.append(n) if isinstance(n, tirx.Var) else None)
+                    if used and all(any(v.same_as(r) for r in self._roles) for v in used):
+                        self._roles.append(st.var)
+
+            walk_stmts(self.k.info.body, visit)
+        return self._roles
 
     def _first_iteration(self, cond) -> bool:
         """``k == min`` for an enclosing loop variable ``k``: taken on that loop's first iteration."""
@@ -197,7 +230,7 @@ class _Init:
     def report(self, stmt, buf, accumulates: bool):
         rep, name = self.rep, buf.name
         kind = "fragment" if self.k.scope(buf) == FRAGMENT_SCOPE else "local buffer"
-        if op_name(stmt) == "gemm":
+        if op_name(stmt) in GEMMS:
             span = rep.operand_span(stmt, 2)
             message = (f"T.gemm accumulates into {kind} '{name}', which nothing has initialised: "
                        f"registers start with garbage, so the result is undefined")
@@ -210,7 +243,7 @@ class _Init:
         anchor = self._anchor(stmt, buf)
         fix = rep.insertion_before(anchor, f"T.clear({name})") if self.k.scope(buf) == FRAGMENT_SCOPE else None
         notes = [Note(f"'{name}' is allocated here", rep.alloc_span(buf))]
-        if op_name(stmt) == "gemm":
+        if op_name(stmt) in GEMMS:
             notes.append(Note("T.gemm reads its accumulator unless called with clear_accum=True"))
         rep.emit("TL0401", message, span, notes=notes, fix=fix)
 
@@ -233,6 +266,9 @@ def _walk_leaves(stmt, fn, conds=()):
             _walk_leaves(c, fn)
     elif isinstance(stmt, tirx.For):
         fn(None, loads(stmt.min) + loads(stmt.extent))
+        _walk_leaves(stmt.body, fn)
+    elif isinstance(stmt, tirx.While):
+        fn(None, loads(stmt.condition))
         _walk_leaves(stmt.body, fn)
     elif isinstance(stmt, tirx.IfThenElse):
         fn(None, loads(stmt.condition))

@@ -134,6 +134,7 @@ class Reporter:
         self.crashes: list[str] = []
         self.allocs = {}  # buffer -> AllocBuffer statement
         self._fallback = _first_stmt_span(func)
+        self._macro_sites = {}  # (file, line) of a macro call -> the located statement in its body
 
     # ----- spans -------------------------------------------------------------------------
     def _lookup(self, tvm_span):
@@ -145,13 +146,28 @@ class Reporter:
         text = self.ctx.source(file)
         return file, text, (source_index(text) if text else None)
 
+    def _remember_macro_site(self, node) -> None:
+        """A statement spliced in by a ``@T.macro`` call carries the call's span first and its own
+        line in the macro body after it (a ``SequentialSpan``): remember where, in the body, the
+        statement reported at the call site is, so that ``emit`` can point there too."""
+        inner = getattr(getattr(node, "span", None), "spans", None)
+        located = [s for s in (plain_span(x) for x in (inner or ())) if s is not None]
+        if len(located) < 2:
+            return
+        file, _, _ = self._lookup(located[0])
+        body_file, body_text, _ = self._lookup(located[-1])
+        if body_text is not None:
+            self._macro_sites[(file, int(located[0].line))] = Span.from_tvm(located[-1], body_text)
+
     def span(self, node) -> Span | None:
         """The span of a statement (its full extent), in character columns."""
+        self._remember_macro_site(node)
         tvm_span = getattr(node, "span", None)
         file, text, _ = self._lookup(tvm_span)
         return Span.from_tvm(tvm_span, text) if tvm_span is not None else None
 
     def ast_node(self, stmt, kind=None):
+        self._remember_macro_site(stmt)
         tvm_span = plain_span(getattr(stmt, "span", None))
         file, text, index = self._lookup(tvm_span)
         if index is None:
@@ -242,6 +258,10 @@ class Reporter:
     def emit(self, code: str, message: str, span: Span | None, notes=(), fix: Fix | None = None,
              severity: Severity | str | None = None) -> Diagnostic:
         notes = [n if isinstance(n, Note) else Note(str(n)) for n in notes]
+        inside = self._macro_sites.get((span.file, span.line)) if span is not None else None
+        if inside is not None and not any(n.span == inside for n in notes):
+            # reported at the macro call: the statement itself is in the macro's body
+            notes.insert(0, Note("the statement, inside the macro this call expands", _first_line(inside)))
         diag = Diagnostic.from_code(code, message, span or self._fallback, notes=notes, fix=fix,
                                     binding=self.ctx.binding, severity=severity)
         self.diagnostics.append(diag)

@@ -75,6 +75,10 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
             _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
     planned = _warp_specialised(k, out)
+    if planned[0] is not None and planned[0].ring:   # the GEMM ring's extra buffer (warp_specialize.plan_ring)
+        for buf in planned[0].pipe.staged:
+            if buf.name in out["buffers"]:
+                out["buffers"][buf.name]["stages"] = planned[0].ring
     out["pipelines"] = _pipelines(info, planned)
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
@@ -260,7 +264,7 @@ def _gemm(stmt, plan, arch) -> dict:
     variant = "tl::gemm_rs (A in registers, B in shared)" if a_scope == FRAGMENT_SCOPE else \
         "tl::gemm_ss (A and B in shared)"
     if plan.kind == "wgmma":
-        shape = f"m64n{plan.N}k16"
+        shape = f"m64n{plan.N // getattr(plan, 'warpgroups_n', 1)}k16"
         instruction = f"wgmma.mma_async.sync.aligned.{shape} (sm_90a warpgroup MMA, operands read from shared memory)"
         variant = "tl::wgmma_gemm_rs (A in registers, B in shared)" if a_scope == FRAGMENT_SCOPE else \
             "tl::wgmma_gemm_ss (A and B in shared)"
@@ -306,8 +310,10 @@ def _pipelines(info, planned=(None, None, None)) -> list:
                        _overlap_text(ws) if ws.overlap is not None else
                        "run the loop body (its wgmma wait for their results) and release the stage at the end of "
                        "the iteration; the consumer warpgroups do not wait for each other inside the loop")
+            ring = (f"{stages} stages" if not ws.ring else
+                    f"{ws.ring} buffers ({stages} stages and one for the wgmma group kept in flight)")
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
-                         f"swizzle slab of each staged tile into a ring of {stages} stages, completing on "
+                         f"swizzle slab of each staged tile into a ring of {ring}, completing on "
                          f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "
                          f"{consume}. No block-wide barrier.")
             if ws.heads:

@@ -479,10 +479,31 @@ class AutoTuner:
         return _tuning_key(problem, self.profile_args, normalize_target(compile_args.target))
 
     @_user_facing
-    def run(self, warmup=None, rep=None, timeout=None, *, force: bool = False) -> AutotuneResult:
-        """Tune (or reuse a stored result); ``warmup``/``rep``/``timeout`` override the profile args."""
+    def run(self, warmup=None, rep=None, timeout=None, use_pipeline: bool = False,
+            enable_grouped_compile: bool = False, group_compile_size: int = 2, benchmark_devices=None,
+            benchmark_multi_gpu: bool = False, early_stop=None, early_stop_factor=None, *,
+            force: bool = False) -> AutotuneResult:
+        """Tune (or reuse a stored result); ``warmup``/``rep``/``timeout``/``early_stop``/
+        ``early_stop_factor`` override the profile args.
+
+        Upstream's scheduling switches are accepted and checked, and change no result:
+        ``use_pipeline`` (benchmark while later configs compile), ``enable_grouped_compile`` /
+        ``group_compile_size`` (compile configs in groups: see ``grouped_compile``; here every config
+        is compiled on its own, which is what upstream falls back to off CUDA+tvm_ffi) and
+        ``benchmark_multi_gpu`` / ``benchmark_devices`` (spread the timing over several GPUs): every
+        config is timed on the current device, one after the other.
+        """
+        if isinstance(group_compile_size, bool) or not isinstance(group_compile_size, int) or group_compile_size < 1:
+            raise ValueError(f"group_compile_size must be a positive int, got {group_compile_size!r}")
+        if early_stop_factor is not None and early_stop_factor < 1.0:
+            raise ValueError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
+        if benchmark_devices is not None and not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                     for d in benchmark_devices):
+            raise ValueError(f"benchmark_devices must be CUDA device ordinals, got {benchmark_devices!r}")
         profile = dataclasses.replace(self.profile_args, **{k: v for k, v in
-                                                            (("warmup", warmup), ("rep", rep), ("timeout", timeout))
+                                                            (("warmup", warmup), ("rep", rep), ("timeout", timeout),
+                                                             ("early_stop", early_stop),
+                                                             ("early_stop_factor", early_stop_factor))
                                                             if v is not None})
         problem = _problem(self.fn, self.configs, self.compile_args, (), {})
         return _tune(problem, profile, self._runner, force)

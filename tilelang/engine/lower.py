@@ -52,6 +52,7 @@ class LowerState:
     persistent_tiles: object = None                   # a persistent kernel's number of output tiles
     lowerer: object = None                            # a Lowerer already built for info/layouts
     cluster_dims: object = None                       # (x, y, z) thread block cluster shape, or None
+    min_blocks_per_sm: object = None                  # __launch_bounds__'s second argument the lowering asks for
 
 
 def normalize_target(target) -> str:
@@ -432,6 +433,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags
     source = with_min_blocks_per_sm(apply_cuda_postproc(st.cuda.source, st.arch), st.func)
+    if st.min_blocks_per_sm:   # setmaxnreg in a pair of blocks per SM: the launch bound fixes the registers
+        source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {int(st.min_blocks_per_sm)})", source)
     return KernelArtifact(
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,

@@ -2,7 +2,8 @@
 
     check             the static checks (``tilelang.analysis``): errors stop the build
     analyze_kernel    find the launch, the thread variables and every buffer (loops that never
-                      run are dropped first: transform/vector_locals.py)
+                      run are dropped first: transform/vector_locals.py; one-stage attention
+                      loops issue their K and V loads together: transform/attention_schedule.py)
     infer_layouts     fragment / loop / shared layouts and gemm warp partitions
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
     lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers (then
@@ -17,7 +18,7 @@ from tvm import tirx
 from tilelang import targets
 from tilelang.analysis import check_pass
 from tilelang.codegen import emit_cuda
-from tilelang.transform import stage_epilogue, user_ws
+from tilelang.transform import attention_schedule, stage_epilogue, user_ws
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
@@ -29,6 +30,7 @@ from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loo
 def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
+    st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func))     # T.ws blocks: the compute role's threads
 
 
@@ -53,6 +55,7 @@ def _lower(st):
     st.extra_threads = lw.extra_threads    # the producer warpgroup
     st.persistent_tiles = lw.persistent_tiles   # a persistent GEMM's tile count (grid: min(tiles, SMs))
     st.cluster_dims = lw.cluster_dims           # thread block clusters (tl.cluster_multicast)
+    st.min_blocks_per_sm = lw.min_blocks_per_sm   # two blocks per SM (warp_specialize.plan_pair), or None
 
 
 def _solved_symbols(func):

@@ -100,6 +100,16 @@ def _region_as_vector(region):
             return region
     return tvm.tirx.BufferLoad(region.source, indices) if lanes else region
 
+
+def _python_type_annotation(ann) -> bool:
+    """Whether ``ann`` is a Python type (``str``, ``int``, a class) or a ``typing`` construct rather
+    than a TileLang scalar type or annotation object."""
+    if isinstance(ann, type):
+        return ann.__module__ in ("builtins", "typing") or not hasattr(ann, "__tilelang_annotation__") and \
+            ann.__module__.split(".")[0] not in ("tilelang", "tvm")
+    mod = getattr(type(ann), "__module__", "") or ""
+    return mod in ("typing", "types") or mod.startswith("typing")
+
 class _VarTable:
     """What TVM's ``bind_assign_value`` asks of the parser's variable table."""
 
@@ -330,6 +340,13 @@ class Builder:
             bound = self.define(name, self._bind(name, var))
             T.Bind(value, var=var)
             return bound
+        if _python_type_annotation(ann):
+            # ``dtype: str = BF16``, ``n: int = 4``, ``x: Optional[float] = None``: a Python
+            # annotation on a Python value is only documentation (upstream runs the body as Python)
+            if value is None and not isinstance(ann, type):
+                return self.define(name, None)
+            if value is not None:
+                return self.assign(name, value)
         var = ann() if callable(ann) and not isinstance(ann, Expr) else ann
         if not isinstance(var, tvm.ir.Var):
             raise TypeError(f"the annotation of '{name}' should be a scalar type such as T.int32, got {ann!r}")

@@ -18,6 +18,12 @@ Contract:
   calls; a test checks this on many mutated argument lists.
 - Accepted calls: all params, or (out_idx non-empty) the inputs only, in which
   case outputs are allocated with torch.empty on the inputs' device.
+- Per call the fast path does only what the arguments require: a tensor of constant shape is
+  checked with one tuple comparison (rank and extents), and once the launcher has launched on a
+  device (``bind_direct``) the generated code launches there itself: one ``struct.pack_into``
+  of the launch config and the arguments, under the launcher's lock, then cuLaunchKernelEx
+  (``driver.KernelLauncher.direct_state``). Another device, another current context, launch
+  attributes (PDL, L2 window, cooperative) keep going through the launcher.
 - A grid outside CUDA's range (a dim of 0, negative or too large) is a ValueError, as upstream's.
 - A kernel argument naming one of ``artifact.tensormaps`` is passed as the
   128 encoded bytes of a CUtensorMap over its tensor's data pointer, from
@@ -173,6 +179,12 @@ def _stream_getter():
     return lambda device: torch.cuda.current_stream(device).cuda_stream
 
 
+# KernelLauncher.direct_state keys the inline launch uses (as generated locals "_d" + key)
+_DIRECT_KEYS = ("lock", "get_current", "cur_ptr", "cur", "ctx", "pack", "buf", "off", "launch_ex", "cfg", "func",
+                "params", "fail")
+
+_DRIVER_ENCODE = _driver.encode_tensormap
+
 _SM_COUNTS: dict = {}
 
 
@@ -186,9 +198,15 @@ def device_sm_count(device: int) -> int:
     return n
 
 
+_CUDA_SEEN = []   # non-empty once torch has seen a GPU (availability does not go away)
+
+
 def _current_device() -> int:
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device: torch.cuda.is_available() is False")
+    """torch's current CUDA device (for a kernel without tensor arguments)."""
+    if not _CUDA_SEEN:
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device: torch.cuda.is_available() is False")
+        _CUDA_SEEN.append(True)
     return torch.cuda.current_device()
 
 
@@ -226,6 +244,8 @@ class ArgPlan:
         self.rules = [self._scalar_rule(i) if p.kind == "scalar" else None for i, p in enumerate(self.params)]
         self.preds = [scalar_predicate(r) if r else None for r in self.rules]
         self.alloc_problem = self._alloc_problem()
+        self.const_shapes = frozenset(i for i, p in enumerate(self.params) if p.kind == "tensor"
+                                      and all(type(e) is int for e in p.shape))
         self.launch = launch
         self.stream = stream or _stream_getter()
         self.source = self._generate()
@@ -235,9 +255,35 @@ class ArgPlan:
         self.entry = ns["_entry"]
 
     def set_launch(self, launch) -> None:
-        """Replace the launch callable the generated code calls (looked up per call)."""
+        """Replace the launch callable the generated code calls (looked up per call). A launcher
+        with ``direct_state`` (driver.KernelLauncher) is also inlined into the fast path after its
+        first successful launch (``bind_direct``)."""
         self.launch = launch
-        self._ns["_launch"] = launch
+        self._ns["_ddev"] = None
+        self._ns["_launch"] = self._launch_then_bind if hasattr(launch, "direct_state") else launch
+
+    def _launch_then_bind(self, device, gx, gy, gz, stream, values) -> None:
+        launch = self.launch
+        launch(device, gx, gy, gz, stream, values)
+        if launch is self.launch:
+            self.bind_direct(device)
+
+    def bind_direct(self, device: int) -> bool:
+        """Let the generated code launch on ``device`` itself (``KernelLauncher.direct_state``):
+        it packs the launch config and the arguments with one ``struct.pack_into`` and calls
+        cuLaunchKernelEx, skipping the launcher's call. Calls on other devices, or with another
+        context current, keep going through the launcher. False when the launcher offers no
+        inline launch for this kernel (launch attributes, cooperative, old driver)."""
+        launch, ns = self.launch, self._ns
+        state = launch.direct_state(device) if self.l2_param is None else None
+        if (state is None or tuple(state["block"]) != tuple(self.art.block)
+                or state["smem"] != self.art.dynamic_smem):
+            ns["_launch"] = launch
+            return False
+        ns.update({"_d" + key: state[key] for key in _DIRECT_KEYS})
+        ns["_launch"] = launch
+        ns["_ddev"] = device     # last: the generated code tests it before using the others
+        return True
 
     # ------------------------------------------------------------ construction helpers
     def _kernel_arg_refs(self):
@@ -287,6 +333,11 @@ class ArgPlan:
         dims, strides, box = tuple(t["dims"]), tuple(t["strides"]), tuple(t["box"])
         encode, cache, kname = self.encode_tensormap, {}, self.name
         pname = self.params[t["param"]].name
+        if encode is _DRIVER_ENCODE:   # the driver's own: checked and prepared once, not per address
+            fast = _driver.tensormap_encoder(dtype, dims, strides, box, swizzle)
+
+            def encode(dtype, dims, strides, box, swizzle, address):
+                return fast(address)
 
         def tensormap(address, device):
             blob = cache.get((device, address))
@@ -400,7 +451,7 @@ class ArgPlan:
         return None
 
     def _namespace(self) -> dict:
-        ns = {"_T": torch.Tensor, "_fail": self.fail, "_empty": torch.empty,
+        ns = {"_ddev": None, "_T": torch.Tensor, "_fail": self.fail, "_empty": torch.empty,
               "_empty_strided": torch.empty_strided, "_index": operator.index,
               "_span": _span, "_cur_dev": _current_device, "_odd_grid": self._odd_grid,
               "_assume_failed": self._assume_failed,
@@ -415,6 +466,7 @@ class ArgPlan:
             ns[f"_ok{i}"] = self.preds[i]
         for j in range(len(self.tensormaps)):
             ns[f"_tm{j}"] = self._make_tensormap(j)
+            ns[f"_tmc{j}"] = ns[f"_tm{j}"].cache
         for i, p in enumerate(self.params):
             if p.kind == "pointer":
                 ns[f"_addr{i}"] = pointer_address(p.dtype, self.device_type)
@@ -459,6 +511,8 @@ class ArgPlan:
         out = [f"{''.join(f'a{i}, ' for i in indices)}= args"] if indices else []
         var: dict[str, str] = {}  # symbol -> local holding its value
         for where, i, d, e in self._ordered(indices):
+            if where == "shape" and i in self.const_shapes:
+                continue   # checked at the head, in one comparison
             lines = self._emit_entry(where, i, d, e, var, fail)
             if i in null:   # only constants here (see _nullable): the checks just move under a guard
                 lines = [f"if a{i} is not None:"] + ["    " + ln for ln in lines] if where == "head" else \
@@ -507,10 +561,15 @@ class ArgPlan:
                 return [f"p{i} = _addr{i}(a{i})", f"if p{i} is None: {fail}"]
             k = self.packs[i]
             dtype_ok = f"a{i}.dtype is not _dt{i}" if k == 1 else f"a{i}.dtype not in _dts{i}"
-            lines = [f"if not isinstance(a{i}, _T) or {dtype_ok}: {fail}",
-                     f"s{i} = a{i}.shape", f"if len(s{i}) != {len(p.shape)}: {fail}"]
-            if k != 1:  # checks and symbols see the logical (unpacked) extents
-                lines.append(f"s{i} = _pk_shape(s{i}, {k})")
+            lines = [f"if not isinstance(a{i}, _T) or {dtype_ok}: {fail}", f"s{i} = a{i}.shape"]
+            if i in self.const_shapes:   # one comparison covers the rank and every extent
+                if k != 1:
+                    lines.append(f"s{i} = _pk_shape(s{i}, {k})")
+                lines.append(f"if s{i} != {tuple(p.shape)!r}: {fail}")
+            else:
+                lines.append(f"if len(s{i}) != {len(p.shape)}: {fail}")
+                if k != 1:  # checks and symbols see the logical (unpacked) extents
+                    lines.append(f"s{i} = _pk_shape(s{i}, {k})")
             if p.strides is None:
                 lines.append(f"if not a{i}.is_contiguous(): {fail}")
             else:
@@ -667,6 +726,25 @@ class ArgPlan:
                    if not c.isdigit() or not 0 < int(c) <= limits[k]]
         if dynamic:
             lines.append(f"if {' or '.join(dynamic)}: return _odd_grid(args, (g0, g1, g2), {ret})")
+        for k, (kind, ref) in enumerate(self.arg_refs):   # tensor maps: found (or encoded) first
+            if kind == "tmap":
+                p = f"p{self.tensormaps[ref]['param']}"
+                lines.append(f"m{k} = _tmc{ref}.get((d, {p})) or _tm{ref}({p}, d)")
+                values[k] = f"m{k}"
+        if self.l2_param is None:
+            # the inline launch (bind_direct): config and arguments packed in one call, then
+            # cuLaunchKernelEx; anything unusual goes to the launcher below
+            bx, by, bz = (int(b) for b in self.art.block)
+            packed = "".join(f", {v}" for v in values)
+            lines += ["if d == _ddev:",
+                      "    with _dlock:",
+                      "        _dget_current(_dcur_ptr)",
+                      "        if _dcur.value == _dctx:",
+                      f"            _dpack(_dbuf, _doff, g0, g1, g2, {bx}, {by}, {bz}, {int(self.art.dynamic_smem)}, "
+                      f"_stream(d){packed})",
+                      "            rc = _dlaunch_ex(_dcfg, _dfunc, _dparams, None)",
+                      f"            if not rc: return {ret}",
+                      "            _dfail(rc, d, (g0, g1, g2))"]
         tup = "(" + "".join(f"{v}, " for v in values) + ")"
         lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup})")
         lines.append(f"return {ret}")

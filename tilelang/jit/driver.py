@@ -16,7 +16,9 @@ Contract:
 - ``KernelLauncher`` is the fast path for one kernel: the argument layout is
   fixed at construction; the caller guarantees 0 < grid dims within CUDA's
   limits (x < 2**31, y, z <= 65535); a call packs all values with one ``struct.pack_into``
-  into a preallocated buffer and makes one cuLaunchKernel call.  Modules are
+  into a preallocated buffer and makes one cuLaunchKernel call. ``direct_state(device)`` hands
+  an argument plan what it needs to launch inline instead (a prebuilt CUlaunchConfig in front
+  of the argument buffer, packed with the arguments in one call, and cuLaunchKernelEx).  Modules are
   loaded lazily per device index and never unloaded (a kernel may still be
   running when its Python owner dies).  Calls are thread-safe (one lock).
 - Launch attributes (``KernelLauncher(pdl=..., l2_window=...)``): a kernel that calls
@@ -166,6 +168,11 @@ class _Driver:
         fast = ctypes.CDLL("libcuda.so.1")
         self.fast_launch, self.fast_get_current = fast.cuLaunchKernel, fast.cuCtxGetCurrent
         self.fast_launch.restype = self.fast_get_current.restype = ctypes.c_int
+        # cuLaunchKernelEx(config*, func, params, extra): the inline launch of ArgPlan packs grid,
+        # block, smem and stream into a prebuilt CUlaunchConfig, so the call converts 4 arguments
+        self.fast_launch_ex = getattr(fast, "cuLaunchKernelEx", None)
+        if self.fast_launch_ex is not None:
+            self.fast_launch_ex.restype = ctypes.c_int
         rc = self.cuInit(0)
         if rc != 0:
             raise NoCudaError(f"no CUDA device: cuInit failed with {self.describe(rc)}")
@@ -296,34 +303,54 @@ def encode_tensormap(dtype: str, dims, strides, box, swizzle: int, address: int)
 
     ``dims`` and ``box`` are in elements, innermost first; ``strides`` are the byte strides of
     dims 1..rank-1; ``swizzle`` is the swizzle width in bytes (0 = none)."""
+    return _encode_prepared(_prepare_tensormap(dtype, dims, strides, box, swizzle), int(address))
+
+
+def tensormap_encoder(dtype: str, dims, strides, box, swizzle: int):
+    """``encode(address) -> bytes``: ``encode_tensormap`` with everything but the address fixed,
+    checked and its arrays built on the first call; later calls make only the driver call."""
+    prepared = []
+
+    def encode(address: int) -> bytes:
+        if not prepared:
+            prepared.append(_prepare_tensormap(dtype, dims, strides, box, swizzle))
+        return _encode_prepared(prepared[0], int(address))
+
+    return encode
+
+
+def _prepare_tensormap(dtype, dims, strides, box, swizzle) -> tuple:
+    """Check a tensor map's description and build its driver arguments (all but the address)."""
     from tilelang.artifact import TENSORMAP_DTYPES
 
     dims, strides, box = [int(x) for x in dims], [int(x) for x in strides], [int(x) for x in box]
-    desc = (f"tensor map (dtype={dtype}, dims={dims}, strides={strides}, box={box}, swizzle={swizzle}, "
-            f"address={int(address):#x})")
+    desc = f"tensor map (dtype={dtype}, dims={dims}, strides={strides}, box={box}, swizzle={swizzle}"
     if dtype not in TENSORMAP_DTYPES:
-        raise ValueError(f"{desc}: dtype {dtype!r} is not one of {sorted(TENSORMAP_DTYPES)}")
+        raise ValueError(f"{desc}): dtype {dtype!r} is not one of {sorted(TENSORMAP_DTYPES)}")
     if swizzle not in CU_TENSOR_MAP_SWIZZLE:
-        raise ValueError(f"{desc}: swizzle {swizzle!r} is not one of {sorted(CU_TENSOR_MAP_SWIZZLE)}")
+        raise ValueError(f"{desc}): swizzle {swizzle!r} is not one of {sorted(CU_TENSOR_MAP_SWIZZLE)}")
     rank = len(dims)
     if not 1 <= rank <= 5 or len(box) != rank or len(strides) != rank - 1:
-        raise ValueError(f"{desc}: needs rank 1..5 with len(box) == rank and len(strides) == rank - 1")
+        raise ValueError(f"{desc}): needs rank 1..5 with len(box) == rank and len(strides) == rank - 1")
     drv = get_driver()
     fn = drv.cuTensorMapEncodeTiled
     if fn is None:
-        raise CudaDriverError(f"cannot encode {desc}: libcuda.so.1 lacks cuTensorMapEncodeTiled "
+        raise CudaDriverError(f"cannot encode {desc}): libcuda.so.1 lacks cuTensorMapEncodeTiled "
                               "(a CUDA 12 driver is needed)")
-    g_dim = (ctypes.c_uint64 * rank)(*dims)
-    g_strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides)
-    box_dim = (ctypes.c_uint32 * rank)(*box)
-    elem_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
+    arrays = ((ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * max(1, rank - 1))(*strides),
+              (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*([1] * rank)))
+    tail = (*(ctypes.addressof(a) for a in arrays), CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE[swizzle],
+            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    return drv, fn, (TENSORMAP_DTYPES[dtype], rank), tail, arrays, desc
+
+
+def _encode_prepared(prepared, address: int) -> bytes:
+    drv, fn, head, tail, _arrays, desc = prepared
     buf = (ctypes.c_uint8 * (TENSORMAP_SIZE + TENSORMAP_ALIGN))()
     tmap = ctypes.addressof(buf) + (-ctypes.addressof(buf) % TENSORMAP_ALIGN)
-    rc = fn(tmap, TENSORMAP_DTYPES[dtype], rank, int(address), ctypes.addressof(g_dim),
-            ctypes.addressof(g_strides), ctypes.addressof(box_dim), ctypes.addressof(elem_strides),
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE[swizzle],
-            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    drv.check(rc, f"cuTensorMapEncodeTiled for {desc}")
+    rc = fn(tmap, *head, address, *tail)
+    if rc:
+        drv.check(rc, f"cuTensorMapEncodeTiled for {desc}, address={address:#x})")
     return ctypes.string_at(tmap, TENSORMAP_SIZE)
 
 
@@ -427,6 +454,16 @@ def check_arch_compatible(arch: str, cc: tuple[int, int], device: int) -> None:
                            f"sm_{cc[0]}{cc[1]}; recompile for that architecture")
 
 
+# struct format of a CUlaunchConfig without attributes: grid x/y/z, block x/y/z, dynamic smem
+# (7 uint32), 4 bytes of padding, hStream (8), attrs = NULL (8), numAttrs = 0 (4), padding to 56
+# bytes, then padding to 64 so that the kernel arguments that follow start 64-byte aligned
+LAUNCH_CONFIG_FORMAT = "<7I4xQ24x"
+LAUNCH_CONFIG_SPAN = 64
+# False: kernels bound after this is set keep launching through KernelLauncher.__call__ (for
+# A/B timing, or should a driver misbehave with cuLaunchKernelEx)
+INLINE_LAUNCH = True
+
+
 class KernelLauncher:
     """Launches one kernel of one cubin with a fixed argument layout, on any device."""
 
@@ -455,6 +492,40 @@ class KernelLauncher:
         self._cur_ptr = ctypes.pointer(self._cur)
         self._funcs: dict[int, tuple] = {}  # device -> (CUfunction as c_void_p, primary ctx)
         self._lock = threading.Lock()
+        self._layout = (fmt, offsets, size)
+        self._direct = None   # the inline launch's buffer (direct_state), made on first use
+
+    def direct_state(self, device: int) -> dict | None:
+        """What a caller needs to launch this kernel on ``device`` inline, without this object:
+        a ``pack(buf, off, gx, gy, gz, bx, by, bz, smem, stream, *values)`` that writes a
+        ``CUlaunchConfig`` (no attributes) followed by the arguments, and ``launch_ex(cfg, func,
+        params, None)`` (cuLaunchKernelEx). The caller holds ``lock``, calls
+        ``get_current(cur_ptr)`` and launches only when ``cur.value == ctx`` (else it calls this
+        launcher, which pushes the context); a nonzero result goes to ``fail(rc, device, grid)``.
+        None when the kernel needs launch attributes, a cooperative launch, a driver without
+        cuLaunchKernelEx, or is not loaded on ``device`` yet."""
+        entry = self._funcs.get(device)
+        drv = _driver
+        if (entry is None or self._special or self.cooperative or drv is None or not INLINE_LAUNCH
+                or getattr(drv, "fast_launch_ex", None) is None):
+            return None
+        with self._lock:
+            if self._direct is None:
+                fmt, offsets, size = self._layout
+                pack = struct.Struct(LAUNCH_CONFIG_FORMAT + fmt[1:])
+                buf = ctypes.create_string_buffer(pack.size + 64)
+                base = -ctypes.addressof(buf) % 64
+                start = ctypes.addressof(buf) + base
+                params = (ctypes.c_void_p * max(1, len(offsets)))(*[start + LAUNCH_CONFIG_SPAN + o for o in offsets])
+                self._direct = dict(pack=pack.pack_into, buf=buf, off=base, cfg=ctypes.c_void_p(start),
+                                    params=ctypes.c_void_p(ctypes.addressof(params)), keep=params)
+        func, ctx = entry
+        return dict(self._direct, func=func, ctx=ctx, lock=self._lock, get_current=drv.fast_get_current,
+                    cur=self._cur, cur_ptr=self._cur_ptr, launch_ex=drv.fast_launch_ex, block=self.block,
+                    smem=self.smem, fail=self._fail_direct)
+
+    def _fail_direct(self, rc: int, device: int, grid) -> None:
+        self._raise(_driver, rc, device, tuple(grid))
 
     def __call__(self, device: int, gx: int, gy: int, gz: int, stream: int, values: tuple) -> None:
         entry = self._funcs.get(device)

@@ -15,7 +15,9 @@ from tilelang.frontend.parser import inline, macro, prim_func
 
 from .alloc import (Ref, alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var, const,
                     empty)
-from .tmem import alloc_tmem, tcgen05_gemm
+from .sm100 import (clc_get_first_ctaid_x, clc_is_canceled, clc_try_cancel_multicast,  # noqa: F401 - refused
+                    tcgen05_cp_warpx4, tcgen05_gemm_blockscaled, tcgen05_sf_warp_transpose)
+from .tmem import alloc_tmem, tcgen05_gemm, tcgen05_mma_arrive
 from .annotate import (Fragment, annotate_l2_hit_ratio, annotate_layout, annotate_padding,
                        annotate_restrict_buffers, annotate_safe_value, disable_warp_group_reg_alloc,
                        no_set_max_nreg, print, use_swizzle)  # noqa: A004
@@ -23,7 +25,7 @@ from .barrier import (Persistent, WarpSpecialize, alloc_barrier, alloc_cluster_b
                       annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, barrier_arrive, barrier_wait,
                       cp_async_barrier_noinc,
                       dec_max_nreg, inc_max_nreg, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_expect_tx,
-                      mbarrier_wait_parity, named_barrier_arrive, pdl_sync, pdl_trigger, ptx_arrive_cluster_barrier,
+                      mbarrier_wait_parity, fence_proxy_async, named_barrier_arrive, pdl_sync, pdl_trigger, ptx_arrive_cluster_barrier,
                       set_max_nreg, sync_grid, sync_threads, tma_copy, tma_store_arrive, tma_store_wait, ws,
                       cluster_arrive, cluster_wait, cluster_sync, block_rank_in_cluster, copy_cluster)
 from .builtins import (align_up, annotate_compile_flags, annotate_min_blocks_per_sm, annotate_pass_configs, attr,
@@ -43,6 +45,10 @@ from .reducer import (alloc_reducer, comm_reducer, finalize_reducer, reducer_ini
 from .views import reshape, view
 from .pointer import make_tensor, ptr, ptx_commit_group, ptx_cp_async, ptx_wait_group
 from .im2col import c2d_im2col, im2col  # noqa: F401
+from .tile_schedule import BaseTileScheduler, PersistentTileScheduler  # noqa: F401
+from .sm120 import mma_gemm_blockscaled  # noqa: F401
+from .ws_schedule import (WSID, WSInstr, WSOpRef, WSPipeline, WSRole, WSSchedule, WSScope, WSSync,  # noqa: F401
+                          WSSyncKind, annotate_ws_schedule, ws_op)
 from .source_kernel import CUDASourceCodeKernel  # noqa: F401
 from .math import *  # noqa: F401,F403 - the math helpers are part of T
 from .math import abs, cast, ceildiv, floordiv, floormod, if_then_else, infinity, max, max_value, min, min_value  # noqa: F401

@@ -17,6 +17,8 @@ Contract (what each call builds; the device side is ``src/tl/barrier.h``):
   ``tilelang/transform/user_ws.py``).
 * ``T.set_max_nreg(n, inc)`` / ``T.inc_max_nreg`` / ``T.dec_max_nreg``: ``setmaxnreg``.
 * ``T.pdl_trigger()`` / ``T.pdl_sync()``: programmatic dependent launch (sm_90).
+* ``T.fence_proxy_async()``: ``fence.proxy.async.shared::cta`` (sm_90), ordering this thread's
+  ordinary shared-memory accesses before its later TMA / wgmma ones.
 * ``T.sync_grid()``: a grid-wide barrier (the kernel is then launched cooperatively).
 * ``for i, j in T.Persistent([M, N], wave, block_id, group_size=8):`` visits each tile of the
   domain once over ``ceildiv(tiles, wave)`` waves, the last dimension grouped by ``group_size``.
@@ -276,6 +278,13 @@ def tma_store_arrive():
     return tirx.call_extern("int32", "tl::tma_store_arrive")
 
 
+def fence_proxy_async():
+    """``fence.proxy.async.shared::cta`` (sm_90): this thread's earlier ordinary shared-memory
+    accesses are ordered before its later async-proxy ones (TMA, wgmma); with a barrier after it,
+    before other threads' too."""
+    return tirx.call_extern("int32", "tl::fence_proxy_async")
+
+
 def sync_grid():
     """A barrier across every thread of the grid (``cooperative_groups::this_grid().sync()``)."""
     return tirx.call_extern("int32", "cooperative_groups::this_grid().sync")
@@ -390,5 +399,5 @@ __all__ = [
     "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_arrive_expect_tx", "barrier_wait", "barrier_arrive",
     "ptx_arrive_cluster_barrier", "cp_async_barrier_noinc", "ws", "WarpSpecialize", "set_max_nreg", "inc_max_nreg", "dec_max_nreg",
     "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc", "pdl_trigger", "pdl_sync", "sync_grid",
-    "Persistent", "WS_ATTR", "tma_copy", "copy_cluster", "tma_store_wait", "tma_store_arrive", "cluster_arrive", "cluster_wait", "cluster_sync", "block_rank_in_cluster",
+    "Persistent", "WS_ATTR", "tma_copy", "copy_cluster", "tma_store_wait", "tma_store_arrive", "fence_proxy_async", "cluster_arrive", "cluster_wait", "cluster_sync", "block_rank_in_cluster",
 ]

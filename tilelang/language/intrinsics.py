@@ -1,6 +1,6 @@
 """Scalar device intrinsics of ``T``: fast math (``T.__exp``), IEEE arithmetic with an explicit
 rounding mode (``T.ieee_add``), warp vote / ballot / shuffle / match (``T.any_sync``,
-``T.shfl_sync``), thread-position queries (``T.get_lane_idx``) and bit helpers (``T.__ffs``).
+``T.shfl_sync``, and TVM's ``T.tvm_warp_shuffle`` family), thread-position queries (``T.get_lane_idx``) and bit helpers (``T.__ffs``).
 
 Each builds a call of a CUDA intrinsic or of a ``tl::`` function of ``src/tl/warp.h``; the choice
 of function by dtype and the checks of arguments happen here, when the kernel is traced.
@@ -227,6 +227,27 @@ def shfl_down(value, delta, width=32, mask=_FULL_MASK):
 
 def shfl_up(value, delta, width=32, mask=_FULL_MASK):
     return _shuffle("tl::__shfl_up_sync", value, delta, width, mask)
+
+
+def tvm_warp_shuffle(mask, value, lane, width, warp_size):
+    """TVM's spelling of ``__shfl_sync``: ``value`` of lane ``lane`` of this lane's ``width``-lane
+    group (``warp_size``, the hardware warp's, is implied by the target and not used)."""
+    return _shuffle("tl::__shfl_sync", value, lane, width, mask)
+
+
+def tvm_warp_shuffle_up(mask, value, delta, width, warp_size):
+    """TVM's spelling of ``__shfl_up_sync`` (``warp_size`` unused, as for ``tvm_warp_shuffle``)."""
+    return _shuffle("tl::__shfl_up_sync", value, delta, width, mask)
+
+
+def tvm_warp_shuffle_down(mask, value, delta, width, warp_size):
+    """TVM's spelling of ``__shfl_down_sync`` (``warp_size`` unused, as for ``tvm_warp_shuffle``)."""
+    return _shuffle("tl::__shfl_down_sync", value, delta, width, mask)
+
+
+def tvm_warp_shuffle_xor(mask, value, delta, width, warp_size):
+    """TVM's spelling of ``__shfl_xor_sync`` (``warp_size`` unused, as for ``tvm_warp_shuffle``)."""
+    return _shuffle("tl::__shfl_xor_sync", value, delta, width, mask)
 
 
 def sync_warp(mask=None):
@@ -677,6 +698,7 @@ __all__ = ["access_ptr", "import_source", "ldg32", "ldg64", "ldg128", "ldg256", 
            "lds64", "lds128", "sts32", "sts64", "sts128", "abs2", "activemask", "add2", "assume", "fma2", "max2", "min2", "mul2", "sub2", "device_assert", "dp4a", "extract_lane", "all_of", "all_sync", "any_of", "any_sync", "ballot", "ballot_sync", "fast_rcp", "get_lane_idx",
            "get_warp_group_idx", "get_warp_idx", "get_warp_idx_sync", "ieee_add", "ieee_fdiv", "ieee_fmaf",
            "ieee_frcp", "ieee_frsqrt", "ieee_fsqrt", "ieee_mul", "ieee_sub", "match_all_sync", "match_any_sync",
-           "shfl_down", "shfl_sync", "shfl_up", "shfl_xor", "shuffle_elect", "sync_warp", "syncthreads_and",
+           "shfl_down", "shfl_sync", "shfl_up", "shfl_xor", "shuffle_elect", "sync_warp", "tvm_warp_shuffle",
+           "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "tvm_warp_shuffle_xor", "syncthreads_and",
            "syncthreads_count", "syncthreads_or", "warp_reduce_bitand", "warp_reduce_bitor", "warp_reduce_bitxor",
            "warp_reduce_max", "warp_reduce_min", "warp_reduce_sum"]

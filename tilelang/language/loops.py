@@ -27,7 +27,8 @@ class Parallel:
 
     tl_loop_spec = True
 
-    def __init__(self, *extents, coalesced_width=None, loop_layout=None):
+    def __init__(self, *extents, coalesced_width=None, loop_layout=None, annotations=None):
+        # ``annotations``: upstream's pass hints (``T.WSID``...), with no meaning here
         if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
             extents = tuple(extents[0])
         if not extents:
@@ -52,8 +53,9 @@ class Parallel:
         return out
 
 
-def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):
-    """A serial loop whose copies and computations the compiler overlaps in ``num_stages`` stages."""
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None, annotations=None):
+    """A serial loop whose copies and computations the compiler overlaps in ``num_stages`` stages.
+    ``annotations`` are upstream's pass hints (``T.WSID``...), with no meaning here."""
     if stop is None:
         start, stop = 0, start
     ann = {STAGES_ATTR: int(num_stages)}

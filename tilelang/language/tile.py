@@ -19,11 +19,83 @@ READ, WRITE, READ_WRITE = 1, 2, 3
 
 
 class GemmWarpPolicy(enum.IntEnum):
-    """How ``T.gemm`` partitions the block tile over warps."""
+    """How ``T.gemm`` partitions the block tile over warps.
+
+    ``compute_warp_partition(M, N, num_warps) -> (m_warp, n_warp)`` is upstream's Python helper,
+    which hand-written MMA emitters call (``T.gemm``'s own lowering makes its choice in
+    ``transform.layout_inference.warp_partition``). A warp takes at least 16 rows and 8 columns:
+    FullRow puts every warp along M (when M does not split that way: ``M // 16`` warps along M,
+    the rest along N), FullCol the same along N (``N // 8``), Square picks the exact
+    factorisation ``m * n == num_warps`` within those limits whose per-warp tile
+    (``M / 16m`` by ``N / 8n`` units) has the aspect ratio closest to ``M / N``, smallest ``m``
+    first on ties, and ``(1, 1)`` when none fits.
+    """
 
     Square = 0
     FullRow = 1
     FullCol = 2
+
+    def is_square(self) -> bool:
+        return self == GemmWarpPolicy.Square
+
+    def is_full_row(self) -> bool:
+        return self == GemmWarpPolicy.FullRow
+
+    def is_full_col(self) -> bool:
+        return self == GemmWarpPolicy.FullCol
+
+    @staticmethod
+    def to_prime_factors(num):
+        """Prime factors of ``num``, ascending, with multiplicity (``12 -> [2, 2, 3]``)."""
+        factors, p = [], 2
+        while p * p <= num:
+            while num % p == 0:
+                factors.append(p)
+                num //= p
+            p += 1
+        if num > 1:
+            factors.append(num)
+        return factors
+
+    def compute_warp_partition(self, M, N, num_warps):
+        """``(m_warp, n_warp)`` for an ``M x N`` tile over ``num_warps`` warps (see the class)."""
+        M, N, num_warps = int(M), int(N), int(num_warps)
+        if num_warps < 1:
+            raise ValueError(f"GemmWarpPolicy.compute_warp_partition: num_warps must be positive, got {num_warps}")
+
+        def spill(along, unit, extent):   # all warps along one axis, or as many as fit
+            if extent % (num_warps * unit) == 0:
+                return num_warps, 1
+            fit = extent // unit
+            if fit < 1:
+                raise ValueError(f"GemmWarpPolicy.{self.name}: a {M}x{N} tile has fewer than {unit} "
+                                 f"{along}, the least one warp takes")
+            return fit, max(1, num_warps // fit)
+
+        if self.is_full_row():
+            return spill("rows", 16, M)
+        if self.is_full_col():
+            n, m = spill("columns", 8, N)
+            return m, n
+        ratio = M / N if N > 0 else 1.0
+        best, best_score = (1, 1), float("inf")
+        for m in range(1, min(M // 16, num_warps) + 1):
+            n = num_warps // m
+            if m * n != num_warps or n > N // 8:
+                continue
+            score = abs((M / (16 * m)) / (N / (8 * n)) - ratio)
+            if score < best_score:
+                best, best_score = (m, n), score
+        return best
+
+    @classmethod
+    def from_warp_partition(cls, m_warp: int, n_warp: int) -> "GemmWarpPolicy":
+        """The policy a partition looks like: all along M (FullRow), all along N (FullCol), else Square."""
+        if n_warp == 1 and m_warp > 1:
+            return cls.FullRow
+        if m_warp == 1 and n_warp > 1:
+            return cls.FullCol
+        return cls.Square
 
 
 def _unwrap(x):
@@ -113,19 +185,21 @@ def async_copy(src, dst, coalesced_width=None, annotations=None):
     emit("copy", [src_r, dst_r, int(coalesced_width or 0), ASYNC_COPY])
 
 
-def fill(buffer, value):
-    """Set every element of a buffer (or a slice of one) to ``value``."""
+def fill(buffer, value, annotations=None):
+    """Set every element of a buffer (or a slice of one) to ``value``. ``annotations`` are
+    upstream's pass hints (``T.WSID``...), with no meaning here."""
     emit("fill", [_to_region(buffer, WRITE, what="fill"), value])
 
 
-def clear(buffer):
-    """Set every element to zero."""
+def clear(buffer, annotations=None):
+    """Set every element to zero (``annotations`` as ``T.fill``'s)."""
     fill(buffer, 0)
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
-         clear_accum=False, k_pack=1, wg_wait=0, mbar=None):
-    """C (+)= A @ B on the tensor cores; A and B in shared memory or fragments, C a fragment."""
+         clear_accum=False, k_pack=1, wg_wait=0, mbar=None, annotations=None):
+    """C (+)= A @ B on the tensor cores; A and B in shared memory or fragments, C a fragment.
+    ``annotations`` are upstream's pass hints (``T.WSID``...), with no meaning here."""
     a = _to_region(A, READ, what="gemm")
     b = _to_region(B, READ, what="gemm")
     c = _to_region(C, READ_WRITE, what="gemm")

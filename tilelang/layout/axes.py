@@ -224,28 +224,33 @@ def mma_operand_a(M, K, warp_m, warp_n, num_threads, name="mma A operand", elem_
     return _build((M, K), num_threads, axes, name)
 
 
-def wgmma_accumulator(M, N, warpgroups, num_threads, name="wgmma accumulator"):
-    """The wgmma accumulator layout (src/tl/gemm_sm90.h): warpgroups split M, each thread holds
-    ``MI * N / 2`` elements; warp ``w`` of a warpgroup owns rows ``16w..16w+15`` of each 64-row block."""
-    MW = M // warpgroups
-    MI, NJ = MW // 64, N // 8
+def wgmma_accumulator(M, N, warpgroups, num_threads, name="wgmma accumulator", warpgroups_n=1):
+    """The wgmma accumulator layout (src/tl/gemm_sm90.h): ``warpgroups`` warpgroups split M and
+    ``warpgroups_n`` split N (warpgroup ``wm + warpgroups * wn``), each thread holds
+    ``MI * NW / 2`` elements (``NW = N / warpgroups_n``); warp ``w`` of a warpgroup owns rows
+    ``16w..16w+15`` of each 64-row block."""
+    MW, NW = M // warpgroups, N // warpgroups_n
+    MI, NJ = MW // 64, NW // 8
     axes = [
         Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
         Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
+        Axis("warpgroup_n", THREAD, warpgroups_n, 128 * warpgroups, 1, NW),
         Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8),
         Axis("j", LOCAL, NJ, 4, 1, 8), Axis("mi", LOCAL, MI, 4 * NJ, 0, 64),
     ]
     return _build((M, N), num_threads, axes, name)
 
 
-def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand"):
+def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand", warpgroups_n=1):
     """Register A operand of wgmma: the accumulator layout with N = K (element order per 16-wide
-    k-step), so a converted accumulator feeds the next wgmma unchanged."""
+    k-step), so a converted accumulator feeds the next wgmma unchanged; replicated over the
+    ``warpgroups_n`` warpgroups splitting N (each needs its M warpgroup's whole rows)."""
     MW = M // warpgroups
     MI, KI = MW // 64, K // 16
     axes = [
         Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
         Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
+        Axis("warpgroup_n", THREAD, warpgroups_n, 128 * warpgroups, None),
         Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
         Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 64),
     ]

@@ -4,6 +4,7 @@ roofline estimate of a kernel: ``Analyzer.analysis(kernel.get_tir(...), CUDA("cu
 Compile-pipeline tools built on ``tilelang.instrumentation`` (import them by name):
 ``tilelang.tools.pass_timing`` (per-pass timing report: ``tl.pass_profile``) and
 ``tilelang.tools.lower_trace`` (IR of every pass and the generated source: ``TL_LOWER_TRACE``).
+``tilelang.tools.cuda.iket``: IKET profiling events in CUDA kernels (docs/iket.md).
 """
 
 from tilelang.tools.analyzer import AnalysisResult, Analyzer

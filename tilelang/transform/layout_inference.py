@@ -10,7 +10,9 @@ and passes it on to the other fragments it touches (projected when indexed by a 
 loop variables); a reduction derives its output from its input; a copy into a fragment without
 a layout gives it a vectorised default. When nothing progresses, the first undecided consumer
 gets the default layout and the fixpoint resumes. A layout that disagrees with one already
-chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts.
+chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts; when a default
+led there, the fixpoint reruns with another root for that group of consumers (upstream tries each
+operator as the root; ``_settle``), and the first error stands when none fits.
 Fragments indexed by anything else (``a[i, j // 2]``, ``t[j, i]``, ``b[c, h]`` with ``c`` a serial
 loop) follow upstream: the loop layout must run every iteration on threads that hold what it
 touches (checked by enumeration, ``_serves``); else it is derived from a known fragment's
@@ -58,6 +60,7 @@ class GemmPlan:
     trans_b: bool
     kind: str = "mma"       # "mma" (mma.sync, sm_80+) or "wgmma" (sm_90a)
     warpgroups: int = 0     # wgmma: warpgroups splitting M
+    warpgroups_n: int = 1   # wgmma: warpgroups splitting N (M too small for all of them: wgmma_split)
     no_wait: bool = False   # T.wgmma_gemm: forced wgmma, left in flight (T.wait_wgmma retires it)
     fma: object = None      # kind "fma" (CUDA-core fallback): its FmaGrid (lower_gemm_fma.py)
     entry: str = ""         # kind "mma" before sm_80: "mma_sync_" (Turing entry points, m16n8k8 pairs)
@@ -111,13 +114,30 @@ def warp_partition(M, N, num_warps, policy, span=None):
 
 
 WGMMA_DTYPES = {("float16", "float32"), ("bfloat16", "float32"), ("float16", "float16")}
+WGMMA_FP8 = ("float8_e4m3fn", "float8_e4m3", "float8_e5m2")
 
 
-def wgmma_blocker(info: KernelInfo, stmt, region=None) -> str | None:
+def _least_padding_vector(widest: int, total: int, threads: int) -> int:
+    """The vector width (``widest`` halved down to 1) whose partition of ``total`` iterations over
+    ``threads`` threads pads the fewest iterations; the wider one on a tie (upstream's choice for
+    loops without fragments)."""
+    best, pad = widest, None
+    v = widest
+    while v >= 1:
+        part = threads * v
+        p = -(-total // part) * part - total
+        if pad is None or p < pad:
+            best, pad = v, p
+        v //= 2
+    return best
+
+
+def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> str | None:
     """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
     those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands, warpgroups splitting M into 64-row
-    multiples with every thread of the block (of its thread region, ``region``, which must start
-    at a multiple of its warpgroups) taking part, N <= 256, whole 2-D shared operands (in a thread
+    multiples (or, where M is too small, N too: ``wgmma_split``) with every thread of the block
+    (of its thread region, ``region``, which must start at a multiple of its warpgroups) taking
+    part, N <= 256 per warpgroup (wider: ``_wide_n_blocker``), whole 2-D shared operands (in a thread
     region or a T.wgmma_gemm also one stage of a staged buffer, or slabs of one:
     ``wgmma_subtile``)."""
     args = stmt.value.args
@@ -132,23 +152,31 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None) -> str | None:
     M, N = csh
     K = ash[0] if trans_a else ash[-1]
     da, db, dc = str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype)
-    if da != db or (da, dc) not in WGMMA_DTYPES:
+    fp8 = da in WGMMA_FP8 and db in WGMMA_FP8
+    if fp8:
+        # m64nNk32 on 8-bit floats (any e4m3 / e5m2 pairing): both operands K-major in shared memory
+        if dc not in ("float32", "float16"):
+            return f"8-bit wgmma accumulates in float32 (or float16), got {dc}"
+        if trans_a or not bool(int(args[4].value)):
+            return "8-bit wgmma reads both operands K-major (A as M x K, B as N x K: transpose_B=True)"
+        if scope_of(a.buffer) not in SHARED_SCOPES:
+            return "an 8-bit wgmma A operand must be in shared memory"
+        if K % 32:
+            return f"K={K} is not a multiple of 32 (8-bit wgmma's k-step)"
+    elif da != db or (da, dc) not in WGMMA_DTYPES:
         return f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation, got {da}->{dc}"
     if T % 128:
         return f"{T} threads are not whole warpgroups"
     wg = T // 128
-    if M % (64 * wg):
-        return f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
+    forced = is_wgmma_gemm(stmt)
+    split = wgmma_split(M, N, wg, bool(int(args[4].value)), dc, nbytes(db), forced, K, split_n)
+    if isinstance(split, str):
+        return split
     if region is not None and region.first % (128 * wg):
         return (f"its thread region starts at thread {region.first}, not at a multiple of its {wg} "
                 f"warpgroup(s)")
-    if N % (16 if dc == "float16" else 8) or K % 16:
+    if K % 16:
         return f"N={N} / K={K} out of wgmma's range"
-    forced = is_wgmma_gemm(stmt)
-    if N > 256:
-        why = _wide_n_blocker(N, bool(int(args[4].value)), forced)
-        if why:
-            return why
     for r in (a, b):
         if scope_of(r.buffer) in SHARED_SCOPES:
             shape = [const_int(x) for x in r.buffer.shape]
@@ -165,8 +193,8 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None) -> str | None:
             elif len(shape) != 2 or any(const_int(x) != 0 for x in r.starts) or \
                     [const_int(x) for x in r.extents][-2:] != shape:
                 return f"'{r.buffer.name}' is used in part (wgmma operands are whole 2-D shared buffers)"
-            if shape[0] % 8 or (shape[1] * 2) % 32:
-                return f"'{r.buffer.name}' {shape}: rows must be a multiple of 8 and of 16 columns"
+            if shape[0] % 8 or (shape[1] * nbytes(str(r.buffer.dtype))) % 32:
+                return f"'{r.buffer.name}' {shape}: rows must be a multiple of 8 and of 32 bytes"
         elif r is b:
             return "B must be in shared memory"
         elif trans_a:
@@ -193,6 +221,46 @@ def _wide_n_blocker(N: int, trans_b: bool, forced: bool) -> str | None:
     if not trans_b and inst % (wgmma_swizzle_bytes(N * 2) // 2):
         return f"N={N}: an N-major B splits into {inst}-column instructions, which are not whole swizzle slabs"
     return None
+
+
+SPLIT_N_KEY = "tl.enable_wgmma_split_n"
+
+
+def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced: bool = False, K: int = 16,
+                split_n: bool = True):
+    """How ``wg`` warpgroups share an M x N wgmma tile: ``(warpgroups_m, warpgroups_n)``, or why
+    they cannot (a str). All of them split M into 64-row multiples when M allows it (the only
+    arrangement before N splits existed, kept so those kernels do not change); otherwise the most
+    along M that still splits it, the rest splitting N into ``NW = N / warpgroups_n`` columns each
+    (a multiple of 8, of 16 for a float16 accumulator; with an N-major B, whole swizzle slabs of
+    its ``eb``-byte elements), which every warpgroup covers with m64nNWk16 instructions.
+    ``split_n=False``: M only (``infer_layouts``' retry)."""
+    step = 16 if dc == "float16" else 8
+    why = None
+    for wm in [d for d in range(wg, 0, -1) if wg % d == 0 and (split_n or d == wg)]:
+        wn = wg // wm
+        if M % (64 * wm):
+            why = why or f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
+            continue
+        if N % wn or (N // wn) % step:
+            why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), nor N={N} into "
+                   f"multiples of {step} columns over {wn}") if wn > 1 else f"N={N} / K={K} out of wgmma's range"
+            continue
+        NW = N // wn
+        if wn > 1 and not trans_b and NW % max(1, wgmma_swizzle_bytes(N * eb) // eb):
+            why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), and an N-major B "
+                   f"does not split into whole swizzle slabs over {wn} warpgroups along N")
+            continue
+        if NW > 256:
+            wide = _wide_n_blocker(NW, trans_b, forced)
+            slab = max(1, wgmma_swizzle_bytes(N * eb) // eb)     # B's slabs are those of all N columns
+            if not wide and wn > 1 and not trans_b and wgmma_inst_n(NW) % slab:
+                wide = f"N={N}: an N-major B splits into instructions that are not whole swizzle slabs"
+            if wide:
+                why = wide
+                continue
+        return wm, wn
+    return why
 
 
 def is_wgmma_gemm(stmt) -> bool:
@@ -277,13 +345,17 @@ def slab_stage_shape(shape, dtype: str) -> bool:
 
 
 class _Inference:
-    def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None):
+    def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None,
+                 split_n: bool = True):
         self.info = info
+        self.split_n = split_n      # wgmma warpgroups may split N (wgmma_split); off: infer_layouts' retry
+        self.used_split_n = False   # some gemm was planned with warpgroups splitting N
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
         self.nest_vars = _nest_variables(info)
         self.guard = None       # body_guard of the T.Parallel nest being placed
+        self._stepping = None   # the consumer being placed (_settle: where a conflict arose)
         self.free_indexed = set()       # fragments some T.Parallel nest indexes by other expressions
         for nest in self.nest_vars:
             loop_vars, _, body = parallel_nest(nest)
@@ -339,12 +411,18 @@ class _Inference:
             raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
         line = span_line(span)
         if self.out.wgmma:
-            wg = self.T // 128
-            plan = GemmPlan(M, N, K, wg, 1, trans_a, trans_b, "wgmma", wg, no_wait=is_wgmma_gemm(stmt))
+            split = wgmma_split(M, N, self.T // 128, trans_b, str(c.buffer.dtype), nbytes(str(b.buffer.dtype)),
+                                is_wgmma_gemm(stmt), split_n=self.split_n)
+            # (a gemm in a thread region was checked against the region's warpgroups instead)
+            wg, wgn = split if isinstance(split, tuple) else (self.T // 128, 1)
+            self.used_split_n |= wgn > 1
+            plan = GemmPlan(M, N, K, wg, wgn, trans_a, trans_b, "wgmma", wg, no_wait=is_wgmma_gemm(stmt),
+                            warpgroups_n=wgn)
             self.out.gemms[stmt] = plan
-            self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T), span, f"T.gemm (line {line}, wgmma)")
+            self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T, warpgroups_n=wgn), span,
+                        f"T.gemm (line {line}, wgmma)")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
-                self.assign(a.buffer, wgmma_operand_a(M, K, wg, self.T), span,
+                self.assign(a.buffer, wgmma_operand_a(M, K, wg, self.T, warpgroups_n=wgn), span,
                             f"T.gemm A operand (line {line}, wgmma)")
         else:
             wm, wn = warp_partition(M, N, self.T // 32, policy, span)
@@ -719,6 +797,10 @@ class _Inference:
             # narrower vector before replicas (T.Parallel(128) on 128 threads: one element each)
             while vec > 1 and math.prod(ext) % (self.T * vec):
                 vec //= 2
+        else:
+            # a loop over memory only: the widest vector that leaves the fewest threads idle
+            # (T.Parallel(128) on 128 threads: one element per thread, not four on one warp)
+            vec = _least_padding_vector(vec, math.prod(ext), self.T)
         # Known partial-index fragments constrain the loop: build the loop layout from one of them.
         for b, idx in frags:
             if self.known(b) is not None:
@@ -814,7 +896,7 @@ class _Inference:
             self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
             return False
-        return all(wgmma_blocker(self.info, g, self.regions.get(g)) is None for g in gemms)
+        return all(wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None for g in gemms)
 
     def _require_wgmma(self, gemms, forced):
         """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
@@ -826,7 +908,7 @@ class _Inference:
             elif self.configs.get("tl.disable_wgmma"):
                 why = "tl.disable_wgmma is set"
             else:
-                why = wgmma_blocker(self.info, g, self.regions.get(g))
+                why = wgmma_blocker(self.info, g, self.regions.get(g), self.split_n)
             if why is None:
                 continue
             a, b, c = (decode_region(x) for x in g.value.args[:3])
@@ -887,19 +969,7 @@ class _Inference:
                 shape = [const_int(x) for x in buf.shape]
                 self.assign(buf, replicated_fragment(shape, self.T), None,
                             "its use outside tile operations (replicated: every thread evaluates it)")
-        pending = consumers
-        while pending:
-            rest = [s for s in pending if not self.step(s, force=False)]
-            if len(rest) == len(pending):
-                # Nothing placed anything: give a default, to a copy's fragment first (vectorised
-                # for the copy), else to the first statement in program order.
-                # (the loop staging a view for a reduction places the fragments it reads first)
-                first = next((s for s in rest if isinstance(s, tirx.For) and VIEW_STAGING in s.annotations),
-                             next((s for s in rest if op_name(s) in ("copy", "atomic") and not self._defer(s)),
-                                  next((s for s in rest if op_name(s) not in ("copy", "atomic")), rest[0])))
-                self.step(first, force=True)
-                rest = [s for s in rest if s is not first]
-            pending = rest
+        self._settle(consumers)
         epoch = [decode_region(s.value.args[0]).buffer for s in _tl_calls(self.info.body, "reducer_init")] + [
             s.value.args[0].source for s in _tl_calls(self.info.body, "reducer_update")] + [
             decode_region(s.value.args[0]).buffer for s in _tl_calls(self.info.body, "finalize_reducer")
@@ -1047,6 +1117,57 @@ class _Inference:
         self.out.origin[buf] = "T.alloc_reducer (narrow plan: the layout of its update loop, reduced dims dropped)"
         self.out.reducers[buf] = ReducerPlan(steps, lane)
 
+    def _settle(self, consumers):
+        """The consumer fixpoint, rerun from other roots where a default was a bad one (upstream
+        tries every operator of a group as the root of its free inference and keeps one that
+        succeeds). The first run is the plain program-order fixpoint; only when it ends in a
+        layout conflict (TL0201 / TL0203) is the last default given in the failing statement's
+        group (consumers linked by the fragments they share) ruled out as a root, and the
+        fixpoint reruns from the layouts it started with (a rerun failing in any way rules out
+        its root too). When no other root fits, the first run's error stands: a real conflict
+        is reported as it always was."""
+        saved = (dict(self.out.fragments), dict(self.out.origin), dict(self.out.loops))
+        group, banned, first_err = None, [], None
+        for _ in range(ROOT_RETRIES + 1):
+            forced = []
+            self._stepping = None
+            try:
+                self._fixpoint(consumers, banned, forced)
+                return
+            except Exception as err:     # noqa: BLE001 - a later root failing in any way: not that root
+                if first_err is None and not (isinstance(err, LoweringError) and err.code in ("TL0201", "TL0203")):
+                    raise
+                first_err = first_err or err
+                group = group or _consumer_groups(consumers)
+                failing = group.get(self._stepping)
+                culprit = next((s for s in reversed(forced) if failing is not None and group.get(s) == failing
+                                and not any(s is b for b in banned)), None)
+                if culprit is None:
+                    raise first_err from None
+                banned.append(culprit)
+                fragments, origin, loops = saved
+                self.out.fragments, self.out.origin, self.out.loops = dict(fragments), dict(origin), dict(loops)
+        raise first_err
+
+    def _fixpoint(self, consumers, banned, forced):
+        """Place consumers in program order until none is left; when none can place anything, give
+        a default to one (recorded in ``forced``): a copy's fragment first (vectorised for the
+        copy), else the first statement in program order, passing over the ``banned`` roots while
+        another is left."""
+        pending = consumers
+        while pending:
+            rest = [s for s in pending if not self.step(s, force=False)]
+            if len(rest) == len(pending):
+                # (the loop staging a view for a reduction places the fragments it reads first)
+                allowed = [s for s in rest if not any(s is b for b in banned)] or rest
+                first = next((s for s in allowed if isinstance(s, tirx.For) and VIEW_STAGING in s.annotations),
+                             next((s for s in allowed if op_name(s) in ("copy", "atomic") and not self._defer(s)),
+                                  next((s for s in allowed if op_name(s) not in ("copy", "atomic")), allowed[0])))
+                forced.append(first)
+                self.step(first, force=True)
+                rest = [s for s in rest if s is not first]
+            pending = rest
+
     def _defer(self, s) -> bool:
         """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable
         index waits for that loop to place it: the loop knows which threads need which element."""
@@ -1073,6 +1194,7 @@ class _Inference:
         return out
 
     def step(self, s, force: bool) -> bool:
+        self._stepping = s      # (the statement a layout conflict is raised in: _settle)
         with self.threads_of(s):
             return self._step(s, force)
 
@@ -1112,6 +1234,33 @@ class _Inference:
                 shape = [const_int(x) for x in r.buffer.shape]
                 self.assign(r.buffer, default_fragment(shape, self.T, 1), s.span, "its default")
         return self.try_copy(s)
+
+
+ROOT_RETRIES = 16   # _settle: other roots tried after a conflict, at most
+
+
+def _consumer_groups(consumers) -> dict:
+    """consumer -> group number: consumers that touch a common fragment are in one group (as in
+    upstream's connected components of tile operators)."""
+    parent = list(range(len(consumers)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owners = []     # [(fragment, first consumer touching it)]
+    for i, s in enumerate(consumers):
+        for b, _, _ in buffer_accesses(s):
+            if scope_of(b) != FRAGMENT_SCOPE:
+                continue
+            j = next((k for f, k in owners if f.same_as(b)), None)
+            if j is None:
+                owners.append((b, i))
+            else:
+                parent[find(i)] = find(j)
+    return {s: find(i) for i, s in enumerate(consumers)}
 
 
 def finalize_parts(args):
@@ -1523,9 +1672,22 @@ def _nest_variables(info) -> dict:
 
 
 def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None) -> Layouts:
-    """Layouts for ``info`` on ``arch`` (``sm_90a`` selects wgmma gemms where every gemm allows it)."""
+    """Layouts for ``info`` on ``arch`` (``sm_90a`` selects wgmma gemms where every gemm allows it).
+    A kernel whose wgmma plan splits warpgroups along N but whose fragments cannot take those
+    layouts (a split accumulator copied into a replicated register A operand, say) is planned
+    again without N splits: as before they existed (mma.sync where M cannot split)."""
     try:
-        return _Inference(info, arch, pass_configs).run()
+        # Warpgroups splitting N are opt-in until they are measured correct on the H200 across the
+        # kernels that take them (session 12: upstream's grouped gemm at 64x128 tiles on 256
+        # threads gave wrong results, and mla_decode's plan overran shared memory by 128 bytes)
+        split_n = bool((pass_configs or {}).get(SPLIT_N_KEY, False))
+        first = _Inference(info, arch, pass_configs, split_n=split_n)
+        try:
+            return first.run()
+        except (LoweringError, LayoutError):
+            if not first.used_split_n:
+                raise
+        return _Inference(info, arch, pass_configs, split_n=False).run()
     except LayoutError as err:
         raise LoweringError("TL0202", f"no fragment layout fits: {err}") from None
 

@@ -201,14 +201,20 @@ def lower_copy(lw, stmt):
                             "bytes and cannot unpack two fp4 values per byte; copy a TMA-able tile or keep the "
                             "shared buffer packed (float4_e2m1fn)", stmt.span)
     vec = _vector_width(lw, src, dst, sd, dd, tile)
+    # cp.async only where something overlaps with it (upstream's rule): T.async_copy, or a producer
+    # of a pipelined loop (committed and waited for by the pipeline). A lone copy would be waited
+    # for at once: plain 16-byte loads and stores do the same without the commit/wait round trip.
     use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and _vec_bytes(vec, src.dtype) >= 4
                  and src.dtype == dst.dtype
-                 and (forced or not lw.configs.get("tl.disable_async_copy", False)))
+                 and (forced or (lw.in_producer and not lw.configs.get("tl.disable_async_copy", False))))
     if forced and not use_async:
         raise LoweringError("TL0002", f"T.async_copy {src.buffer.name} -> {dst.buffer.name}: cp.async needs runs of "
                             f"at least 4 contiguous bytes of one dtype (here {vec} x {src.dtype} -> {dst.dtype})",
                             stmt.span)
     body = _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, stmt.span)
+    if not use_async:
+        # thread_sync.thread_elements: which thread moves which shared element
+        lw.__dict__.setdefault("sync_copies", {})[stmt] = (src, dst, sd, dd, tile, vec, lw.T, lw.tid)
     if use_async and not lw.in_producer:
         wait = [] if forced else [evaluate_extern("tl::cp_async_wait<0>")]
         body = seq([body, evaluate_extern("tl::cp_async_commit")] + wait)
@@ -511,6 +517,39 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
     if iters == 1:
         return one
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True}, span=span)
+
+
+def copy_thread_elements(lw, record, max_pairs):
+    """{shared buffer: {element index tuple: set of thread slots}} of a copy lowered by
+    ``_threaded_copy`` (``record`` as ``lower_copy`` keeps it): vector q = it * T + tid of the tile
+    in row-major order, ``vec`` consecutive elements each. None when a shared side's start is not a
+    constant or the copy has more than ``max_pairs`` (thread, element) pairs."""
+    src, dst, sd, dd, tile, vec, threads, _ = record
+    total = math.prod(tile) // vec
+    if total * vec > max_pairs:
+        return None
+    out = {}
+    for region, dims in ((src, sd), (dst, dd)):
+        if scope_of(region.buffer) not in SHARED_SCOPES:
+            continue
+        starts = [const_int(lw.rewrite(s)) for s in region.starts]
+        if None in starts:
+            return None
+        owners = out.setdefault(region.buffer, {})
+        inner_vecs = tile[-1] // vec
+        for q in range(total):
+            pos, rest = [], q
+            for k in reversed(range(len(tile))):
+                ext = inner_vecs if k == len(tile) - 1 else tile[k]
+                pos.append(rest % ext)
+                rest //= ext
+            pos.reverse()
+            for lane in range(vec):
+                idx = list(starts)
+                for j, (d, p) in enumerate(zip(dims, pos)):
+                    idx[d] += p * vec + lane if j == len(dims) - 1 else p
+                owners.setdefault(tuple(idx), set()).add(q % threads)
+    return out
 
 
 def _store_raw(lw, region, idx, value, span):

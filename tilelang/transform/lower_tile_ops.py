@@ -31,7 +31,7 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, seq,
+from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, map_stmts, seq,
                                 simplify, substitute_stmt, uses_vars, walk_stmts)
 from tilelang.transform import (lower_copy, lower_im2col, lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan,
                                 thread_sync, user_barriers, user_ws, warp_specialize)
@@ -97,6 +97,10 @@ class Lowerer:
                                    "two blocks fit on an SM, which a grid of one block per SM would keep apart")
             self.ws.persistent = None
             self._plan_memory()
+        if self.ws is not None:   # two blocks per SM for a one-warpgroup GEMM (setmaxnreg; may drop persistence)
+            warp_specialize.plan_pair(self, SMEM_BUDGET_SM90)
+            warp_specialize.plan_ring(self, SMEM_BUDGET_SM90)   # one more buffer for the wgmma kept in flight
+        self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
         if self.cluster_dims is None:
@@ -473,6 +477,8 @@ class Lowerer:
         layout = self.layouts.loops[loop_vars[0]]
         if layout.num_threads != self.T:     # over a range of the threads (check_all_threads)
             layout = memory_loop_layout(body, list(layout.shape), self.T)
+        # thread_sync.thread_elements: which thread touches which shared element
+        self.__dict__.setdefault("nest_layouts", {})[stmt] = (layout, self.T, self.tid)
         v = tirx.Var("v", "int32")
         self.bind_loop(v, max(layout.local_size, 1))
         idx = layout.index(self.tid, v)
@@ -494,7 +500,18 @@ class Lowerer:
                     cond = tirx.And(cond, c)
                 new_body = tirx.IfThenElse(cond, new_body, None)
         if layout.replication > 1 and _writes_memory(body, self.layouts.reducers):
-            new_body = tirx.IfThenElse(tirx.EQ(layout.replica_index(self.tid), i32(0)), new_body, None)
+            first = tirx.EQ(layout.replica_index(self.tid), i32(0))
+            # the registers of whole-block reducers take one replica's update only (the all-reduce
+            # adds every thread's partial); other registers are each replica's own copy
+            folded = {self.frag[b] for b, plan in self.layouts.reducers.items() if plan is None and b in self.frag}
+            own = set(self.frag.values()) - folded
+            if _writes_registers(new_body, own):
+                # every replica keeps its own copy of the registers the body writes (a replicated
+                # ``mean[i] = ...`` read by every thread later): only the memory effects (and
+                # whole-block reducer updates) are left to the first replica
+                new_body = _guard_effects(new_body, first, own, self.layouts.reducers, folded)
+            else:
+                new_body = tirx.IfThenElse(first, new_body, None)
         n = max(layout.local_size, 1)
         if n == 1:
             return substitute_stmt(new_body, {v: i32(0)})
@@ -570,7 +587,7 @@ class Lowerer:
             fn = "tl::wgmma_gemm_ss" if a_shared else "tl::wgmma_gemm_rs"
             if asynchronous:
                 fn = "tl::wgmma_gemm_ss_async" if a_shared else "tl::wgmma_gemm_rs_async"
-            common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            common = f"{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
         else:
             ldb = const_int(b.buffer.shape[-1])
@@ -636,12 +653,12 @@ class Lowerer:
         ta = {"float16": "half", "bfloat16": "__nv_bfloat16"}[str(b.buffer.dtype)]
         if a_shared:
             desc_a, swa = self._wgmma_descriptor(a, plan.trans_a, plan.K)
-            head = (f"tl::wgmma_gemm_ss_desc<{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_a)}, "
+            head = (f"tl::wgmma_gemm_ss_desc<{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_a)}, "
                     f"{_b(plan.trans_b)}")
             tail = f"{swa}, {swb}, {ta}>"
             make = lambda cl: evaluate_extern(f"{head}, {cl}, {tail}", desc_a, desc_b, c_ptr, span=stmt.span)
         else:
-            head = f"tl::wgmma_gemm_rs_desc<{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_b)}"
+            head = f"tl::wgmma_gemm_rs_desc<{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_b)}"
             make = lambda cl: evaluate_extern(f"{head}, {cl}, {swb}>", a_ptr, desc_b, c_ptr, span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
@@ -888,6 +905,36 @@ def _writes_memory(body, reducers=None) -> bool:
     return bool(found)
 
 
+def _writes_registers(body, registers) -> bool:
+    """Whether the lowered body stores to one of ``registers`` (each replica's own copies)."""
+    found = []
+    walk_stmts(body, lambda s: found.append(s) if isinstance(s, tirx.BufferStore) and s.buffer in registers
+               else None)
+    return bool(found)
+
+
+def _own_register(buf, registers, folded) -> bool:
+    """A store every replica makes for itself: the fragment registers in ``registers`` and the
+    body's own local temporaries, not a whole-block reducer's registers (``folded``)."""
+    return buf in registers or (scope_of(buf) == "local" and buf not in folded)
+
+
+def _guard_effects(body, cond, registers, reducers, folded=frozenset()):
+    """``body`` with each statement of effect beyond this thread's own ``registers`` (a store to
+    shared or global memory, a whole-block reducer's update, a call) under ``cond``; stores to
+    ``registers`` and control flow stay unguarded."""
+    def pre(s):
+        if isinstance(s, tirx.BufferStore):
+            if _own_register(s.buffer, registers, folded):
+                return s
+            return tirx.IfThenElse(cond, s, None)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.IfThenElse(cond, s, None) if _writes_memory(s, reducers) else s
+        return None
+
+    return map_stmts(body, pre=pre)
+
+
 def find_swizzle(body):
     """(panel, order) of the kernel's first ``T.use_swizzle``, or None (the one the lowering uses)."""
     found = []
@@ -906,6 +953,14 @@ def _elems(buf) -> int:
 
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
+
+
+def _wgmma_warpgroups(plan) -> str:
+    """The warpgroup argument of the tl::wgmma_gemm_* templates: the number splitting M, or
+    ``tl::Warpgroups<M, N>`` when warpgroups split N too (src/tl/gemm_sm90.h)."""
+    if plan.warpgroups_n == 1:
+        return str(plan.warpgroups)
+    return f"tl::Warpgroups<{plan.warpgroups}, {plan.warpgroups_n}>"
 
 
 def _cast_vector_width(body, v, n, registers) -> int:

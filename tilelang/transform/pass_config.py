@@ -28,10 +28,14 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
+    TL_DISABLE_BLOCK_PAIR = "tl.disable_block_pair"
+    TL_DISABLE_RING_EXTRA_STAGE = "tl.disable_ring_extra_stage"
     TL_DISABLE_EPILOGUE_STAGING = "tl.disable_epilogue_staging"
     TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
+    TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
+    TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
@@ -102,6 +106,11 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PERSISTENT: "on sm_90a, a warp-specialised GEMM main loop keeps one output tile per "
                                          "block instead of a persistent grid (one block per SM looping over the "
                                          "tiles, its producer loading the next tile during the epilogue)",
+    PassConfigKey.TL_DISABLE_BLOCK_PAIR: "on sm_90a, a warp-specialised GEMM main loop with one consumer warpgroup "
+                                         "runs one block per SM instead of two (setmaxnreg 40 / 216 under "
+                                         "__launch_bounds__(256, 2))",
+    PassConfigKey.TL_DISABLE_RING_EXTRA_STAGE: "on sm_90a, a warp-specialised GEMM main loop's ring keeps num_stages "
+                                               "buffers instead of one more for the wgmma group kept in flight",
     PassConfigKey.TL_DISABLE_EPILOGUE_STAGING: "on sm_90a, a wgmma accumulator copied to a global tensor is "
                                                "stored from registers instead of through a swizzled shared "
                                                "tile and TMA stores",
@@ -110,6 +119,12 @@ EFFECTS = {
                                         "each loading half of it with TMA multicast (correct; measured within 1-2 % "
                                         "of the default, not faster)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
+    PassConfigKey.TL_DISABLE_ATTENTION_SCHEDULE: "a one-stage T.Pipelined attention loop keeps each T.copy "
+                                                 "where it is written (loaded and waited for on the spot) instead "
+                                                 "of issuing the K and V loads together at the top of the body",
+    PassConfigKey.TL_ENABLE_WGMMA_SPLIT_N: "experimental (sm_90a): when M cannot be split into 64-row blocks over "
+        "the block's warpgroups (M=64 on 256 threads), the warpgroups split N instead and the gemm takes wgmma "
+        "(without it such kernels use mma.sync); not yet measured correct on every kernel shape",
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",

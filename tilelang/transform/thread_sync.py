@@ -3,10 +3,14 @@ race with an earlier statement's (read-after-write, write-after-read, write-afte
 different statements), and at the end of a loop body when the next iteration's first accesses
 race with this iteration's last ones.
 
-The analysis runs on the tile-level statements before lowering: a tile op's operands say which
-shared buffers it reads and writes, so no per-element reasoning is needed. It is conservative:
-two statements touching the same buffer are assumed to use different thread mappings, and
-buffers that share bytes (disjoint lifetimes, ``smem_plan``) count as the same buffer.
+The analysis runs on the tile-level statements: a tile op's operands say which shared buffers it
+reads and writes. It is conservative: two statements touching the same buffer are assumed to use
+different thread mappings, and buffers that share bytes (disjoint lifetimes, ``smem_plan``) count
+as the same buffer, with one exception (``thread_elements``): where every statement involved is a
+synchronous threaded ``T.copy`` or a ``T.Parallel`` nest whose per-thread shared elements are known
+exactly (the copy's partition, the nest's loop layout), and every element both touch belongs to one
+and the same thread, the thread reads back only what it wrote itself and no barrier goes between
+them (upstream's rms_norm: a copy into a tile, an element-wise loop over it, a copy out of it).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import evaluate_extern, seq, walk_stmts
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
+
+ASYNC_COPY_FLAG = 3     # the T.copy flag of T.async_copy (language/tile.py: committed, not waited for)
 
 
 def shared_rw(stmt):
@@ -116,45 +122,120 @@ def _widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None, rw=shared_rw):
+def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
     accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
     ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
-    for thread-level TIR)."""
+    for thread-level TIR); ``owners(k)``: ``thread_elements`` of statement k (None: unknown), to
+    skip a barrier between statements whose common elements each belong to one thread."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
+    in_flight = []      # destinations of T.async_copy issued in this sequence, one commit group each
+    pending = []        # (k, reads, writes) of the statements since the last barrier
     for k, s in enumerate(stmts):
         # a T.ws block is ordered against the others by the user's mbarriers
         r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
+        # cp.async data lands at the wait retiring its group, not at the issue: from there on
+        # the tile counts as written again (a reader after a barrier between issue and wait
+        # needs one more, after the wait)
+        landed, in_flight = _async_landing(s, in_flight)
         if alias:
-            r, w = _widen(r, alias), _widen(w, alias)
+            r, w, landed = _widen(r, alias), _widen(w, alias), _widen(landed, alias)
         if r or w:
             touching += 1
-        if conflict(r, w, pend_r, pend_w):
+        if conflict(r, w, pend_r, pend_w) and not (
+                owners is not None and not landed and _same_owner([(k, r, w)], pending, owners)):
             syncs.append(k)
             pend_r, pend_w = set(), set()
+            pending = []
             head_open = False
         if head_open:
             head_r |= r
-            head_w |= w
+            head_w |= w | landed
         pend_r |= r
-        pend_w |= w
+        pend_w |= w | landed
+        pending.append((k, r, w | landed) if not landed else (None, r, w | landed))
     return syncs, (pend_r, pend_w), (head_r, head_w), touching
 
 
+def _same_owner(later, earlier, owners) -> bool:
+    """Whether no access of the statements ``later`` [(k, reads, writes)] races with one of
+    ``earlier``: for every shared buffer written on one side and touched on the other, each
+    statement touching it has known per-thread elements of it (``owners(k)``) and every element
+    of it that both sides touch is touched by one thread only. ``k`` None: unknown."""
+    for k1, r1, w1 in later:
+        for k2, r2, w2 in earlier:
+            for b in (r1 & w2) | (w1 & r2) | (w1 & w2):
+                o1 = owners(k1) if k1 is not None else None
+                o2 = owners(k2) if k2 is not None else None
+                if o1 is None or o2 is None or b not in o1 or b not in o2:
+                    return False
+                e1, e2 = o1[b], o2[b]
+                if len(e2) < len(e1):
+                    e1, e2 = e2, e1
+                for e, t1 in e1.items():
+                    t2 = e2.get(e)
+                    if t2 is not None and (len(t1) != 1 or t1 != t2):
+                        return False
+    return True
+
+
+def _async_landing(stmt, in_flight):
+    """(buffers whose cp.async data a ``tl::cp_async_wait<n>`` in ``stmt`` retires, the groups
+    still in flight after ``stmt``): each ``T.async_copy`` commits one group; a wait keeps the
+    last n in flight."""
+    landed = set()
+
+    def visit(s):
+        nonlocal in_flight
+        if not isinstance(s, tirx.Evaluate):
+            return
+        v = s.value
+        if is_tl_call(v, "copy") and len(v.args) > 3 and isinstance(v.args[3], tirx.IntImm) \
+                and int(v.args[3]) == ASYNC_COPY_FLAG:
+            in_flight = in_flight + [decode_region(v.args[1]).buffer]
+        elif isinstance(v, tirx.Call) and getattr(v.op, "name", None) == "tirx.call_extern" and v.args:
+            fn = str(getattr(v.args[0], "value", ""))
+            if fn.startswith("tl::cp_async_wait<"):
+                n = int(fn[len("tl::cp_async_wait<"):-1])
+                keep = in_flight[len(in_flight) - n:] if n else []
+                landed.update(in_flight[:len(in_flight) - len(keep)])
+                in_flight = keep
+
+    walk_stmts(stmt, visit)
+    return landed, in_flight
+
+
 def lower_sequence(lw, stmts):
+    return _lower_planned(lw, stmts)[0]
+
+
+def _lower_planned(lw, stmts):
+    """(the lowered sequence with its barriers, the plan: ``plan_sequence``'s result). Statements
+    are lowered before the final plan is made, so that it can use how they were lowered
+    (``thread_elements``)."""
     planned = stmts
     if getattr(lw, "ws", None) is not None and lw.ws.heads:
         # a head copy is the TMA producer's, behind an mbarrier the consumers wait on: no barrier
         planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if lw.ws.is_head(s) else s for s in stmts]
-    syncs, _, _, _ = plan_sequence(planned, getattr(lw, "smem_alias", None))
-    out = []
+    alias = getattr(lw, "smem_alias", None)
+    conservative = plan_sequence(planned, alias)
+    # barriers are built in program order, interleaved with the lowering as always (a barrier
+    # over a thread range takes the next free id when first built)
+    syncs, lowered = {}, []
     for k, s in enumerate(stmts):
-        if k in syncs:
-            out.append(sync_stmt(lw))
-        out.append(lw.lower(s))
-    return seq(out)
+        if k in conservative[0]:
+            syncs[k] = sync_stmt(lw)
+        lowered.append(lw.lower(s))
+    owners = _owners_fn(lw, stmts)
+    plan = plan_sequence(planned, alias, owners=owners) if owners is not None else conservative
+    out = []
+    for k, s in enumerate(lowered):
+        if k in plan[0]:
+            out.append(syncs[k] if k in syncs else sync_stmt(lw))
+        out.append(s)
+    return seq(out), plan, owners
 
 
 def lower_loop_body(lw, body):
@@ -164,11 +245,171 @@ def lower_loop_body(lw, body):
         stmts = body
     else:
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    syncs, (tail_r, tail_w), (head_r, head_w), touching = plan_sequence(stmts, getattr(lw, "smem_alias", None))
-    lowered = lower_sequence(lw, stmts)
-    if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w):
+    lowered, plan, owners = _lower_planned(lw, stmts)
+    syncs, (tail_r, tail_w), (head_r, head_w), touching = plan
+    if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w) \
+            and not _wraps_same_owner(lw, stmts, syncs, owners):
         lowered = seq([lowered, sync_stmt(lw)])
     return lowered
+
+
+def _wraps_same_owner(lw, stmts, syncs, owners) -> bool:
+    """Whether the next iteration's accesses up to the first barrier cannot race with this
+    iteration's since the last one (``_same_owner``: each common element belongs to one thread)."""
+    if owners is None:
+        return False
+    first = syncs[0] if syncs else len(stmts)
+    last = syncs[-1] if syncs else 0
+    alias = getattr(lw, "smem_alias", None)
+
+    def accesses(ks):
+        out = []
+        for k in ks:
+            r, w = (set(), set()) if user_ws.is_ws(stmts[k]) else shared_rw(stmts[k])
+            if alias:
+                r, w = _widen(r, alias), _widen(w, alias)
+            if _async_landing(stmts[k], [])[1] or _has_async_wait(stmts[k]):
+                return None
+            if r or w:
+                out.append((k, r, w))
+        return out
+
+    head, tail = accesses(range(first)), accesses(range(last, len(stmts)))
+    return head is not None and tail is not None and _same_owner(head, tail, owners)
+
+
+def _has_async_wait(stmt) -> bool:
+    found = []
+
+    def visit(s):
+        if isinstance(s, tirx.Evaluate) and isinstance(s.value, tirx.Call) and s.value.args \
+                and str(getattr(s.value.args[0], "value", "")).startswith("tl::cp_async_wait<"):
+            found.append(s)
+
+    walk_stmts(stmt, visit)
+    return bool(found)
+
+
+# ----------------------------------------------------------------------- per-thread elements
+MAX_PAIRS = 1 << 14     # (thread, element) pairs enumerated per statement; past it: unknown
+
+
+def _owners_fn(lw, stmts):
+    """``owners(k)`` for ``plan_sequence``: ``thread_elements`` of statement k, memoised; None
+    where the kernel's structure rules the elision out (warp specialisation, T.ws roles)."""
+    if getattr(lw, "ws", None) is not None or getattr(lw, "role_block", None) is not None:
+        return None
+    memo = {}
+
+    def owners(k):
+        if k not in memo:
+            memo[k] = thread_elements(lw, stmts[k])
+        return memo[k]
+
+    return owners
+
+
+def thread_elements(lw, stmt):
+    """{shared buffer: {element index tuple: set of thread slots}} for a statement whose per-thread
+    shared accesses are known exactly once it is lowered: a ``T.copy`` lowered as a synchronous
+    threaded copy (``lower_copy.copy_thread_elements``) or a ``T.Parallel`` nest (its loop layout,
+    every shared access's indices evaluated at every (thread, register)). None otherwise. Both
+    record the thread index they were lowered with; statements lowered over different thread
+    ranges never compare equal (the slot numbers would mean different threads)."""
+    from tilelang.transform import lower_copy
+    rec = getattr(lw, "sync_copies", {}).get(stmt)
+    if rec is not None:
+        out = lower_copy.copy_thread_elements(lw, rec, MAX_PAIRS)
+        return None if out is None else _tagged(out, rec[6], rec[7])
+    rec = getattr(lw, "nest_layouts", {}).get(stmt)
+    if rec is not None and is_parallel_nest(stmt):
+        out = _nest_elements(stmt, *rec[:2])
+        return None if out is None else _tagged(out, rec[1], rec[2])
+    return None
+
+
+def _tagged(out, threads, tid):
+    """Thread slots qualified by the thread count and index expression they were lowered with."""
+    key = (int(threads), str(tid))
+    return {b: {e: {(key, t) for t in ts} for e, ts in owners.items()} for b, owners in out.items()}
+
+
+def _nest_elements(stmt, layout, threads):
+    loop_vars = list(_nest_vars(stmt))
+    body = stmt
+    for _ in loop_vars:
+        body = body.body
+    if int(getattr(layout, "num_threads", -1)) != int(threads):
+        return None
+    n = max(int(layout.local_size), 1)
+    if int(threads) * n > MAX_PAIRS:
+        return None
+    accesses = []   # (buffer, indices)
+
+    def on_stmt(s):
+        if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
+            accesses.append((s.buffer, list(s.indices)))
+
+    def on_load(e):
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+            accesses.append((e.source, list(e.indices)))
+        return None
+
+    import tvm_ffi
+    walk_stmts(body, on_stmt)
+    tvm_ffi.structural_walk(body, [(ir.TensorLoad, on_load)], order="pre")
+    if not accesses:
+        return {}
+    tid_v, loc_v = tirx.Var("t", "int32"), tirx.Var("r", "int32")
+    idx = layout.index(tid_v, loc_v)
+    out = {}
+    try:
+        for t in range(int(threads)):
+            for v in range(n):
+                env = {tid_v: t, loc_v: v}
+                env = {lv: _eval(e, env) for lv, e in zip(loop_vars, idx)}
+                for buf, indices in accesses:
+                    elem = tuple(_eval(i, env) for i in indices)
+                    out.setdefault(buf, {}).setdefault(elem, set()).add(t)
+    except _Unknown:
+        return None
+    return out
+
+
+def _nest_vars(stmt):
+    from tilelang.transform.kernel import parallel_nest
+    return parallel_nest(stmt)[0]
+
+
+class _Unknown(Exception):
+    """An index that is not an integer function of the loop's thread and register."""
+
+
+_BIN = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,
+    "Min": min, "Max": max,
+}
+
+
+def _eval(e, env):
+    """The integer value of index expression ``e`` with ``env`` giving its variables."""
+    if isinstance(e, tirx.IntImm):
+        return int(e.value)
+    if isinstance(e, tirx.Var):
+        for var, val in env.items():
+            if var.same_as(e):
+                return val
+        raise _Unknown
+    if isinstance(e, tirx.Cast) and "int" in str(e.dtype):
+        return _eval(e.value, env)
+    op = _BIN.get(type(e).__name__)
+    if op is not None:
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        if type(e).__name__ in ("FloorDiv", "FloorMod") and b == 0:
+            raise _Unknown
+        return op(a, b)
+    raise _Unknown
 
 
 def _touching_leaves(stmts) -> int:

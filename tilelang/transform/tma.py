@@ -1,7 +1,7 @@
 """TMA boxes: the tensor map of a shared tile copied to or from a global tensor, and the box loads.
 
 ``box_spec`` decides whether the Tensor Memory Accelerator can move a (rows, columns) tile of a
-16-bit global tensor, cut into swizzle slabs, and returns the ``KernelArtifact.tensormaps`` entry
+16- or 8-bit global tensor, cut into swizzle slabs, and returns the ``KernelArtifact.tensormaps`` entry
 (dims, byte strides, box, swizzle) the launcher encodes, or a sentence saying why not. Asked by
 warp specialisation (the producer's loads: ``copy_spec``, ``tile_loads``), by the copy lowering
 (TMA stores of an epilogue tile: ``tma_box_spec``) and, before the tile exists, by
@@ -37,7 +37,7 @@ def tma_box_spec(lw, src, dst, index) -> dict | str:
 
 
 def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dict | str:
-    """The tensor map of a ``tile`` (rows, columns) box of 16-bit ``dtype`` elements, cut into
+    """The tensor map of a ``tile`` (rows, columns) box of 16- or 8-bit ``dtype`` elements, cut into
     ``width``-column swizzle slabs, at the global region ``src``, or why TMA cannot move it.
     Also asked, before the tile exists, by ``stage_epilogue`` (``tile_name``: for messages)."""
     name = src.buffer.name
@@ -48,8 +48,9 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dic
     tile = [const_int(x) for x in tile]
     ext = [const_int(x) for x in src.extents]
     rank = len(shape)
-    if None in shape or nbytes(str(src.buffer.dtype)) != 2:
-        return f"'{name}' is not a 16-bit tensor with a static shape"
+    esize = nbytes(str(src.buffer.dtype))
+    if None in shape or esize not in (1, 2):
+        return f"'{name}' is not a 16- or 8-bit tensor with a static shape"
     if not 2 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext:
         return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
     if str(src.buffer.dtype) != dtype:
@@ -67,18 +68,19 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dic
         # The hardware swizzles by shared-memory address bits (8 rows of a slab per pattern): a
         # slab after the first starts off its 8-row pattern unless the slabs hold whole patterns.
         return f"'{tile_name}' has {rows} rows, not a multiple of 8 (its swizzle slabs would not be aligned)"
-    if (shape[-1] * 2) % 16:
-        return f"a row of '{name}' is {shape[-1] * 2} bytes, not a multiple of 16 (TMA global strides)"
+    if (shape[-1] * esize) % 16:
+        return f"a row of '{name}' is {shape[-1] * esize} bytes, not a multiple of 16 (TMA global strides)"
     col = analyzer.modular_set(src.starts[-1])
-    if col.coeff % 8 or col.base % 8:
-        return f"the copy of '{name}' does not provably start at a multiple of 8 columns (16 bytes)"
-    strides, acc = [], 2
+    align = 16 // esize
+    if col.coeff % align or col.base % align:
+        return f"the copy of '{name}' does not provably start at a multiple of {align} columns (16 bytes)"
+    strides, acc = [], esize
     for d in range(rank - 1, 0, -1):          # byte strides of dims 1 .. rank-1, innermost first
         acc *= shape[d]
         strides.append(acc)
     box = [width] + [ext[d] for d in range(rank - 2, -1, -1)]
     return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
-            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * 2}
+            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * esize}
 
 
 def tmap(j: int):
@@ -106,7 +108,7 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     for s in mine:
         dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
         out.append(evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + s * width, *coords[1:]))
-    return rows * cols * 2
+    return rows * cols * nbytes(str(dst.buffer.dtype))
 
 
 def multicast_mask(lw, stmt) -> int:

@@ -4,7 +4,7 @@ TMA producer warpgroup and mbarriers. A kernel that synchronises itself (``T.ws`
 ``T.ClusterKernel`` keeps its own cluster shape and grid.
 
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
-loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16-bit
+loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16- or 8-bit
 global tensors with static shapes (a rows x columns tile, any other index fixed) into
 slab-swizzled gemm operands (what a TMA box writes), and
 whose consumers are either one wgmma gemm from shared memory into a float accumulator
@@ -16,19 +16,24 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
     prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T/32);
                            fence_barrier_init; __syncthreads
     if threadIdx.x >= T:                          # producer warpgroup
-        setmaxnreg_dec<40>  (T == 256)
+        setmaxnreg_dec<40>  (T == 256, or a pair of blocks per SM: ``plan_pair``)
         if threadIdx.x == T:
             for k in [0, n):  s = k % S
                 mbarrier_wait(empty[s], ((k / S) & 1) ^ 1)
                 mbarrier_arrive_expect_tx(full[s], bytes of all tiles)
                 tma_load_<rank>d per swizzle slab of each tile, completing on full[s]
     else:                                         # consumer warpgroups
-        setmaxnreg_inc<232> (T == 256)
+        setmaxnreg_inc<232> (T == 256; <216> in a pair)
         for k in [0, n):  s = k % S
             mbarrier_wait(full[s], (k / S) & 1)
             wgmma(k) issued asynchronously; wgmma_wait<1>      # wgmma(k-1) retired in this warp
             if k > 0 and lane 0: mbarrier_arrive(empty[(k-1) % S])
         wgmma_wait<0>
+
+S is the ring's buffer count: num_stages, or one more for the GEMM main loop where shared memory
+allows (``plan_ring``), since the consumers hold two stages while a wgmma group is in flight. A
+GEMM main loop with one consumer warpgroup of at most 128x128 float accumulators runs two blocks
+per SM under ``__launch_bounds__(256, 2)`` (``plan_pair``).
 
 With a general body the consumer loop is ``mbarrier_wait(full[s]); body (its gemms wait for
 their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is released at the end
@@ -71,8 +76,9 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
+from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt,
-                                uses_vars, walk_stmts)
+                                tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import pipeline, smem_plan, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name, scope_of
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
@@ -97,6 +103,8 @@ class WsPlan:
     heads: list = field(default_factory=list)    # [(copy statement, tensor map index)]: ``_heads``
     heads_late: bool = False     # persistent, the heads share bytes: given back at the end of the tile
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
+    pair: bool = False           # two blocks per SM: setmaxnreg 40 / 216 under __launch_bounds__(256, 2)
+    ring: int = 0                # buffers of the ring when not num_stages (``plan_ring``)
 
     @property
     def loop(self):
@@ -105,7 +113,9 @@ class WsPlan:
 
     @property
     def stages(self) -> int:
-        return self.pipe.stages
+        """Buffers of the ring (and full / empty barrier pairs): the loop's num_stages, or one
+        more for the GEMM main loop's wgmma kept in flight (``plan_ring``)."""
+        return self.ring or self.pipe.stages
 
     @property
     def head_buffers(self) -> list:
@@ -183,6 +193,9 @@ def plan_or_reason(lw) -> tuple:
         return None, "num_stages < 2"
     if not producers:
         return None, "the loop body has no global-to-shared copies at its top level"
+    why = _computed_coordinates(lw, producers)
+    if why is not None:
+        return None, why
     if gemm is None:
         why = _general_blocker(lw, loop, producers, consumers)
         if why is not None:
@@ -197,6 +210,8 @@ def plan_or_reason(lw) -> tuple:
     heads = []
     if gemm is None and not lw.configs.get("tl.disable_tma_prologue"):
         for h, spec in _heads(lw, loop, consumers):
+            if _computed_coordinates(lw, [h]) is not None:
+                continue    # (the consumers load it themselves)
             heads.append((h, len(specs)))
             specs.append({**spec, "name": f"tl_tmap_{len(specs)}"})
     return WsPlan(pipe, gemm, pairs, specs, heads=heads), None
@@ -261,6 +276,128 @@ def persistent_plan(lw) -> "Persistent | None":
     for _, e in dims[1:]:
         tiles = tiles * e
     return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
+
+
+def _computed_coordinates(lw, copies) -> str | None:
+    """Why the TMA producer cannot issue these copies, or None. The producer warpgroup runs only
+    the pipelined loop: a load's coordinates may use the block indices, the loop's variable,
+    constants and the kernel's parameters, not values the kernel body computes before the loop
+    (a grouped GEMM's ``cur_batch_idx`` / ``m_start`` from its batch tables), which only the
+    consumer threads evaluate."""
+    launch = lw.info.launch_dims()
+    allowed = [v for v, _ in launch.values()] + list(lw.info.func.params)
+    for buf in lw.info.func.buffer_map.values():     # symbolic shapes (T.dynamic) of the tensors
+        for e in list(buf.shape) + list(buf.strides or []):
+            tvm_ffi_walk(e, lambda n: allowed.append(n) if isinstance(n, tirx.Var) else None)
+    for stmt in copies:
+        src = decode_region(stmt.value.args[0])
+        loop_vars = []
+        walk_stmts(lw.info.body, lambda s: loop_vars.append(s.loop_var) if isinstance(s, tirx.For) else None)
+        for e in list(src.starts):
+            what = None
+            if has_load(e):
+                what = "values read from memory"
+            else:
+                free = []
+                tvm_ffi_walk(e, lambda n: free.append(n) if isinstance(n, tirx.Var) else None)
+                if any(not any(v.same_as(a) for a in allowed + loop_vars) for v in free):
+                    what = "values the kernel computes before the loop"
+            if what:
+                return (f"the copy of '{src.buffer.name}' is addressed by {what} "
+                        f"({src.buffer.name}[{', '.join(map(str, src.starts))}]), which the TMA producer "
+                        "warpgroup does not evaluate")
+    return None
+
+
+PAIR_PRODUCER_REGS = 40     # the producer warpgroup of a block in a pair (``pair_plan``) ...
+PAIR_CONSUMER_REGS = 216    # ... and its consumer warpgroup: 2 x 128 x (40 + 216) = 64K registers
+PAIR_FRAGMENT_WORDS = 160   # fragment registers per consumer thread that leave room for the rest
+
+
+def pair_candidate(lw) -> bool:
+    """The GEMM main loop with one consumer warpgroup (128 threads) whose fragments hold at most
+    ``PAIR_FRAGMENT_WORDS`` 32-bit words per thread (128x128 float accumulators: 128), in a kernel
+    that sets no register limit of its own: two such blocks fit the register file of one SM once
+    each producer warpgroup gives its registers to its consumer (``setmaxnreg``). Without that a
+    128x128 tile's consumer takes ~154 registers, 256 threads x 154 > 32K, and the SM holds one
+    block: a 3-stage ring then has two TMA loads in flight per SM, where the pair has four (H200,
+    8192^3 fp16, 128x128x32 tiles: 332 TFLOP/s against upstream's 409-416 with three)."""
+    ws = lw.ws
+    if ws is None or ws.gemm is None or lw.T != 128 or ws.cluster is not None or lw.configs.get("tl.disable_block_pair"):
+        return False
+    func = lw.info.func
+    if user_cluster_dims(func) is not None or _sets_register_limit(func, lw.configs):
+        return False
+    words = 0
+    for buf, frag in lw.layouts.fragments.items():
+        words += -(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4)
+    return words <= PAIR_FRAGMENT_WORDS
+
+
+def plan_pair(lw, budget: int) -> None:
+    """Set ``ws.pair`` (``pair_candidate``, and two blocks' shared memory within ``budget``) once
+    the Lowerer ``lw`` has planned shared memory. A persistent candidate goes back to one tile per
+    block when that lets two blocks share an SM (the ring then lends its bytes to the epilogue):
+    two blocks keep twice the loads in flight, and one's epilogue runs under the other's main
+    loop anyway."""
+    ws = lw.ws
+    ws.pair = False
+    if not pair_candidate(lw):
+        return
+    if ws.persistent is None:
+        ws.pair = 2 * lw.smem_bytes <= budget
+        return
+    saved, ws.persistent = ws.persistent, None
+    lw._plan_memory()
+    if 2 * lw.smem_bytes <= budget:
+        ws.pair = True
+        lw.persistent_why = ("two blocks fit on an SM (one consumer warpgroup, setmaxnreg), which a grid of one "
+                             "block per SM would keep apart")
+        return
+    ws.persistent = saved
+    lw._plan_memory()
+
+
+def plan_ring(lw, budget: int) -> None:
+    """Give the GEMM main loop's ring one buffer more than num_stages where shared memory allows
+    it without changing how many blocks share an SM (``budget``: the bytes of one SM's blocks).
+    The consumers keep one wgmma group in flight (``wgmma_wait<1>``), so they hold two stages at
+    a time, the one they issue on and the previous one, released only once that retired: with S
+    buffers, S - 1 loads are in flight where the synchronous form of the loop (upstream's:
+    ``wgmma_wait<0>``, then release) has S. The extra buffer gives back the S-deep prefetch and
+    keeps the tensor pipe fed across the barrier waits. (Small tiles are latency-bound: a 128x128x32
+    stage is ~0.14 us of tensor work per SM against ~1 us for a TMA load under load.)"""
+    ws = lw.ws
+    ws.ring = 0
+    if ws.gemm is None or ws.cluster is not None or lw.configs.get("tl.disable_ring_extra_stage"):
+        return
+    before = lw.smem_bytes
+    blocks = 1 if ws.persistent is not None or lw.T > 128 else max(1, min(2, budget // max(before, 1)))
+    staged = ws.pipe.staged
+    saved = {b: lw.stages.get(b, 1) for b in staged}
+    ws.ring = ws.pipe.stages + 1
+    for b in staged:
+        lw.stages[b] = ws.ring
+    lw._plan_memory()
+    if blocks * lw.smem_bytes <= budget:
+        return
+    ws.ring = 0
+    lw.stages.update(saved)
+    lw._plan_memory()
+
+
+def _sets_register_limit(func, configs) -> bool:
+    """The kernel fixes its registers itself: ``T.annotate_min_blocks_per_sm``, or a
+    ``maxrregcount`` flag among its compile flags or ``tl.device_compile_flags`` (setmaxnreg
+    needs the launch bound that ours would replace)."""
+    from tilelang.language.builtins import MIN_BLOCKS_ATTR, kernel_compile_flags
+
+    found = []
+    walk_stmts(func.body, lambda s: found.append(1) if isinstance(s, tirx.AttrStmt) and
+               s.attr_key == MIN_BLOCKS_ATTR else None)
+    extra = configs.get("tl.device_compile_flags") or []
+    flags = list(kernel_compile_flags(func)) + [str(f) for f in ([extra] if isinstance(extra, str) else extra)]
+    return bool(found) or any("maxrregcount" in f for f in flags)
 
 
 def cluster_plan(lw) -> "Cluster | None":
@@ -482,6 +619,9 @@ def lower_loop(lw, loop):
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
+    elif ws.pair:  # two blocks of one consumer warpgroup per SM (``pair_candidate``)
+        producer.insert(0, evaluate_extern(f"tl::setmaxnreg_dec<{PAIR_PRODUCER_REGS}>"))
+        ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{PAIR_CONSUMER_REGS}>")]
     ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
     return ws.marker
 
@@ -838,5 +978,5 @@ def _persist(lw, front, before, after):
 
 
 __all__ = ["user_cluster_dims", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
-           "plan_or_reason", "persistent_plan", "lower_loop",
+           "plan_or_reason", "persistent_plan", "pair_candidate", "plan_pair", "plan_ring", "lower_loop",
            "init_barriers", "guard_consumers"]

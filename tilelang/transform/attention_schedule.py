@@ -1,0 +1,205 @@
+"""Early tile loads in one-stage attention loops (issue 20).
+
+``T.Pipelined(n, num_stages=1)`` is left alone by the software pipeliner and by warp
+specialisation (both need two stages), so each ``T.copy`` of its body loads its tile with cp.async
+and waits for it on the spot. In an attention body
+
+    copy K -> K_s;  mask;  S = Q K_s^T;  softmax;  rescale O;  copy V -> V_s;  O += P V_s
+
+the V tile is then fetched only after the softmax, and its latency is exposed every iteration.
+This pass issues the loads at the top of the body instead, one cp.async group each, and has each
+one waited for just before the first statement that touches its tile:
+
+    async K;  async V;  mask;  wait<1>;  S = Q K_s^T;  softmax;  rescale O;  wait<0>;  O += P V_s
+
+so V arrives while S = Q K^T and the softmax run. ``thread_sync`` places the barriers (after each
+wait, before the readers; at the loop's end, before the next iteration's loads overwrite the tiles).
+
+Applies (all of): a ``T.Pipelined`` loop of exactly one stage, on sm_80 or later, without
+``tl.disable_async_copy`` / ``tl.disable_attention_schedule``; its body's top level holds at least
+two gemms and at least two global-to-shared ``T.copy`` producers (``pipelined_loop``'s: their
+regions read nothing the body defines), at least one of them first touched after the body's first
+gemm (otherwise nothing would overlap); each moved copy's tile is touched by no top-level statement
+before its original place, its source tensor is written nowhere in the loop, and its rows are
+whole 16-byte vectors (cp.async's unit: the copy lowers the same way, only without its own wait).
+Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own are left
+alone. Anything else is unchanged: only attention-shaped loops are rewritten.
+
+Contract: ``schedule(func, arch, configs)`` returns the rewritten function, or ``func`` itself
+when nothing applies; the engine calls it at the start of ``analyze_kernel`` (engine/pipeline.py).
+"""
+
+from __future__ import annotations
+
+from tvm import ir, tirx
+
+from tilelang.language.dtypes import nbytes
+from tilelang.tir_utils import const_int, evaluate_extern, map_stmts, seq, walk_stmts
+from tilelang.transform.kernel import FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, op_name, scope_of
+from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined
+from tilelang.transform.thread_sync import ASYNC_COPY_FLAG, buffer_rw, shared_rw
+
+DISABLE_KEY = "tl.disable_attention_schedule"
+# Fragment registers per thread above which the kernel is left as written: the early loads keep
+# addresses live across the first gemm, and a body whose fragments already fill the register file
+# (128x128 tiles on one warpgroup: S, O and P take 320 of 255) then spills twice as much.
+REGISTER_BUDGET = 200
+_ALL_SCOPES = ("global", "shared", "shared.dyn", "local", "local.fragment", "local.var")
+_USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_partial", "mbarrier")
+
+
+def schedule(func, arch, configs=None):
+    configs = configs or {}
+    if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
+        return func
+    if _has_user_sync(func.body) or _fragment_registers(func.body) > REGISTER_BUDGET:
+        return func
+
+    def on_loop(loop):
+        new = _rewrite(loop)
+        return loop if new is None else new
+
+    body = map_stmts(func.body, loop=on_loop)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _fragment_registers(body) -> float:
+    """32-bit registers per thread that the kernel's fragments take (their elements spread over
+    the block's threads); unknown shapes count as too many."""
+    threads, frag_bytes = 1, 0
+
+    def visit(s):
+        nonlocal threads, frag_bytes
+        if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent" \
+                and str(s.node.thread_tag).startswith("threadIdx"):
+            n = const_int(s.value)
+            threads *= n if n else float("nan")      # unknown: the comparison below fails, kept as written
+        elif isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == FRAGMENT_SCOPE:
+            size = 1
+            for d in s.buffer.shape:
+                size *= const_int(d) if const_int(d) is not None else 1 << 20
+            frag_bytes += size * nbytes(str(s.buffer.dtype))
+
+    walk_stmts(body, visit)
+    regs = frag_bytes / 4 / threads
+    return regs if regs == regs else float("inf")
+
+
+def _sm(arch) -> int:
+    digits = "".join(ch for ch in str(arch or "") if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _has_user_sync(body) -> bool:
+    found = []
+
+    def visit(s):
+        if isinstance(s, tirx.AttrStmt) and str(s.attr_key) == SAFE_VALUE_ATTR:
+            found.append(s)
+        elif isinstance(s, tirx.Evaluate):
+            text = str(s.value)
+            if any(key in text for key in _USER_SYNC) or (op_name(s) == "copy" and _flag(s) == ASYNC_COPY_FLAG):
+                found.append(s)
+
+    walk_stmts(body, visit)
+    return bool(found)
+
+
+def _flag(stmt) -> int:
+    args = stmt.value.args
+    return const_int(args[3]) if len(args) > 3 and const_int(args[3]) is not None else 0
+
+
+def _rewrite(loop):
+    """The loop with its producers issued early, or None when it is not attention-shaped."""
+    if not is_pipelined(loop):
+        return None
+    pipe = PipelinedLoop.of(loop)
+    if pipe.stages != 1:
+        return None
+    stmts = body_list(loop)
+    gemms = [i for i, s in enumerate(stmts) if op_name(s) == "gemm"]
+    moved = [i for i, s in enumerate(stmts) if op_name(s) == "copy" and _flag(s) in (0, 1)
+             and any(s.same_as(p) for p in pipe.producers)]
+    if len(gemms) < 2 or len(moved) < 2:
+        return None
+    global_writes, written = set(), set()
+    for s in stmts:
+        global_writes |= buffer_rw(s, ("global",))[1]
+        if not any(s is stmts[i] for i in moved):
+            written |= buffer_rw(s, _ALL_SCOPES)[1]
+    for i in moved:
+        src, dst = decode_region(stmts[i].value.args[0]), decode_region(stmts[i].value.args[1])
+        if src.buffer in global_writes or not _whole_vectors(src, dst):
+            return None
+        if _loads_any(stmts[i].value.args[0], written):
+            return None     # its rows are chosen by a value this iteration computes
+        for j in range(i):
+            if j in moved:
+                continue
+            r, w = shared_rw(stmts[j])
+            if dst.buffer in r or dst.buffer in w:
+                return None     # the tile is in use before its copy: it cannot be loaded earlier
+    # where each tile is first touched after the loads
+    rest = [i for i in range(len(stmts)) if i not in moved]
+    first = {}
+    for i in moved:
+        dst = decode_region(stmts[i].value.args[1]).buffer
+        first[i] = next((j for j in rest if j > i and dst in set().union(*shared_rw(stmts[j]))), None)
+    if not any(f is not None and f > gemms[0] for f in first.values()):
+        return None
+    # issue all loads first (in their order), then wait before each first toucher for the groups
+    # issued up to its tile: wait<n> keeps the n latest groups in flight
+    order = list(moved)
+    waits, retired = {}, 0
+    for j in rest:
+        need = [k for k, i in enumerate(order) if first[i] == j]
+        if need:
+            upto = max(need) + 1
+            if upto > retired:
+                waits[j] = len(order) - upto
+                retired = upto
+    out = [_as_async(stmts[i]) for i in order]
+    for j in rest:
+        if j in waits:
+            out.append(evaluate_extern(f"tl::cp_async_wait<{waits[j]}>", span=stmts[j].span))
+        out.append(stmts[j])
+    if retired < len(order):
+        out.append(evaluate_extern("tl::cp_async_wait<0>"))    # a tile nothing reads: retire it
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(out), thread_binding=loop.thread_binding,
+                    annotations=loop.annotations, step=loop.step, span=loop.span)
+
+
+def _loads_any(expr, buffers) -> bool:
+    found = []
+
+    def visit(e):
+        if isinstance(e, ir.TensorLoad) and (e.source in buffers or getattr(e.source, "data", None) in
+                                              {getattr(b, "data", None) for b in buffers}):
+            found.append(e)
+        return None
+
+    import tvm_ffi
+    tvm_ffi.structural_walk(expr, [(ir.TensorLoad, visit)], order="pre")
+    return bool(found)
+
+
+def _as_async(stmt):
+    call = stmt.value
+    args = list(call.args)
+    args[3] = tirx.IntImm("int32", ASYNC_COPY_FLAG)
+    return tirx.Evaluate(ir.Call(call.op, args, ret_ty="handle"), span=stmt.span)
+
+
+def _whole_vectors(src, dst) -> bool:
+    """Rows of whole 16-byte vectors on both sides, starting on a vector: the copy then lowers to
+    16-byte cp.async with or without its own wait (the forced form fails on narrower runs)."""
+    if src.dtype != dst.dtype or scope_of(src.buffer) != "global" or len(src.buffer.shape) < 1:
+        return False
+    size = nbytes(str(src.dtype))
+    row = const_int(src.buffer.shape[-1])
+    inner = const_int(src.extents[-1]) if src.extents else None
+    start = const_int(src.starts[-1]) if src.starts else None
+    if row is None or inner is None or start is None or src.buffer.strides:
+        return False
+    return (row * size) % 16 == 0 and (inner * size) % 16 == 0 and (start * size) % 16 == 0
