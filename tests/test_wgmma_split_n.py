@@ -157,6 +157,7 @@ def test_tiles_that_split_neither_way_stay_on_mma_sync():
 
 @pytest.mark.skipif(not MLA.exists(), reason="upstream's examples are not checked out")
 def test_upstream_mla_decode_takes_wgmma():
+    pytest.importorskip("einops")   # the example imports it (not one of our dependencies)
     spec = importlib.util.spec_from_file_location("example_mla_decode_split_n", MLA)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
