@@ -112,3 +112,21 @@ extern "C" __global__ void k(float* C) {
     assert found == ["m64n128k32.f16.e4m3.e4m3", "m64n128k32.f32.e4m3.e5m2", "m64n128k32.f32.e5m2.e5m2"]
     # k-steps: K / 32 per 64-row block (2 warpgroups x 1 block x 2 steps = 2 per thread's warpgroup)
     assert ptx.count("m64n128k32.f32.e4m3.e5m2") == 2 and ptx.count("m64n128k32.f32.e5m2.e5m2") == 4
+
+
+def test_wgmma_gemm_on_8bit_operands_builds_descriptors_for_them():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float8_e4m3fn"), B: T.Tensor((128, 64), "float8_e4m3fn"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float8_e4m3fn")
+            B_s = T.alloc_shared((128, 64), "float8_e4m3fn")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.wgmma_gemm(A_s, B_s, C_l, transpose_B=True, clear_accum=True)
+            T.wait_wgmma(0)
+            T.copy(C_l, C)
+
+    src = _compile(main).get_kernel_source()
+    assert "tl::wgmma_gemm_ss_desc<128, 128, 64, 1, false, true, true, 64, 64, __nv_fp8_e4m3>" in src

@@ -163,6 +163,8 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
             return "an 8-bit wgmma A operand must be in shared memory"
         if K % 32:
             return f"K={K} is not a multiple of 32 (8-bit wgmma's k-step)"
+        if da != db and is_wgmma_gemm(stmt):
+            return f"T.wgmma_gemm takes one 8-bit type for both operands, got {da} and {db} (T.gemm takes mixed ones)"
     elif da != db or (da, dc) not in WGMMA_DTYPES:
         return f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation, got {da}->{dc}"
     if T % 128:

@@ -650,7 +650,8 @@ class Lowerer:
         """T.wgmma_gemm: issue and commit; a float accumulator is left in flight until the user's
         T.wait_wgmma (a half one is packed into 32-bit registers, so its call waits)."""
         desc_b, swb = self._wgmma_descriptor(b, not plan.trans_b, plan.K)
-        ta = {"float16": "half", "bfloat16": "__nv_bfloat16"}[str(b.buffer.dtype)]
+        ta = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
+              "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2"}[str(b.buffer.dtype)]
         if a_shared:
             desc_a, swa = self._wgmma_descriptor(a, plan.trans_a, plan.K)
             head = (f"tl::wgmma_gemm_ss_desc<{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_a)}, "
