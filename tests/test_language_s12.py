@@ -144,7 +144,8 @@ def test_persistent_kernel_generates_cuda_nvcc_accepts():
 
 
 # ----- T.tvm_warp_shuffle --------------------------------------------------------------------------
-def test_tvm_warp_shuffle_family_lowers_to_warp_shuffles():
+def shuffles():
+    """The four shuffle forms on 64 threads (the GPU test runs it: tests/gpu/test_language_s12_gpu.py)."""
     @T.prim_func
     def k(A: T.Tensor((64,), T.float32), B: T.Tensor((4, 64), T.float32)):
         with T.Kernel(1, threads=64):
@@ -155,7 +156,11 @@ def test_tvm_warp_shuffle_family_lowers_to_warp_shuffles():
             B[2, tx] = T.tvm_warp_shuffle_down(0xFFFFFFFF, v, 2, 32, 32)
             B[3, tx] = T.tvm_warp_shuffle_xor(0xFFFFFFFF, v, 4, 8, 32)
 
-    src = _src(k)
+    return k
+
+
+def test_tvm_warp_shuffle_family_lowers_to_warp_shuffles():
+    src = _src(shuffles())
     body = _body(src)
     assert "tl::__shfl_sync((uint)4294967295, " in body and "& 31), 32)" in body
     assert "tl::__shfl_up_sync((uint)4294967295, " in body and ", 1, 16)" in body

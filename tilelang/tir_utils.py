@@ -265,7 +265,8 @@ def unrolled(var_name: str, extent, body_fn: Callable, span=None):
 
 
 def eval_int(expr, env: dict | None = None) -> int:
-    """Evaluate an integer TIR expression with Python ints (variables by name from ``env``)."""
+    """Evaluate an integer TIR expression with Python ints: ``env`` maps variables (the Var
+    objects themselves, matched by identity, or their names) to values."""
     env = env or {}
     if isinstance(expr, int):
         return expr
@@ -273,6 +274,9 @@ def eval_int(expr, env: dict | None = None) -> int:
     if name == "IntImm":
         return int(expr.value)
     if name == "Var":
+        for var, value in env.items():
+            if not isinstance(var, str) and var.same_as(expr):
+                return int(value)
         return int(env[expr.name])
     ops = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
            "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,

@@ -54,19 +54,9 @@ def test_persistent_scheduler_visits_each_tile_once_in_its_wave(workers, swizzle
 
 def test_tvm_warp_shuffle_family_values():
     import tilelang
-    import tilelang.language as T
+    from test_language_s12 import shuffles
 
-    @T.prim_func
-    def k(A: T.Tensor((64,), T.float32), B: T.Tensor((4, 64), T.float32)):
-        with T.Kernel(1, threads=64):
-            tx = T.get_thread_binding(0)
-            v = A[tx]
-            B[0, tx] = T.tvm_warp_shuffle(0xFFFFFFFF, v, (tx ^ 1) % 32, 32, 32)
-            B[1, tx] = T.tvm_warp_shuffle_up(0xFFFFFFFF, v, 1, 16, 32)
-            B[2, tx] = T.tvm_warp_shuffle_down(0xFFFFFFFF, v, 2, 32, 32)
-            B[3, tx] = T.tvm_warp_shuffle_xor(0xFFFFFFFF, v, 4, 8, 32)
-
-    kernel = tilelang.compile(k)
+    kernel = tilelang.compile(shuffles())
     a = torch.arange(64, dtype=torch.float32, device="cuda")
     b = torch.zeros(4, 64, device="cuda")
     kernel(a, b)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import evaluate_extern, seq, walk_stmts
+from tilelang.tir_utils import eval_int, evaluate_extern, seq, walk_stmts
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
@@ -385,31 +385,13 @@ class _Unknown(Exception):
     """An index that is not an integer function of the loop's thread and register."""
 
 
-_BIN = {
-    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-    "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,
-    "Min": min, "Max": max,
-}
-
-
 def _eval(e, env):
-    """The integer value of index expression ``e`` with ``env`` giving its variables."""
-    if isinstance(e, tirx.IntImm):
-        return int(e.value)
-    if isinstance(e, tirx.Var):
-        for var, val in env.items():
-            if var.same_as(e):
-                return val
-        raise _Unknown
-    if isinstance(e, tirx.Cast) and "int" in str(e.dtype):
-        return _eval(e.value, env)
-    op = _BIN.get(type(e).__name__)
-    if op is not None:
-        a, b = _eval(e.a, env), _eval(e.b, env)
-        if type(e).__name__ in ("FloorDiv", "FloorMod") and b == 0:
-            raise _Unknown
-        return op(a, b)
-    raise _Unknown
+    """The integer value of index expression ``e``, ``env`` giving its variables (by identity);
+    ``_Unknown`` where it is not an integer function of them."""
+    try:
+        return eval_int(e, env)
+    except (KeyError, ValueError, ZeroDivisionError, AttributeError, TypeError):
+        raise _Unknown from None
 
 
 def _touching_leaves(stmts) -> int:

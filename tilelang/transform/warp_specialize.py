@@ -289,10 +289,9 @@ def _computed_coordinates(lw, copies) -> str | None:
     for buf in lw.info.func.buffer_map.values():     # symbolic shapes (T.dynamic) of the tensors
         for e in list(buf.shape) + list(buf.strides or []):
             tvm_ffi_walk(e, lambda n: allowed.append(n) if isinstance(n, tirx.Var) else None)
+    walk_stmts(lw.info.body, lambda s: allowed.append(s.loop_var) if isinstance(s, tirx.For) else None)
     for stmt in copies:
         src = decode_region(stmt.value.args[0])
-        loop_vars = []
-        walk_stmts(lw.info.body, lambda s: loop_vars.append(s.loop_var) if isinstance(s, tirx.For) else None)
         for e in list(src.starts):
             what = None
             if has_load(e):
@@ -300,7 +299,7 @@ def _computed_coordinates(lw, copies) -> str | None:
             else:
                 free = []
                 tvm_ffi_walk(e, lambda n: free.append(n) if isinstance(n, tirx.Var) else None)
-                if any(not any(v.same_as(a) for a in allowed + loop_vars) for v in free):
+                if any(not any(v.same_as(a) for a in allowed) for v in free):
                     what = "values the kernel computes before the loop"
             if what:
                 return (f"the copy of '{src.buffer.name}' is addressed by {what} "
