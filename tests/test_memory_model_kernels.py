@@ -176,8 +176,9 @@ def test_tile_atomic_from_shared_and_global():
             T.atomic_add(B[0:32, :], A[32:64, :])
 
     src = _body(tilelang.lower(acc, target="sm_90a"))
-    assert src.count("tl::atomic_add(") == 2
-    assert "smem)[((it_1 * 128) + ((int)threadIdx.x))]" in src and "+ 2048)]" in src
+    # float32 rows of 64: one 4-wide packed atomic per thread and step (red.global.add.v4.f32)
+    assert src.count("tl::atomic_addx4(") == 2 and "tl::atomic_add(" not in src
+    assert "smem)[((it_1 * 512) + (((int)threadIdx.x) * 4))]" in src and "* 4)) + 2048)]" in src
 
 
 def test_annotate_layout_on_a_global_tensor_keeps_its_addressing():

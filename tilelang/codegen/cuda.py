@@ -154,7 +154,7 @@ def _pair_vector_casts(source: str) -> str:
             if n is None or n.group(2) != var or n.group(3) != lane or n.group(5) != operand:
                 break
             j += 1
-        before = "\n".join(out[-8:])
+        before = "\n".join(out[-16:])
         dst_type, src_type = _declared_type(before, var), _declared_type(before, operand)
         expr = _paired_cast(src_type, dst_type, operand) if dst_type and src_type else None
         if expr is None or _VEC_TYPES[dst_type][1] != j - i:

@@ -864,6 +864,9 @@ def _threaded_atomic(lw, src, dst, kind, stmt):
         raise LoweringError("TL0002", f"tile-level T.atomic_* reads fragments, shared or global memory, not "
                             f"'{src.buffer.name}' (scope '{scope_of(src.buffer)}')", stmt.span)
     sd, dd, tile = _match(lw, src, dst, stmt.span)
+    vec = _atomic_vector(lw, src, dst, sd, dd, tile, kind)
+    if vec > 1:
+        return _threaded_vector_atomic(lw, src, dst, sd, dd, tile, vec, stmt)
     total = math.prod(tile)
     iters = -(-total // lw.T)
     it = tirx.Var("it", "int32")
@@ -880,6 +883,62 @@ def _threaded_atomic(lw, src, dst, kind, stmt):
     if src.dtype != dst.dtype:
         value = tirx.Cast(dst.dtype, value)
     body = evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span)
+    guard = None
+    for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, src, s_idx, sd),
+              _in_bounds(lw, dst, d_idx, dd)):
+        if g is not None:
+            guard = g if guard is None else tirx.And(guard, g)
+    if guard is not None:
+        body = tirx.IfThenElse(guard, body, None)
+    if iters == 1:
+        return body
+    return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
+                    span=stmt.span)
+
+
+# packed atomic adds of the device library (src/tl/atomic.h): (dtype, lanes) -> function
+_PACKED_ADDS = {("float32", 4): "tl::atomic_addx4", ("float32", 2): "tl::atomic_addx2",
+                ("float16", 2): "tl::atomic_addx2", ("bfloat16", 2): "tl::atomic_addx2"}
+
+
+def _atomic_vector(lw, src, dst, sd, dd, tile, kind) -> int:
+    """Lanes per packed atomic add of a tile-level ``T.atomic_add`` from shared or global memory:
+    4 float32 (one ``red.global.add.v4.f32`` on sm_90+) or 2 16-bit floats, where both sides are
+    contiguous and aligned as a vector copy needs (``_vector_width``); 1 otherwise. Each lane
+    stays an atomic add of its own element, so the sum is the same as element by element."""
+    dtype = str(dst.dtype)
+    if kind != "add" or str(src.dtype) != dtype or (dtype, 2) not in _PACKED_ADDS:
+        return 1
+    arch = getattr(lw, "arch", None)
+    if arch is None or targets.parse_arch(arch) < (80 if dtype == "float32" else 90):
+        return 1
+    vec = min(_vector_width(lw, src, dst, sd, dd, tile), 4 if dtype == "float32" else 2)
+    return vec if (dtype, vec) in _PACKED_ADDS else 1
+
+
+def _threaded_vector_atomic(lw, src, dst, sd, dd, tile, vec, stmt):
+    """``_threaded_atomic`` ``vec`` elements at a time: vector q = it * T + tid of the tile
+    (row-major) is added by one thread with one packed atomic. ``_vector_width`` guarantees the
+    innermost extent and a global tensor's rows are multiples of ``vec`` and every vector starts
+    at a multiple of ``vec``, so a vector whose first element lies inside a tensor lies inside it
+    whole: the bounds guard tests the first element only."""
+    inner_vecs = tile[-1] // vec
+    total = math.prod(tile) // vec
+    iters = -(-total // lw.T)
+    it = tirx.Var("it", "int32")
+    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    if iters > 1:
+        lw.bind_loop(it, iters)
+    pos, rest = [], q
+    for k in reversed(range(len(tile))):
+        ext = inner_vecs if k == len(tile) - 1 else tile[k]
+        digit = tirx.floormod(rest, i32(ext))
+        pos.append(digit * vec if k == len(tile) - 1 else digit)
+        rest = tirx.floordiv(rest, i32(ext))
+    pos = [simplify(p) for p in reversed(pos)]
+    s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
+    body = evaluate_extern(_PACKED_ADDS[(str(dst.dtype), vec)], _ptr(lw, dst, d_idx), _ptr(lw, src, s_idx),
+                           span=stmt.span)
     guard = None
     for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, src, s_idx, sd),
               _in_bounds(lw, dst, d_idx, dd)):

@@ -786,6 +786,13 @@ class Lowerer:
         new_bx = tirx.Var(f"{block_bx.name}_swz", "int32")
         self.vmap[block_by] = new_by
         self.vmap[block_bx] = new_bx
+        if cluster is None:
+            # a permutation of the grid: each new index keeps its block variable's range (panel
+            # rows: first + rem % size < gy; columns: rem < gx * size, so rem / size < gx)
+            for old, new in ((block_by, new_by), (block_bx, new_bx)):
+                ext = next((e for iv, e in self.info.launch if iv.var.same_as(old)), None)
+                if const_int(ext) is not None:
+                    self.bind_loop(new, ext)
         return [tirx.Bind(new_by, row), tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
 
 

@@ -129,6 +129,9 @@ def _lower_async_wgmma(lw, loop, S, producers, gemm):
 
 
 def _plain(lw, loop):
+    # (bounded like any loop: a T.Parallel in the body reading a global tile indexed by the loop
+    # variable then needs no bounds guard, and its accesses can be vectorized)
+    lw.bind_loop(loop.loop_var, lw.rewrite(loop.extent)) if const_int(lw.rewrite(loop.min)) == 0 else None
     body = thread_sync.lower_loop_body(lw, loop.body)
     return tirx.For(loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body,
                     span=loop.span)

@@ -11,10 +11,13 @@ takes the name of the nest's first loop variable, as upstream prints it.
 Conditions, all checked on the lowered body (anything else keeps the serial loop):
 - one ``BufferStore`` (possibly under a guard that does not depend on ``v``, such as a replica
   guard: the guard is hoisted around the loop) of an 8- to 64-bit element type;
-- its value is built from loads, variables, immediates and ``+ - * min max`` in the store's
-  element type (no calls, casts, selects or lets: what TVM prints lane by lane stays serial);
-  arithmetic only on 16-, 32- and 64-bit floats and 32-/64-bit integers, 8- and 16-bit integers
-  only copied (one load), ``min`` / ``max`` at most 4 lanes (TVM's printer breaks past ``w``);
+- its value is built from loads, variables, immediates, ``+ - * min max`` and casts between
+  float32 and float16 / bfloat16 (no calls, selects, lets or other casts: what TVM prints lane by
+  lane stays serial); each operation in its operands' type; arithmetic only on 16-, 32- and
+  64-bit floats and 32-/64-bit integers, 8- and 16-bit integers only copied (one load),
+  ``min`` / ``max`` and casts at most 4 lanes (TVM's printer breaks past that for ``min`` /
+  ``max``; the CUDA printer pairs a cast's lanes two by two, ``__half22float2``); with a cast the
+  accesses may differ in element width, the widest one at most 16 bytes;
 - every access (flattened, the buffer's element offset included) is either ``base + lane`` with
   ``base`` a provable multiple of ``w`` or, for a load, the same element in every lane (a
   broadcast); a store's element depends on ``v``;
@@ -59,34 +62,33 @@ def _scope(buf) -> str:
     return str(buf.scope())
 
 
+# conversions the CUDA printer emits two lanes at a time (tilelang.codegen.cuda._PAIR_CASTS)
+_VECTOR_CASTS = frozenset([("float16", "float32"), ("float32", "float16"),
+                           ("bfloat16", "float32"), ("float32", "bfloat16")])
+
+
 def _value_ok(value, dtype) -> bool:
-    ok = [True]
-
-    def visit(e):
-        if not ok[0]:
-            return
+    """Whether ``value`` (of the store's ``dtype``) is built only from what the module docstring
+    allows, every operation in its operands' type (a cast changes the type below it)."""
+    def walk(e, want):
+        if dtype_of(e) != want:
+            return False
         if isinstance(e, ir.TensorLoad):
-            if dtype_of(e) != dtype:
-                ok[0] = False
-        elif isinstance(e, _ARITH):
-            if dtype_of(e) != dtype:
-                ok[0] = False
-        elif isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
-            pass
-        elif isinstance(e, ir.Expr):
-            ok[0] = False
-
-    # only the top-level structure matters: loads' indices are checked as accesses
-    def walk(e):
-        visit(e)
-        if not ok[0] or isinstance(e, ir.TensorLoad):
-            return
+            return True          # (its indices are checked as accesses)
         if isinstance(e, _ARITH):
-            walk(e.a)
-            walk(e.b)
+            return walk(e.a, want) and walk(e.b, want)
+        if isinstance(e, tirx.Cast):
+            inner = dtype_of(e.value)
+            return (inner, want) in _VECTOR_CASTS and walk(e.value, inner)
+        return isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm))
 
-    walk(value)
-    return ok[0]
+    return walk(value, dtype)
+
+
+def _has_cast(value) -> bool:
+    found = []
+    tvm_ffi_walk(value, lambda e: found.append(e) if isinstance(e, tirx.Cast) else None)
+    return bool(found)
 
 
 def _loads(value):
@@ -121,7 +123,7 @@ def _max_lanes(value, dtype) -> int:
     if dtype not in _ARITH_TYPES:
         return 1
     found = []
-    tvm_ffi_walk(value, lambda e: found.append(e) if isinstance(e, (tirx.Min, tirx.Max)) else None)
+    tvm_ffi_walk(value, lambda e: found.append(e) if isinstance(e, (tirx.Min, tirx.Max, tirx.Cast)) else None)
     return 4 if found else 64
 
 
@@ -139,7 +141,10 @@ def _width(store, v, n, an) -> int:
     accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
-    if any(_elem_bits(b.dtype) != bits for b, _, _ in accesses):
+    widest = max(_elem_bits(b.dtype) for b, _, _ in accesses)
+    if any(_elem_bits(b.dtype) != bits for b, _, _ in accesses) and not _has_cast(store.value):
+        return 1
+    if any(_elem_bits(b.dtype) not in (8, 16, 32, 64) for b, _, _ in accesses):
         return 1
     flats = []
     for buf, indices, is_store in accesses:
@@ -155,7 +160,7 @@ def _width(store, v, n, an) -> int:
         # a load of the stored buffer at another element: lane k may need lane j's store (j < k)
         if buf.data.same_as(store.buffer.data) and not an.can_prove(flat == flats[0][0]):
             return 1
-    w = min(_VECTOR_BYTES * 8 // bits, lanes)
+    w = min(_VECTOR_BYTES * 8 // widest, lanes)
     while w > 1 and n % w:
         w //= 2
     while w > 1:
