@@ -17,6 +17,25 @@ The shared buffers written by producers get S copies (``pipelined_loop.plan_stag
 producers and consumers are those of ``pipelined_loop.PipelinedLoop``). Trip counts of 1, 2 or
 anything not a multiple of S are handled by the guards.
 
+Where the consumers touch the producers' tiles at different places (an attention body: K read
+by S = Q K^T near the top, V only by the last gemm), each producer is a cp.async group of its own,
+waited for just before the first consumer touching its tile and reissued (tile k+S into the same
+stage) right after the last one, behind a barrier (``_lower_split_groups``):
+
+    prologue: for t < S: for each producer p: if t < n: p(iteration t) into stage t; commit
+    for k in [0, n):
+        ... consumers before p's first use ...
+        cp.async.wait_group(N_p); __syncthreads()     # p(k) has landed, for every thread
+        ... consumers up to p's last use (reading stage k % S) ...
+        __syncthreads(); if k+S < n: p(iteration k+S) into stage k % S; commit
+        ...
+    cp.async.wait_group(0)
+
+so S tiles of each producer are in flight (one more than above) and a late producer's wait does
+not hold up the consumers before its first use. The producers are committed in the order of their
+last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
+when it is waited for, is the same in every iteration.
+
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
 loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
 
@@ -35,9 +54,10 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
+from tilelang.language._ops import is_tl_call
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
 from tilelang.transform import thread_sync
-from tilelang.transform.kernel import decode_region
+from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
 from tilelang.transform.pipelined_loop import PipelinedLoop
 
 
@@ -49,6 +69,9 @@ def lower_pipelined(lw, loop):
     gemm = pl.async_wgmma(lw.layouts)
     if gemm is not None:
         return _lower_async_wgmma(lw, loop, S, producers, gemm)
+    uses = _producer_uses(lw, producers, consumers)
+    if uses is not None:
+        return _lower_split_groups(lw, loop, S, producers, consumers, uses)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
@@ -135,3 +158,137 @@ def _plain(lw, loop):
     body = thread_sync.lower_loop_body(lw, loop.body)
     return tirx.For(loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body,
                     span=loop.span)
+
+
+def _producer_uses(lw, producers, consumers):
+    """{producer index: (first, last) consumer index touching its tile} where
+    ``_lower_split_groups`` applies and gains something, else None. Applies when: a plainly
+    lowered loop (no warp specialisation, no condition on the thread index around it); every
+    producer fills a tile of its own that some consumer touches; the consumers' shared-memory
+    accesses are all visible as tile operands or element accesses (no raw calls, no asynchronous
+    wgmma or T.async_copy whose reads or writes would outlast their statement, no cp.async of their
+    own that would shift the group count, no user barriers); and either some producer's tile is
+    done with before the last consumer, or the producers are first touched at different places."""
+    if (not producers or not consumers or lw.ws is not None or lw.role_block is not None or lw.thread_conds
+            or lw.thread_guard is not None or lw.thread_region is not None):
+        return None
+    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
+    if len(set(bufs)) != len(bufs):
+        return None
+    if any(not _plain_consumer(lw, c) for c in consumers):
+        return None
+    alias = getattr(lw, "smem_alias", None) or {}
+    touched = []
+    for c in consumers:
+        r, w = thread_sync.shared_rw(c)
+        touched.append(r | w)
+    uses = {}
+    for i, b in enumerate(bufs):
+        mine = {b} | set(alias.get(b, set()))
+        at = [m for m, t in enumerate(touched) if t & mine]
+        if not at:
+            return None
+        uses[i] = (at[0], at[-1])
+    if any(last < len(consumers) - 1 for _, last in uses.values()) or len({f for f, _ in uses.values()}) > 1:
+        return uses
+    return None
+
+
+def _plain_consumer(lw, stmt) -> bool:
+    """Whether ``stmt``'s shared-memory accesses all happen within it, and it issues no cp.async
+    group of its own (see ``_producer_uses``)."""
+    ok = [True]
+
+    def visit(s):
+        if not ok[0] or not isinstance(s, tirx.Evaluate):
+            return
+        if not is_tl_call(s.value):
+            ok[0] = False       # a raw call: its accesses are not known
+            return
+        name = op_name(s)
+        if name == "gemm":
+            plan = lw.layouts.gemms.get(s)
+            ok[0] = plan is not None and not plan.no_wait
+        elif name == "copy":
+            args = s.value.args
+            src, dst = decode_region(args[0]), decode_region(args[1])
+            # (a global -> shared copy may be a cp.async group of its own; T.async_copy stays in flight)
+            ok[0] = not (scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES)
+        elif name not in ("fill", "reduce", "cumsum", "atomic", "annotate_layout"):
+            ok[0] = False
+
+    walk_stmts(stmt, visit)
+    return ok[0]
+
+
+def _produce_one(lw, loop, producer, iteration, stage):
+    """``producer`` lowered for ``iteration`` into ``stage`` of its tile."""
+    k, start = loop.loop_var, lw.rewrite(loop.min)
+    buf = decode_region(producer.value.args[1]).buffer
+    saved_vmap, saved_stage = dict(lw.vmap), dict(lw.stage)
+    lw.vmap[k] = start + iteration
+    lw.stage[buf] = stage
+    lw.in_producer = True
+    try:
+        return lw.lower(producer)
+    finally:
+        lw.in_producer = False
+        lw.vmap, lw.stage = saved_vmap, saved_stage
+
+
+def _lower_split_groups(lw, loop, S, producers, consumers, uses):
+    """The pipelined loop with one cp.async group per producer (module docstring)."""
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    lw.bind_loop(k, n) if const_int(start) == 0 else None
+    commit = evaluate_extern("tl::cp_async_commit")
+    P = len(producers)
+    order = sorted(range(P), key=lambda i: (uses[i][1], i))        # commit order: by last use
+    pos = {i: r for r, i in enumerate(order)}
+    prologue = []
+    for t in range(S):
+        for i in order:
+            body = _produce_one(lw, loop, producers[i], i32(t), i32(t))
+            if not lw.prove(tirx.LT(i32(t), n)):
+                body = tirx.IfThenElse(tirx.LT(i32(t), n), body, None)
+            prologue += [body, commit]
+    j = k - start
+    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
+    saved_stage = dict(lw.stage)
+    for b in bufs:
+        lw.stage[b] = tirx.floormod(j, i32(S))
+    out, segment, ends_with_issue = [], [], False
+
+    def flush():
+        nonlocal segment
+        if segment:
+            out.append(thread_sync.lower_sequence(lw, segment))
+            segment = []
+
+    for m, c in enumerate(consumers):
+        waiting = [i for i in range(P) if uses[i][0] == m]
+        if waiting:
+            flush()
+            # groups committed after p(k) when it is waited for: the S*P of the prologue and of
+            # the iterations since, less those not yet reissued in this iteration (p's followers
+            # in commit order whose last use is not before here)
+            def after(i):
+                reissued = sum(1 for q in range(P) if uses[q][1] < m)
+                return S * P - 1 - pos[i] + reissued
+            out += [evaluate_extern(f"tl::cp_async_wait<{min(after(i) for i in waiting)}>"), thread_sync.sync_stmt(lw)]
+        segment.append(c)
+        ends_with_issue = False
+        issuing = [i for i in order if uses[i][1] == m]
+        if issuing:
+            flush()
+            out.append(thread_sync.sync_stmt(lw))     # every thread is done with stage k % S
+            for i in issuing:
+                with lw.an.constraint_scope(tirx.LT(j + S, n)):
+                    nxt = _produce_one(lw, loop, producers[i], j + S, tirx.floormod(j, i32(S)))
+                out += [tirx.IfThenElse(tirx.LT(j + S, n), nxt, None), commit]
+            ends_with_issue = True
+    flush()
+    lw.stage = saved_stage
+    if not ends_with_issue:
+        out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
+    new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(out), span=loop.span)
+    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])

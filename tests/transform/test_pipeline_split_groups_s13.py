@@ -1,0 +1,79 @@
+"""``pipeline._lower_split_groups`` pinned on CPU (the CUDA source): in a two-stage loop whose
+producers' tiles are touched at different places (an attention body), each producer is a cp.async
+group of its own, waited for just before its first reader and reissued right after its last one;
+a loop whose one consumer reads every tile keeps the one-group-per-iteration form."""
+
+import re
+
+import tilelang
+import tilelang.language as T
+
+
+def _body(func, target="sm_80"):
+    src = tilelang.lower(func, target=target).source
+    return src[src.find('extern "C" __global__ void __launch'):]
+
+
+def _attention(stages):
+    @T.prim_func
+    def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
+          V: T.Tensor((1024, 64), "float16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            q = T.alloc_shared((64, 64), "float16")
+            ks = T.alloc_shared((64, 64), "float16")
+            vs = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_fragment((64, 64), "float32")
+            p = T.alloc_fragment((64, 64), "float16")
+            o = T.alloc_fragment((64, 64), "float32")
+            T.copy(Q, q)
+            T.clear(o)
+            for i in T.Pipelined(16, num_stages=stages):
+                T.copy(K[i * 64:(i + 1) * 64, :], ks)
+                T.clear(s)
+                T.gemm(q, ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for a, b in T.Parallel(64, 64):
+                    s[a, b] = T.exp2(s[a, b])
+                T.copy(s, p)
+                T.copy(V[i * 64:(i + 1) * 64, :], vs)
+                T.gemm(p, vs, o, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(o, O)
+    return k
+
+
+def test_attention_loop_gets_a_group_per_producer():
+    src = _body(_attention(2))
+    head, loop = src.split("for (int i = 0; i < 16; ++i)", 1)
+    # prologue: K0, V0, K1, V1, each committed
+    assert head.count("tl::cp_async_commit();") == 4
+    # in the loop: K(i) waited for before the first gemm, V(i) before the second, each with the
+    # 3 later groups (V(i), K(i+1), V(i+1) / K(i+1), V(i+1), K(i+2)) still in flight
+    assert loop.count("tl::cp_async_wait<3>();") == 2
+    assert loop.count("tl::cp_async_commit();") == 2
+    # the next K tile (i + 2) is issued right after the first gemm, into the stage just read
+    first_gemm = loop.index("gemm_ss")
+    k_issue = loop.index("if (i < 14)")
+    second_wait = loop.rindex("tl::cp_async_wait<3>();")
+    assert first_gemm < k_issue < second_wait
+    assert "__syncthreads();\n    if (i < 14)" in loop
+    assert loop.count("if (i < 14)") == 2
+    assert "tl::cp_async_wait<0>();" in loop.split("\n  }\n", 1)[1] or src.count("cp_async_wait<0>") == 1
+
+
+def test_single_consumer_loop_keeps_one_group_per_iteration():
+    @T.prim_func
+    def gemm(A: T.Tensor((128, 512), "float16"), B: T.Tensor((512, 128), "float16"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((128, 32), "float16")
+            b = T.alloc_shared((32, 128), "float16")
+            c = T.alloc_fragment((128, 128), "float32")
+            T.clear(c)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(A[:, k * 32:(k + 1) * 32], a)
+                T.copy(B[k * 32:(k + 1) * 32, :], b)
+                T.gemm(a, b, c)
+            T.copy(c, C)
+
+    src = _body(gemm)
+    assert "tl::cp_async_wait<1>();" in src
+    assert not re.search(r"cp_async_wait<[23]>", src)
