@@ -102,3 +102,19 @@ def test_cast_vectorisation_needs_paired_types():
 
     src = _src(k)
     assert "float4" not in src and "int4" not in src
+
+
+def test_fragment_cast_to_fp8_is_paired():
+    @T.prim_func
+    def k(X: T.Tensor((64, 128), "float32"), Y: T.Tensor((64, 128), "float8_e4m3fn")):
+        with T.Kernel(8, threads=128) as bx:
+            x = T.alloc_fragment((8, 128), "float32")
+            y = T.alloc_fragment((8, 128), "float8_e4m3fn")
+            T.copy(X[bx * 8:(bx + 1) * 8, :], x)
+            T.copy(x, y)
+            T.copy(y, Y[bx * 8:(bx + 1) * 8, :])
+
+    src = _src(k)
+    # two registers per conversion, saturating as the scalar __nv_fp8_e4m3(float) is
+    assert "__nv_cvt_float2_to_fp8x2(tl::vbits<float2>(" in src and "__NV_SATFINITE, __NV_E4M3" in src
+    assert "((__nv_fp8_e4m3)" not in src

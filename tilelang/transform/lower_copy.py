@@ -724,7 +724,11 @@ def _packed_cast(lw, src, dst, stmt):
     operand of an asynchronous register-A wgmma does; else None."""
     if scope_of(src.buffer) != FRAGMENT_SCOPE or scope_of(dst.buffer) != FRAGMENT_SCOPE:
         return None
-    if not (src.is_whole() and dst.is_whole()) or nbytes(src.dtype) != 4 or nbytes(dst.dtype) != 2:
+    if not (src.is_whole() and dst.is_whole()) or nbytes(src.dtype) != 4:
+        return None
+    # (float32 -> 8-bit floats: one paired conversion per two registers, cvt.rn.satfinite.e4m3x2)
+    if nbytes(dst.dtype) != 2 and (str(src.dtype), str(dst.dtype)) not in (
+            ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2")):
         return None
     layout, o_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
     n = layout.local_size
