@@ -13,6 +13,11 @@ producers; every other statement is a consumer. Output (S >= 2):
         __syncthreads()             # nobody still reads the stage the next producer overwrites
     cp.async.wait_group(0)
 
+When the consumers first read the staged tiles (typically copies into registers) and the rest of
+the body never touches them, a stage is free as soon as every thread has read it: the tile S
+iterations ahead goes into it there, so S tiles (not S-1) are in flight while the rest computes
+(``_lower_early_release``; upstream's schedule of such loops).
+
 The shared buffers written by producers get S copies (``pipelined_loop.plan_stages``; the
 producers and consumers are those of ``pipelined_loop.PipelinedLoop``). Trip counts of 1, 2 or
 anything not a multiple of S are handled by the guards.
@@ -76,6 +81,9 @@ def lower_pipelined(lw, loop):
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
     produce, bufs = _producer_fn(lw, loop, producers)
+    split = early_release_split(lw, pl.staged, consumers)
+    if split is not None:
+        return _lower_early_release(lw, loop, S, produce, bufs, consumers[:split], consumers[split:], commit)
 
     prologue, nxt = _prefetch(lw, loop, produce, S - 1, S, commit)
     j = k - start
@@ -87,6 +95,60 @@ def lower_pipelined(lw, loop):
     body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
                 thread_sync.region_sync(lw)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
+    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+
+def early_release_split(lw, staged, consumers):
+    """The index that splits ``consumers`` into the readers of the staged buffers and a rest that
+    never touches them (``_lower_early_release``), or None where the loop keeps the plain schedule:
+    no rest, no reader, a warp-specialised kernel or T.ws role, or a consumer that issues or waits
+    for cp.async groups itself (it would upset the group counting)."""
+    if getattr(lw, "ws", None) is not None or getattr(lw, "role_block", None) is not None:
+        return None
+    alias = getattr(lw, "smem_alias", None) or {}
+    staged = thread_sync._widen(set(staged), alias)
+    last = None
+    for idx, stmt in enumerate(consumers):
+        if thread_sync._async_landing(stmt, [])[1] or thread_sync._has_async_wait(stmt):
+            return None
+        r, w = thread_sync.shared_rw(stmt)
+        if thread_sync._widen(r | w, alias) & staged:
+            last = idx
+    if last is None or last + 1 >= len(consumers):
+        return None
+    return last + 1
+
+
+def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
+    """The schedule of a loop whose consumers read the staged tiles first (typically copies into
+    registers) and then compute without them: the stage is free once every thread has read it, so
+    the tile S iterations ahead goes into it right there, and S tiles (not S-1) are in flight
+    while the rest of the body runs:
+
+        prologue: tiles 0 .. S-1 into stages 0 .. S-1, each committed
+        for k in [0, n):
+            cp.async.wait_group(S-1); __syncthreads()     # tile k has landed, for every thread
+            readers(iteration k) reading stage k % S
+            __syncthreads()                               # nobody still reads stage k % S
+            if k+S < n: producers(iteration k+S) into stage k % S
+            commit                                        # always: uniform group counting
+            rest(iteration k)                             # no staged buffer
+        cp.async.wait_group(0)
+
+    The rest's shared accesses are fenced from the next iteration's by its first barrier, and
+    from the readers' by the middle one."""
+    k, start = loop.loop_var, lw.rewrite(loop.min)
+    prologue, nxt = _prefetch(lw, loop, produce, S, S, commit)
+    j = k - start
+    saved_stage = dict(lw.stage)
+    for b in bufs:
+        lw.stage[b] = tirx.floormod(j, i32(S))
+    read = thread_sync.lower_sequence(lw, readers)
+    lw.stage = saved_stage
+    compute = thread_sync.lower_sequence(lw, rest)
+    body = seq([evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), read,
+                thread_sync.region_sync(lw), nxt, commit, compute])
+    new_loop = tirx.For(k, start, lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 
 

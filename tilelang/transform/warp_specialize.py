@@ -357,6 +357,12 @@ def plan_pair(lw, budget: int) -> None:
     lw._plan_memory()
 
 
+# k-steps per tile from which plan_ring trades persistence for a buffer (the evidence: 8192^3 and
+# 4096^3 GEMMs with 64-deep k-steps, 128 and 64 of them; over shorter loops the next tile's fill
+# that persistence hides under the epilogue weighs more against the main loop)
+RING_OVER_PERSISTENCE_TRIPS = 64
+
+
 def plan_ring(lw, budget: int) -> None:
     """Give the GEMM main loop's ring one buffer more than num_stages where shared memory allows
     it without changing how many blocks share an SM (``budget``: the bytes of one SM's blocks).
@@ -365,7 +371,9 @@ def plan_ring(lw, budget: int) -> None:
     buffers, S - 1 loads are in flight where the synchronous form of the loop (upstream's:
     ``wgmma_wait<0>``, then release) has S. The extra buffer gives back the S-deep prefetch and
     keeps the tensor pipe fed across the barrier waits. (Small tiles are latency-bound: a 128x128x32
-    stage is ~0.14 us of tensor work per SM against ~1 us for a TMA load under load.)"""
+    stage is ~0.14 us of tensor work per SM against ~1 us for a TMA load under load.) Where the
+    buffer does not fit a persistent kernel, a main loop of at least
+    ``RING_OVER_PERSISTENCE_TRIPS`` k-steps goes back to one tile per block if that makes room."""
     ws = lw.ws
     ws.ring = 0
     if ws.gemm is None or ws.cluster is not None or lw.configs.get("tl.disable_ring_extra_stage"):
@@ -380,6 +388,22 @@ def plan_ring(lw, budget: int) -> None:
     lw._plan_memory()
     if blocks * lw.smem_bytes <= budget:
         return
+    trips = const_int(ws.pipe.loop.extent)
+    if ws.persistent is not None and trips is not None and trips >= RING_OVER_PERSISTENCE_TRIPS:
+        # A persistent kernel's epilogue stage has bytes of its own; one tile per block lets it
+        # share the ring's, dead by then, which may make room for the extra buffer. Over a long
+        # main loop the deeper prefetch is worth more than the next tile's fill under this one's
+        # epilogue (H200, fp16 8192^3, 128x256x64 tiles with a staged epilogue: 651 TFLOP/s with
+        # four buffers, one tile per block, 640 with three, persistent; upstream's synchronous
+        # three-buffer loop, one tile per block, has three loads in flight where the latter has
+        # two, and was 4-5 % faster at 4096^3 bf16 and 8192^3 fp16).
+        saved_persistent, ws.persistent = ws.persistent, None
+        lw._plan_memory()
+        if lw.smem_bytes <= budget:
+            lw.persistent_why = (f"one tile per block lets the epilogue share the ring's bytes, which makes room "
+                                 f"for a ring of {ws.ring} buffers ({trips} k-steps per tile)")
+            return
+        ws.persistent = saved_persistent
     ws.ring = 0
     lw.stages.update(saved)
     lw._plan_memory()

@@ -1,0 +1,51 @@
+"""The early-release pipeline schedule against torch (the kernels tests/test_pipeline_early_release.py
+checks on the CPU): trip counts below, at and past the stage count, not multiples of it, with 2
+and 3 stages, and a body whose rest stages through a shared buffer of its own."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import tilelang  # noqa: E402
+import tilelang.language as T  # noqa: E402
+import test_pipeline_early_release as er  # noqa: E402
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("N", [128, 256, 384, 640, 4096])
+def test_gemv_matches_torch(stages, N):
+    M = 512
+    k = tilelang.compile(er._gemv(M=M, N=N, stages=stages))
+    a = torch.randn(M, N, device="cuda", dtype=torch.float16)
+    x = torch.randn(N, device="cuda", dtype=torch.float16)
+    o = torch.empty(M, device="cuda", dtype=torch.float16)
+    k(a, x, o)
+    ref = (a.float() * x.float()).sum(1)   # (the kernel rounds each product to fp16 first)
+    torch.testing.assert_close(o.float(), ref, atol=0.25, rtol=2e-2)
+
+
+def test_rest_with_a_shared_buffer_of_its_own():
+    @T.prim_func
+    def main(A: T.Tensor((256, 1024), T.float16), B: T.Tensor((256, 1024), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((128, 64), T.float16)
+            R = T.alloc_shared((128, 64), T.float16)
+            F = T.alloc_fragment((128, 64), T.float16)
+            for k in T.Pipelined(16, num_stages=3):
+                T.copy(A[bx * 128, k * 64], S)
+                T.copy(S, F)
+                for i, j in T.Parallel(128, 64):
+                    R[(i + 1) % 128, j] = F[i, j] * 2
+                T.copy(R, B[bx * 128, k * 64])
+
+    kern = tilelang.compile(main)
+    a = torch.randn(256, 1024, device="cuda", dtype=torch.float16)
+    b = torch.empty_like(a)
+    kern(a, b)
+    ref = (a * 2).view(2, 128, 1024).roll(1, dims=1).view(256, 1024)
+    torch.testing.assert_close(b, ref, atol=0, rtol=0)

@@ -1,0 +1,147 @@
+"""Software pipelining of a T.Pipelined loop whose consumers copy the staged tile into registers
+and then compute on the copy (``pipeline._lower_early_release``): the stage is refilled right
+after every thread has read it, so S tiles (not S-1) are in flight while the body computes.
+
+The structure pinned here (S = num_stages):
+
+    prologue: S tiles, each committed
+    for k: cp_async_wait<S-1>; __syncthreads(); shared -> registers; __syncthreads();
+           if (k < n - S) producers(k + S) into stage k % S; commit; compute (no barrier after)
+
+Loops whose consumers read the staged tile to the end keep the plain schedule (producer first).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+
+
+def _body(source):
+    return source[source.index('extern "C" __global__'):]
+
+
+def _gemv(M=4096, N=4096, block_M=128, block_N=128, stages=2, threads=256):
+    """y = A @ x with the A tile staged through shared memory and copied into registers (the
+    shape of upstream's gemv_alloc_reducer example)."""
+
+    @T.prim_func
+    def gemv(a: T.Tensor((M, N), T.float16), x: T.Tensor((N,), T.float16), o: T.Tensor((M,), T.float16)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            acc = T.alloc_reducer(block_M, T.float32, replication="all")
+            T.clear(acc)
+            for kn in T.Pipelined(T.ceildiv(N, block_N), num_stages=stages):
+                a_smem = T.alloc_shared((block_M, block_N), T.float16)
+                T.copy(a[bm * block_M, kn * block_N], a_smem)
+                a_frag = T.alloc_fragment((block_M, block_N), T.float16)
+                T.copy(a_smem, a_frag)
+                x_frag = T.alloc_fragment(block_N, T.float16)
+                T.copy(x[kn * block_N], x_frag)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i] += a_frag[i, j] * x_frag[j]
+            T.finalize_reducer(acc)
+            T.copy(acc, o[bm * block_M])
+
+    return gemv
+
+
+def _loop(src, var="kn"):
+    start = src.index(f"for (int {var} = 0;")
+    end = src.index("tl::cp_async_wait<0>();", start)
+    return src[start:end]
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_the_stage_is_refilled_once_read_into_registers(stages):
+    src = _body(tilelang.lower(_gemv(stages=stages), "sm_90a").source)
+    prologue = src[:src.index("for (int kn = 0;")]
+    assert prologue.count("tl::cp_async_commit();") == stages          # S tiles ahead, not S-1
+    loop = _loop(src)
+    wait = loop.index(f"tl::cp_async_wait<{stages - 1}>();")
+    first_sync = loop.index("__syncthreads();", wait)
+    read = loop.index("*(uint4*)(a_frag", first_sync)                   # shared -> registers
+    second_sync = loop.index("__syncthreads();", read)
+    refill = loop.index("tl::cp_async_gs<16>", second_sync)
+    commit = loop.index("tl::cp_async_commit();", refill)
+    compute = loop.index("o_reducer", commit) if "o_reducer" in loop else loop.index("acc[", commit)
+    assert wait < first_sync < read < second_sync < refill < commit < compute
+    assert loop.count("__syncthreads();") == 2                          # none after the compute
+    assert f"if (kn < {32 - stages})" in loop                           # tile kn + S, while there is one
+    # the refill goes into the stage just read: (kn % S), the same expression as the read's
+    stage = "(kn & 1)" if stages == 2 else "(kn % 3)"
+    assert loop.count(stage) >= 2
+
+
+def test_short_loops_guard_the_prologue():
+    """One or three iterations of a 2-stage loop: tiles past the end are never loaded."""
+    one = _body(tilelang.lower(_gemv(N=128), "sm_90a").source)
+    assert one.count("tl::cp_async_gs<16>") == 1 and "for (int kn" not in one     # tile 0 only, loop gone
+    three = _body(tilelang.lower(_gemv(N=384), "sm_90a").source)
+    assert three[:three.index("for (int kn = 0;")].count("tl::cp_async_gs<16>") == 2
+    assert "if (kn < 1) {" in _loop(three)                                          # only tile 2 is refilled
+    for src in (one, three):
+        assert src.count("tl::cp_async_wait<0>();") == 1
+
+
+def test_a_consumer_reading_the_stage_to_the_end_keeps_the_plain_schedule():
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16)):
+        with T.Kernel(8, threads=128) as bx:
+            S = T.alloc_shared((128, 64), T.float16)
+            acc = T.alloc_fragment((128, 64), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(A[bx * 128, k * 64], S)
+                for i, j in T.Parallel(128, 64):
+                    acc[i, j] += S[i, j]
+            T.copy(acc, B[bx * 128, 0])
+
+    src = _body(tilelang.lower(main, "sm_90a").source)
+    loop = _loop(src, "k")
+    # producer of tile k+1 first, then the wait for tile k; a barrier closes the body
+    assert loop.index("tl::cp_async_gs") < loop.index("tl::cp_async_wait<1>();")
+    assert src[:src.index("for (int k = 0;")].count("tl::cp_async_commit();") == 1
+    assert loop.rstrip().rstrip("}").rstrip().endswith("__syncthreads();")
+
+
+def test_rest_touching_shared_memory_is_fenced_by_the_barriers():
+    """A rest that stages through a shared buffer of its own: its write and read are separated
+    by a barrier, and the next iteration's write by the loop's first barrier."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 1024), T.float16), B: T.Tensor((256, 1024), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((128, 64), T.float16)
+            R = T.alloc_shared((128, 64), T.float16)
+            F = T.alloc_fragment((128, 64), T.float16)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(A[bx * 128, k * 64], S)
+                T.copy(S, F)
+                for i, j in T.Parallel(128, 64):
+                    R[(i + 1) % 128, j] = F[i, j] * 2
+                T.copy(R, B[bx * 128, k * 64])
+
+    src = _body(tilelang.lower(main, "sm_90a").source)
+    loop = _loop(src, "k")
+    commit = loop.index("tl::cp_async_commit();")
+    rest = loop[commit:]
+    write = rest.index("(((half*)smem) + ")          # the rest's store into R
+    assert write < rest.index("__syncthreads();", write) < rest.index("tl::tma_store_2d")
+    assert loop.index("tl::cp_async_wait<1>();") < loop.index("__syncthreads();")
+
+
+def test_nvcc_accepts_the_early_release_loop():
+    from tilelang.jit import nvcc
+
+    try:
+        nvcc.find_nvcc()
+    except Exception:  # noqa: BLE001
+        pytest.skip("no nvcc")
+    art = tilelang.lower(_gemv(N=384, stages=3), "sm_90a")
+    info = nvcc.ptxas_info(art.source, "sm_90a", art.compile_flags)
+    assert info and all(i.spill_stores == 0 for i in info.values() if hasattr(i, "spill_stores"))
+    assert re.search(r"cp_async_wait<2>", art.source)
