@@ -76,6 +76,43 @@ def test_the_stage_is_refilled_once_read_into_registers(stages):
     assert loop.count(stage) >= 2
 
 
+def test_tiles_all_read_first_take_the_early_release_not_split_groups():
+    """Two staged tiles, both read into registers before a compute that touches neither: the
+    tiles are done with before the last consumer, which ``pipeline._lower_split_groups`` would also
+    take (and close with a barrier); the early release is decided first: one group per iteration,
+    both tiles refilled together, two barriers per iteration."""
+    M = N = 4096
+
+    @T.prim_func
+    def main(a: T.Tensor((M, N), T.float16), b: T.Tensor((M, N), T.float16), x: T.Tensor((N,), T.float16),
+             o: T.Tensor((M,), T.float16)):
+        with T.Kernel(M // 128, threads=256) as bm:
+            acc = T.alloc_reducer(128, T.float32, replication="all")
+            T.clear(acc)
+            for kn in T.Pipelined(N // 128, num_stages=2):
+                a_s = T.alloc_shared((128, 128), T.float16)
+                b_s = T.alloc_shared((128, 128), T.float16)
+                T.copy(a[bm * 128, kn * 128], a_s)
+                T.copy(b[bm * 128, kn * 128], b_s)
+                a_f = T.alloc_fragment((128, 128), T.float16)
+                b_f = T.alloc_fragment((128, 128), T.float16)
+                T.copy(a_s, a_f)
+                T.copy(b_s, b_f)
+                x_f = T.alloc_fragment(128, T.float16)
+                T.copy(x[kn * 128], x_f)
+                for i, j in T.Parallel(128, 128):
+                    acc[i] += (a_f[i, j] + b_f[i, j]) * x_f[j]
+            T.finalize_reducer(acc)
+            T.copy(acc, o[bm * 128])
+
+    src = _body(tilelang.lower(main, "sm_90a").source)
+    assert src[:src.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 2     # S groups, not S*P
+    loop = _loop(src)
+    assert loop.count("tl::cp_async_wait<1>();") == 1 and loop.count("tl::cp_async_commit();") == 1
+    assert loop.count("__syncthreads();") == 2
+    assert loop.index("*(uint4*)(b_f") < loop.rindex("__syncthreads();") < loop.index("tl::cp_async_gs<16>")
+
+
 def test_short_loops_guard_the_prologue():
     """One or three iterations of a 2-stage loop: tiles past the end are never loaded."""
     one = _body(tilelang.lower(_gemv(N=128), "sm_90a").source)

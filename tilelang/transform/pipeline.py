@@ -39,7 +39,9 @@ stage) right after the last one, behind a barrier (``_lower_split_groups``):
 so S tiles of each producer are in flight (one more than above) and a late producer's wait does
 not hold up the consumers before its first use. The producers are committed in the order of their
 last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
-when it is waited for, is the same in every iteration.
+when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
+(every tile read first, then computation without them) takes the early release above instead,
+decided first: its next iteration opens with a wait and a barrier, so no barrier closes its body.
 
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
 loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
@@ -74,14 +76,17 @@ def lower_pipelined(lw, loop):
     gemm = pl.async_wgmma(lw.layouts)
     if gemm is not None:
         return _lower_async_wgmma(lw, loop, S, producers, gemm)
-    uses = _producer_uses(lw, producers, consumers)
+    # a body that reads every staged tile first and then computes without them is the early
+    # release's (one group per iteration, all waited for at the top); it also satisfies
+    # ``_producer_uses`` (tiles done with before the last consumer), so it is decided first
+    split = early_release_split(lw, pl.staged, consumers)
+    uses = _producer_uses(lw, producers, consumers) if split is None else None
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
     produce, bufs = _producer_fn(lw, loop, producers)
-    split = early_release_split(lw, pl.staged, consumers)
     if split is not None:
         return _lower_early_release(lw, loop, S, produce, bufs, consumers[:split], consumers[split:], commit)
 
@@ -351,6 +356,8 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
     flush()
     lw.stage = saved_stage
     if not ends_with_issue:
+        # (not reached from ``lower_pipelined``: consumers after every tile's last use make the
+        # loop an early release; kept so that the schedule stays safe on its own)
         out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(out), span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
