@@ -2,7 +2,8 @@
 plain 16-byte loads and stores while the registers they stage stay within
 ``lower_copy.COPY_STAGING_BUDGET`` (the copy's bytes per thread, plus the kernel's fragment
 registers when the copy sits in a loop), cp.async committed and waited for on the spot beyond it
-(issue 20: one-stage 128x128 attention and NSA were slower with plain K / V copies)."""
+(issue 20: one-stage 128x128 attention and NSA were slower with plain K / V copies). A loop of
+one iteration counts as no loop."""
 
 import tilelang
 import tilelang.language as T
@@ -86,16 +87,61 @@ def test_large_copy_per_thread_uses_cp_async_even_without_fragments():
 
 
 def test_budget_boundary():
-    # 64x64 float32 on 32 threads: 32 vectors = 128 registers, exactly the budget: plain
     assert lower_copy.COPY_STAGING_BUDGET == 128
+    # 64x64 float32 on 32 threads: 32 vectors = 128 registers, exactly the budget: plain
     body = loop_part(source(tile_loop(64, 64, 2, threads=32)))
     assert "tl::copy_vec<16>" in body and "cp_async" not in body
-    # 64x128: 256 registers -> cp.async
-    body = loop_part(source(tile_loop(64, 128, 2, threads=32)))
+    # 68x64: 34 vectors = 136 registers -> cp.async
+    body = loop_part(source(tile_loop(68, 64, 2, threads=32)))
     assert "tl::cp_async_gs<16>" in body
+
+
+def test_one_stage_gemm_loop_uses_cp_async():
+    # 128 accumulator registers + 4 vectors (16 registers) a tile: over the budget
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+             C: T.Tensor((256, 256), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=1):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+    body = loop_part(source(main))
+    assert body.count("tl::cp_async_gs") == 2 and "copy_vec" not in body
+    assert body.index("tl::cp_async_wait<0>();") < body.index("__syncthreads();") < body.index("wgmma_gemm")
 
 
 def test_disable_async_copy_keeps_plain_copies():
     k = tilelang.compile(attention_like(128, 1), target=SM90, pass_configs={"tl.disable_async_copy": True})
     body = loop_part(k.get_kernel_source())
     assert "cp_async" not in body and "tl::copy_vec<16>" in body
+
+
+def heavy_loop(trips):
+    """256 fragment registers a thread; a loop of ``trips`` iterations copying a 128x32 tile."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 32 * trips), T.float16), B: T.Tensor((32 * trips, 128), T.float16),
+             C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            D_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.serial(trips):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, D_l)
+            T.copy(D_l, C)
+    return main
+
+
+def test_loop_of_one_iteration_counts_as_no_loop():
+    assert "cp_async" not in source(heavy_loop(1))          # (gdn's T.Pipelined(1) over K)
+    assert "tl::cp_async_gs<16>" in source(heavy_loop(2))

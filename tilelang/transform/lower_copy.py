@@ -33,7 +33,8 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringEr
 LOCAL_SCOPE = "local"   # T.alloc_local: one private copy per thread
 # A global->shared T.copy outside a pipelined loop is plain loads and stores while the registers
 # they stage its bytes in (plus, inside a loop, the kernel's fragment registers) stay within this
-# many per thread; beyond it, cp.async (committed and waited for on the spot: ``_stages_too_much``).
+# many per thread (half the 255 a thread may have); beyond it, cp.async (committed and waited
+# for on the spot: ``_stages_too_much``).
 COPY_STAGING_BUDGET = 128
 
 
@@ -244,12 +245,14 @@ def _fragment_registers(lw) -> int:
 def _stages_too_much(lw, tile, vec, vec_bytes) -> bool:
     """A plain (synchronous) copy would stage more registers than the kernel has to spare: its
     bytes per thread (all loads in flight before the first store), plus the fragments' registers
-    when the copy sits in a loop (where the accumulators are live), exceed
+    when the copy sits in a loop of more than one iteration (where the accumulators are live), exceed
     ``COPY_STAGING_BUDGET``. ptxas then spills around the copy or keeps only a few loads in
     flight, and it cannot start them under earlier work as it does cp.async, which stages nothing
     (H200: one-stage 128x128 attention, 340 fragment registers, 9.30 -> 10.02 ms with plain K / V
-    copies; NSA, 32 vectors a thread, 1.56 -> 2.32 ms). Light kernels (a row of RMSNorm, an
-    elementwise tile) and copies in front of the loops (attention's Q) keep the plain copies."""
+    copies; NSA, 32 vectors a thread, 1.56 -> 2.32 ms). In a loop, cp.async also lets ptxas
+    issue the loads under the compute before them (NSA's V under S = Q K^T), which it does not
+    do with plain loads. Light kernels (a row of RMSNorm, an elementwise tile) and copies in front
+    of the loops (attention's Q) keep the plain copies."""
     staged = -(-math.prod(tile) // vec // lw.T) * vec_bytes // 4
     live = _fragment_registers(lw) if getattr(lw, "loop_depth", 0) > 0 else 0
     return staged + live > COPY_STAGING_BUDGET

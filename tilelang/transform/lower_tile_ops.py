@@ -69,7 +69,7 @@ class Lowerer:
         self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
-        self.loop_depth = 0       # serial loops (T.Pipelined, while) around the statement being lowered
+        self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
         self.stages = pipelined_loop.plan_stages(info)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
@@ -265,7 +265,8 @@ class Lowerer:
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)
         if isinstance(stmt, (tirx.For, tirx.While)):
-            self.loop_depth += 1
+            repeats = not (isinstance(stmt, tirx.For) and const_int(self.rewrite(stmt.extent)) == 1)
+            self.loop_depth += repeats
             try:
                 if isinstance(stmt, tirx.For):
                     return self.lower_for(stmt)
@@ -273,7 +274,7 @@ class Lowerer:
                 return tirx.While(self.rewrite(stmt.condition), thread_sync.lower_loop_body(self, stmt.body),
                                   span=stmt.span)
             finally:
-                self.loop_depth -= 1
+                self.loop_depth -= repeats
         if isinstance(stmt, tirx.BufferStore):
             return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
         if isinstance(stmt, tirx.IfThenElse):
