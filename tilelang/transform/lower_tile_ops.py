@@ -69,6 +69,7 @@ class Lowerer:
         self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
+        self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
         self.stages = pipelined_loop.plan_stages(info)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
@@ -263,11 +264,17 @@ class Lowerer:
             return tirx.Evaluate(self.rewrite(stmt.value), span=stmt.span)
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)
-        if isinstance(stmt, tirx.For):
-            return self.lower_for(stmt)
-        if isinstance(stmt, tirx.While):   # a scalar `while` (every thread evaluates the condition)
-            return tirx.While(self.rewrite(stmt.condition), thread_sync.lower_loop_body(self, stmt.body),
-                              span=stmt.span)
+        if isinstance(stmt, (tirx.For, tirx.While)):
+            repeats = not (isinstance(stmt, tirx.For) and const_int(self.rewrite(stmt.extent)) == 1)
+            self.loop_depth += repeats
+            try:
+                if isinstance(stmt, tirx.For):
+                    return self.lower_for(stmt)
+                # a scalar `while` (every thread evaluates the condition)
+                return tirx.While(self.rewrite(stmt.condition), thread_sync.lower_loop_body(self, stmt.body),
+                                  span=stmt.span)
+            finally:
+                self.loop_depth -= repeats
         if isinstance(stmt, tirx.BufferStore):
             return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
         if isinstance(stmt, tirx.IfThenElse):

@@ -35,6 +35,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
+    TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -125,6 +126,10 @@ EFFECTS = {
     PassConfigKey.TL_ENABLE_WGMMA_SPLIT_N: "experimental (sm_90a): when M cannot be split into 64-row blocks over "
         "the block's warpgroups (M=64 on 256 threads), the warpgroups split N instead and the gemm takes wgmma "
         "(without it such kernels use mma.sync); not yet measured correct on every kernel shape",
+    PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
+        "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
+        "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "
+        "loading with cp.async on the spot; correct by construction, not yet measured on the GPU",
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",

@@ -84,6 +84,9 @@ from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_regi
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
 PRODUCER_THREADS = 128
+# opt-in: a one-stage general loop body (attention at num_stages=1) runs warp-specialised with a
+# full / empty pair per tile group (``_lower_windows``) instead of keeping the cp.async path
+SINGLE_STAGE_KEY = "tl.enable_ws_single_stage"
 
 
 @dataclass
@@ -105,6 +108,7 @@ class WsPlan:
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
     pair: bool = False           # two blocks per SM: setmaxnreg 40 / 216 under __launch_bounds__(256, 2)
     ring: int = 0                # buffers of the ring when not num_stages (``plan_ring``)
+    windows: list = field(default_factory=list)  # one stage: (first, last) reader of each group (``_lower_windows``)
 
     @property
     def loop(self):
@@ -189,7 +193,7 @@ def plan_or_reason(lw) -> tuple:
     loop, S = pipe.loop, pipe.stages
     producers, consumers = list(pipe.producers), list(pipe.consumers)
     gemm = pipe.single_wgmma(lw.layouts)
-    if S < 2:
+    if S < 2 and (gemm is not None or not lw.configs.get(SINGLE_STAGE_KEY)):
         return None, "num_stages < 2"
     if not producers:
         return None, "the loop body has no global-to-shared copies at its top level"
@@ -200,6 +204,10 @@ def plan_or_reason(lw) -> tuple:
         why = _general_blocker(lw, loop, producers, consumers)
         if why is not None:
             return None, why
+    if S < 2:
+        why = _single_stage_blocker(lw, producers, consumers)
+        if why is not None:
+            return None, f"num_stages < 2 ({why})"
     specs, pairs = [], []
     for p in producers:
         spec = tma.copy_spec(lw, p, len(specs))
@@ -470,6 +478,42 @@ def _general_blocker(lw, loop, producers, consumers) -> str | None:
     return None
 
 
+def _reader_windows(consumers, staged) -> dict:
+    """{staged buffer: (first, last)}: the indices of the first and last consumer statements that
+    touch it."""
+    out = {}
+    for i, c in enumerate(consumers):
+        r, w = thread_sync.buffer_rw(c, SHARED_SCOPES)
+        for b in (r | w) & staged:
+            first, _ = out.get(b, (i, i))
+            out[b] = (first, i)
+    return out
+
+
+def _single_stage_blocker(lw, producers, consumers) -> str | None:
+    """Why a one-stage general loop body cannot run warp-specialised with a barrier pair per
+    tile group (``_lower_windows``), or None. The body is lowered in pieces between the waits and
+    releases, so it must need no barrier of its own (inside it or across the loop's back edge);
+    loads already issued early (``attention_schedule``'s T.async_copy) keep their path; and some
+    tile must be free for part of the body (read only after its start or not up to its end), or
+    the producer could never load ahead."""
+    if any(len(p.value.args) > 3 and const_int(p.value.args[3]) == thread_sync.ASYNC_COPY_FLAG
+           for p in producers):
+        return "its loads are T.async_copy"
+    # (before shared memory is planned there are no aliases yet: ``plan_overlap`` checks again)
+    syncs, (tail_r, tail_w), (head_r, head_w), _ = thread_sync.plan_sequence(consumers,
+                                                                             getattr(lw, "smem_alias", None))
+    if syncs or thread_sync.conflict(head_r, head_w, tail_r, tail_w):
+        return "the loop body needs a barrier of its own"
+    staged = {decode_region(p.value.args[1]).buffer for p in producers}
+    windows = _reader_windows(consumers, staged)
+    if set(windows) != staged:
+        return "a staged tile is not read in the loop body"
+    if all(w == (0, len(consumers) - 1) for w in windows.values()):
+        return "every staged tile is read from the start to the end of the body: nothing to load ahead under"
+    return None
+
+
 def _top_level(body, target) -> bool:
     """``target`` is reached from ``body`` through sequences and attributes only (no loop or
     branch around it), so the role split can sit where the loop is."""
@@ -520,6 +564,16 @@ def plan_overlap(lw) -> None:
     ws = lw.ws
     ws.groups = [list(range(len(ws.producers)))]
     if ws.gemm is not None:
+        return
+    if ws.pipe.stages < 2:    # one stage: a barrier pair per reader window (``_lower_windows``)
+        consumers = list(ws.pipe.consumers)
+        if _single_stage_blocker(lw, [p for p, _ in ws.producers], consumers) is not None:
+            return      # (with the planned aliases) one group, released at the end of the body
+        staged = [decode_region(p.value.args[1]).buffer for p, _ in ws.producers]
+        windows = _reader_windows(consumers, set(staged))
+        order = sorted(set(windows.values()))
+        ws.windows = order
+        ws.groups = [[i for i, b in enumerate(staged) if windows[b] == w] for w in order]
         return
     consumers = list(ws.pipe.consumers)
     split = _late_group(lw, consumers)
@@ -632,6 +686,10 @@ def lower_loop(lw, loop):
             reads = thread_sync.shared_rw(seq([consumers[i] for i in deferred + [last]]))[0]
             at = len(consumer) - 1 if not set(ws.head_buffers) & reads else len(consumer)
             consumer = consumer[:at] + head_release(lw) + consumer[at:]
+        elif ws.windows:
+            base = i32(0) if P is None else P.it_c * n
+            consumer = [_lower_windows(lw, loop, consumers, base, lane0)] + head_release(lw)
+            lw.stage = saved_stage
         else:
             body = thread_sync.lower_loop_body(lw, consumers)
             lw.stage = saved_stage
@@ -693,6 +751,53 @@ def _arrive_empty(ws, stage, lane, group=0):
     if ws.cluster is None:
         return evaluate_extern("tl::mbarrier_arrive", _empty(ws, group, stage))
     return evaluate_extern("tl::mbarrier_arrive_cluster", _empty(ws, group, stage), tirx.Cast("uint32", lane))
+
+
+def _lower_windows(lw, loop, consumers, base, lane0):
+    """The consumer loop of a one-stage general body (``tl.enable_ws_single_stage``): each tile
+    group (the staged tiles first and last touched by the same statements: attention's K, read
+    by S = Q K^T, and V, read by O += P V) has a full / empty pair of its own; the consumers wait
+    for a group's tile in front of its first reader and give it back right after its last one,
+    so the producer loads K of iteration j+1 under the softmax and P V of j, and V of j+1 under
+    S = Q K^T and the softmax of j+1 (upstream's one-stage schedule):
+
+        for j:  [wait full(g) before the first reader of g] ... [lane 0: arrive empty(g) after
+                its last reader] ...                          # phase (base + j) & 1, stage 0
+
+    Sound with one buffer per tile: the producer writes a group's tile only after every consumer
+    warp arrived on its empty barrier, i.e. after that warp's last read of the previous iteration
+    (gemms are synchronous here: their wgmma retired); the consumers read it only after the TMA
+    bytes landed (full). The producer issues the groups of iteration j+1 in the order the
+    consumers first read them, and every group of iteration j was issued before any of j+1, so
+    the wait for a release never waits on a load not yet issued. The body needs no barrier of its
+    own (``_single_stage_blocker``), so lowering it in pieces places none."""
+    ws = lw.ws
+    S = ws.stages
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    j = base + (k - start)
+    stage = tirx.floormod(j, i32(S))
+    phase = tirx.floormod(tirx.floordiv(j, i32(S)), i32(2))
+    body, chunk = [], []
+
+    def flush():
+        if chunk:
+            lowered = thread_sync.lower_sequence(lw, list(chunk))
+            if lowered is not None:
+                body.append(lowered)
+            chunk.clear()
+
+    for i, c in enumerate(consumers):
+        waits = [g for g, (first, _) in enumerate(ws.windows) if first == i]
+        if waits:
+            flush()
+            body += [evaluate_extern("tl::mbarrier_wait", _full(ws, g, stage), phase) for g in waits]
+        chunk.append(c)
+        releases = [g for g, (_, last) in enumerate(ws.windows) if last == i]
+        if releases:
+            flush()
+            body += [tirx.IfThenElse(lane0, _arrive_empty(ws, stage, None, g), None) for g in releases]
+    flush()
+    return tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)
 
 
 def _overlap_plan(lw, consumers, S, split):

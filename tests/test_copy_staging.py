@@ -1,0 +1,147 @@
+"""Which instruction a lone global->shared T.copy (outside a pipelined loop's producers) becomes:
+plain 16-byte loads and stores while the registers they stage stay within
+``lower_copy.COPY_STAGING_BUDGET`` (the copy's bytes per thread, plus the kernel's fragment
+registers when the copy sits in a loop), cp.async committed and waited for on the spot beyond it
+(issue 20: one-stage 128x128 attention and NSA were slower with plain K / V copies). A loop of
+one iteration counts as no loop."""
+
+import tilelang
+import tilelang.language as T
+from tilelang.transform import lower_copy
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def source(func, target=SM90):
+    return tilelang.compile(func, target=target).get_kernel_source()
+
+
+def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128):
+    """A one-stage loop of S = Q K^T, P = S, O += P V: fragments of 128 + 64 + 128 registers a
+    thread at 128x128 tiles."""
+    S_LEN = 1024
+
+    @T.prim_func
+    def main(Q: T.Tensor((S_LEN, dim), T.float16), K: T.Tensor((S_LEN, dim), T.float16),
+             V: T.Tensor((S_LEN, dim), T.float16), O: T.Tensor((S_LEN, dim), T.float16)):
+        with T.Kernel(S_LEN // block_M, threads=threads) as bx:
+            Q_s = T.alloc_shared((block_M, dim), T.float16)
+            K_s = T.alloc_shared((block_N, dim), T.float16)
+            V_s = T.alloc_shared((block_N, dim), T.float16)
+            acc_s = T.alloc_fragment((block_M, block_N), T.float32)
+            acc_p = T.alloc_fragment((block_M, block_N), T.float16)
+            acc_o = T.alloc_fragment((block_M, dim), T.float32)
+            T.copy(Q[bx * block_M, 0], Q_s)
+            T.clear(acc_o)
+            for k in T.Pipelined(S_LEN // block_N, num_stages=num_stages):
+                T.copy(K[k * block_N, 0], K_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, clear_accum=True)
+                T.copy(acc_s, acc_p)
+                T.copy(V[k * block_N, 0], V_s)
+                T.gemm(acc_p, V_s, acc_o)
+            T.copy(acc_o, O[bx * block_M, 0])
+    return main
+
+
+def tile_loop(rows, cols, steps, threads=128):
+    """A light kernel: each step copies a tile into shared memory and writes it back doubled."""
+    @T.prim_func
+    def main(A: T.Tensor((rows * steps, cols), T.float32), B: T.Tensor((rows * steps, cols), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((rows, cols), T.float32)
+            for k in T.serial(steps):
+                T.copy(A[k * rows, 0], A_s)
+                for i, j in T.Parallel(rows, cols):
+                    B[k * rows + i, j] = A_s[i, j] * 2.0
+    return main
+
+
+def loop_part(src):
+    return src[src.index("for (int k = 0;"):]
+
+
+def test_register_heavy_loop_copies_use_cp_async():
+    src = source(attention_like(128, 1))
+    body = loop_part(src)
+    # K and V: 16 vectors a thread on top of 320+ fragment registers -> cp.async, waited at once
+    assert body.count("tl::cp_async_gs") == 2 and "copy_vec" not in body
+    assert body.count("tl::cp_async_commit();") == 2 and body.count("tl::cp_async_wait<0>();") == 2
+    # each wait precedes the barrier in front of the gemm that reads the tile
+    k_wait = body.index("tl::cp_async_wait<0>();")
+    assert k_wait < body.index("__syncthreads();") < body.index("wgmma_gemm")
+    # Q, in front of the loop (no accumulator live yet): plain copies
+    assert "tl::copy_vec<16>" in src[:src.index("for (int k = 0;")]
+
+
+def test_light_loop_copies_stay_plain():
+    # 32x64 float32 on 128 threads: 4 vectors a thread, no fragments -> plain loads and stores
+    body = loop_part(source(tile_loop(32, 64, 8)))
+    assert "tl::copy_vec<16>" in body and "cp_async" not in body
+
+
+def test_large_copy_per_thread_uses_cp_async_even_without_fragments():
+    # 128x128 float32 on 32 threads: 128 vectors (512 registers) a thread
+    body = loop_part(source(tile_loop(128, 128, 2, threads=32)))
+    assert "tl::cp_async_gs<16>" in body and "copy_vec" not in body
+    assert "tl::cp_async_wait<0>();" in body
+
+
+def test_budget_boundary():
+    assert lower_copy.COPY_STAGING_BUDGET == 128
+    # 64x64 float32 on 32 threads: 32 vectors = 128 registers, exactly the budget: plain
+    body = loop_part(source(tile_loop(64, 64, 2, threads=32)))
+    assert "tl::copy_vec<16>" in body and "cp_async" not in body
+    # 68x64: 34 vectors = 136 registers -> cp.async
+    body = loop_part(source(tile_loop(68, 64, 2, threads=32)))
+    assert "tl::cp_async_gs<16>" in body
+
+
+def test_one_stage_gemm_loop_uses_cp_async():
+    # 128 accumulator registers + 4 vectors (16 registers) a tile: over the budget
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+             C: T.Tensor((256, 256), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=1):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+    body = loop_part(source(main))
+    assert body.count("tl::cp_async_gs") == 2 and "copy_vec" not in body
+    assert body.index("tl::cp_async_wait<0>();") < body.index("__syncthreads();") < body.index("wgmma_gemm")
+
+
+def test_disable_async_copy_keeps_plain_copies():
+    k = tilelang.compile(attention_like(128, 1), target=SM90, pass_configs={"tl.disable_async_copy": True})
+    body = loop_part(k.get_kernel_source())
+    assert "cp_async" not in body and "tl::copy_vec<16>" in body
+
+
+def heavy_loop(trips):
+    """256 fragment registers a thread; a loop of ``trips`` iterations copying a 128x32 tile."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 32 * trips), T.float16), B: T.Tensor((32 * trips, 128), T.float16),
+             C: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            D_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.serial(trips):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, D_l)
+            T.copy(D_l, C)
+    return main
+
+
+def test_loop_of_one_iteration_counts_as_no_loop():
+    assert "cp_async" not in source(heavy_loop(1))          # (gdn's T.Pipelined(1) over K)
+    assert "tl::cp_async_gs<16>" in source(heavy_loop(2))

@@ -1,0 +1,86 @@
+"""Opt-in warp specialisation of a one-stage attention loop (``tl.enable_ws_single_stage``,
+``warp_specialize._lower_windows``): K and V each get a full / empty mbarrier pair; the consumers
+wait for K in front of S = Q K^T and give it back right after it, wait for V in front of
+O += P V and give it back after it, so the producer loads the next K under the softmax and P V
+and the next V under the next S = Q K^T. Without the key a one-stage loop keeps the cp.async path
+(CUDA unchanged)."""
+
+import re
+
+import tilelang
+import tilelang.language as T
+
+SM90 = "cuda -arch=sm_90a"
+KEY = "tl.enable_ws_single_stage"
+
+
+def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128):
+    """Q in front of the loop; per iteration K, S = Q K^T, P = S, V, O += P V."""
+    S_LEN = 1024
+
+    @T.prim_func
+    def main(Q: T.Tensor((S_LEN, dim), T.float16), K: T.Tensor((S_LEN, dim), T.float16),
+             V: T.Tensor((S_LEN, dim), T.float16), O: T.Tensor((S_LEN, dim), T.float16)):
+        with T.Kernel(S_LEN // block_M, threads=threads) as bx:
+            Q_s = T.alloc_shared((block_M, dim), T.float16)
+            K_s = T.alloc_shared((block_N, dim), T.float16)
+            V_s = T.alloc_shared((block_N, dim), T.float16)
+            acc_s = T.alloc_fragment((block_M, block_N), T.float32)
+            acc_p = T.alloc_fragment((block_M, block_N), T.float16)
+            acc_o = T.alloc_fragment((block_M, dim), T.float32)
+            T.copy(Q[bx * block_M, 0], Q_s)
+            T.clear(acc_o)
+            for k in T.Pipelined(S_LEN // block_N, num_stages=num_stages):
+                T.copy(K[k * block_N, 0], K_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, clear_accum=True)
+                T.copy(acc_s, acc_p)
+                T.copy(V[k * block_N, 0], V_s)
+                T.gemm(acc_p, V_s, acc_o)
+            T.copy(acc_o, O[bx * block_M, 0])
+    return main
+
+
+def source(func, **configs):
+    return tilelang.compile(func, target=SM90, pass_configs=configs).get_kernel_source()
+
+
+def consumer_loop(src):
+    body = src[src.index("for (int k = 0;"):]
+    depth, i = 0, body.index("{")
+    for i in range(body.index("{"), len(body)):
+        depth += {"{": 1, "}": -1}.get(body[i], 0)
+        if depth == 0:
+            break
+    return body[:i + 1]
+
+
+def test_default_keeps_the_cp_async_path():
+    src = source(attention_like(128, 1))
+    assert "mbarrier" not in src and "tma_load" not in src and "cp_async_gs" in src
+
+
+def test_one_stage_attention_gets_a_barrier_pair_per_tile():
+    src = source(attention_like(128, 1), **{KEY: True})
+    assert "__launch_bounds__(256" in src and "tma_load" not in consumer_loop(src)
+    inits = re.findall(r"tl::mbarrier_init\(\(&\(\(\(uint64_t\*\)smem\)\[(\d+)\]\)\), (\d+)\)", src)
+    counts = sorted(int(c) for _, c in inits)
+    assert counts == [1, 1, 1, 4, 4, 4]            # full / empty for K, for V, and Q's (the head)
+    loop = consumer_loop(src)
+    waits = [m.start() for m in re.finditer(r"tl::mbarrier_wait", loop)]
+    arrives = [m.start() for m in re.finditer(r"tl::mbarrier_arrive\(", loop)]
+    g1, g2 = loop.index("wgmma_gemm_ss"), loop.index("wgmma_gemm_rs")
+    assert len(waits) == 2 and len(arrives) == 2
+    # wait K < S = Q K^T < give K back < wait V < O += P V < give V back
+    assert waits[0] < g1 < arrives[0] < waits[1] < g2 < arrives[1]
+    assert "(k & 1)" in loop                       # one buffer: the phase flips every iteration
+    # the producer: for each iteration, wait until K is given back, load it, then the same for V
+    prod = src[src.index("for (int k_tma = 0;"):]
+    assert prod.index("tl::mbarrier_wait") < prod.index("tl::tma_load") \
+        < prod.index("tl::mbarrier_wait", prod.index("tl::tma_load"))
+    assert "^ 1)" in prod
+
+
+def test_two_stage_loops_are_unchanged_by_the_key():
+    a = source(attention_like(128, 2))
+    b = source(attention_like(128, 2), **{KEY: True})
+    assert a == b
