@@ -15,6 +15,8 @@ from tilelang import targets
 from tilelang.transform import smem_plan
 
 BUDGET = targets.smem_per_block("sm_90a")
+# the mma.sync plan of MLA decoding's shape (wgmma with warpgroups splitting N: test_smem_budget_s13.py)
+MMA_SYNC = {"tl.enable_wgmma_split_n": False}
 
 
 def test_a_never_used_buffer_takes_no_bytes_and_aliases_nothing():
@@ -135,7 +137,7 @@ def _workspace_stores(src):
 def test_mla_decoding_fits_by_exchanging_one_row_at_a_time():
     # Q 64 + S 8 + Q_pe 8 + KV 2 x 64 + K_pe 2 x 8 = 224 KiB (O on Q's bytes): two batched
     # 8 KiB workspaces would make it 240 KiB, two 1 KiB ones make it 226 KiB.
-    k = tilelang.compile(attention_rows(512), target="cuda -arch=sm_90a")
+    k = tilelang.compile(attention_rows(512), target="cuda -arch=sm_90a", pass_configs=MMA_SYNC)
     assert k.artifact.dynamic_smem == 224 * 1024 + 2 * 256 * 4
     assert k.artifact.dynamic_smem <= BUDGET
     src = k.get_kernel_source()
@@ -148,7 +150,7 @@ def test_mla_decoding_fits_by_exchanging_one_row_at_a_time():
 
 def test_a_kernel_with_room_keeps_the_batched_exchange():
     # dim 256: 128 KiB of tiles; the two 8 KiB workspaces fit, one exchange of eight rows each
-    k = tilelang.compile(attention_rows(256), target="cuda -arch=sm_90a")
+    k = tilelang.compile(attention_rows(256), target="cuda -arch=sm_90a", pass_configs=MMA_SYNC)
     assert k.artifact.dynamic_smem == 128 * 1024 + 2 * 8 * 1024
     src = k.get_kernel_source()
     assert re.search(r"\(\(float\*\)smem\)\[\(\(\(u\w* \* 256\) \+ \(\(int\)threadIdx\.x\)\) \+ \d+\)\]", src)

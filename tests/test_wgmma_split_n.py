@@ -32,7 +32,7 @@ MLA = Path("/work/shared/conformance/upstream/examples/deepseek_mla/example_mla_
 
 import tvm
 
-SPLIT_N = {"tl.enable_wgmma_split_n": True}   # N splits are opt-in (docs/pass_configs.md)
+SPLIT_N = {"tl.enable_wgmma_split_n": True}   # (the default since session 13: docs/pass_configs.md)
 
 def small_gemm(M=64, N=128, K=64, threads=256, dtype="float16", a_in_regs=False, trans_b=False,
                policy=None):
@@ -161,10 +161,12 @@ def test_upstream_mla_decode_takes_wgmma():
     spec = importlib.util.spec_from_file_location("example_mla_decode_split_n", MLA)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert "wgmma_gemm" not in mod.flashattn(132, 128, 1, 8192, 512, 64, 64, 64, 1,
-                                             (512 + 64) ** -0.5).get_kernel_source()   # opt-in (default off)
-    with tvm.transform.PassContext(config=SPLIT_N):
-        kernel = mod.flashattn(132, 128, 1, 4096, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)   # (another size: not the memoised kernel)
+    # on by default since session 13 (the example sets no pass config); off, it stays on mma.sync
+    kernel = mod.flashattn(132, 128, 1, 8192, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)
+    assert kernel.artifact.dynamic_smem <= 227 * 1024       # (it went 128 bytes over in session 12)
+    with tvm.transform.PassContext(config={"tl.enable_wgmma_split_n": False}):
+        off = mod.flashattn(132, 128, 1, 4096, 512, 64, 64, 64, 1, (512 + 64) ** -0.5)   # (another size: not the memoised kernel)
+    assert "wgmma_gemm" not in off.get_kernel_source()
     src = kernel.get_kernel_source()
     assert sorted(_calls(src)) == [
         ("wgmma_gemm_ss", "64", "512", "64", "tl::Warpgroups<1, 2>"),    # P @ V: 2 x m64n256k16

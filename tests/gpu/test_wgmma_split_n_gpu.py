@@ -28,7 +28,7 @@ def test_m64_split_n_gemm_matches_torch(dtype, a_in_regs, trans_b, N):
 
     M, K = 64, 64
     kernel = tilelang.compile(small_gemm(M=M, N=N, K=K, dtype=dtype, a_in_regs=a_in_regs, trans_b=trans_b),
-                              pass_configs={"tl.enable_wgmma_split_n": True})   # opt-in
+                              pass_configs={"tl.enable_wgmma_split_n": True})   # (the default)
     assert "tl::Warpgroups<1, 2>" in kernel.get_kernel_source()
     tdt = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda").to(tdt)
@@ -46,9 +46,7 @@ def test_upstream_mla_decode_matches_its_reference(batch, kv_ctx):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     heads, dim, pe_dim = 128, 512, 64
-    import tvm
-    with tvm.transform.PassContext(config={"tl.enable_wgmma_split_n": True}):   # opt-in
-        kernel = mod.flashattn(batch, heads, 1, kv_ctx, dim, pe_dim, 64, 64, 1, (dim + pe_dim) ** -0.5)
+    kernel = mod.flashattn(batch, heads, 1, kv_ctx, dim, pe_dim, 64, 64, 1, (dim + pe_dim) ** -0.5)   # (the default)
     assert "tl::Warpgroups<1, 2>" in kernel.get_kernel_source()
     torch.manual_seed(0)
     q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.float16)

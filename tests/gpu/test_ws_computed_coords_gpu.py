@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.mark.parametrize("block_M,threads", [(64, 128), (128, 256)])
+@pytest.mark.parametrize("block_M,threads", [(64, 128), (128, 256), (64, 256)])   # (64, 256): wgmma split over N
 def test_grouped_gemm_matches_torch(block_M, threads):
     import tilelang
     from test_ws_computed_coords import grouped

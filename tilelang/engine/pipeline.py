@@ -21,7 +21,7 @@ from tilelang.codegen import emit_cuda
 from tilelang.transform import attention_schedule, stage_epilogue, user_ws
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
-from tilelang.transform.layout_inference import infer_layouts
+from tilelang.transform.layout_inference import SPLIT_N_KEY, infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
 from tilelang.transform.negative_index import legalize_negative_indices
 from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loops_with_locals
@@ -38,17 +38,44 @@ def _layouts(st):
     st.layouts = infer_layouts(st.info, st.arch, st.pass_configs)
 
 
-def _lower(st):
-    lw = st.lowerer or Lowerer(st.info, st.layouts, st.pass_configs)   # (stage_epilogues built one)
+def _lower_once(st, info, layouts, lw=None):
+    """(Lowerer, lowered body) of ``info`` with ``layouts``. The Lowerer's plans (a persistent grid,
+    the next tile's heads with bytes of their own, an extra ring buffer, two blocks per SM) fit
+    shared memory before the lowering carves its reduction workspaces; where those take the
+    kernel over the budget, it is planned again leaving room for them."""
+    lw = lw or Lowerer(info, layouts, st.pass_configs)
     lw.arch = st.arch                      # lower_copy: TMA bulk stores need sm_90
     body = lw.run()
-    if getattr(st, "unstaged", None) is not None and lw.smem_bytes > targets.smem_per_block(st.arch):
-        # the staged epilogue fit until the lowering carved its workspaces: never let an
-        # optimisation take the kernel over the budget, lower it as written
+    carved = lw.smem_bytes - lw.plan_bytes
+    if lw.smem_bytes > targets.smem_per_block(st.arch) and carved > 0:
+        again = Lowerer(info, layouts, st.pass_configs, reserve=carved)
+        again.arch = st.arch
+        again_body = again.run()
+        if again.smem_bytes < lw.smem_bytes:
+            return again, again_body
+    return lw, body
+
+
+def _splits_n(layouts) -> bool:
+    return any(getattr(p, "warpgroups_n", 1) > 1 for p in layouts.gemms.values())
+
+
+def _lower(st):
+    # Never let an optimisation take the kernel over the shared-memory budget (it would fail at
+    # launch): plans that leave room for the workspaces (_lower_once), then the epilogue as
+    # written (the stage fit until the lowering carved its workspaces), then wgmma warpgroups
+    # splitting M only (those splitting N need the cross-warpgroup reduction workspaces).
+    limit = targets.smem_per_block(st.arch)
+    lw, body = _lower_once(st, st.info, st.layouts, st.lowerer)   # (stage_epilogues built one)
+    if getattr(st, "unstaged", None) is not None and lw.smem_bytes > limit:
         st.func, st.info, st.layouts = st.unstaged
-        lw = Lowerer(st.info, st.layouts, st.pass_configs)
-        lw.arch = st.arch
-        body = lw.run()
+        lw, body = _lower_once(st, st.info, st.layouts)
+    if lw.smem_bytes > limit and _splits_n(st.layouts):
+        configs = {**(st.pass_configs or {}), SPLIT_N_KEY: False}
+        layouts = infer_layouts(st.info, st.arch, configs)
+        lw_m, body_m = _lower_once(st, st.info, layouts)
+        if lw_m.smem_bytes < lw.smem_bytes:
+            st.layouts, lw, body = layouts, lw_m, body_m
     st.lowered = st.func.with_body(unroll_vector_loops_with_locals(body))
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)

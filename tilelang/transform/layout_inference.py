@@ -1679,10 +1679,11 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     layouts (a split accumulator copied into a replicated register A operand, say) is planned
     again without N splits: as before they existed (mma.sync where M cannot split)."""
     try:
-        # Warpgroups splitting N are opt-in until they are measured correct on the H200 across the
-        # kernels that take them (session 12: upstream's grouped gemm at 64x128 tiles on 256
-        # threads gave wrong results, and mla_decode's plan overran shared memory by 128 bytes)
-        split_n = bool((pass_configs or {}).get(SPLIT_N_KEY, False))
+        # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
+        # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
+        # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does
+        # not fit shared memory is lowered with M splits only (engine.pipeline).
+        split_n = bool((pass_configs or {}).get(SPLIT_N_KEY, True))
         first = _Inference(info, arch, pass_configs, split_n=split_n)
         try:
             return first.run()

@@ -414,11 +414,15 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     would take the block past its shared-memory budget, one register at a time through ``T``
     elements (two barriers each), as upstream's reductions do."""
     T = lw.T
-    batched = n_out == 1 or _scratch_fits(lw, T * n_out, dtype)
-    scratch = lw.scratch(f"{name}_red_ws", T * n_out if batched else T, dtype)
+    sync = thread_sync.sync_stmt(lw)
+    # Every use below writes the workspace after `sync` and reads it before the next one: a later
+    # reduction of the same threads may take its bytes where fresh ones would not fit.
+    share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
+             tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
+    batched = n_out == 1 or _scratch_fits(lw, T * n_out, dtype, share)
+    scratch = lw.scratch(f"{name}_red_ws", T * n_out if batched else T, dtype, share=share)
     u = tirx.Var("u", "int32")
     slot = u * T if batched else i32(0)
-    sync = thread_sync.sync_stmt(lw)
     write = tirx.BufferStore(scratch, tirx.BufferLoad(acc, [u]), [slot + lw.tid])
     out = [sync, _for(u, n_out, write), sync] if batched else []
     # For every combination of the cross-warp digits, read the partner's partial.
@@ -445,11 +449,11 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     return out
 
 
-def _scratch_fits(lw, elems, dtype):
+def _scratch_fits(lw, elems, dtype, share=None):
     """Whether ``elems`` more elements of ``dtype`` carved after what the block already uses stay
-    within the target's shared memory per block."""
-    end = -(-lw.smem_bytes // 128) * 128 + elems * nbytes(dtype)
-    return end <= targets.smem_per_block(getattr(lw, "arch", None) or "sm_90a")
+    within the target's shared memory per block (or, with ``share``, fit on the bytes of an
+    earlier workspace of the same threads: ``Lowerer.scratch``)."""
+    return lw.scratch_fits(elems * nbytes(dtype), share)
 
 
 def _subst(expr, var, value):

@@ -48,8 +48,12 @@ SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block 
 
 
 class Lowerer:
-    def __init__(self, info: KernelInfo, layouts: Layouts, pass_configs: dict):
+    def __init__(self, info: KernelInfo, layouts: Layouts, pass_configs: dict, reserve: int = 0):
         self.info = info
+        # shared memory the plans below may fill: the budget less ``reserve`` bytes for what the
+        # lowering carves after them (reduction workspaces; ``engine.pipeline`` learns it from a
+        # first lowering that went over)
+        self.budget = SMEM_BUDGET_SM90 - reserve
         self.layouts = layouts
         self.configs = pass_configs or {}
         self.T = info.num_threads
@@ -87,20 +91,21 @@ class Lowerer:
             self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
         if self.ws is not None and self.ws.persistent is not None and (
-                self.smem_bytes > SMEM_BUDGET_SM90 or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256)):
+                self.smem_bytes > self.budget or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256)):
             # the staged tiles cannot keep bytes of their own; or two blocks fit on an SM (shared
             # memory, and no 232-register consumer warpgroups): a grid of one block per SM would
             # halve the occupancy (H200, fp16 GEMM 128 x 8192 x 8192 with 64x64 tiles: 231
             # TFLOP/s persistent, 342 one tile per block; 128x128 tiles, one block per SM either
             # way: 293 / 295, and 528 / 421 at 8192 x 8192 x 512)
             self.persistent_why = (f"with bytes of its own the pipeline would need {self.smem_bytes} bytes of shared "
-                                   "memory" if self.smem_bytes > SMEM_BUDGET_SM90 else
+                                   "memory" if self.smem_bytes > self.budget else
                                    "two blocks fit on an SM, which a grid of one block per SM would keep apart")
             self.ws.persistent = None
             self._plan_memory()
         if self.ws is not None:   # two blocks per SM for a one-warpgroup GEMM (setmaxnreg; may drop persistence)
-            warp_specialize.plan_pair(self, SMEM_BUDGET_SM90)
-            warp_specialize.plan_ring(self, SMEM_BUDGET_SM90)   # one more buffer for the wgmma kept in flight
+            warp_specialize.plan_pair(self, SMEM_BUDGET_SM90 - 2 * reserve)
+            warp_specialize.plan_ring(self, self.budget)   # one more buffer for the wgmma kept in flight
+        self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
         self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
@@ -110,6 +115,7 @@ class Lowerer:
     # ----- memory ------------------------------------------------------------------------
     def _plan_memory(self):
         self.smem_views, self.smem_bytes, self.extra_allocs = {}, 0, []
+        self.shared_scratch = []    # (share key, byte offset, bytes) of workspaces others may reuse
         sizes, aligns = {}, {}
         for buf in self.info.shared_buffers():
             layout = self.layouts.shared[buf]
@@ -145,7 +151,7 @@ class Lowerer:
                 with_heads = {**live, **{buf: whole for buf in self.ws.head_buffers}}
                 planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
                 barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2)     # at most, carved after the buffers
-                self.ws.heads_late = planned[1] + barriers > SMEM_BUDGET_SM90
+                self.ws.heads_late = planned[1] + barriers > self.budget
                 if self.ws.heads_late:
                     planned = None
         if planned is None:
@@ -179,11 +185,36 @@ class Lowerer:
                                 elem_offset=offset // esize, scope="shared.dyn")
         return view
 
-    def scratch(self, name, elems, dtype):
-        """A fresh shared-memory region (reduction workspace), allocated for the whole kernel."""
+    def scratch(self, name, elems, dtype, share=None):
+        """A fresh shared-memory region (reduction workspace), allocated for the whole kernel.
+        ``share``: a key naming the threads and the barrier of a workspace each use of which
+        writes it only after a barrier over those threads and reads it before their next one (a
+        cross-warp reduction's, ``lower_reduce._cross_warp``). Where a fresh region would take the
+        block past its shared-memory budget, such a workspace takes the bytes of an earlier one
+        with the same key that is large enough: that use's reads are over once every thread has
+        met the barrier before this one's writes."""
+        size = elems * nbytes(dtype)
+        if share is not None and not self.scratch_fits(size):
+            for key, offset, room in self.shared_scratch:
+                if key == share and room >= size and offset % nbytes(dtype) == 0:
+                    view = tirx.decl_buffer((elems,), dtype, name, data=self.smem.data,
+                                            elem_offset=offset // nbytes(dtype), scope="shared.dyn")
+                    self.extra_allocs.append(view)
+                    return view
         view = self._carve(name, elems, dtype)
         self.extra_allocs.append(view)
+        if share is not None:
+            self.shared_scratch.append((share, self.smem_bytes - size, size))
         return view
+
+    def scratch_fits(self, size, share=None) -> bool:
+        """Whether a workspace of ``size`` bytes fits: carved after what the block already uses
+        within the target's shared memory per block, or (with ``share``) on an earlier
+        workspace's bytes (``scratch``)."""
+        end = -(-self.smem_bytes // SMEM_ALIGN) * SMEM_ALIGN + size
+        if end <= targets.smem_per_block(getattr(self, "arch", None) or "sm_90a"):
+            return True
+        return share is not None and any(k == share and room >= size for k, _, room in self.shared_scratch)
 
     def shared_offset(self, buf, indices):
         """Flat element offset of ``buf[indices]`` in its view (swizzle and stage included)."""

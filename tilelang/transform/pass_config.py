@@ -123,9 +123,10 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_ATTENTION_SCHEDULE: "a one-stage T.Pipelined attention loop keeps each T.copy "
                                                  "where it is written (loaded and waited for on the spot) instead "
                                                  "of issuing the K and V loads together at the top of the body",
-    PassConfigKey.TL_ENABLE_WGMMA_SPLIT_N: "experimental (sm_90a): when M cannot be split into 64-row blocks over "
+    PassConfigKey.TL_ENABLE_WGMMA_SPLIT_N: "sm_90a, default True: when M cannot be split into 64-row blocks over "
         "the block's warpgroups (M=64 on 256 threads), the warpgroups split N instead and the gemm takes wgmma "
-        "(without it such kernels use mma.sync); not yet measured correct on every kernel shape",
+        "(False: such kernels use mma.sync, as before session 13); a plan that would not fit shared memory "
+        "falls back to the M-only one",
     PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "
