@@ -38,9 +38,11 @@ LAYERS = [
                       # the shims that give apache-tvm upstream's names (imports only tvm and tir_utils)
                       "tilelang.tvm_compat",
                       # compile instrumentation: sessions, pass events, and the pass timing tool
-                      "tilelang.instrumentation", "tilelang.tools.pass_timing")),
+                      "tilelang.instrumentation", "tilelang.tools.pass_timing",
+                      # layout pictures from plain values (the language server loads it by path)
+                      "tilelang.tools.layout_render")),
     ("frontend", ("tilelang.frontend",)),
-    ("language/layout", ("tilelang.language", "tilelang.layout")),
+    ("language/layout", ("tilelang.language", "tilelang.layout", "tilelang.tools.plot_layout")),
     ("transform", ("tilelang.transform",)),
     ("analysis", ("tilelang.analysis",)),
     ("codegen", ("tilelang.codegen",)),

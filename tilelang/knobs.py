@@ -38,6 +38,8 @@ KNOBS: dict[str, tuple[str, str, str]] = {
     "TILELANG_FRONTEND_DEBUG": ("bool", "0", "1 makes the frontend keep full Python tracebacks"),
     "TILELANG_KEEP_TEMPS": ("bool", "0", "1 keeps nvcc's temporary directories"),
     "TILELANG_AUTOTUNE_FORCE": ("bool", "0", "1 makes @tilelang.autotune re-tune instead of using stored results"),
+    "TILELANG_AUTO_TUNING_DISABLE_CACHE": ("bool", "0", "1 makes the autotuner reuse no result, stored or from "
+                                           "this process (TILELANG_DISABLE_CACHE=1 does too)"),
     "TILELANG_TMP_DIR": ("path", "<cache dir>/tmp", "upstream's scratch directory, readable as tilelang.env; our "
                          "nvcc runs use the system temp dir and the cache writes inside its own shards"),
     "TILELANG_PRINT_ON_COMPILATION": ("bool", "1", "upstream's knob: 1 logs each kernel name as it compiles (INFO)"),
@@ -192,6 +194,11 @@ def keep_temps() -> bool:
 def autotune_force() -> bool:
     """TILELANG_AUTOTUNE_FORCE: ignore stored autotuning results."""
     return _bool("TILELANG_AUTOTUNE_FORCE")
+
+
+def autotune_cache_disabled() -> bool:
+    """TILELANG_AUTO_TUNING_DISABLE_CACHE: reuse no autotuning result (stored or memoised)."""
+    return _bool("TILELANG_AUTO_TUNING_DISABLE_CACHE")
 
 
 def tmp_dir() -> Path:

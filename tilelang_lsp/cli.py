@@ -15,9 +15,11 @@ matches nothing); 3 bad configuration (``[tool.tilelang.check]`` or a check prag
 2 an internal error (TL0003, or the checker itself failed); 1 a warning or an error remains
 after ``--select``/``--ignore`` and ignore comments; 0 otherwise (infos and hints do not fail).
 
-``--explain`` prints, one line per kernel factory, the values it was built with and where they
-came from (SARIF output carries them in the run's ``properties.tilelangKernels``);
-``--statistics`` adds the time taken and how many factories were built with values.
+``--recommend`` checks nothing: it prints the carver's tile configurations for each kernel factory
+whose tile sizes are parameters (``recommend_cli``). ``--explain`` prints, one line per kernel
+factory, the values it was built with and where they came from (SARIF output carries them in
+the run's ``properties.tilelangKernels``); ``--statistics`` adds the time taken and how many
+factories were built with values.
 
 Kernel factories are built in a worker process (``worker_client``/``worker_main``) started before this
 process imports anything heavy, so the two tvm imports overlap. ``--no-exec`` runs no user code
@@ -70,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--statistics", action="store_true", help="print the time taken and files checked (stderr)")
     parser.add_argument("--explain", action="store_true",
                         help="say, one line per kernel factory, which values it was built with and where they came from")
+    parser.add_argument("--recommend", action="store_true",
+                        help="instead of checking: the carver's tile configurations (predicted time and gain) for "
+                             "each kernel factory whose tile sizes are parameters (tilelang_lsp.recommend_cli)")
     parser.add_argument("--version", action="version", version=f"tilelang-check {_version()}")
     return parser
 
@@ -219,6 +224,10 @@ def _run(args, start, shared_worker) -> int:
 
     files = expand_paths(args.paths)
     _check_target_spelling(args.target)
+    if args.recommend:   # runs the user's factories in this process (imports tvm): no worker
+        from tilelang_lsp.recommend_cli import recommend_files
+
+        return recommend_files(files, args.target or "sm_90a", fmt="json" if args.format == "json" else "text")
     worker = shared_worker
     if worker is None and not args.no_exec:
         worker = WorkerClient("tilelang-check-worker")

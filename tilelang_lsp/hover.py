@@ -3,17 +3,22 @@
 Hover text (Markdown) from the hover data the worker computed with the diagnostics.
 
 Inputs are ``tilelang.analysis.summary`` dicts (one per kernel build) and, for the kernel hover, the
-last Compile lens result of the factory (registers from ptxas). Every function here is pure
-formatting: no IO, no LSP types, no tvm. What each hover shows:
+last Compile lens result of the factory (registers from ptxas) and its last Run lens result
+(measured time). Every function here is pure
+formatting (the fragment picture aside): no IO, no LSP types, no tvm. What each hover shows:
 
 - fragment: shape, dtype, where its layout came from, the layout in words, a thread x register
-  table of the first threads, registers per thread and replication;
+  table of the first threads, registers per thread and replication, and a picture of the layout
+  (``layout_images``: drawn into the cache on the first hover, the one part that does IO);
 - shared buffer: bytes x pipeline stages, swizzle, and the kernel's total against the target's
   per-block budget;
 - ``T.gemm``: the instruction (wgmma on sm_90a, else mma.sync m16n8k16 with ldmatrix; ``tl::*gemm_ss/rs``)
   and the warp partition;
 - ``T.Pipelined``: stages and copy mechanism;
-- ``T.Kernel``: grid, threads, shared memory, registers and an occupancy estimate.
+- ``T.Kernel``: grid, threads, shared memory, registers and an occupancy estimate, then the
+  roofline (``analysis.roofline``): FLOPs, global / DRAM / shared bytes, arithmetic intensity and
+  the predicted time and bound on the architecture's GPU; after a Run lens, the measured time as
+  a percentage of the roofline of the GPU it ran on (100 % = at the roofline).
 
 Occupancy per SM follows the CUDA C Programming Guide's per-compute-capability limits (threads,
 blocks, shared memory, 64K registers; 1 KiB of shared memory reserved per block; registers
@@ -82,6 +87,11 @@ def fragment_markdown(name: str, entry: dict) -> str:
                                                           f"each element is held by {frag['replication']} threads")]
     lines += [f"- {w}" for w in frag["axes"]]
     lines += ["", _table(frag["table"]), "", f"```text\n{frag['describe']}\n```"]
+    if frag.get("picture"):
+        # the one hover part that does IO: the layout drawn once into the cache (layout_images)
+        from tilelang_lsp.layout_images import fragment_image_markdown
+
+        lines += ["", fragment_image_markdown(name, entry)]
     return "\n".join(lines)
 
 
@@ -193,7 +203,8 @@ def occupancy(arch: str, threads: int, smem: int | None, registers: int | None) 
             "max_warps": max_threads // 32, "limits": limits}
 
 
-def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, others: int = 0) -> str:
+def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, others: int = 0,
+                    ran: dict | None = None) -> str:
     launch = summary.get("launch") or {}
     threads = launch.get("num_threads") or 0
     grid = " × ".join(str(g) for g in launch.get("grid", []))
@@ -228,10 +239,62 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
     lines.append(f"- occupancy estimate: **{occ['blocks']} block{'s' if occ['blocks'] != 1 else ''}/SM** "
                  f"({occ['warps']} of {occ['max_warps']} warps), limited by {', '.join(occ['limited_by'])}"
                  + ("" if regs is not None else "; registers not counted yet"))
-    flops = summary.get("flops_per_launch")
-    if flops:
-        lines.append(f"- work: {flops / 1e9:.2f} GFLOP per launch (T.gemm)")
+    lines += roofline_lines(summary.get("roofline"), summary.get("arch", "?"), ran)
     return "\n".join(lines) + _footer(binding, others)
+
+
+def amount(n: float, unit: str) -> str:
+    """``35651584, "B"`` -> ``"35.7 MB"`` (decimal prefixes, as bandwidths are quoted)."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= factor:
+            return f"{n / factor:.3g} {prefix}{unit}"
+    return f"{n:.0f} {unit}"
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def roofline_lines(r: dict | None, arch: str, ran: dict | None = None) -> list:
+    """The kernel hover's roofline lines (``analysis.roofline.on_arch`` dicts; ``ran``: the last
+    Run lens result, whose ``roofline`` is estimated for the GPU it ran on)."""
+    if not r:
+        return []
+    if "flops" not in r:
+        return [f"- roofline: no estimate: {r.get('no_estimate')}"]
+    work = (f"{amount(r['flops'], 'FLOP')} (T.gemm, {', '.join(sorted(r['flops_by_dtype']))})" if r["flops"] else
+            "no T.gemm (elementwise arithmetic is not counted)")
+    traffic = (f"{amount(r['global_bytes'], 'B')} requested from global memory by the blocks, "
+               f"**{amount(r['dram_bytes'], 'B')} from DRAM** (each tensor once per direction; re-reads hit the L2)")
+    shared = (f"{amount(r['shared_bytes'], 'B')} (tile copies and gemm operand reads per warp)"
+              if r.get("shared_bytes") is not None else f"not estimated: {r.get('shared_why')}")
+    out = [f"- work per launch: {work}", f"- traffic: {traffic}", f"- shared-memory traffic: {shared}"]
+    if "time_s" not in r:
+        return out + [f"- roofline: no estimate: {r.get('no_estimate')}"]
+    intensity = "∞" if r.get("intensity") is None else f"{r['intensity']:.1f}"
+    ridge = f" (ridge point {r['ridge']:.0f})" if r.get("ridge") else ""
+    compute = ("no tensor-core work" if not r["flops"] else
+               f"compute {duration(r['compute_s'])} at {r['peak_tflops']} TFLOP/s" if r.get("compute_s") is not None
+               else "compute time unknown (no tensor-core peak for a gemm dtype)")
+    out += [f"- arithmetic intensity: **{intensity} FLOP/B**{ridge}",
+            f"- roofline on {r['device']} ({arch}): **{duration(r['time_s'])}, {r['bound']}-bound** "
+            f"({compute}; memory {duration(r['memory_s'])} at {r['bandwidth_gbps']:.0f} GB/s)"]
+    if ran and ran.get("ran") and ran.get("ms"):
+        out.append("- last Run: " + run_summary(ran))
+    return out
+
+
+def run_summary(ran: dict) -> str:
+    """``"0.41 ms on NVIDIA H200, 78 % of roofline (memory-bound)"`` of a Run lens result."""
+    text = f"{duration(ran['ms'] / 1e3)} on {ran.get('device', 'the GPU')}"
+    r, pct = ran.get("roofline") or {}, ran.get("roofline_percent")
+    if pct is not None:
+        text += f", **{pct:.0f} % of roofline** ({r.get('bound')}-bound, {duration(r['time_s'])} on {r.get('device')})"
+    elif r.get("no_estimate"):
+        text += f" (no roofline estimate: {r['no_estimate']})"
+    return text
 
 
 # ----- T members and fallbacks ----------------------------------------------------------------------

@@ -4,7 +4,8 @@ Code lenses over kernel factories and the reports of their commands.
 
 Two lenses sit on each kernel factory (and module-level ``@T.prim_func``): **Compile for
 <target>** (command ``tilelang.compile``) and **Run** (``tilelang.run``), both with the arguments
-``[document uri, factory name]``. The server executes them in its tools worker
+``[document uri, factory name]``. After a Run, the Run lens's title carries the measured time and its
+percentage of the roofline estimate (``run_title``). The server executes them in its tools worker
 (``worker_tools.compile_kernel`` / ``run_kernel``) and answers ``workspace/executeCommand`` with
 ``command_result``: ``{"kind", "ok", "title", "report" (Markdown), "data" (the worker's dict)}``
 plus ``"cuda_source"`` and ``"language": "cuda"`` for a compile, which an editor opens as a new,
@@ -18,15 +19,45 @@ RUN = "tilelang.run"
 COMMANDS = (COMPILE, RUN)
 
 
-def lenses_for(model, uri: str, target: str) -> list:
-    """[{line, title, command, arguments}] for every kernel factory of ``model``."""
+def lenses_for(model, uri: str, target: str, runs: dict | None = None) -> list:
+    """[{line, title, command, arguments}] for every kernel factory of ``model``; ``runs``
+    (``{(uri, factory): run result}``) puts the last measured time in the Run lens's title."""
     out = []
     for factory in model.factories:
         line = factory.first_line
         args = [uri, factory.name]
+        ran = (runs or {}).get((uri, factory.name))
         out.append({"line": line, "title": f"▶ Compile for {target}", "command": COMPILE, "arguments": args})
-        out.append({"line": line, "title": "▶ Run", "command": RUN, "arguments": args})
+        out.append({"line": line, "title": "▶ Run" + (f" · last: {run_title(ran)}" if ran else ""),
+                    "command": RUN, "arguments": args})
     return out
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"
+
+
+def run_title(r: dict) -> str:
+    """``"0.41 ms, 78 % of roofline (memory-bound)"``: a Run result in a few words."""
+    if r.get("error") or not r.get("ran"):
+        return "failed" if r.get("error") else "not run"
+    text = _duration(r["ms"] / 1e3)
+    if r.get("roofline_percent") is not None:
+        text += f", {r['roofline_percent']:.0f} % of roofline ({r['roofline']['bound']}-bound)"
+    return text
+
+
+def roofline_line(r: dict) -> str | None:
+    """The Run report's roofline line: the estimate on the GPU the kernel ran on and the percentage
+    the measured time reaches (100 % = at the roofline)."""
+    est = r.get("roofline")
+    if not est:
+        return None
+    if r.get("roofline_percent") is None:
+        return f"- roofline: no estimate ({est.get('no_estimate', 'no time predicted')})"
+    return (f"- **{r['roofline_percent']:.0f} % of roofline**: predicted {_duration(est['time_s'])} on "
+            f"{est['device']}, {est['bound']}-bound (FLOPs over the tensor-core peak, DRAM bytes over "
+            "the bandwidth: the kernel hover's numbers)")
 
 
 def compile_report(r: dict) -> str:
@@ -56,6 +87,8 @@ def run_report(r: dict) -> str:
         return r.get("message", "nothing was run")
     speed = f"{r['tflops']:.1f} TFLOP/s" if r.get("tflops") else f"{r.get('gbps', 0):.1f} GB/s"
     lines = [f"**{r['factory']}** on {r['device']}: **{r['ms'] * 1e3:.1f} µs** ({speed})", f"- {r['binding']}"]
+    if roofline_line(r):
+        lines.append(roofline_line(r))
     if "reference_ms" in r:
         ratio = r["reference_ms"] / r["ms"] if r["ms"] else 0.0
         verdict = "outputs match" if r.get("matches_reference") else "**outputs differ**"

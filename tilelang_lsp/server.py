@@ -50,6 +50,7 @@ class TileLangServer(LanguageServer):
         self.init_problems: list = []              # settings problems found at initialize
         self.language: dict | None = None          # {"T": [member], "tilelang": [member]}
         self.compile_results: dict = {}            # (uri, factory) -> compile lens result
+        self.run_results: dict = {}                # (uri, factory) -> last Run lens result that ran
         self._models: dict = {}                    # uri -> (version, SourceModel)
         self._good_models: dict = {}               # uri -> last SourceModel that parsed
         self._locks: dict = {}

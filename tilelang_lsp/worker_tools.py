@@ -14,7 +14,8 @@ returns registers, spills, shared memory, grid/block, the time of each step, the
 instruction mix of the PTX and the CUDA source.
 
 ``run_kernel(service, {...same})`` runs the kernel on the local GPU with random inputs
-(``Profiler``): median time, TFLOP/s (from the T.gemm shapes) or GB/s (tensor bytes), and, when
+(``Profiler``): median time, TFLOP/s (from the T.gemm shapes) or GB/s (tensor bytes), the roofline
+estimate on that GPU and the measured time's percentage of it (``roofline_of_run``), and, when
 the file defines ``ref_program``, a comparison of outputs and time against it. Without a GPU it
 says so and runs nothing. Failures are answers (``{"ok": True, "error": "..."}``), not exceptions.
 """
@@ -279,11 +280,30 @@ def _run_on_gpu(func, binding, module, message) -> dict:
     out = {"ok": True, "ran": True, "error": None, "factory": message["factory"], "binding": binding.describe(),
            "device": _device_name(), "ms": ms}
     arch = kernel.artifact.arch if hasattr(kernel, "artifact") else "sm_90a"
-    flops = summarize(func, arch, configs).get("flops_per_launch")
+    summary = summarize(func, arch, configs)
+    flops = summary.get("flops_per_launch")
     if flops:
         out["tflops"] = flops / ms / 1e9
     else:
         out["gbps"] = _tensor_bytes(prof) / ms / 1e6
+    out.update(roofline_of_run(summary.get("roofline"), arch, out["device"], ms))
+    return _with_reference(out, prof, binding, module)
+
+
+def roofline_of_run(counted: dict | None, arch: str, device: str, ms: float) -> dict:
+    """``{"roofline": estimate on the GPU the kernel ran on (``tilelang.targets`` facts of the product
+    ``device`` names), "roofline_percent": 100 * estimate / measured}`` from the hover summary's
+    counts (``analysis.roofline``), or the reason there is none."""
+    from tilelang.analysis import roofline
+
+    if not counted or "flops" not in counted:
+        return {"roofline": {"no_estimate": (counted or {}).get("no_estimate", "the kernel was not counted")}}
+    estimate = roofline.on_arch(roofline.Counts.from_dict(counted), arch, device)
+    return {"roofline": estimate,
+            "roofline_percent": roofline.percent_of_roofline(estimate.get("time_s"), ms / 1e3)}
+
+
+def _with_reference(out, prof, binding, module) -> dict:
     ref = module.__dict__.get("ref_program")
     if callable(ref):
         out.update(_compare_with_reference(prof, ref, binding, module))

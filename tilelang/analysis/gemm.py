@@ -97,12 +97,6 @@ def _check_scopes(rep, stmt, a, b, c) -> bool:
         rep.emit("TL0002", f"T.gemm reads A from shared memory or a fragment, but '{a.buffer.name}' "
                  f"is in {a.scope} memory", rep.operand_span(stmt, A))
         ok = False
-    elif a.scope == FRAGMENT_SCOPE and _flags(stmt)[0]:
-        # Upstream TileLang's MMA path reads a transposed register A; this one does not: not a
-        # mistake in the kernel, a limit of the installed compiler (TL0804, like sm_100 code).
-        rep.emit("TL0804", "the installed tilelang does not implement a transposed register (fragment) A "
-                 "operand of T.gemm: stage A through shared memory (or drop transpose_A) to compile the kernel "
-                 "with it", rep.operand_span(stmt, A, "transpose_A"))
     return ok
 
 

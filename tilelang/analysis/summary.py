@@ -16,6 +16,10 @@ pass_configs)`` runs that analysis first (the Run lens, tests). The result::
      "pipelines": [{"line", "stages", "producers": [name], "mechanism"}],
      "stages_fit": int|None (over budget: the most pipeline stages that fit, for TL0501's fix),
      "fragment_registers": int, "flops_per_launch": int|None,
+     "roofline": {"flops", "flops_by_dtype", "global_bytes", "dram_bytes", "shared_bytes",
+                  "shared_why", "device", "time_s", "memory_s", "compute_s", "bound", "intensity",
+                  "ridge", "peak_tflops", "bandwidth_gbps"} or {"no_estimate": why}
+                 (``analysis.roofline.on_arch``),
      "epilogue_stage"?: [line] (sm_90a: copies staged through shared memory + TMA stores),
      "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
      "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles),
@@ -26,7 +30,9 @@ pass_configs)`` runs that analysis first (the Run lens, tests). The result::
 
 Lines are 1-based lines of the user's file (TVM spans). A fragment entry holds the layout's
 name, where it came from, ``describe()``, words per axis, registers per thread, replication and
-a table of the first threads' first registers (``table[t][r]`` = tile coordinates). Nothing here
+a table of the first threads' first registers (``table[t][r]`` = tile coordinates) and, under
+``picture``, the layout's axis form (shape, threads, ``[kind, extent, stride, dim, coef]`` per axis)
+for the editor to draw. Nothing here
 raises: a failing analysis leaves its part empty and says why in ``error``. The language server
 only formats these dicts (``tilelang_lsp.hover``); it never imports this module.
 """
@@ -84,7 +90,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
     out["stages_fit"] = fitting_stages(out)
-    out["flops_per_launch"] = _gemm_flops(info, layouts)
+    _roofline(k, arch, out)
     try:
         raster = _raster(info, out)
     except Exception as err:  # noqa: BLE001 - an estimate only: its hover is left out
@@ -223,7 +229,10 @@ def fragment_summary(frag, elem_bytes: int, origin) -> dict:
         rows.append(cells)
     return {"name": frag.name, "origin": origin, "describe": frag.describe(), "axes": _axes_in_words(frag),
             "local_size": frag.local_size, "replication": frag.replication, "num_threads": frag.num_threads,
-            "registers": -(-frag.local_size * elem_bytes // 4), "table": rows}
+            "registers": -(-frag.local_size * elem_bytes // 4), "table": rows,
+            # what the editor draws (tilelang_lsp.layout_images): the axis form, tilelang.layout.axes
+            "picture": {"shape": shape, "num_threads": frag.num_threads,
+                        "axes": [[a.kind, a.extent, a.stride, a.dim, a.coef] for a in frag.axes]}}
 
 
 def _coords(flat: int, shape: list) -> list:
@@ -396,38 +405,19 @@ def _mechanism(stages: int, producers: list) -> str:
             f"iteration k computes (commit_group, wait_group {stages - 1}, __syncthreads)")
 
 
-def _gemm_flops(info, layouts):
-    """2*M*N*K of every T.gemm times its enclosing constant loop trips, times the grid."""
-    if layouts is None or not layouts.gemms:
-        return None
-    from tilelang.tir_utils import const_int
-    from tvm import tirx
+def _roofline(k, arch: str, out: dict) -> None:
+    """``out["roofline"]``: the kernel's counts and estimate on ``arch`` (``analysis.roofline``, the
+    counting ``tilelang.tools.Analyzer`` uses), or ``{"no_estimate": why}``; ``flops_per_launch``."""
+    from tilelang.analysis import roofline
 
-    total = 0
-
-    def visit(s, trips):
-        if s in layouts.gemms:
-            p = layouts.gemms[s]
-            total_add = 2 * p.M * p.N * p.K * trips
-            nonlocal total
-            total += total_add
-            return
-        if isinstance(s, tirx.For):
-            extent = const_int(s.extent)
-            trips = trips * extent if extent is not None else None
-            if trips is None:
-                return
-        from tilelang.tir_utils import children
-
-        for c in children(s):
-            visit(c, trips)
-
-    visit(info.body, 1)
-    blocks = 1
-    for iv, extent in info.launch:
-        if str(iv.thread_tag).startswith("blockIdx"):
-            value = const_int(extent)
-            if value is None:
-                return None
-            blocks *= value
-    return total * blocks if total else None
+    plans = k.layouts.gemms if k.layouts is not None else None
+    try:
+        counts = roofline.count([k.func], plans)
+    except ValueError as err:
+        out["roofline"] = {"no_estimate": str(err)}
+        return
+    except Exception as err:  # noqa: BLE001 - an estimate only: its hover lines are left out
+        out["roofline"] = {"no_estimate": f"the count failed: {type(err).__name__}: {err}"}
+        return
+    out["roofline"] = roofline.on_arch(counts, arch)
+    out["flops_per_launch"] = counts.flops or None

@@ -13,7 +13,8 @@ Contract:
 - ``load(key)`` returns the stored record (a dict) or None; it never raises, and a damaged
   file is deleted and reported as a miss.  ``store(key, record)`` writes a temp file and
   ``os.replace``-s it into place, so readers never see half a record; it never raises (a
-  warning is emitted instead).  Both obey TILELANG_DISABLE_CACHE like the kernel cache.
+  warning is emitted instead).  Both obey TILELANG_DISABLE_CACHE like the kernel cache, and
+  TILELANG_AUTO_TUNING_DISABLE_CACHE (``reuse_enabled()``; the tuner's in-process memo too).
 - ``jsonable(value)``: the JSON form of a config as stored in a record.
 - ``force_retune()``: TILELANG_AUTOTUNE_FORCE (a boolean, parsed like every tilelang knob);
   when true, stored results are ignored (and overwritten by the new run).
@@ -133,8 +134,15 @@ def tuning_key(factory, arguments: dict, configs: list, compile_args: dict, arch
                            plain(configs), plain(compile_args), arch)
 
 
+def reuse_enabled() -> bool:
+    """Whether tuning results may be reused (from disk or this process): the kernel cache is on
+    (TILELANG_DISABLE_CACHE, ``tilelang.disable_cache()``) and TILELANG_AUTO_TUNING_DISABLE_CACHE
+    is off, both read at call time."""
+    return cache.enabled() and not knobs.autotune_cache_disabled()
+
+
 def load(key: str) -> dict | None:
-    if not cache.enabled():
+    if not reuse_enabled():
         return None
     path = path_for(key)
     try:
@@ -153,7 +161,7 @@ def load(key: str) -> dict | None:
 
 
 def store(key: str, record: dict) -> Path | None:
-    if not cache.enabled():
+    if not reuse_enabled():
         return None
     final = path_for(key)
     try:

@@ -214,7 +214,7 @@ def _tune(problem: _Problem, profile: ProfileArgs, runner=None, force: bool = Fa
     with _TUNE_LOCK:
         if key is None:   # callbacks decide what is correct: nothing is reused (see _tuning_key)
             return _for_call(_run(problem, profile, runner or GpuRunner(profile), "uncached"), problem)
-        result = _MEMO.get(key)
+        result = _MEMO.get(key) if store.reuse_enabled() else None   # (upstream: no reuse with the cache off)
         if result is None and not (force or store.force_retune()):
             result = _from_record(store.load(key), problem, key)
         if result is None:

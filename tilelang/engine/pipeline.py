@@ -4,7 +4,8 @@
     analyze_kernel    find the launch, the thread variables and every buffer (loops that never
                       run are dropped first: transform/vector_locals.py; one-stage attention
                       loops issue their K and V loads together: transform/attention_schedule.py)
-    infer_layouts     fragment / loop / shared layouts and gemm warp partitions
+    infer_layouts     fragment / loop / shared layouts and gemm warp partitions (printed and drawn
+                      when TL_LAYOUT_VISUALIZATION_ENABLE is set: analysis/layout_visual.py)
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
     lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers (then
                       vectorized loops that declare locals are unrolled: transform/vector_locals.py)
@@ -16,8 +17,9 @@ from __future__ import annotations
 from tvm import tirx
 
 from tilelang import targets
-from tilelang.analysis import check_pass
+from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
+from tilelang.codegen.wide_index import widen_large_tensors
 from tilelang.transform import attention_schedule, stage_epilogue, user_ws
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
@@ -36,6 +38,8 @@ def _analyze(st):
 
 def _layouts(st):
     st.layouts = infer_layouts(st.info, st.arch, st.pass_configs)
+    if st.pass_configs.get(layout_visual.ENABLE):   # TL_LAYOUT_VISUALIZATION_*: print / draw them
+        layout_visual.visualize(st.layouts, st.pass_configs)
 
 
 def _lower_once(st, info, layouts, lw=None):
@@ -106,7 +110,8 @@ def _solved_symbols(func):
 
 
 def _emit(st):
-    func, maps = _solved_symbols(st.lowered), [t["name"] for t in st.tensormaps]
+    # (tensors of 2**31 elements or more: 64-bit element offsets, codegen/wide_index.py)
+    func, maps = widen_large_tensors(_solved_symbols(st.lowered)), [t["name"] for t in st.tensormaps]
     st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims)
     if any(arg.startswith("cse_v") for _, arg in st.cuda.args):
         # TVM's CSE computed part of a loop bound on the host: build without it

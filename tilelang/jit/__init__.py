@@ -82,7 +82,9 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
     flags = list(compile_flags or [])
     outs = _normalize_out_idx(out_idx, func)
     key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
-    artifact = cache.load(key) if cache.enabled() else None
+    # a compile asked to draw its layouts (TL_LAYOUT_VISUALIZATION_ENABLE) lowers again to draw them
+    drawing = bool(configs.get("tl.layout_visualization_enable"))
+    artifact = cache.load(key) if cache.enabled() and not drawing else None
     if artifact is None:
         artifact = _lower(func, arch, configs, outs)
         artifact.compile_flags = list(artifact.compile_flags) + flags

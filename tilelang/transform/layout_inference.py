@@ -49,6 +49,18 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, VIEW_STAGI
                                        parallel_nest, scope_of)
 
 
+def _operand_a(layout, trans_a: bool):
+    """The register A operand's layout over the fragment as stored: ``layout`` over (M, K), or
+    for ``transpose_A`` (the fragment holds A as K x M) the same registers with the two tile
+    dimensions swapped. Each thread then holds the elements of A the gemm's register templates
+    expect (they read A_frag in the (m, k) order of ``layout`` and ignore TRANS_A)."""
+    if not trans_a:
+        return layout
+    axes = tuple(replace(a, dim=None if a.dim is None else 1 - a.dim) for a in layout.axes)
+    return replace(layout, shape=tuple(reversed(layout.shape)), axes=axes, name=f"{layout.name} (transposed)",
+                   _tables={})
+
+
 @dataclass
 class GemmPlan:
     M: int
@@ -424,7 +436,7 @@ class _Inference:
             self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T, warpgroups_n=wgn), span,
                         f"T.gemm (line {line}, wgmma)")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
-                self.assign(a.buffer, wgmma_operand_a(M, K, wg, self.T, warpgroups_n=wgn), span,
+                self.assign(a.buffer, _operand_a(wgmma_operand_a(M, K, wg, self.T, warpgroups_n=wgn), trans_a), span,
                             f"T.gemm A operand (line {line}, wgmma)")
         else:
             wm, wn = warp_partition(M, N, self.T // 32, policy, span)
@@ -441,10 +453,8 @@ class _Inference:
             self.out.gemms[stmt] = plan
             self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm (line {line})")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
-                if trans_a:
-                    raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
-                self.assign(a.buffer, mma_operand_a(M, K, wm, wn, self.T, elem_bytes=nbytes(str(a.buffer.dtype))),
-                            span, f"T.gemm A operand (line {line})")
+                layout = mma_operand_a(M, K, wm, wn, self.T, elem_bytes=nbytes(str(a.buffer.dtype)))
+                self.assign(a.buffer, _operand_a(layout, trans_a), span, f"T.gemm A operand (line {line})")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
                 self.require_gemm_layout(r.buffer, span)
@@ -468,9 +478,8 @@ class _Inference:
         self.out.gemms[stmt] = plan
         self.assign(c.buffer, fma_accumulator(M, N, grid, self.T), span, f"T.gemm (line {line}, FMA)")
         if scope_of(a.buffer) == FRAGMENT_SCOPE:
-            if trans_a:
-                raise LoweringError("TL0002", "a register A operand cannot be transposed", span)
-            self.assign(a.buffer, fma_operand_a(M, K, grid, self.T), span, f"T.gemm A operand (line {line}, FMA)")
+            self.assign(a.buffer, _operand_a(fma_operand_a(M, K, grid, self.T), trans_a), span,
+                        f"T.gemm A operand (line {line}, FMA)")
         for r in (a, b):
             if scope_of(r.buffer) in SHARED_SCOPES:
                 have = self.out.shared.get(r.buffer)

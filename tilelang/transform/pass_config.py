@@ -197,8 +197,16 @@ EFFECTS = {
     PassConfigKey.TL_FORCE_LET_INLINE: "accepted; no effect: expressions bound without a buffer read are always "
                                        "inlined",
     PassConfigKey.TL_AST_PRINT_ENABLE: _NO_DEBUG + " (use TILELANG_DUMP_IR)",
-    PassConfigKey.TL_LAYOUT_VISUALIZATION_ENABLE: _NO_DEBUG + " (the editor hover shows fragment layouts)",
-    PassConfigKey.TL_LAYOUT_VISUALIZATION_FORMATS: _NO_DEBUG + " (the editor hover shows fragment layouts)",
+    PassConfigKey.TL_LAYOUT_VISUALIZATION_ENABLE: "True: the compile prints every inferred fragment layout "
+                                                  "(shape, thread and register expressions) and, with "
+                                                  "`tl.layout_visualization_formats`, draws the fragments and the "
+                                                  "swizzled shared tiles into `./tmp/<buffer>_layout.<format>` "
+                                                  "(tilelang/analysis/layout_visual.py; a cached kernel is lowered "
+                                                  "again to draw them)",
+    PassConfigKey.TL_LAYOUT_VISUALIZATION_FORMATS: "what `tl.layout_visualization_enable` writes: \"txt\" (the default: "
+                                                   "print only), \"png\", \"pdf\", \"svg\", \"all\" or a comma list; "
+                                                   "png/pdf need matplotlib (`pip install tilelang[plot]`; without it "
+                                                   "they become SVG); other values raise ValueError",
     PassConfigKey.TL_ENABLE_DUMP_IR: "accepted; no effect: set TILELANG_DUMP_IR to dump the IR after each pass",
     PassConfigKey.TL_DUMP_IR_DIR: "accepted; no effect: set TILELANG_DUMP_IR=<dir> instead",
     PassConfigKey.TL_PASS_PROFILE: "True: time every pass of the compile (our stages and TVM's codegen passes) "

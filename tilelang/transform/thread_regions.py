@@ -7,7 +7,8 @@ a fragment), is a *region*: its tile ops are laid out for the ``count`` threads 
 thread index ``tid - first`` (upstream's thread bounds of a tile op). ``regions(info)`` maps each
 statement inside a region to its ``Region``; layout inference and the lowering both consult it,
 so the fragments of a region are built and indexed for the same threads. Every fragment a region
-touches must be touched nowhere else in the kernel (else the branch is no region). A branch that
+touches must be touched nowhere else in the kernel, or only in other branches that select the same
+range (they share its layout); else the branch is no region. A branch that
 selects no such range (``tx == 0``, ``tx % 2 == 0``, a range not a multiple of 32 threads) stays
 as before: its memory-only tile ops are spread over the selected threads, fragment work there is
 refused. A branch whose fragment work all lies under ``if``s on the thread index nested in it
@@ -147,6 +148,43 @@ def _fragment_uses(stmt) -> Counter:
     return uses
 
 
+def _shared_range_uses(body, tvars, analyzer, tid, T) -> dict:
+    """Fragment -> (range, uses) for a fragment every use of which lies in branches (of ``if``s on
+    the thread index, not nested in one another) that select the same range ``range``: such
+    branches share its layout (``with T.ws(1): T.clear(C)`` ... ``with T.ws(1): T.copy(C, ...)``)."""
+    seen = {}       # fragment -> set of ranges, use count within such branches
+
+    def go(s, cond):
+        if s is None:
+            return
+        if isinstance(s, tirx.IfThenElse) and uses_vars(s.condition, tvars):
+            here = s.condition if cond is None else tirx.And(cond, s.condition)
+            other = tirx.Not(s.condition) if cond is None else tirx.And(cond, tirx.Not(s.condition))
+            for body, c in ((s.then_case, here), (s.else_case, other)):
+                if body is None:
+                    continue
+                rng = selected_range(analyzer, tid, c, T)
+                if rng is not None and not _has_thread_if(body, tvars):
+                    for b, n in _fragment_uses(body).items():
+                        ranges, count = seen.get(b, (set(), 0))
+                        seen[b] = (ranges | {rng}, count + n)
+                else:
+                    go(body, c)
+            return
+        for c in children(s):
+            go(c, cond)
+
+    go(body, None)
+    return {b: (next(iter(r)), n) for b, (r, n) in seen.items() if len(r) == 1}
+
+
+def _has_thread_if(stmt, tvars) -> bool:
+    found = []
+    walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.IfThenElse)
+               and uses_vars(s.condition, tvars) else None)
+    return bool(found)
+
+
 def regions(info, thread_vars=None) -> dict:
     """Statement -> Region for every statement inside a region of the kernel body ``info.body``
     (keys: the statement objects, compared by identity)."""
@@ -163,6 +201,7 @@ def regions(info, thread_vars=None) -> dict:
         walk_stmts(s, lambda x: out.__setitem__(x, region))
 
     total = _fragment_uses(info.body)
+    shared = _shared_range_uses(info.body, tvars, analyzer, tid, T)
 
     def branch(body, cond):
         if body is None:
@@ -173,7 +212,7 @@ def regions(info, thread_vars=None) -> dict:
         if not _own_fragment_work(body, tvars):
             return False    # all of it under inner conditions (an `elif` chain): those are the regions
         mine = _fragment_uses(body)
-        if any(total[b] != n for b, n in mine.items()):
+        if any(total[b] != n and shared.get(b) != (rng, total[b]) for b, n in mine.items()):
             return False    # a fragment the rest of the kernel uses too: laid out for the whole block
         mark(body, Region(*rng))
         return True

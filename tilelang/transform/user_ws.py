@@ -11,6 +11,10 @@ automatic warp specialisation applies.
   thread index is ``threadIdx.x - 128 lo`` (``apply`` narrows ``KernelInfo.threads``; the
   launch keeps the block the user asked for). Tile ops outside every ``T.ws`` block are refused
   in such a kernel: the threads outside the role would run them with indices of no element.
+  Blocks that compute on *different* groups (each on fragments of its own) instead become
+  ``if <thread in its groups>:`` branches before analysis, which ``thread_regions`` lays out
+  for their own threads (tile ops outside them run on the whole block, and the barrier planner
+  orders shared memory between them); that form takes no user mbarriers (TL0002).
 * Any other block (a producer) spreads its memory-to-memory copies over its own threads, and
   issues ``T.tma_copy`` loads from one of them.
 * Barriers the compiler inserts inside a block are named barriers over that block's threads
@@ -135,10 +139,16 @@ def apply(info):
     compute = [b for b in blocks if _touches_fragments(b.body)]
     masks = {int(b.value.value) for b in compute}
     if len(masks) > 1:
-        raise LoweringError("TL0002", "the T.ws blocks that compute on fragments name different warp groups "
-                            f"({', '.join(str(_groups(m)) for m in sorted(masks))}): the fragments' layouts "
-                            "are built for one set of threads", compute[-1].span,
-                            notes=["give every block that computes the same T.ws(...) groups"])
+        if _has_user_sync(info.body):
+            raise LoweringError("TL0002", "the T.ws blocks that compute on fragments name different warp groups "
+                                f"({', '.join(str(_groups(m)) for m in sorted(masks))}) in a kernel ordered by "
+                                "the user's mbarriers: this TileLang builds such roles without user barriers "
+                                "only", compute[-1].span,
+                                notes=["give every block that computes the same T.ws(...) groups"])
+        # several computing roles: each block is a thread region of its own threads
+        info.body = _as_thread_branches(_strip_pipelining(info.body), info.tid)
+        info.user_ws, info.has_user_ws = None, True
+        return info
     info.body = _strip_pipelining(info.body)
     roles = None
     if masks:
@@ -155,6 +165,45 @@ def apply(info):
     info.user_ws = roles
     info.has_user_ws = True
     return info
+
+
+def _group_cond(tid, groups):
+    """``tid`` in the warp groups ``groups`` (runs of consecutive groups as ranges)."""
+    runs = []
+    for g in groups:
+        if runs and runs[-1][1] == g:
+            runs[-1][1] = g + 1
+        else:
+            runs.append([g, g + 1])
+    cond = None
+    for lo, hi in runs:
+        part = tirx.And(tirx.GE(tid, i32(GROUP * lo)), tirx.LT(tid, i32(GROUP * hi)))
+        cond = part if cond is None else tirx.Or(cond, part)
+    return cond, runs
+
+
+def _as_thread_branches(body, tid):
+    """Every ``T.ws`` block -> ``if <thread in its groups>: body``: with several computing roles
+    the blocks are thread regions (``thread_regions``), each laid out for its own warp groups,
+    and the compiler orders shared memory between them as between any branches."""
+    def go(s):
+        if s is None:
+            return None
+        if is_ws(s):
+            cond, _ = _group_cond(tid, _groups(int(s.value.value)))
+            return tirx.IfThenElse(cond, seq([go(s.body)]), None, span=s.span)
+        if isinstance(s, tirx.SeqStmt):
+            return seq([go(x) for x in s.seq])
+        if isinstance(s, tirx.IfThenElse):
+            return tirx.IfThenElse(s.condition, go(s.then_case), go(s.else_case), span=s.span)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body), span=s.span)
+        if isinstance(s, tirx.For):
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, go(s.body), thread_binding=s.thread_binding,
+                            annotations=s.annotations, step=s.step, span=s.span)
+        return s
+
+    return go(body)
 
 
 def _refuse_outside(body):

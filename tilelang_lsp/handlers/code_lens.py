@@ -32,7 +32,7 @@ def register(server) -> None:
         model = ls.model(uri)
         if model is None or not ls.settings.code_lens:
             return []
-        found = lenses.lenses_for(model, uri, lens_target(ls, uri))
+        found = lenses.lenses_for(model, uri, lens_target(ls, uri), ls.run_results)
         return [convert.to_lsp_code_lens(x["line"], x["title"], x["command"], x["arguments"]) for x in found]
 
     @server.command(lenses.COMPILE)
@@ -81,6 +81,10 @@ async def run_command(ls, kind: str, args) -> dict:
         data = {"ok": True, "error": (data.get("internal") or "internal error").splitlines()[0]}
     if kind == "compile" and not data.get("error"):
         ls.compile_results[(uri, factory)] = {k: v for k, v in data.items() if k != "cuda_source"}
+    if kind == "run" and data.get("ran"):
+        ls.run_results[(uri, factory)] = data           # the Run lens title and the kernel hover show it
+        if convert.client_supports(ls.client_capabilities, "workspace", "code_lens", "refresh_support"):
+            ls.workspace_code_lens_refresh(None)
     return _show(ls, lenses.command_result(kind, data), uri)
 
 

@@ -69,6 +69,7 @@ class _Context:
         self.exact = st is not None and st.kernels_version == version
         self.entries = ls.checks.kernels(uri).get(self.factory.name, []) if self.factory else []
         self.compiled = ls.compile_results.get((uri, self.factory.name)) if self.factory else None
+        self.ran = ls.run_results.get((uri, self.factory.name)) if self.factory else None
 
     def markdown(self, node) -> str | None:
         if isinstance(node, ast.Attribute):
@@ -127,7 +128,7 @@ class _Context:
         for entry in self.entries:
             summary, binding, others = entry["summary"], entry["binding"], len(self.entries) - 1
             if member == "Kernel" and summary.get("launch"):
-                return hover.kernel_markdown(summary, binding, self.compiled, others)
+                return hover.kernel_markdown(summary, binding, self.compiled, others, self.ran)
             items = summary.get("gemms" if member == "gemm" else "pipelines") or []
             item = self._pick(items, call.lineno, ordinal)
             if item is not None and member == "gemm":
@@ -161,6 +162,6 @@ class _Context:
         lines += ["", "Checked with:"] + [f"- {e['binding']}" for e in self.entries]
         summary = self.entries[0]["summary"]
         if summary.get("launch"):
-            lines += ["", hover.kernel_markdown(summary, None, self.compiled)]
+            lines += ["", hover.kernel_markdown(summary, None, self.compiled, ran=self.ran)]
         return "\n".join(lines)
 

@@ -6,8 +6,10 @@ along each axis); ``rstep`` — the reduction step per pipeline stage (``[block_
 ``pipeline_stage`` — shared-memory stages (1: no software pipelining); ``rasterization_plan``;
 ``use_tc`` — tensor-core (mma/wgmma/MFMA) instructions; ``thread`` — warps along each axis.
 Cost-model facts the recommender derived are kept for inspection: ``smem_bytes``,
-``regs_per_thread``, ``blocks_per_sm``, ``waves``, ``score`` (estimated time, lower is better).
-``to_dict()`` gives the tile parameters of an upstream GEMM config.
+``regs_per_thread``, ``blocks_per_sm``, ``waves``, ``score`` (estimated time in seconds, lower is
+better; ``predicted_ms`` the same in ms). ``to_dict()`` gives the tile parameters of an upstream
+GEMM config, or ``config`` itself where the template set one (attention: block_M, block_N,
+num_stages, threads).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class Hint:
         self.blocks_per_sm = 0
         self.waves = 0
         self.score = 0.0
+        self.config: dict | None = None   # the kernel parameters, where the template knows them
+
+    @property
+    def predicted_ms(self) -> float:
+        return self.score * 1e3
 
     @property
     def num_threads(self) -> int:
@@ -44,6 +51,8 @@ class Hint:
         return warps * 32
 
     def to_dict(self) -> dict:
+        if self.config is not None:
+            return dict(self.config)
         out = {}
         if len(self.block) == 2:
             out.update(block_M=self.block[0], block_N=self.block[1])

@@ -18,6 +18,16 @@ Contract:
   that), x1.15 without pipelining. A rasterization plan is attached when the operands overflow
   half of L2 and the grid is at least 4x4 tiles. Best (lowest estimate) first; ties prefer larger
   tiles, then 4 warps.
+- On sm_90 with tensor-core operands (fp16, bf16, fp8) the candidates and their times are those of
+  our warp-specialised wgmma + TMA main loop instead (``tilelang.carver.cost_model.gemm_sm90``,
+  calibrated on the H200): ``block_M`` in {64, 128, 256} over 1 or 2 consumer warpgroups
+  (``threads`` 128 / 256, ``block_M`` a multiple of 64 per warpgroup, at most 128 accumulator
+  registers per thread), ``block_N`` in {64, 128, 192, 256}, 32..256-byte k steps, 2..6 stages that
+  fit; ``hint.score`` is the predicted time in seconds, ``hint.predicted_ms`` the same in ms.
+  Ties (equal to 0.1 %) prefer fewer stages, then larger tiles.
+- ``estimate(config)``: the predicted time (seconds, or None when the model says the configuration
+  is not valid, with the reason in ``last_reason``) of one config dict (``block_M``, ``block_N``,
+  ``block_K``, ``num_stages``, ``threads``) on the template's device.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from dataclasses import dataclass
 
 from tvm import DataType
 
+from tilelang.carver import cost_model
 from tilelang.carver.arch import TileDevice
 from tilelang.carver.roller.hint import Hint
 from tilelang.carver.roller.rasterization import NoRasterization, Rasterization2DColumn
@@ -138,9 +149,72 @@ class MatmulTemplate(BaseTemplate):
         if arch is None:
             raise ValueError("MatmulTemplate.get_hardware_aware_configs: no device given")
         dev = _Device.of(arch, str(self.in_dtype), str(self.accum_dtype))
+        if _uses_wgmma_model(arch, dev):
+            hints = list(self._sm90_candidates(arch, dev))
+            hints.sort(key=lambda h: (round(math.log(h.score) * 1000), h.pipeline_stage, -h.block[0] * h.block[1],
+                                      h.num_threads, -h.rstep[0]))
+            return hints[:max(0, int(topk))]
         hints = [h for h in self._candidates(arch, dev)]
         hints.sort(key=lambda h: (h.score, -h.block[0] * h.block[1], abs(h.num_threads - 128), -h.rstep[0]))
         return hints[:max(0, int(topk))]
+
+    def estimate(self, config: dict, arch: TileDevice = None):
+        """Predicted seconds of ``config`` on ``arch`` (default: the template's), or None with
+        ``self.last_reason`` saying why (not a configuration the model covers, or not valid)."""
+        arch = arch if arch is not None else self.arch
+        if arch is None:
+            raise ValueError("MatmulTemplate.estimate: no device; call .with_arch(CUDA(...)) first")
+        self.last_reason = ""
+        dev = _Device.of(arch, str(self.in_dtype), str(self.accum_dtype))
+        if not _uses_wgmma_model(arch, dev):
+            self.last_reason = "the calibrated model covers sm_90 tensor-core GEMMs only"
+            return None
+        cfg = {"block_M": 128, "block_N": 128, "block_K": 32, "num_stages": 3, "threads": 128, **config}
+        est = self._sm90_estimate(arch, cfg)
+        if not est.valid:
+            self.last_reason = est.reason
+            return None
+        return est.seconds
+
+    def _sm90_estimate(self, arch, cfg: dict):
+        return cost_model.gemm_sm90(self.M, self.N, self.K, cfg["block_M"], cfg["block_N"], cfg["block_K"],
+                                    cfg["num_stages"], cfg["threads"], cost_model.Sm90Device.of(arch, self.in_dtype),
+                                    in_bytes=_bits(self.in_dtype) / 8, out_bytes=_bits(self.out_dtype) / 8,
+                                    accum_bytes=_bits(self.accum_dtype) / 8)
+
+    def _sm90_candidates(self, arch, dev: _Device):
+        in_b = _bits(self.in_dtype) / 8
+        grid_cap = max(64, _pow2_ceil(self.M))
+        for bm in (64, 128, 256):
+            if bm > grid_cap:
+                continue
+            for bn in (64, 128, 192, 256):
+                if bn > max(64, _pow2_ceil(self.N)):
+                    continue
+                for k_bytes in (64, 128, 256):
+                    bk = int(k_bytes / in_b)
+                    if bk > max(int(32 / in_b), _pow2_ceil(self.K)):
+                        continue
+                    for threads in (128, 256):
+                        for stages in (2, 3, 4, 5, 6):
+                            if stages > 2 and stages > math.ceil(self.K / bk):
+                                continue
+                            est = self._sm90_estimate(arch, {"block_M": bm, "block_N": bn, "block_K": bk,
+                                                             "num_stages": stages, "threads": threads})
+                            if not est.valid:
+                                continue
+                            wgs = threads // 128
+                            h = Hint()
+                            h.arch, h.use_tc = arch, True
+                            h.block, h.warp, h.thread, h.rstep = [bm, bn], [bm // (4 * wgs), bn], [4 * wgs, 1], [bk]
+                            h.pipeline_stage = stages
+                            h.rasterization_plan = self._raster(dev, math.ceil(self.M / bm), math.ceil(self.N / bn),
+                                                                bn, in_b)
+                            h.smem_bytes, h.regs_per_thread = est.smem_bytes, est.regs_per_thread
+                            h.blocks_per_sm, h.waves = est.blocks_per_sm, est.rounds
+                            h.score = est.seconds
+                            h.ring_buffers = est.buffers
+                            yield h
 
     def _candidates(self, arch, dev: _Device):
         M, N, K = self.M, self.N, self.K
@@ -196,6 +270,8 @@ class MatmulTemplate(BaseTemplate):
                             h.score = score
                             yield h
 
+    last_reason = ""   # (not a dataclass field) why estimate() returned None
+
     def _raster(self, dev: _Device, grid_m: int, grid_n: int, bn: int, in_b: float):
         operands = (self.M + self.N) * self.K * in_b
         if dev.l2 <= 0 or grid_m < 4 or grid_n < 4 or operands <= dev.l2 / 2:
@@ -203,3 +279,9 @@ class MatmulTemplate(BaseTemplate):
         panel_bytes = bn * self.K * in_b                     # one column of B tiles
         width = max(2, min(16, 1 << int(math.log2(max(1.0, dev.l2 / 2 / panel_bytes)))))
         return Rasterization2DColumn(min(width, grid_n))
+
+
+def _uses_wgmma_model(arch, dev: _Device) -> bool:
+    """sm_90 (H100 / H200) with tensor-core operands: our compiler's wgmma + TMA main loop."""
+    return getattr(arch, "platform", "") == "CUDA" and int(getattr(arch, "sm_version", 0) or 0) == 90 \
+        and dev.tensor_cores
