@@ -20,7 +20,7 @@ import test_pipeline_early_release as er  # noqa: E402
 @pytest.mark.parametrize("N", [128, 256, 384, 640, 4096])
 def test_gemv_matches_torch(stages, N):
     M = 512
-    k = tilelang.compile(er._gemv(M=M, N=N, stages=stages))
+    k = tilelang.compile(er._gemv(M=M, N=N, stages=stages), pass_configs=er.EARLY_RELEASE)
     a = torch.randn(M, N, device="cuda", dtype=torch.float16)
     x = torch.randn(N, device="cuda", dtype=torch.float16)
     o = torch.empty(M, device="cuda", dtype=torch.float16)
@@ -43,7 +43,7 @@ def test_rest_with_a_shared_buffer_of_its_own():
                     R[(i + 1) % 128, j] = F[i, j] * 2
                 T.copy(R, B[bx * 128, k * 64])
 
-    kern = tilelang.compile(main)
+    kern = tilelang.compile(main, pass_configs=er.EARLY_RELEASE)
     a = torch.randn(256, 1024, device="cuda", dtype=torch.float16)
     b = torch.empty_like(a)
     kern(a, b)

@@ -11,6 +11,7 @@ recording honest: the worker's reply today has the same diagnostics and hover-da
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,10 +76,12 @@ print(json.dumps({"heavy": heavy, "hovers": hovers, "actions": [a.title for a in
 '''
 
 
-def test_the_server_renders_every_hover_and_quick_fix_without_importing_the_compiler():
+def test_the_server_renders_every_hover_and_quick_fix_without_importing_the_compiler(tmp_path):
+    # (fragment hovers draw their layout pictures into the cache: keep them out of the user's)
+    env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", REPLAY, str(RECORDED / "server_inputs.py"),
                            str(RECORDED / "server_inputs.json")], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+                          timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["heavy"] == [], f"the server process imported {out['heavy']}"

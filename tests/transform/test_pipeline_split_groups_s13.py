@@ -10,7 +10,7 @@ import tilelang.language as T
 
 
 def _body(func, target="sm_80"):
-    src = tilelang.lower(func, target=target).source
+    src = tilelang.lower(func, target=target, pass_configs={"tl.enable_pipeline_split_groups": True}).source
     return src[src.find('extern "C" __global__ void __launch'):]
 
 

@@ -186,10 +186,16 @@ def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[b
     return data, log
 
 
+_MAX_ERROR_LINES = 8
+
+
 def _failure_message(tool: str, rc, cmd: list[str], src: Path | None, log: str) -> str:
     shown = log if len(log) <= _MAX_LOG_IN_MESSAGE else log[:_MAX_LOG_IN_MESSAGE] + "\n... (truncated; see .log)"
     kept = f"\n  source kept at: {src}" if src else ""
-    return (f"{tool} failed (exit status {rc}){kept}\n  command: {' '.join(cmd)}\n"
+    # the errors first: a long log of warnings would otherwise push them out of the message
+    errors = [ln.strip() for ln in log.splitlines() if re.search(r"\berror\b|\bfatal\b", ln)][:_MAX_ERROR_LINES]
+    first = "".join(f"\n  {ln}" for ln in errors)
+    return (f"{tool} failed (exit status {rc}){first}{kept}\n  command: {' '.join(cmd)}\n"
             f"--- compiler output ---\n{shown}")
 
 

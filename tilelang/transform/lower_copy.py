@@ -924,9 +924,15 @@ def _threaded_atomic(lw, src, dst, kind, stmt):
     if src.dtype != dst.dtype:
         value = tirx.Cast(dst.dtype, value)
     body = evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span)
+    return _atomic_loop(lw, body, it, iters, q, total, (src, s_idx, sd), (dst, d_idx, dd), stmt.span)
+
+
+def _atomic_loop(lw, body, it, iters, q, total, src_side, dst_side, span):
+    """``body`` (one thread's atomic) guarded by the tile's tail (``q < total`` where the threads
+    do not divide it) and both sides' bounds, in an unrolled loop over ``iters`` (none when 1)."""
     guard = None
-    for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, src, s_idx, sd),
-              _in_bounds(lw, dst, d_idx, dd)):
+    for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, *src_side),
+              _in_bounds(lw, *dst_side)):
         if g is not None:
             guard = g if guard is None else tirx.And(guard, g)
     if guard is not None:
@@ -934,7 +940,7 @@ def _threaded_atomic(lw, src, dst, kind, stmt):
     if iters == 1:
         return body
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
-                    span=stmt.span)
+                    span=span)
 
 
 # packed atomic adds of the device library (src/tl/atomic.h): (dtype, lanes) -> function
@@ -980,14 +986,4 @@ def _threaded_vector_atomic(lw, src, dst, sd, dd, tile, vec, stmt):
     s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
     body = evaluate_extern(_PACKED_ADDS[(str(dst.dtype), vec)], _ptr(lw, dst, d_idx), _ptr(lw, src, s_idx),
                            span=stmt.span)
-    guard = None
-    for g in (tirx.LT(q, i32(total)) if total % lw.T else None, _in_bounds(lw, src, s_idx, sd),
-              _in_bounds(lw, dst, d_idx, dd)):
-        if g is not None:
-            guard = g if guard is None else tirx.And(guard, g)
-    if guard is not None:
-        body = tirx.IfThenElse(guard, body, None)
-    if iters == 1:
-        return body
-    return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
-                    span=stmt.span)
+    return _atomic_loop(lw, body, it, iters, q, total, (src, s_idx, sd), (dst, d_idx, dd), stmt.span)

@@ -36,6 +36,8 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
+    TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
+    TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -127,6 +129,15 @@ EFFECTS = {
         "the block's warpgroups (M=64 on 256 threads), the warpgroups split N instead and the gemm takes wgmma "
         "(False: such kernels use mma.sync, as before session 13); a plan that would not fit shared memory "
         "falls back to the M-only one",
+    PassConfigKey.TL_ENABLE_PIPELINE_EARLY_RELEASE: "opt-in (cp.async pipelines): a T.Pipelined body that reads "
+        "every staged tile into registers first refills the stage right after the read, S tiles in flight "
+        "(upstream's schedule of such loops); measured slower on the H200 for upstream's gemv_alloc_reducer "
+        "(0.041 against 0.031 ms), so off by default",
+    PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS: "opt-in (cp.async pipelines): each staged tile of a T.Pipelined "
+        "body whose consumers use the tiles at different statements gets its own cp.async group, waited for "
+        "just before its first use and reissued right after its last (upstream's schedule of attention-style "
+        "loops); measured slower on the H200 for upstream's gqa_decode_split (0.038 against 0.035 ms), so off "
+        "by default",
     PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "

@@ -79,8 +79,11 @@ def lower_pipelined(lw, loop):
     # a body that reads every staged tile first and then computes without them is the early
     # release's (one group per iteration, all waited for at the top); it also satisfies
     # ``_producer_uses`` (tiles done with before the last consumer), so it is decided first
-    split = early_release_split(lw, pl.staged, consumers)
-    uses = _producer_uses(lw, producers, consumers) if split is None else None
+    # (both schedules are opt-in: measured slower than the plain one on the H200, session 13)
+    split = (early_release_split(lw, pl.staged, consumers)
+             if lw.configs.get("tl.enable_pipeline_early_release") else None)
+    uses = (_producer_uses(lw, producers, consumers)
+            if split is None and lw.configs.get("tl.enable_pipeline_split_groups") else None)
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)

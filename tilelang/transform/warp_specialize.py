@@ -319,6 +319,7 @@ def _computed_coordinates(lw, copies) -> str | None:
 PAIR_PRODUCER_REGS = 40     # the producer warpgroup of a block in a pair (``pair_plan``) ...
 PAIR_CONSUMER_REGS = 216    # ... and its consumer warpgroup: 2 x 128 x (40 + 216) = 64K registers
 PAIR_FRAGMENT_WORDS = 160   # fragment registers per consumer thread that leave room for the rest
+PAIR_WGMMA_N = 128          # widest accumulator one consumer warpgroup's wgmma may hold in a pair
 
 
 def pair_candidate(lw) -> bool:
@@ -334,6 +335,12 @@ def pair_candidate(lw) -> bool:
         return False
     func = lw.info.func
     if user_cluster_dims(func) is not None or _sets_register_limit(func, lw.configs):
+        return False
+    # one m64nN wgmma holds its whole accumulator (N/2 float registers a thread) live at once:
+    # the pair's 128-register compile limit (256 threads, 2 blocks) leaves no room past N = 128
+    # (64x256 tiles on 128 threads: ptxas "Insufficient registers (128) ... 154 or higher")
+    c_extent = const_int(decode_region(ws.gemm.value.args[2]).extents[-1])
+    if c_extent is None or c_extent > PAIR_WGMMA_N:
         return False
     words = 0
     for buf, frag in lw.layouts.fragments.items():
