@@ -76,6 +76,7 @@ class PassConfigKey(str, enum.Enum):
     TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
     TL_FORCE_LET_INLINE = "tl.force_let_inline"
     TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    # (the two layout-visualization keys do act: analysis/layout_visual.py prints and draws layouts)
     TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
     TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
