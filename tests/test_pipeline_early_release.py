@@ -52,6 +52,26 @@ def _gemv(M=4096, N=4096, block_M=128, block_N=128, stages=2, threads=256):
     return gemv
 
 
+def own_buffer_rest(stages):
+    """B = 2 A with rows rolled by one: each tile read into registers, then the rest of the body
+    stages it through a shared buffer of its own (R) before storing it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 1024), T.float16), B: T.Tensor((256, 1024), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((128, 64), T.float16)
+            R = T.alloc_shared((128, 64), T.float16)
+            F = T.alloc_fragment((128, 64), T.float16)
+            for k in T.Pipelined(16, num_stages=stages):
+                T.copy(A[bx * 128, k * 64], S)
+                T.copy(S, F)
+                for i, j in T.Parallel(128, 64):
+                    R[(i + 1) % 128, j] = F[i, j] * 2
+                T.copy(R, B[bx * 128, k * 64])
+
+    return main
+
+
 def _loop(src, var="kn"):
     start = src.index(f"for (int {var} = 0;")
     end = src.index("tl::cp_async_wait<0>();", start)
@@ -152,20 +172,7 @@ def test_rest_touching_shared_memory_is_fenced_by_the_barriers():
     """A rest that stages through a shared buffer of its own: its write and read are separated
     by a barrier, and the next iteration's write by the loop's first barrier."""
 
-    @T.prim_func
-    def main(A: T.Tensor((256, 1024), T.float16), B: T.Tensor((256, 1024), T.float16)):
-        with T.Kernel(2, threads=128) as bx:
-            S = T.alloc_shared((128, 64), T.float16)
-            R = T.alloc_shared((128, 64), T.float16)
-            F = T.alloc_fragment((128, 64), T.float16)
-            for k in T.Pipelined(16, num_stages=2):
-                T.copy(A[bx * 128, k * 64], S)
-                T.copy(S, F)
-                for i, j in T.Parallel(128, 64):
-                    R[(i + 1) % 128, j] = F[i, j] * 2
-                T.copy(R, B[bx * 128, k * 64])
-
-    src = _body(tilelang.lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
+    src = _body(tilelang.lower(own_buffer_rest(stages=2), "sm_90a", pass_configs=EARLY_RELEASE).source)
     loop = _loop(src, "k")
     commit = loop.index("tl::cp_async_commit();")
     rest = loop[commit:]

@@ -7,37 +7,18 @@ and the next V under the next S = Q K^T. Without the key a one-stage loop keeps 
 
 import re
 
+import sys
+from pathlib import Path
+
 import tilelang
-import tilelang.language as T
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_copy_staging import attention_like  # noqa: E402  (the same one-stage attention loop)
 
 SM90 = "cuda -arch=sm_90a"
 KEY = "tl.enable_ws_single_stage"
 
 
-def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128):
-    """Q in front of the loop; per iteration K, S = Q K^T, P = S, V, O += P V."""
-    S_LEN = 1024
-
-    @T.prim_func
-    def main(Q: T.Tensor((S_LEN, dim), T.float16), K: T.Tensor((S_LEN, dim), T.float16),
-             V: T.Tensor((S_LEN, dim), T.float16), O: T.Tensor((S_LEN, dim), T.float16)):
-        with T.Kernel(S_LEN // block_M, threads=threads) as bx:
-            Q_s = T.alloc_shared((block_M, dim), T.float16)
-            K_s = T.alloc_shared((block_N, dim), T.float16)
-            V_s = T.alloc_shared((block_N, dim), T.float16)
-            acc_s = T.alloc_fragment((block_M, block_N), T.float32)
-            acc_p = T.alloc_fragment((block_M, block_N), T.float16)
-            acc_o = T.alloc_fragment((block_M, dim), T.float32)
-            T.copy(Q[bx * block_M, 0], Q_s)
-            T.clear(acc_o)
-            for k in T.Pipelined(S_LEN // block_N, num_stages=num_stages):
-                T.copy(K[k * block_N, 0], K_s)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True, clear_accum=True)
-                T.copy(acc_s, acc_p)
-                T.copy(V[k * block_N, 0], V_s)
-                T.gemm(acc_p, V_s, acc_o)
-            T.copy(acc_o, O[bx * block_M, 0])
-    return main
 
 
 def source(func, **configs):

@@ -12,7 +12,6 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tilelang  # noqa: E402
-import tilelang.language as T  # noqa: E402
 import test_pipeline_early_release as er  # noqa: E402
 
 
@@ -30,20 +29,7 @@ def test_gemv_matches_torch(stages, N):
 
 
 def test_rest_with_a_shared_buffer_of_its_own():
-    @T.prim_func
-    def main(A: T.Tensor((256, 1024), T.float16), B: T.Tensor((256, 1024), T.float16)):
-        with T.Kernel(2, threads=128) as bx:
-            S = T.alloc_shared((128, 64), T.float16)
-            R = T.alloc_shared((128, 64), T.float16)
-            F = T.alloc_fragment((128, 64), T.float16)
-            for k in T.Pipelined(16, num_stages=3):
-                T.copy(A[bx * 128, k * 64], S)
-                T.copy(S, F)
-                for i, j in T.Parallel(128, 64):
-                    R[(i + 1) % 128, j] = F[i, j] * 2
-                T.copy(R, B[bx * 128, k * 64])
-
-    kern = tilelang.compile(main, pass_configs=er.EARLY_RELEASE)
+    kern = tilelang.compile(er.own_buffer_rest(stages=3), pass_configs=er.EARLY_RELEASE)
     a = torch.randn(256, 1024, device="cuda", dtype=torch.float16)
     b = torch.empty_like(a)
     kern(a, b)

@@ -359,8 +359,8 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
     flush()
     lw.stage = saved_stage
     if not ends_with_issue:
-        # (not reached from ``lower_pipelined``: consumers after every tile's last use make the
-        # loop an early release; kept so that the schedule stays safe on its own)
+        # (consumers after every tile's last use: with early release on, ``lower_pipelined``
+        # gives such loops that schedule instead; here the barrier keeps this one safe)
         out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(out), span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
