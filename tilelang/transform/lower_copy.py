@@ -232,13 +232,10 @@ def lower_copy(lw, stmt):
 
 def _fragment_registers(lw) -> int:
     """32-bit registers per thread that the kernel's fragments take (their local arrays)."""
-    regs = lw.__dict__.get("_fragment_regs")
-    if regs is None:
-        regs = 0
-        for local in getattr(lw, "frag", {}).values():
-            n = const_int(local.shape[0])
-            regs += -(-(n if n is not None else 1 << 16) * nbytes(str(local.dtype)) // 4)
-        lw.__dict__["_fragment_regs"] = regs
+    regs = 0
+    for local in getattr(lw, "frag", {}).values():
+        n = const_int(local.shape[0])
+        regs += -(-(n if n is not None else 1 << 16) * nbytes(str(local.dtype)) // 4)
     return regs
 
 
