@@ -5,6 +5,7 @@ not, ``examples/flash_attention.py``).
 
     python3 benchmarks/bench_carver.py [--dry-run] [--compile-only] [--only gemm|attn|attn_causal ...]
                                        [--jobs N] [--limit N] [--arch sm_90a] [--out FILE]
+                                       [--pass-config KEY=VALUE ...]
 
 For each case a bounded config space (<= ~40 configs, plus the carver's top recommendation when
 the space lacks it) is compiled first, in ``--jobs`` parallel processes (each ``tilelang.compile``
@@ -115,6 +116,17 @@ def plan(case: str, arch, limit: int | None) -> tuple[list[dict], dict, dict]:
 
 # ----- compiling (worker processes) ----------------------------------------------------------------
 
+# --pass-config KEY=VALUE ...: extra pass configs for every compile, workers included (through the
+# environment: the spawned workers inherit it)
+_EXTRA_CONFIGS_ENV = "TL_BENCH_CARVER_PASS_CONFIGS"
+
+
+def _extra_configs() -> dict:
+    import json
+
+    return json.loads(os.environ.get(_EXTRA_CONFIGS_ENV) or "{}")
+
+
 def _prim_func(case: str, cfg: dict):
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))
@@ -122,12 +134,17 @@ def _prim_func(case: str, cfg: dict):
         import gemm
 
         M, N, K = GEMM_SHAPE
-        return gemm.matmul.get_prim_func(M, N, K, trans_B=True, **cfg), {"out_idx": [-1]}
-    import flash_attention as fa
+        func, kw = gemm.matmul.get_prim_func(M, N, K, trans_B=True, **cfg), {"out_idx": [-1]}
+    else:
+        import flash_attention as fa
 
-    B, H, S, D = ATTN_SHAPE
-    func = fa.flashattn.get_prim_func(B, H, S, D, CASES[case]["causal"], 1, "bhsd", **cfg)
-    return func, {"out_idx": [3], "pass_configs": {"tl.enable_fast_math": True}}
+        B, H, S, D = ATTN_SHAPE
+        func = fa.flashattn.get_prim_func(B, H, S, D, CASES[case]["causal"], 1, "bhsd", **cfg)
+        kw = {"out_idx": [3], "pass_configs": {"tl.enable_fast_math": True}}
+    extra = _extra_configs()
+    if extra:
+        kw["pass_configs"] = {**kw.get("pass_configs", {}), **extra}
+    return func, kw
 
 
 def compile_config(case: str, cfg: dict, target: str):
@@ -271,8 +288,22 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, help="at most this many configs of each case's space (testing)")
     ap.add_argument("--arch", help="target architecture (default: the GPU's, else sm_90a)")
     ap.add_argument("--out", help="also write the markdown tables to this file")
+    ap.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra pass config for every compile (repeatable; VALUE is JSON, e.g. true or 4)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(EXAMPLES))
+    if args.pass_config:
+        import json
+
+        extra = {}
+        for item in args.pass_config:
+            key, _, value = item.partition("=")
+            try:
+                extra[key] = json.loads(value)
+            except ValueError:
+                extra[key] = value
+        os.environ[_EXTRA_CONFIGS_ENV] = json.dumps(extra)
+        print(f"extra pass configs: {extra}", flush=True)
 
     import torch
 

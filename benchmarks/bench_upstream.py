@@ -61,7 +61,8 @@ def examples_dir(arg: str | None) -> Path:
     # scripts/conformance.py looks for it)
     candidates = [arg, os.environ.get("TL_UPSTREAM_EXAMPLES")] + [
         str(base / "conformance" / "upstream" / "examples")
-        for base in (root.parent / "shared", root / "shared", root / ".gpu")]
+        for base in (root.parent / "shared", root / "shared", root / ".gpu")] + [
+        str(root / ".gpu" / "conf" / "upstream" / "examples")]
     for c in candidates:
         if c and Path(c).is_dir():
             return Path(c).resolve()

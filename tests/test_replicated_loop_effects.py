@@ -33,7 +33,7 @@ def row_center(N=64, D=1024, blk_m=1, threads=256):
 
 def test_registers_of_a_replicated_loop_are_written_on_every_thread():
     src = tilelang.compile(row_center(), target="cuda -arch=sm_90a").get_kernel_source()
-    body = src[src.index("main_kernel(float* __restrict__ Mean, float* __restrict__ X, float* __restrict__ Y) {"):]
+    body = src[src.index("main_kernel(float* __restrict__ Mean, const float* __restrict__ X, float* __restrict__ Y) {"):]
     # the register store is not under the thread guard; the global store is
     assert re.search(r"\n  mean_row\[0\] = \(sum_row / ", body)
     assert re.search(r"if \(\(\(int\)threadIdx\.x\) == 0\) \{\n    Mean\[\(\(int\)blockIdx\.x\)\] = mean_row\[0\];\n  \}",

@@ -189,6 +189,15 @@ def tl_configs() -> dict:
     return merged
 
 
+def tl_configs_key() -> tuple:
+    """``tl_configs()`` as a hashable key, ``()`` outside any PassContext (cheap: the launch path
+    of eager kernels asks on every call)."""
+    stack = getattr(_ENTERED, "stack", ())
+    if not stack:
+        return ()
+    return tuple(sorted((str(k), repr(v)) for k, v in tl_configs().items()))
+
+
 _REGISTERED: set = set()
 
 

@@ -16,9 +16,10 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
 
 ROOT = Path(__file__).resolve().parents[2]
-_CANDIDATES = [ROOT.parent / "shared" / "conformance" / "upstream", ROOT / "shared" / "conformance" / "upstream",
-               ROOT / ".gpu" / "conformance" / "upstream"]
-EXAMPLES = next((p / "examples" / "iket" for p in _CANDIDATES if (p / "examples" / "iket").is_dir()), None)
+sys.path.insert(0, str(ROOT / "tests"))
+from upstream_paths import examples as upstream_examples  # noqa: E402
+
+EXAMPLES = upstream_examples("iket")
 needs_examples = pytest.mark.skipif(EXAMPLES is None, reason="upstream's examples/iket is not here")
 
 

@@ -14,7 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: the CPU
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
                                 reason="needs an sm_90 GPU")
 
-MLA = Path("/work/shared/conformance/upstream/examples/deepseek_mla/example_mla_decode.py")
+from upstream_paths import examples as upstream_examples  # noqa: E402
+
+MLA = (upstream_examples("deepseek_mla") or Path("/nonexistent")) / "example_mla_decode.py"
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

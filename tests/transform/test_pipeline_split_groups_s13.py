@@ -77,3 +77,20 @@ def test_single_consumer_loop_keeps_one_group_per_iteration():
     src = _body(gemm)
     assert "tl::cp_async_wait<1>();" in src
     assert not re.search(r"cp_async_wait<[23]>", src)
+
+
+def test_one_stage_attention_loop_refills_each_tile_after_its_last_use():
+    """num_stages=1 (session 14): K(i), V(i) issued before the loop; K(i+1) right after the first
+    gemm, V(i+1) right after the second, each waited for (one group after it in flight) just before
+    its reader; without the config the loop loads each tile where it is written."""
+    src = _body(_attention(1))
+    head, loop = src.split("for (int i = 0; i < 16; ++i)", 1)
+    assert head.count("tl::cp_async_commit();") == 2
+    assert loop.count("tl::cp_async_wait<1>();") == 2
+    assert loop.count("if (i < 15)") == 2
+    first_gemm, second_gemm = loop.index("gemm_ss"), loop.index("gemm_rs")
+    k_issue = loop.index("if (i < 15)")
+    v_issue = loop.index("if (i < 15)", k_issue + 1)
+    assert first_gemm < k_issue < second_gemm < v_issue
+    plain = tilelang.lower(_attention(1), target="sm_80").source
+    assert "if (i < 15)" not in plain

@@ -244,9 +244,12 @@ def _tuning_key(problem: _Problem, profile: ProfileArgs, arch: str) -> str | Non
         callbacks = {name: store.callable_identity(cb) for name, cb in _callbacks(profile).items()}
     except (TypeError, ValueError):
         return None
+    from tilelang.jit import _context_configs
+
+    # (the tl.* configs of an entered PassContext build other kernels: another key)
     return store.tuning_key(problem.factory, problem.key_arguments, problem.configs,
                             {**problem.compile_args.as_dict(), "profile": _profile_key(profile),
-                             "callbacks": callbacks}, arch)
+                             "callbacks": callbacks, "context": [list(c) for c in _context_configs()]}, arch)
 
 
 def _for_call(result: AutotuneResult, problem: _Problem) -> AutotuneResult:
@@ -545,10 +548,11 @@ class AutotunedFactory:
     @_user_facing
     def compile(self, *args, **kwargs):
         """The tuned kernel for these arguments (tuning if needed)."""
-        from tilelang.jit import _hashable
+        from tilelang.jit import _context_configs, _hashable
 
         kwargs.pop("__return_kernel", None)   # upstream's flag; the kernel is what is returned
-        key = (tuple(_hashable(a) for a in args), tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))
+        key = (tuple(_hashable(a) for a in args), tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())),
+               _context_configs())
         kernel = self._kernels.get(key)
         if kernel is None:
             kernel = self.tune(*args, **kwargs).kernel

@@ -541,6 +541,86 @@ def _take_markers(func):
     return func.with_body(map_stmts(func.body, pre=strip)), sources, non_restrict
 
 
+# extern calls whose argument at this position only reads the global memory it points to
+_READ_ONLY_ADDRESS_ARGS = {name: 1 for name in (
+    "tl::cp_async_gs", "tl::cp_async_gs_conditional", "tl::sync_copy_gs", "tl::copy_vec",
+    "tl::tma_load_bulk", "tl::tma_load_multicast_bulk")}
+
+
+def read_only_params(func) -> set[str]:
+    """Names of ``func``'s tensor parameters that the kernel only loads from: no store, and no
+    address taken other than as the source of a ``cp.async``. Their kernel parameters are declared
+    ``const T* __restrict__`` (as upstream does): nvcc may then move their loads across barriers
+    and other memory operations (a vector of ``x`` loaded before the ``__syncthreads`` that opens a
+    gemv's pipelined iteration, its latency hidden behind the barrier and the shared-memory reads).
+    Any other use of the pointer (an atomic, an extern call, a reinterpretation) keeps it mutable."""
+    import tvm_ffi
+    from tvm import ir, tirx
+
+    # apache-tvm 0.27: a tensor parameter is the Var that loads (TensorLoad.source) and stores
+    # (BufferStore.buffer) name directly
+    params = {p: p.name for p in func.params}
+    if not params:
+        return set()
+    address_of = ir.Op.get("tirx.address_of")
+    mutable, exempt = set(), []
+
+    def mark(var):
+        for d in params:
+            if var is not None and var.same_as(d):
+                mutable.add(d)
+
+    def walk(node):
+        tvm_ffi.structural_walk(node, visit, order="pre")
+
+    def visit(node):
+        if isinstance(node, ir.TensorLoad):          # a read: only its indices may use pointers
+            for i in node.indices:
+                walk(i)
+            return tvm_ffi.WalkResult.SKIP
+        if isinstance(node, tirx.BufferStore):
+            mark(node.buffer)
+            for e in list(node.indices) + [node.value]:
+                walk(e)
+            return tvm_ffi.WalkResult.SKIP
+        if isinstance(node, ir.Call):
+            if node.op.same_as(address_of):
+                target = node.args[0] if node.args else None
+                if isinstance(target, ir.TensorLoad) and not any(node.same_as(e) for e in exempt):
+                    mark(target.source)
+            elif node.args and isinstance(node.args[0], ir.StringImm):
+                at = _READ_ONLY_ADDRESS_ARGS.get(node.args[0].value.split("<")[0])
+                if at is not None and len(node.args) > at + 1:
+                    exempt.append(node.args[at + 1])
+        elif isinstance(node, tirx.Var):
+            mark(node)                         # the bare pointer, passed on or reinterpreted
+        return None
+
+    walk(func.body)
+    return {name for d, name in params.items() if d not in mutable}
+
+
+def _const_read_only(source: str, kernel: str, names: set[str]) -> str:
+    """``T* __restrict__ name`` -> ``const T* __restrict__ name`` in ``kernel``'s declaration and
+    definition, for the parameters ``names``."""
+    if not names:
+        return source
+    sig = re.compile(r'(__global__ void (?:__launch_bounds__\([^)]*\) )?' + re.escape(kernel) + r'\()([^)]*)\)')
+
+    def fix(m):
+        parts = []
+        for part in m.group(2).split(","):
+            tokens = part.strip().replace("*", " * ").split()
+            name = tokens[-1] if tokens else ""
+            base = name[:-4] if name.endswith("_ptr") and name[:-4] in names else name
+            if base in names and "*" in tokens and tokens[0] != "const" and "__grid_constant__" not in tokens:
+                part = re.sub(r"^(\s*)", r"\1const ", part, count=1)
+            parts.append(part)
+        return m.group(1) + ",".join(parts) + ")"
+
+    return sig.sub(fix, source)
+
+
 # TVM's prelude tests CUDA versions with `#if ((...`; written `#if 0 || ((...` (same meaning), the
 # text `if (` in a kernel's source means one of its branches only.
 _PRELUDE_IF = re.compile(r"(?m)^(\s*#\s*(?:el)?if) \(")
@@ -771,6 +851,7 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=N
     if non_restrict:   # T.annotate_restrict_buffers: these tensors may alias
         for param in non_restrict:
             source = re.sub(r"__restrict__ (" + re.escape(str(param)) + r"(?:_ptr)?)\b", r"\1", source)
+    source = _const_read_only(source, match.group(1), read_only_params(func))
     if "cooperative_groups::" in source:   # T.sync_grid (before TVM's prelude macros)
         source = "#include <cooperative_groups.h>\n" + source
     # bare names (the user's imported code is left as written, its names avoided)

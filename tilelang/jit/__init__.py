@@ -46,6 +46,13 @@ def _normalize_out_idx(out_idx, func=None):
     return [int(i) for i in out_idx]
 
 
+def _context_configs() -> tuple:
+    """The ``tl.*`` configs of the entered PassContexts as a hashable key (empty outside any)."""
+    from tilelang.tvm_compat import tl_configs_key
+
+    return tl_configs_key()
+
+
 def with_context_configs(pass_configs) -> dict:
     """``pass_configs`` over the ``tl.*`` configs of the entered ``tvm.transform.PassContext``s
     (upstream-style ``with PassContext(config={"tl.disable_tma_lower": True}): tilelang.lower(f)``)."""
@@ -164,6 +171,9 @@ class _JitFactory:
         form = _call_form(args, kwargs)
         if form is None and not self._autotuned:
             _refuse_unhashable(self.__name__, args, kwargs)
+        context = _context_configs()   # a kernel built inside `with PassContext(config=...)` is its own
+        if context and form is not None:
+            form = (form, context)
         kernel = self._call_form_cache.get(form) if form is not None else None
         if kernel is not None:
             return kernel
@@ -171,6 +181,7 @@ class _JitFactory:
             key = None
         else:
             key, _ = self.func.parse_args(*args, **kwargs)
+            key = (key, context) if context else key
             kernel = self._kernel_cache.get(key)
         if kernel is None:
             func = self.get_tir(*args, **kwargs)

@@ -27,6 +27,7 @@ import textwrap
 
 
 from tilelang.frontend.eager import EagerError  # noqa: F401 - one class for both front ends
+from tilelang.tvm_compat import tl_configs_key as _context_configs
 
 
 def is_eager(func) -> bool:
@@ -238,14 +239,14 @@ class EagerJit:
         if self.program is None:
             tensors, scalars = self.ef.bind(args, kwargs)
             key = (tuple((n, tuple(t.shape), str(t.dtype)) for n, t in tensors),
-                   tuple(sorted((k, repr(v)) for k, v in scalars.items())))
+                   tuple(sorted((k, repr(v)) for k, v in scalars.items())), _context_configs())
             kernel = self._kernels.get(key)
             if kernel is None:
                 func, out_idx = parse_eager(self.ef, tensors, scalars)
                 kernel = self._compile(func, out_idx, self.target, self.pass_configs, self.compile_flags)
                 self._kernels[key] = kernel
             return kernel, [t for _, t in tensors]
-        key = self._key(args, kwargs)
+        key = (self._key(args, kwargs), _context_configs())   # (a PassContext's tl.* configs: another kernel)
         entry = self._kernels.get(key)
         if entry is None:
             func, out_idx, params = self.program.build(args, kwargs)

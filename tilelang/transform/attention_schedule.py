@@ -16,7 +16,8 @@ so V arrives while S = Q K^T and the softmax run. ``thread_sync`` places the bar
 wait, before the readers; at the loop's end, before the next iteration's loads overwrite the tiles).
 
 Applies (all of): a ``T.Pipelined`` loop of exactly one stage, on sm_80 or later, without
-``tl.disable_async_copy`` / ``tl.disable_attention_schedule``; its body's top level holds at least
+``tl.disable_async_copy`` / ``tl.disable_attention_schedule`` / ``tl.enable_pipeline_split_groups``
+(whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's tiles); its body's top level holds at least
 two gemms and at least two global-to-shared ``T.copy`` producers (``pipelined_loop``'s: their
 regions read nothing the body defines), at least one of them first touched after the body's first
 gemm (otherwise nothing would overlap); each moved copy's tile is touched by no top-level statement
@@ -52,6 +53,8 @@ def schedule(func, arch, configs=None):
     configs = configs or {}
     if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
         return func
+    if configs.get("tl.enable_pipeline_split_groups"):
+        return func   # the pipeliner refills each tile for the next iteration instead (deeper)
     if _has_user_sync(func.body) or _fragment_registers(func.body) > REGISTER_BUDGET:
         return func
 

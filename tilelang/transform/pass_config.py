@@ -30,6 +30,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_PERSISTENT = "tl.disable_persistent"
     TL_DISABLE_BLOCK_PAIR = "tl.disable_block_pair"
     TL_DISABLE_RING_EXTRA_STAGE = "tl.disable_ring_extra_stage"
+    TL_DISABLE_RING_OVER_PERSISTENCE = "tl.disable_ring_over_persistence"
     TL_DISABLE_EPILOGUE_STAGING = "tl.disable_epilogue_staging"
     TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
@@ -115,6 +116,9 @@ EFFECTS = {
                                          "__launch_bounds__(256, 2))",
     PassConfigKey.TL_DISABLE_RING_EXTRA_STAGE: "on sm_90a, a warp-specialised GEMM main loop's ring keeps num_stages "
                                                "buffers instead of one more for the wgmma group kept in flight",
+    PassConfigKey.TL_DISABLE_RING_OVER_PERSISTENCE: "on sm_90a, a persistent GEMM whose ring cannot take its extra "
+        "buffer beside the epilogue's stage stays persistent (one buffer fewer) instead of going back to one tile "
+        "per block when its main loop has 64 k-steps or more",
     PassConfigKey.TL_DISABLE_EPILOGUE_STAGING: "on sm_90a, a wgmma accumulator copied to a global tensor is "
                                                "stored from registers instead of through a swizzled shared "
                                                "tile and TMA stores",
@@ -137,8 +141,9 @@ EFFECTS = {
     PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS: "opt-in (cp.async pipelines): each staged tile of a T.Pipelined "
         "body whose consumers use the tiles at different statements gets its own cp.async group, waited for "
         "just before its first use and reissued right after its last (upstream's schedule of attention-style "
-        "loops); measured slower on the H200 for upstream's gqa_decode_split (0.038 against 0.035 ms), so off "
-        "by default",
+        "loops; a one-stage loop refills each tile for the next iteration right after its last use); measured "
+        "slower on the H200 for upstream's gqa_decode_split in session 13 (0.038 against 0.035 ms, with early "
+        "release also on), so off by default",
     PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "

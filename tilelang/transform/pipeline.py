@@ -37,7 +37,8 @@ stage) right after the last one, behind a barrier (``_lower_split_groups``):
     cp.async.wait_group(0)
 
 so S tiles of each producer are in flight (one more than above) and a late producer's wait does
-not hold up the consumers before its first use. The producers are committed in the order of their
+not hold up the consumers before its first use. With S = 1 (a one-stage loop, otherwise lowered as
+written) the same schedule refills each tile for the next iteration right after its last use. The producers are committed in the order of their
 last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
 when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
 (every tile read first, then computation without them) takes the early release above instead,
@@ -71,6 +72,11 @@ from tilelang.transform.pipelined_loop import PipelinedLoop
 def lower_pipelined(lw, loop):
     pl = PipelinedLoop.of(loop)
     S, producers, consumers = pl.stages, list(pl.producers), list(pl.consumers)
+    if S == 1 and producers and lw.configs.get("tl.enable_pipeline_split_groups"):
+        # one stage: each tile is refilled (for the next iteration) right after its last use
+        uses = _producer_uses(lw, producers, consumers)
+        if uses is not None:
+            return _lower_split_groups(lw, loop, 1, producers, consumers, uses)
     if S < 2 or not producers:
         return _plain(lw, loop)
     gemm = pl.async_wgmma(lw.layouts)

@@ -404,7 +404,8 @@ def plan_ring(lw, budget: int) -> None:
     if blocks * lw.smem_bytes <= budget:
         return
     trips = const_int(ws.pipe.loop.extent)
-    if ws.persistent is not None and trips is not None and trips >= RING_OVER_PERSISTENCE_TRIPS:
+    if (ws.persistent is not None and trips is not None and trips >= RING_OVER_PERSISTENCE_TRIPS
+            and not lw.configs.get("tl.disable_ring_over_persistence")):
         # A persistent kernel's epilogue stage has bytes of its own; one tile per block lets it
         # share the ring's, dead by then, which may make room for the extra buffer. Over a long
         # main loop the deeper prefetch is worth more than the next tile's fill under this one's
