@@ -2,7 +2,8 @@
 # Install the project into .venv (again only when pyproject.toml changes), then run a job.
 #
 #   bash scripts/bootstrap.sh run    check examples/ with tilelang-check, then run the examples
-#   bash scripts/bootstrap.sh test   run the test suite (extra arguments go to pytest)
+#   bash scripts/bootstrap.sh test   run the test suite in two pytest-xdist workers (extra arguments
+#                                    go to pytest; TILELANG_TEST_WORKERS=N, 0: in one process)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,7 +49,15 @@ run_main() {
 run_tests() {
     local rc=0
     [ "$#" -gt 0 ] || set -- tests
-    "$PY" -m pytest -q --timeout=900 "$@" || rc=$?
+    # two pytest-xdist workers, each test file on one of them (module fixtures such as a language
+    # server stay in one process); TILELANG_TEST_WORKERS=0 runs in this process, and an explicit
+    # -n / --numprocesses / -p no:xdist among the arguments wins
+    local workers=(-n "${TILELANG_TEST_WORKERS:-2}" --dist loadfile)
+    case " $* " in
+        *" -n "*|*" -n"[0-9a]*|*" --numprocesses"*|*"no:xdist"*) workers=() ;;
+    esac
+    if [ "${TILELANG_TEST_WORKERS:-2}" = "0" ]; then workers=(); fi
+    "$PY" -m pytest -q --timeout=900 "${workers[@]}" "$@" || rc=$?
     if [ "$rc" -eq 5 ]; then
         log "pytest collected no tests: treating that as a failure"
         return 1
