@@ -496,23 +496,31 @@ def _blocksparse():
 
     def run(m, k, h):
         import torch
-        import torch.nn.functional as F
         q, kk, v = _rand(B, H, S, D), _rand(B, H, S, D), _rand(B, H, S, D)
         x = torch.randn([B, H, ds, ds], device=DEVICE, dtype=torch.bfloat16)
         x[:, :, :, 0] = 100
         mask = m.get_sparse_attn_mask_from_topk(x, topk=TOPK)
         o = k(q, kk, v, mask)
-        full = torch.kron(mask.float(), torch.ones(BLK, BLK, device=DEVICE))[..., :S, :S].bool()
-        full = full & torch.tril(torch.ones_like(full))
-        attn = torch.einsum("bhsd,bhtd->bhst", q, kk) * (1.0 / D ** 0.5)
-        attn = F.softmax(attn.masked_fill(~full, float("-inf")), dim=-1)
-        ref = torch.einsum("bhst,bhtd->bhsd", attn, v)
-        del attn
-        density = float(full.float().mean())
-        return h.result(o, ref, atol=1e-2, rtol=1e-2, ms=h.time(lambda: k(q, kk, v, mask)),
-                        ref_ms=h.time(lambda: F.scaled_dot_product_attention(q, kk, v, attn_mask=full)),
-                        flops=4 * B * H * S * S * D * density)
+        return block_sparse_result(h, o, q, kk, v, mask, BLK, lambda: k(q, kk, v, mask))
     return build, run
+
+
+def block_sparse_result(h, o, q, kk, v, mask, blk, call):
+    """``h.result`` of a causal block-sparse attention output ``o`` (B, H, S, D) against torch with the
+    block mask expanded to elements (and timed next to SDPA with that boolean mask)."""
+    import torch
+    import torch.nn.functional as F
+    S, D = q.shape[-2], q.shape[-1]
+    full = torch.kron(mask.float(), torch.ones(blk, blk, device=q.device))[..., :S, :S].bool()
+    full = full & torch.tril(torch.ones_like(full))
+    attn = torch.einsum("bhsd,bhtd->bhst", q, kk) * (1.0 / D ** 0.5)
+    attn = F.softmax(attn.masked_fill(~full, float("-inf")), dim=-1)
+    ref = torch.einsum("bhst,bhtd->bhsd", attn, v)
+    del attn
+    density = float(full.float().mean())
+    return h.result(o, ref, atol=1e-2, rtol=1e-2, ms=h.time(call),
+                    ref_ms=h.time(lambda: F.scaled_dot_product_attention(q, kk, v, attn_mask=full)),
+                    flops=4 * q.shape[0] * q.shape[1] * S * S * D * density)
 
 
 # --------------------------------------------------------------------------- linear attention / gdn
