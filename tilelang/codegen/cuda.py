@@ -551,9 +551,8 @@ def read_only_params(func) -> set[str]:
     """Names of ``func``'s tensor parameters that the kernel only loads from: no store, and no
     address taken other than as the source of a ``cp.async``. Their kernel parameters are declared
     ``const T* __restrict__`` (as upstream does): nvcc may then move their loads across barriers
-    and other memory operations (a vector of ``x`` loaded before the ``__syncthreads`` that opens a
-    gemv's pipelined iteration, its latency hidden behind the barrier and the shared-memory reads).
-    Any other use of the pointer (an atomic, an extern call, a reinterpretation) keeps it mutable."""
+    and other memory operations. Any other use of the pointer (an atomic, an extern call, a
+    reinterpretation) keeps it mutable."""
     import tvm_ffi
     from tvm import ir, tirx
 

@@ -17,7 +17,8 @@ wait, before the readers; at the loop's end, before the next iteration's loads o
 
 Applies (all of): a ``T.Pipelined`` loop of exactly one stage, on sm_80 or later, without
 ``tl.disable_async_copy`` / ``tl.disable_attention_schedule`` / ``tl.enable_pipeline_split_groups``
-(whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's tiles); its body's top level holds at least
+(whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's
+tiles); its body's top level holds at least
 two gemms and at least two global-to-shared ``T.copy`` producers (``pipelined_loop``'s: their
 regions read nothing the body defines), at least one of them first touched after the body's first
 gemm (otherwise nothing would overlap); each moved copy's tile is touched by no top-level statement
