@@ -29,6 +29,7 @@ from tilelang.autotuner import build, configs as cfgs, store
 from tilelang.autotuner.progress import Progress
 from tilelang.autotuner.runner import AutotuneError, GpuRunner
 from tilelang.diagnostics import TileLangCompileError
+from tilelang.tvm_compat import tl_configs_key as _context_configs
 from tilelang.diagnostics.errors import filter_traceback
 from tilelang.jit.kernel import JITKernel
 from tilelang.profiler import TensorSupplyType
@@ -244,8 +245,6 @@ def _tuning_key(problem: _Problem, profile: ProfileArgs, arch: str) -> str | Non
         callbacks = {name: store.callable_identity(cb) for name, cb in _callbacks(profile).items()}
     except (TypeError, ValueError):
         return None
-    from tilelang.jit import _context_configs
-
     # (the tl.* configs of an entered PassContext build other kernels: another key)
     return store.tuning_key(problem.factory, problem.key_arguments, problem.configs,
                             {**problem.compile_args.as_dict(), "profile": _profile_key(profile),
@@ -548,7 +547,7 @@ class AutotunedFactory:
     @_user_facing
     def compile(self, *args, **kwargs):
         """The tuned kernel for these arguments (tuning if needed)."""
-        from tilelang.jit import _context_configs, _hashable
+        from tilelang.jit import _hashable
 
         kwargs.pop("__return_kernel", None)   # upstream's flag; the kernel is what is returned
         key = (tuple(_hashable(a) for a in args), tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())),

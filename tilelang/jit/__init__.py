@@ -26,6 +26,8 @@ from tilelang.jit.binding import FactoryFunc
 from tilelang.jit.diagnostics import jit_phase
 from tilelang.jit import kernel as _kernel_module
 from tilelang.jit.kernel import JITKernel
+# the tl.* configs of the entered PassContexts as a hashable key (empty outside any)
+from tilelang.tvm_compat import tl_configs_key as _context_configs
 
 LOWER_LOCK = threading.RLock()
 _log = logging.getLogger("tilelang")
@@ -44,13 +46,6 @@ def _normalize_out_idx(out_idx, func=None):
     if isinstance(out_idx, int):
         return [out_idx]
     return [int(i) for i in out_idx]
-
-
-def _context_configs() -> tuple:
-    """The ``tl.*`` configs of the entered PassContexts as a hashable key (empty outside any)."""
-    from tilelang.tvm_compat import tl_configs_key
-
-    return tl_configs_key()
 
 
 def with_context_configs(pass_configs) -> dict:

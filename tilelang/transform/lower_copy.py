@@ -476,10 +476,10 @@ def _contiguous(lw, gshape, starts, ext, strides) -> bool:
     return True
 
 
-def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False):
-    """Each thread moves vectors q = it * T + tid of the tile (row-major order); ``per_thread``
-    (a thread-local side): every thread moves all of them."""
-    threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
+def _vector_walk(tile, vec, threads, tid):
+    """(it, iters, q, total, pos): the tile as ``total`` vectors of ``vec`` elements in row-major
+    order, vector q = it * threads + tid taken by thread ``tid`` in iteration ``it`` of ``iters``,
+    and ``pos`` the tile coordinates of its first element."""
     inner_vecs = tile[-1] // vec
     total = math.prod(tile) // vec
     iters = -(-total // threads)
@@ -491,7 +491,14 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
         digit = tirx.floormod(rest, i32(ext))
         pos.append(digit * vec if k == len(tile) - 1 else digit)
         rest = tirx.floordiv(rest, i32(ext))
-    pos = [simplify(p) for p in reversed(pos)]
+    return it, iters, q, total, [simplify(p) for p in reversed(pos)]
+
+
+def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False):
+    """Each thread moves vectors q = it * T + tid of the tile (row-major order); ``per_thread``
+    (a thread-local side): every thread moves all of them."""
+    threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
+    it, iters, q, total, pos = _vector_walk(tile, vec, threads, tid)
     s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
     guard = None
     for region, idx, dims in ((src, s_idx, sd), (dst, d_idx, dd)):
@@ -966,20 +973,9 @@ def _threaded_vector_atomic(lw, src, dst, sd, dd, tile, vec, stmt):
     innermost extent and a global tensor's rows are multiples of ``vec`` and every vector starts
     at a multiple of ``vec``, so a vector whose first element lies inside a tensor lies inside it
     whole: the bounds guard tests the first element only."""
-    inner_vecs = tile[-1] // vec
-    total = math.prod(tile) // vec
-    iters = -(-total // lw.T)
-    it = tirx.Var("it", "int32")
-    q = it * lw.T + lw.tid if iters > 1 else lw.tid
+    it, iters, q, total, pos = _vector_walk(tile, vec, lw.T, lw.tid)
     if iters > 1:
         lw.bind_loop(it, iters)
-    pos, rest = [], q
-    for k in reversed(range(len(tile))):
-        ext = inner_vecs if k == len(tile) - 1 else tile[k]
-        digit = tirx.floormod(rest, i32(ext))
-        pos.append(digit * vec if k == len(tile) - 1 else digit)
-        rest = tirx.floordiv(rest, i32(ext))
-    pos = [simplify(p) for p in reversed(pos)]
     s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
     body = evaluate_extern(_PACKED_ADDS[(str(dst.dtype), vec)], _ptr(lw, dst, d_idx), _ptr(lw, src, s_idx),
                            span=stmt.span)
