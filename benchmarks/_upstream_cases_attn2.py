@@ -799,9 +799,18 @@ def _gdn_delta_h():
     return build, run
 
 
-def _gdn_bwd_finite(name, module, factory, tail, size, ref):
+def _chunk_local_cumsum(g, chunk):
+    """fla's ``chunk_local_cumsum`` of a [B, S, H] gate (the cumulative sum within each chunk of
+    ``chunk`` steps), which the examples' ``prepare_input`` applies only when fla is installed:
+    without it the gates are not log-decays of a chunk and the recurrences overflow."""
+    B, S, H = g.shape
+    return g.view(B, S // chunk, chunk, H).cumsum(2).view(B, S, H).contiguous()
+
+
+def _gdn_bwd_finite(name, module, factory, tail, size, ref, gate_arg=None):
     """A gdn backward kernel built as ``factory(B, S, H, DK, DV, <dtypes>, chunk, *tail)``, run on the
-    example's ``prepare_input`` and checked for finite outputs (no usable reference here)."""
+    example's ``prepare_input`` and checked for finite outputs (no usable reference here).
+    ``gate_arg``: the index of the gate among the inputs, chunk-cumsummed as fla would."""
     @case(name, "gdn", module, size, ref=ref)
     def _pair():
         def build(m):
@@ -809,8 +818,10 @@ def _gdn_bwd_finite(name, module, factory, tail, size, ref):
 
         def run(m, k, h):
             import torch
-            args = m.prepare_input(_GB, _GS, _GH, _GDK, _GDV, _GBS, torch.bfloat16, torch.bfloat16, torch.float32,
-                                   torch.float32, torch.float32)
+            args = list(m.prepare_input(_GB, _GS, _GH, _GDK, _GDV, _GBS, torch.bfloat16, torch.bfloat16,
+                                        torch.float32, torch.float32, torch.float32))
+            if gate_arg is not None:
+                args[gate_arg] = _chunk_local_cumsum(args[gate_arg], _GBS)
             outs = k(*args)
             return _finite_result(h, outs, h.time(lambda: k(*args)))
         return build, run
@@ -825,7 +836,7 @@ _gdn_bwd_finite("gdn_chunk_delta_bwd", "example_chunk_delta_bwd", "tilelang_chun
                 f"gated delta-rule backward dh, dh0, dv2 (use_g, initial state, final-state gradient, scale 1.0), "
                 f"{_GDESC}; block_DV=32, 128 threads, 0 stages (its test's config; its main()'s S)",
                 "none (the example's torch reference loops per element; fla's Triton kernel is absent): finite "
-                "outputs only")
+                "outputs only (the gates chunk-cumsummed, as prepare_input does with fla)", gate_arg=3)
 
 
 @case("gdn_wy_fast_bwd", "gdn", "example_wy_fast_bwd_split",

@@ -4,7 +4,8 @@ src/tl/packed.h):
 * an integer -> fp8 vector cast goes through float32 and converts a pair of lanes at a time; an
   fp8-converting loop wider than 4 lanes runs as a serial loop over 4-lane vectors;
 * 8-bit integer ramps / broadcasts (``make_int(a, b, c, d)``, ``make_int4`` of 16 lanes) compile,
-  and a 4-lane loop broadcasting a non-constant byte runs serially (TVM packs only constants);
+  and a 4-lane loop broadcasting a non-constant byte runs serially (TVM packs only constants),
+  while a 4-lane byte load (dequantising gemvs: ``q[v] = B[..., k + v]``) stays one 32-bit load;
 * a store to an element every lane writes, in a loop reading that buffer (``B[r] = B[r] + A[r, k]``),
   runs serially: a vector would read once and keep only the last lane's sum.
 """
@@ -79,6 +80,26 @@ def test_byte_broadcast_of_a_variable(lanes):
             A[0] = a[0]
 
     src = tilelang.lower(main, "sm_90a").source
+    _compiles(src)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_four_byte_load_stays_one_word(dtype):
+    @T.prim_func
+    def main(B: T.Tensor((1024, 64), dtype), C: T.Tensor((1024, 64), dtype)):
+        with T.Kernel(1024, threads=16) as bx:
+            q = T.alloc_local([4], dtype)
+            tx = T.get_thread_binding()
+            for v in T.vectorized(4):
+                q[v] = B[bx, tx * 4 + v]
+            for v in T.vectorized(4):
+                C[bx, tx * 4 + v] = q[v]
+
+    src = tilelang.lower(main, "sm_90a").source
+    body = _body(src)
+    word = "int" if dtype == "int8" else "uint"
+    assert f"*({word}*)(q + 0) = *({word}*)(B + " in body
+    assert "for (int v" not in body
     _compiles(src)
 
 

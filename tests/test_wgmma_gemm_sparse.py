@@ -51,12 +51,15 @@ def test_compiles_to_gemm_sp_ss(arch, e_dtype):
     k = tilelang.compile(sparse_kernel(e_dtype=e_dtype), target=arch)
     src = k.get_kernel_source()
     ld_e = 64 // get_e_factor(T.float16, e_dtype)
-    assert f"tl::gemm_sp_ss<128, 128, 64, 2, 2, false, false, 32, {ld_e}, 128>" in src
+    # whole A and B tiles with 32-byte-multiple rows are stored in the mma operands' XOR swizzle
+    # (the two trailing flags), which tl::gemm_sp_ss reads with ldmatrix; E stays row-major
+    assert f"tl::gemm_sp_ss<128, 128, 64, 2, 2, false, false, 32, {ld_e}, 128, true, true>" in src
+    assert src.count("tl::cp_async_gs<16>") >= 2 and "^" in src.split("tl::cp_async_gs<16>", 1)[1].split(";", 1)[0]
 
 
 def test_transposed_b_and_half_accumulator():
     src = tilelang.compile(sparse_kernel(trans_b=True, accum=T.float16), target="sm_80").get_kernel_source()
-    assert "tl::gemm_sp_ss<128, 128, 64, 2, 2, true, false, 32, 4, 64>" in src
+    assert "tl::gemm_sp_ss<128, 128, 64, 2, 2, true, false, 32, 4, 64, true, true>" in src
 
 
 def test_wrong_metadata_width_is_located():

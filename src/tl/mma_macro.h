@@ -63,7 +63,9 @@ TL_DEVICE void mma_sync(TC* c, const TA* a, const TB* b) {
 // increasing, 2 bits each), groups little-endian; B is K x N (stride LDB) or,
 // with TRANS_B, N x K.  Metadata lanes: with sparsity selector 0, lane t of a
 // quad (t = 0, 1; 2, 3 repeat them) gives K columns [16t, 16t + 16) of the
-// step for rows g (bits 0-15) and g + 8 (bits 16-31).
+// step for rows g (bits 0-15) and g + 8 (bits 16-31).  Where A's and B's rows
+// are 16-byte multiples they are read with ldmatrix (B once per k-step for all
+// of a warp's rows), optionally from gemm_sm80.h's swizzled layout.
 namespace detail {
 
 template <class TE, int LDE>
@@ -122,8 +124,31 @@ struct MmaSp<half, half> {
 
 }  // namespace detail
 
+// The 16 metadata bits of row `row` for the 32 K elements from k0 (a multiple of 16): the
+// metadata is a little-endian bit stream of 4 bits per 4 K elements, so they are the 2 bytes
+// from byte k0 / 8 of the row, whatever the element type TE.
+template <class TE, int LDE>
+TL_DEVICE uint32_t sparse_meta_row(const TE* E, int row, int k0) {
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(E + row * LDE) + k0 / 8;
+  return static_cast<uint32_t>(bytes[0]) | (static_cast<uint32_t>(bytes[1]) << 8);
+}
+
+// Element offset of (r, c) in a row-major tile of row stride LD, XOR-swizzled as gemm_sm80.h's
+// operands are (swizzle_offset) when SWZ.
+template <int LD, bool SWZ>
+TL_DEVICE int sp_offset(int r, int c) {
+  if constexpr (SWZ) {
+    return swizzle_offset<LD, 2>(r, c);
+  } else {
+    return r * LD + c;
+  }
+}
+
+// SWZ_A / SWZ_B: A / B are stored with gemm_sm80.h's XOR swizzle (whole tiles; the lowering
+// passes them so when layout inference gave them that layout), which the ldmatrix path reads
+// without bank conflicts; E is always row-major.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_B, bool CLEAR_ACCUM, int LDA,
-          int LDE, int LDB, class TA, class TE, class TB, class TC>
+          int LDE, int LDB, bool SWZ_A = false, bool SWZ_B = false, class TA, class TE, class TB, class TC>
 TL_DEVICE void gemm_sp_ss(const TA* A, const TE* E, const TB* B, TC* C) {
   static_assert(sizeof(TA) == 2 && detail::is_same_v<TA, TB>, "tl::gemm_sp: 16-bit A and B of one type");
   static_assert(K % 32 == 0, "tl::gemm_sp: K must be a multiple of 32");
@@ -136,6 +161,39 @@ TL_DEVICE void gemm_sp_ss(const TA* A, const TE* E, const TB* B, TC* C) {
   if constexpr (CLEAR_ACCUM) {
 #pragma unroll
     for (int i = 0; i < MI * NI * 4; ++i) C[i] = TC(0);
+  }
+  static_assert(!(SWZ_A || SWZ_B) || (LDA % 8 == 0 && LDB % 8 == 0), "tl::gemm_sp: swizzled rows are 16-byte multiples");
+  if constexpr (LDA % 8 == 0 && LDB % 8 == 0) {
+    // Rows of 16-byte multiples: the operands come in with ldmatrix, B once per k-step for all of
+    // the warp's rows. ldmatrix lane i addresses row i % 8 of matrix i / 8; register j of lane
+    // (g, t) is matrix j's row g, elements 2t and 2t + 1 (with .trans: column g, rows 2t, 2t + 1).
+    const int mrow = lane % 8, mat = lane / 8;
+#pragma unroll 1
+    for (int ks = 0; ks < K / 32; ++ks) {
+      uint32_t b[NI][4];
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int n0 = col0 + ni * 8;
+        // matrix q: K rows [ks * 32 + 8q, + 8) at N columns [n0, n0 + 8)
+        const TB* p = TRANS_B ? B + sp_offset<LDB, SWZ_B>(n0 + mrow, ks * 32 + 8 * mat)
+                              : B + sp_offset<LDB, SWZ_B>(ks * 32 + 8 * mat + mrow, n0);
+        detail::ldsm_x4<!TRANS_B>(smem_addr(p), b[ni][0], b[ni][1], b[ni][2], b[ni][3]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int r0 = row0 + mi * 16;
+        // matrices: rows r0 / r0 + 8 (mat % 2) x compressed columns ks * 16 / + 8 (mat / 2)
+        uint32_t a[4];
+        detail::ldsm_x4<false>(smem_addr(A + sp_offset<LDA, SWZ_A>(r0 + mrow + 8 * (mat % 2), ks * 16 + 8 * (mat / 2))),
+                               a[0], a[1], a[2], a[3]);
+        const int km = ks * 32 + 16 * (t % 2);
+        const uint32_t e = sparse_meta_row<TE, LDE>(E, r0 + g, km) |
+                           (sparse_meta_row<TE, LDE>(E, r0 + g + 8, km) << 16);
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) detail::MmaSp<TA, TC>::run(C + (mi * NI + ni) * 4, a, b[ni], e);
+      }
+    }
+    return;
   }
 #pragma unroll 1
   for (int ks = 0; ks < K / 32; ++ks) {

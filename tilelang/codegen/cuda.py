@@ -337,6 +337,8 @@ def _byte_broadcast_x4(loop) -> bool:
     def byte_invariant(e):
         if not isinstance(e, (ir.Var, ir.TensorLoad)) or e.same_as(loop.loop_var):
             return False
+        if isinstance(e, ir.Var) and any(e.same_as(s) for s in sources):
+            return False    # a buffer's data Var (0.27 types it with the element dtype), not a value
         try:
             d = tvm.DataType(dtype_of(e))
         except Exception:  # noqa: BLE001 - a handle or buffer variable: not a byte
@@ -348,8 +350,11 @@ def _byte_broadcast_x4(loop) -> bool:
 
     from tilelang.tir_utils import walk_stmts
 
-    values = []
+    from tilelang.tir_utils import tvm_ffi_walk
+
+    values, sources = [], []
     walk_stmts(loop.body, lambda st: values.append(st.value) if isinstance(st, tirx.BufferStore) else None)
+    tvm_ffi_walk(loop.body, lambda e: sources.append(e.source) if isinstance(e, ir.TensorLoad) else None)
     return any(tvm.DataType(dtype_of(v)).bits == 8 and any_expr(v, byte_invariant) for v in values)
 
 

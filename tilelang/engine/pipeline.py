@@ -25,6 +25,7 @@ from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import SPLIT_N_KEY, infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
+from tilelang.transform.pipelined_loop import GATHERS_KEY, plan_stages
 from tilelang.transform.negative_index import legalize_negative_indices
 from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loops_with_locals
 
@@ -33,7 +34,7 @@ def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
-    st.info = user_ws.apply(analyze_kernel(st.func))     # T.ws blocks: the compute role's threads
+    st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads
 
 
 def _layouts(st):
@@ -52,7 +53,7 @@ def _lower_once(st, info, layouts, lw=None):
     body = lw.run()
     carved = lw.smem_bytes - lw.plan_bytes
     if lw.smem_bytes > targets.smem_per_block(st.arch) and carved > 0:
-        again = Lowerer(info, layouts, st.pass_configs, reserve=carved)
+        again = Lowerer(info, layouts, lw.configs, reserve=carved)
         again.arch = st.arch
         again_body = again.run()
         if again.smem_bytes < lw.smem_bytes:
@@ -74,6 +75,12 @@ def _lower(st):
     if getattr(st, "unstaged", None) is not None and lw.smem_bytes > limit:
         st.func, st.info, st.layouts = st.unstaged
         lw, body = _lower_once(st, st.info, st.layouts)
+    if lw.smem_bytes > limit and plan_stages(st.info) != plan_stages(st.info, gathers=False):
+        # gathered T.Parallel copies staged by the pipeline (pipelined_loop.gathers): as written
+        configs = {**(st.pass_configs or {}), GATHERS_KEY: False}
+        lw_g, body_g = _lower_once(st, st.info, st.layouts, Lowerer(st.info, st.layouts, configs))
+        if lw_g.smem_bytes < lw.smem_bytes:
+            lw, body = lw_g, body_g
     if lw.smem_bytes > limit and _splits_n(st.layouts):
         configs = {**(st.pass_configs or {}), SPLIT_N_KEY: False}
         layouts = infer_layouts(st.info, st.arch, configs)

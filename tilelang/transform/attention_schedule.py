@@ -27,6 +27,11 @@ whole 16-byte vectors (cp.async's unit: the copy lowers the same way, only witho
 Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own are left
 alone. Anything else is unchanged: only attention-shaped loops are rewritten.
 
+Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
+tensor inside a ``T.Parallel`` (attention backward's dQ accumulation) becomes the tile-level
+atomic add it spells (``tile_atomics``), which packs each thread's column pairs into vector
+atomics.
+
 Contract: ``schedule(func, arch, configs)`` returns the rewritten function, or ``func`` itself
 when nothing applies; the engine calls it at the start of ``analyze_kernel`` (engine/pipeline.py).
 """
@@ -37,7 +42,8 @@ from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import const_int, evaluate_extern, map_stmts, seq, walk_stmts
-from tilelang.transform.kernel import FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, op_name, scope_of
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest, op_name,
+                                       parallel_nest, scope_of)
 from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined
 from tilelang.transform.thread_sync import ASYNC_COPY_FLAG, buffer_rw, shared_rw
 
@@ -52,6 +58,7 @@ _USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_parti
 
 def schedule(func, arch, configs=None):
     configs = configs or {}
+    func = tile_atomics(func, arch)
     if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
         return func
     if configs.get("tl.enable_pipeline_split_groups"):
@@ -65,6 +72,85 @@ def schedule(func, arch, configs=None):
 
     body = map_stmts(func.body, loop=on_loop)
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def tile_atomics(func, arch):
+    """sm_90+: a ``T.Parallel`` nest over a whole fragment whose only statement adds each element
+    to a global tensor at the same tile position (attention backward's dQ accumulation,
+
+        for i, j in T.Parallel(N, D): T.atomic_add(dQ[b, h, k * N + i, j], dq[i, j])
+
+    ) becomes the tile-level ``T.atomic_add(dQ[b, h, k * N:(k + 1) * N, :], dq)``. The same
+    element adds, one per element, in the fragment's own layout; the tile form packs each
+    thread's consecutive columns into one vector atomic (``lower_copy._fragment_atomic_vector``:
+    whole 32-byte sectors per warp instead of half-filled ones). Anything else is left as
+    written, and so is every kernel on earlier architectures."""
+    if _sm(arch) < 90:
+        return func
+
+    def on_loop(loop):
+        new = _tile_atomic(loop)
+        return loop if new is None else new
+
+    body = map_stmts(func.body, loop=on_loop)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+def _tile_atomic(loop):
+    """The tile-level atomic add that ``loop`` (a T.Parallel nest) performs element by element,
+    or None (``tile_atomics``)."""
+    from tilelang.language._ops import get_op, region
+    from tilelang.tir_utils import simplify, uses_vars
+
+    if not is_parallel_nest(loop) or set(loop.annotations.keys()) != {"tl.parallel"}:
+        return None
+    loop_vars, extents, body = parallel_nest(loop)
+    inner = loop
+    for _ in range(len(loop_vars) - 1):
+        inner = inner.body
+        if set(inner.annotations.keys()) - {"tl.parallel"}:
+            return None
+    if not isinstance(body, tirx.Evaluate) or not isinstance(body.value, ir.Call):
+        return None
+    call = body.value
+    if str(getattr(call.op, "name", "")).split(".")[-1] != "call_extern" or len(call.args) != 3 \
+            or str(getattr(call.args[0], "value", "")) != "tl::atomic_add":
+        return None
+    addr, value = call.args[1], call.args[2]
+    if not (isinstance(addr, ir.Call) and str(getattr(addr.op, "name", "")).split(".")[-1] == "address_of"
+            and isinstance(addr.args[0], ir.TensorLoad) and isinstance(value, ir.TensorLoad)):
+        return None
+    dst, idx = addr.args[0].source, list(addr.args[0].indices)
+    frag = value.source
+    shape = [const_int(x) for x in frag.shape]
+    ext = [const_int(x) for x in extents]
+    if (scope_of(dst) != "global" or scope_of(frag) != FRAGMENT_SCOPE or str(dst.dtype) != str(frag.dtype)
+            or None in shape or shape != ext or len(idx) < len(loop_vars)
+            or len(value.indices) != len(loop_vars)
+            or not all(isinstance(x, tirx.Var) and x.same_as(v) for x, v in zip(value.indices, loop_vars))):
+        return None
+    # each loop variable offsets one index of the tensor, in the loop's order (``dQ[b, k * N + i,
+    # h, j]`` too); the other indices use none of them
+    starts, tile, pending = [], [], list(loop_vars)
+    for x in idx:
+        v = pending[0] if pending and uses_vars(x, [pending[0]]) else None
+        if v is None:
+            if uses_vars(x, loop_vars):
+                return None
+            starts.append(x)
+            tile.append(1)
+            continue
+        base = simplify(x - v)
+        if uses_vars(base, loop_vars):
+            return None
+        starts.append(base)
+        tile.append(ext[len(loop_vars) - len(pending)])
+        pending.pop(0)
+    if pending:
+        return None
+    d = region(dst, starts, tile, 3)
+    s = region(frag, [0] * len(loop_vars), ext, 1)
+    return tirx.Evaluate(ir.Call(get_op("atomic"), [d, s, ir.StringImm("add")], ret_ty="handle"), span=loop.span)
 
 
 def _fragment_registers(body) -> float:

@@ -204,6 +204,13 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
                 why = wgmma_k_slice(r, k_major, K)
                 if why:
                     return why
+            elif len(shape) == 2 and wgmma_column_slice(r) is not None:
+                # a column slice (``Q_shared[:, :512]``, ``Q_shared[:, 512:]``): laid out as a buffer of
+                # its own shape (``wgmma_column_slice``); the gemms sharing the buffer must agree on
+                # its slabs (``wgmma_slab_conflict``)
+                why = wgmma_column_slice(r)
+                if why:
+                    return why
             elif len(shape) != 2 or any(const_int(x) != 0 for x in r.starts) or \
                     [const_int(x) for x in r.extents][-2:] != shape:
                 return f"'{r.buffer.name}' is used in part (wgmma operands are whole 2-D shared buffers)"
@@ -214,6 +221,14 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
         elif trans_a:
             return "a register A operand cannot be transposed"
     return None
+
+
+def _whole_swizzlable(r) -> bool:
+    """A 2-D shared tile used whole, rows a multiple of 32 bytes (gemm_sm80.h's swizzle applies)."""
+    shape = [const_int(x) for x in r.buffer.shape]
+    if len(shape) != 2 or None in shape or (shape[1] * nbytes(str(r.buffer.dtype))) % 32:
+        return False
+    return all(const_int(x) == 0 for x in r.starts) and [const_int(x) for x in r.extents] == shape
 
 
 def wgmma_inst_n(N: int) -> int:
@@ -303,17 +318,78 @@ def wgmma_k_slice(r, k_major: bool, K: int):
     if starts[-2] != 0 or extents[-2] != shape[-2]:
         return f"'{name}' is sliced along its rows; a wgmma operand slice keeps every row"
     sw = wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype)))
-    width = sw // nbytes(str(r.buffer.dtype)) if sw else 0
     if not sw or (shape[-1] * nbytes(str(r.buffer.dtype))) % sw:
         return f"'{name}' {shape}: a K={K} slice needs rows of whole {sw or 32}-byte swizzle atoms"
-    k0 = r.starts[-1]
-    if starts[-1] is not None:
-        ok = starts[-1] % width == 0
-    else:
-        ok = tvm.arith.Analyzer().can_prove(tirx.floormod(k0, width) == 0)
-    if not ok:
-        return f"'{name}' slice starts at column {k0}, not a provable multiple of {width}"
-    return ""
+    return _slice_start_why(r, sw // nbytes(str(r.buffer.dtype)))
+
+
+def _slice_start_why(r, width: int) -> str:
+    """"" when the column slice ``r`` starts at a provable multiple of ``width``, else why not."""
+    c0 = const_int(r.starts[-1])
+    ok = c0 % width == 0 if c0 is not None else \
+        tvm.arith.Analyzer().can_prove(tirx.floormod(r.starts[-1], width) == 0)
+    return "" if ok else f"'{r.buffer.name}' slice starts at column {r.starts[-1]}, not a provable multiple of {width}"
+
+
+def wgmma_column_slice(r):
+    """For a plain ``T.gemm`` 2-D shared operand: None when it is the whole buffer, "" when it is a
+    usable column slice (every row, columns ``[c0, c0 + n)`` with ``c0`` a provable multiple of the
+    slab width chosen from ``n``, the swizzle width of its ``n`` contiguous elements, and rows of
+    whole slabs of that width), else why not. Laid out in slabs of that width, such a slice is
+    byte for byte a buffer of its own shape: a K slice of a K-major operand, or an M/N slice of
+    an M/N-major one, which ``tl::wgmma_gemm_ss/rs`` read from the slice's first slab."""
+    shape = [const_int(x) for x in r.buffer.shape]
+    starts = [const_int(x) for x in r.starts]
+    extents = [const_int(x) for x in r.extents]
+    if starts[-2:] == [0, 0] and extents[-2:] == shape[-2:]:
+        return None
+    name = r.buffer.name
+    if starts[-2] != 0 or extents[-2] != shape[-2]:
+        return f"'{name}' is sliced along its rows; a wgmma operand slice keeps every row"
+    e = nbytes(str(r.buffer.dtype))
+    sw = wgmma_swizzle_bytes(extents[-1] * e) if extents[-1] is not None else 0
+    if not sw or (shape[-1] * e) % sw:
+        return f"'{name}' {shape}: a {extents[-1]}-column slice needs rows of whole {sw or 32}-byte swizzle slabs"
+    return _slice_start_why(r, sw // e)
+
+
+def _slice_slab_bytes(r) -> int:
+    """The slab width (bytes) a 2-D column slice of a wgmma operand needs its buffer to have (the
+    swizzle width of its columns), or 0 when ``r`` is no such slice."""
+    if len(r.buffer.shape) != 2 or wgmma_column_slice(r) != "":
+        return 0
+    return wgmma_swizzle_bytes(const_int(r.extents[-1]) * nbytes(str(r.buffer.dtype)))
+
+
+def wgmma_slab_conflict(gemms, regions) -> str | None:
+    """Why the plain ``T.gemm`` column slices of the kernel cannot all take wgmma (None: they can).
+    A slice reads its buffer as slabs as wide as the swizzle of its own columns; every other wgmma
+    operand on that buffer (a whole buffer: the swizzle of its row; another slice: of its columns)
+    must read the same slabs, since one buffer has one layout. Only buffers that a plain gemm
+    (outside thread regions) reads as a slice are checked: T.wgmma_gemm's own slices keep their
+    rules."""
+    uses = {}       # buffer -> [(slab bytes, gemm, whether a plain gemm's slice)]
+    for g in gemms:
+        args = g.value.args
+        a, b = (decode_region(x) for x in args[:2])
+        for r in (a, b):
+            if scope_of(r.buffer) not in SHARED_SCOPES or len(r.buffer.shape) != 2:
+                continue
+            e = nbytes(str(r.buffer.dtype))
+            sliced = _slice_slab_bytes(r)
+            row = const_int(r.buffer.shape[-1])
+            width = sliced or (wgmma_swizzle_bytes(row * e) if row is not None else 0)
+            plain = bool(sliced) and not is_wgmma_gemm(g) and regions.get(g) is None
+            uses.setdefault(r.buffer, []).append((width, g, plain))
+    for buf, rows in uses.items():
+        if not any(plain for _, _, plain in rows):
+            continue
+        widths = sorted({w for w, _, _ in rows})
+        if len(widths) > 1:
+            lines = ", ".join(f"line {span_line(g.span)}: {w} bytes" for w, g, _ in rows)
+            return (f"the gemms reading '{buf.name}' need different wgmma slab widths ({lines}); a slice "
+                    f"is read as slabs as wide as the swizzle of its columns")
+    return None
 
 
 def wgmma_subtile(r, k_major: bool, K: int, forced: bool) -> str | None:
@@ -464,6 +540,13 @@ class _Inference:
                     # a K slice: slabs as wide as the slice's swizzle, so the slice is whole slabs
                     self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))))
                     continue
+                sliced = _slice_slab_bytes(r) if plan.kind == "wgmma" and self.regions.get(stmt) is None else 0
+                row_bytes = const_int(r.buffer.shape[-1]) * nbytes(str(r.buffer.dtype))
+                if sliced and sliced != wgmma_swizzle_bytes(row_bytes):
+                    # a plain T.gemm column slice narrower than the buffer's own slabs
+                    # (wgmma_slab_conflict checked that every gemm on the buffer reads these slabs)
+                    self.set_shared(r.buffer, True, slab_bytes=sliced)
+                    continue
                 self.set_shared(r.buffer, True)
                 self.check_subtile(r, span, mma=plan.kind == "mma")
 
@@ -491,8 +574,9 @@ class _Inference:
         return plan
 
     def plan_gemm_sp(self, stmt):
-        """T.gemm_sp (mma.sp m16n8k32, ``tl::gemm_sp_ss``): the mma.sync accumulator layout; the
-        shared operands stay row-major (the template reads them element-wise)."""
+        """T.gemm_sp (mma.sp m16n8k32, ``tl::gemm_sp_ss``): the mma.sync accumulator layout; whole
+        A and B tiles with rows of 32-byte multiples get the mma operands' swizzle, the rest (E,
+        parts of tiles) stays row-major."""
         args = stmt.value.args
         a, e, b, c = (decode_region(x) for x in args[:4])
         trans_b, policy = bool(int(args[4].value)), int(args[5].value)
@@ -529,7 +613,9 @@ class _Inference:
         self.assign(c.buffer, mma_accumulator(M, N, wm, wn, self.T), span, f"T.gemm_sp (line {span_line(span)})")
         for r in (a, e, b):
             if r.buffer not in self.out.shared:
-                self.set_shared(r.buffer, False)
+                # whole 16-byte-row A and B tiles take the mma operands' XOR swizzle (ldmatrix
+                # without bank conflicts in tl::gemm_sp_ss); E, and parts of tiles, row-major
+                self.set_shared(r.buffer, r is not e and _whole_swizzlable(r))
 
     def set_shared(self, buf, swizzle: bool, slab: bool = False, slab_bytes: int = 0):
         shape = tuple(const_int(s) for s in buf.shape)
@@ -560,6 +646,8 @@ class _Inference:
 
     def require_gemm_layout(self, buf, span):
         have = self.out.shared.get(buf)
+        if isinstance(have, SharedLayout) and have.slab_bytes:
+            return      # slabs a gemm's slice chose (plan_gemm), not an annotation
         if have is not None and (isinstance(have, CustomSharedLayout) or have.group != SharedLayout(
                 have.shape, have.elem_bytes, True).group):
             raise LoweringError("TL0201", f"'{buf.name}' is a T.gemm operand, which needs the swizzled shared "
@@ -907,14 +995,19 @@ class _Inference:
             self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
             return False
-        return all(wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None for g in gemms)
+        return all(wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None for g in gemms) and \
+            wgmma_slab_conflict(gemms, self.regions) is None
 
     def _require_wgmma(self, gemms, forced):
         """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
         from tilelang.ir import get_buffer_span
 
-        for g in forced + [g for g in gemms if g not in forced]:
-            if self.arch != "sm_90a":
+        order = forced + [g for g in gemms if g not in forced]
+        for g in order + [None]:
+            if g is None:   # every gemm fits on its own: do their slices agree on the slabs?
+                why = wgmma_slab_conflict(gemms, self.regions)
+                g = forced[0]
+            elif self.arch != "sm_90a":
                 why = "wgmma needs an sm_90a target"
             elif self.configs.get("tl.disable_wgmma"):
                 why = "tl.disable_wgmma is set"

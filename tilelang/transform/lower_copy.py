@@ -882,6 +882,9 @@ def lower_atomic(lw, stmt):
         return _threaded_atomic(lw, src, dst, kind, stmt)
     layout = lw.layouts.fragments[src.buffer]
     sd, dd, tile = _match(lw, src, dst, stmt.span)
+    vec = _fragment_atomic_vector(lw, layout, src, dst, sd, dd, tile, kind)
+    if vec > 1:
+        return _fragment_vector_atomic(lw, layout, src, dst, sd, dd, vec, stmt)
     v = tirx.Var("v", "int32")
     lw.bind_loop(v, max(layout.local_size, 1))
     elem = layout.index(lw.tid, v)
@@ -890,15 +893,62 @@ def lower_atomic(lw, stmt):
     value = tirx.BufferLoad(lw.frag[src.buffer], [lw.an.simplify(layout.local_of(_indices(src, sd, pos, lw)))])
     if src.dtype != dst.dtype:
         value = tirx.Cast(dst.dtype, value)
-    body = evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span)
+    body = _guarded_atomic(lw, layout, dst, d_idx, dd,
+                           evaluate_extern(f"tl::atomic_{kind}", _ptr(lw, dst, d_idx), value, span=stmt.span))
+    n = max(layout.local_size, 1)
+    return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+
+
+def _guarded_atomic(lw, layout, dst, d_idx, dd, body):
+    """A fragment element's atomic ``body`` under its bounds guard and, for a replicated layout,
+    on the first replica only (each element is added once)."""
     guard = _in_bounds(lw, dst, d_idx, dd)
     if layout.replication > 1:
         rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
         guard = rep if guard is None else tirx.And(rep, guard)
-    if guard is not None:
-        body = tirx.IfThenElse(guard, body, None)
+    return body if guard is None else tirx.IfThenElse(guard, body, None)
+
+
+def _fragment_atomic_vector(lw, layout, src, dst, sd, dd, tile, kind) -> int:
+    """Lanes per packed atomic add of a tile-level ``T.atomic_add`` from a whole fragment into a
+    global tensor on sm_90+: the run of consecutive columns a thread holds in consecutive
+    registers (``_fragment_vector``: an mma / wgmma accumulator's column pairs), capped at the
+    widest packed add (``_PACKED_ADDS``: ``red.global.add.v2.f32`` / ``.v4.f32``, a ``half2``); 1
+    otherwise. Each lane stays an atomic add of its own element (the sum is the one element by
+    element), but a warp's instruction fills whole 32-byte sectors where scalar adds of the
+    accumulator's column pairs fill half of each (flash attention's dQ accumulation)."""
+    dtype = str(dst.dtype)
+    if kind != "add" or str(src.dtype) != dtype or (dtype, 2) not in _PACKED_ADDS or not src.is_whole():
+        return 1
+    if scope_of(dst.buffer) != "global":
+        return 1
+    arch = getattr(lw, "arch", None)
+    if arch is None or targets.parse_arch(arch) < 90:
+        return 1
+    vec = min(_fragment_vector(lw, layout, src, dst, sd, dd, tile), 4 if dtype == "float32" else 2)
+    return vec if (dtype, vec) in _PACKED_ADDS else 1
+
+
+def _fragment_vector_atomic(lw, layout, src, dst, sd, dd, vec, stmt):
+    """``lower_atomic`` ``vec`` registers at a time: registers ``w * vec .. + vec - 1`` of a thread
+    hold consecutive columns of one row (``_fragment_vector``), added with one packed atomic.
+    ``_fragment_vector`` guarantees the global rows and the region's column start are multiples
+    of ``vec``, so a vector whose first element lies inside the tensor lies inside it whole: the
+    bounds guard tests the first element only."""
     n = max(layout.local_size, 1)
-    return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True})
+    w = tirx.Var("w", "int32")
+    lw.bind_loop(w, n // vec)
+    base = w * vec
+    elem = layout.index(lw.tid, base)
+    d_idx = _indices(dst, dd, [elem[d] for d in sd], lw)
+    value = tirx.address_of(tirx.BufferLoad(lw.frag[src.buffer], [base]))
+    body = _guarded_atomic(lw, layout, dst, d_idx, dd,
+                           evaluate_extern(_PACKED_ADDS[(str(dst.dtype), vec)], _ptr(lw, dst, d_idx), value,
+                                           span=stmt.span))
+    if n // vec == 1:
+        return substitute_stmt(body, {w: i32(0)})
+    return tirx.For(w, i32(0), i32(n // vec), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
+                    span=stmt.span)
 
 
 def _threaded_atomic(lw, src, dst, kind, stmt):

@@ -33,8 +33,8 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, map_stmts, seq,
                                 simplify, substitute_stmt, uses_vars, walk_stmts)
-from tilelang.transform import (lower_copy, lower_im2col, lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan,
-                                thread_sync, user_barriers, user_ws, warp_specialize)
+from tilelang.transform import (lower_copy, lower_gather, lower_im2col, lower_print, lower_reduce, pipeline,
+                                pipelined_loop, smem_plan, thread_sync, user_barriers, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of)
@@ -74,7 +74,7 @@ class Lowerer:
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
         self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
-        self.stages = pipelined_loop.plan_stages(info)
+        self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
         self.smem_bytes = 0
@@ -82,6 +82,8 @@ class Lowerer:
         self.extra_allocs = []
         # sm_90a TMA producer warpgroup, or None and why not (the LSP's pipeline hover)
         self.ws, self.ws_reason = warp_specialize.plan_or_reason(self)
+        if self.ws is not None:     # its pipeline keeps gathered copies as consumers: one buffer each
+            self.stages = pipelined_loop.plan_stages(info, gathers=False)
         self.extra_threads = warp_specialize.PRODUCER_THREADS if self.ws else 0
         self.tensormaps = self.ws.tensormaps if self.ws else []
         self.persistent_why = None       # why a warp-specialised loop keeps one tile per block
@@ -469,6 +471,10 @@ class Lowerer:
         return self._lower_parallel(stmt)
 
     def _lower_parallel(self, stmt):
+        if self.in_producer:    # a gathered copy the pipeline issues ahead: cp.async (lower_gather.py)
+            gathered = lower_gather.lower_gather(self, stmt)
+            if gathered is not None:
+                return gathered
         loop_vars, extents, body = parallel_nest(stmt)
         unswitched = self._unswitch_select(stmt, loop_vars, extents, body)
         if unswitched is not None:
@@ -705,18 +711,26 @@ class Lowerer:
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
 
     def lower_gemm_sp(self, stmt):
-        """``tl::gemm_sp_ss`` (src/tl/mma_macro.h) on row-major shared operands."""
+        """``tl::gemm_sp_ss`` (src/tl/mma_macro.h) on shared operands: row-major, or (A and B, whole
+        tiles) in the mma operands' XOR swizzle, which the template is told."""
+        from tilelang.transform.layout_inference import _whole_swizzlable
+
         plan = self.layouts.sparse_gemms[stmt]
         args = stmt.value.args
         a, e, b, c = (decode_region(x) for x in args[:4])
+        swizzled = []
         for r in (a, e, b):
             layout = self.layouts.shared[r.buffer]
-            if getattr(layout, "group", None) != 1 or getattr(layout, "slab", True):
-                raise LoweringError("TL0201", f"T.gemm_sp reads '{r.buffer.name}' row-major, but it has "
-                                    f"{layout.describe()}", stmt.span)
+            sw = getattr(layout, "swizzle", False) and getattr(layout, "group", 1) > 1
+            if getattr(layout, "slab", True) or (sw and (r is e or not _whole_swizzlable(r))):
+                raise LoweringError("TL0201", f"T.gemm_sp reads '{r.buffer.name}' row-major (or, a whole A or B "
+                                    f"tile, in the mma operand swizzle), but it has {layout.describe()}", stmt.span)
+            swizzled.append(sw)
         ptrs = [self.shared_ptr(r.buffer, [self.rewrite(x) for x in r.starts]) for r in (a, e, b)]
         c_ptr = tirx.address_of(tirx.BufferLoad(self.frag[c.buffer], [i32(0)]))
         lds = ", ".join(str(const_int(r.buffer.shape[-1])) for r in (a, e, b))
+        if swizzled[0] or swizzled[2]:
+            lds += f", {_b(swizzled[0])}, {_b(swizzled[2])}"
         head = f"tl::gemm_sp_ss<{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_b)}"
         make = lambda cl: evaluate_extern(f"{head}, {cl}, {lds}>", *ptrs, c_ptr, span=stmt.span)
         flag = const_int(args[6])

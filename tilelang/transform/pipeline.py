@@ -1,7 +1,9 @@
 """Software pipelining of ``T.Pipelined(n, num_stages=S)`` loops.
 
 Input: a serial loop annotated ``tl.num_stages``. Its top-level global->shared ``T.copy``s are the
-producers; every other statement is a consumer. Output (S >= 2):
+producers, and so are its gathered ``T.Parallel`` copies (``PipelinedLoop.gathers``, cp.async by
+``lower_gather``; not under warp specialisation or a T.ws role); every other statement is a
+consumer. Output (S >= 2):
 
     prologue: for s < S-1: if s < n: producers(iteration s) into stage s; commit
     for k in [0, n):
@@ -21,6 +23,10 @@ iterations ahead goes into it there, so S tiles (not S-1) are in flight while th
 The shared buffers written by producers get S copies (``pipelined_loop.plan_stages``; the
 producers and consumers are those of ``pipelined_loop.PipelinedLoop``). Trip counts of 1, 2 or
 anything not a multiple of S are handled by the guards.
+
+A body that is one ``if c:`` around producers and consumers (``PipelinedLoop.guard``: a
+block-sparse main loop) takes the schedule above with each iteration's producers and consumers
+under ``c`` of that iteration and everything else unconditional (``_lower_guarded``).
 
 Where the consumers touch the producers' tiles at different places (an attention body: K read
 by S = Q K^T near the top, V only by the last gemm), each producer is a cp.async group of its own,
@@ -66,12 +72,27 @@ from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
 from tilelang.transform import thread_sync
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
-from tilelang.transform.pipelined_loop import PipelinedLoop
+from tilelang.transform.pipelined_loop import GATHERS_KEY, PipelinedLoop, body_list, produced_buffer
 
 
 def lower_pipelined(lw, loop):
     pl = PipelinedLoop.of(loop)
     S, producers, consumers = pl.stages, list(pl.producers), list(pl.consumers)
+    staged = pl.staged
+    split_groups = lw.configs.get("tl.enable_pipeline_split_groups")
+    if pl.gathers and lw.ws is None and lw.role_block is None and lw.configs.get(GATHERS_KEY) is not False:
+        # gathered T.Parallel copies are producers too (cp.async, ``lower_gather``), in body order;
+        # such a loop takes the split-group schedule unless the config is set False (upstream's
+        # schedule of sparse attention: two tiles of random rows in flight, not one)
+        ahead = list(pl.producers) + list(pl.gathers)
+        producers = [s for s in body_list(loop) if any(s.same_as(a) for a in ahead)]
+        consumers = [c for c in consumers if not any(c.same_as(g) for g in pl.gathers)]
+        staged = [produced_buffer(p) for p in producers]
+        split_groups = split_groups is not False
+    if pl.guard is not None:
+        if S < 2 or lw.ws is not None or lw.role_block is not None:
+            return _plain(lw, loop)
+        return _lower_guarded(lw, loop, S, producers, consumers, pl.guard)
     if S == 1 and producers and lw.configs.get("tl.enable_pipeline_split_groups"):
         # one stage: each tile is refilled (for the next iteration) right after its last use
         uses = _producer_uses(lw, producers, consumers)
@@ -86,10 +107,10 @@ def lower_pipelined(lw, loop):
     # release's (one group per iteration, all waited for at the top); it also satisfies
     # ``_producer_uses`` (tiles done with before the last consumer), so it is decided first
     # (both schedules are opt-in: measured slower than the plain one on the H200, session 13)
-    split = (early_release_split(lw, pl.staged, consumers)
+    split = (early_release_split(lw, staged, consumers)
              if lw.configs.get("tl.enable_pipeline_early_release") else None)
     uses = (_producer_uses(lw, producers, consumers)
-            if split is None and lw.configs.get("tl.enable_pipeline_split_groups") else None)
+            if split is None and split_groups else None)
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
@@ -105,6 +126,39 @@ def lower_pipelined(lw, loop):
     for b in bufs:
         lw.stage[b] = tirx.floormod(j, i32(S))
     consumer = thread_sync.lower_sequence(lw, consumers) if consumers else None
+    lw.stage = saved_stage
+    body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
+                thread_sync.region_sync(lw)])
+    new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
+    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+
+def _lower_guarded(lw, loop, S, producers, consumers, guard):
+    """The plain schedule of a body that is one ``if c:`` (``PipelinedLoop.guard``): iteration j's
+    producers are issued under ``c(j)``, iteration k's consumers run under ``c(k)``; the commits,
+    waits and barriers stay unconditional, so the group counting is that of the plain schedule
+    (a skipped iteration commits an empty group) and every thread meets every barrier. (The
+    condition, like the branch it came from, is the same for every thread of the block.)"""
+    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
+    lw.bind_loop(k, n) if const_int(start) == 0 else None
+    commit = evaluate_extern("tl::cp_async_commit")
+    produce_all, bufs = _producer_fn(lw, loop, producers)
+
+    def produce(iteration, stage):
+        saved = dict(lw.vmap)
+        lw.vmap[k] = start + iteration
+        try:
+            cond = lw.rewrite(guard)
+        finally:
+            lw.vmap = saved
+        return tirx.IfThenElse(cond, produce_all(iteration, stage), None)
+
+    prologue, nxt = _prefetch(lw, loop, produce, S - 1, S, commit)
+    saved_stage = dict(lw.stage)
+    for b in bufs:
+        lw.stage[b] = tirx.floormod(k - start, i32(S))
+    consumer = tirx.IfThenElse(lw.rewrite(guard), thread_sync.lower_sequence(lw, consumers), None) \
+        if consumers else None
     lw.stage = saved_stage
     body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
                 thread_sync.region_sync(lw)])
@@ -168,7 +222,7 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
 
 def _producer_fn(lw, loop, producers):
     k, start = loop.loop_var, lw.rewrite(loop.min)
-    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
+    bufs = [produced_buffer(p) for p in producers]
 
     def produce(iteration, stage):
         saved_vmap, saved_stage = dict(lw.vmap), dict(lw.stage)
@@ -248,7 +302,7 @@ def _producer_uses(lw, producers, consumers):
     if (not producers or not consumers or lw.ws is not None or lw.role_block is not None or lw.thread_conds
             or lw.thread_guard is not None or lw.thread_region is not None):
         return None
-    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
+    bufs = [produced_buffer(p) for p in producers]
     if len(set(bufs)) != len(bufs):
         return None
     if any(not _plain_consumer(lw, c) for c in consumers):
@@ -300,7 +354,7 @@ def _plain_consumer(lw, stmt) -> bool:
 def _produce_one(lw, loop, producer, iteration, stage):
     """``producer`` lowered for ``iteration`` into ``stage`` of its tile."""
     k, start = loop.loop_var, lw.rewrite(loop.min)
-    buf = decode_region(producer.value.args[1]).buffer
+    buf = produced_buffer(producer)
     saved_vmap, saved_stage = dict(lw.vmap), dict(lw.stage)
     lw.vmap[k] = start + iteration
     lw.stage[buf] = stage
@@ -328,7 +382,7 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
                 body = tirx.IfThenElse(tirx.LT(i32(t), n), body, None)
             prologue += [body, commit]
     j = k - start
-    bufs = [decode_region(p.value.args[1]).buffer for p in producers]
+    bufs = [produced_buffer(p) for p in producers]
     saved_stage = dict(lw.stage)
     for b in bufs:
         lw.stage[b] = tirx.floormod(j, i32(S))

@@ -2,7 +2,9 @@
 
 ``tl.barrier_init(bars[0], c0, c1, ...)``: thread 0 initialises barrier i with arrival count
 ci, makes the inits visible (``fence_barrier_init``) and the block meets at ``__syncthreads``;
-it stands where ``T.alloc_barrier`` was called, so every thread must reach it.
+it stands where ``T.alloc_barrier`` was called, so every thread must reach it. Barriers that a
+pipelined loop of T.ws blocks uses have one copy per stage (``user_ws.pipeline_roles``): every
+copy is initialised.
 ``tl.mbarrier_wait(bar, parity)``, ``tl.mbarrier_arrive(bar)``, ``tl.mbarrier_expect_tx(bar, n)``,
 ``tl.mbarrier_arrive_expect_tx(bar, n)``, ``tl.mbarrier_arrive_cluster(bar, cta)`` and
 ``tl.cp_async_barrier_noinc(bar)`` become the
@@ -45,9 +47,18 @@ def lower(lw, stmt, name):
         load = call.args[0]
         buf = load.source
         inits = []
-        for i, count in enumerate(call.args[1:]):
-            ptr = _ptr(lw, tirx.BufferLoad(buf, [i32(i)]), span)
-            inits.append(tirx.Evaluate(tirx.call_extern("void", "tl::mbarrier_init", ptr, count), span=span))
+        # a barrier of a staged loop of T.ws blocks has a copy per stage (user_ws.pipeline_roles)
+        copies = lw.stages.get(buf, 1)
+        saved = dict(lw.stage)
+        try:
+            for s in range(copies):
+                if copies > 1:
+                    lw.stage[buf] = i32(s)
+                for i, count in enumerate(call.args[1:]):
+                    ptr = _ptr(lw, tirx.BufferLoad(buf, [i32(i)]), span)
+                    inits.append(tirx.Evaluate(tirx.call_extern("void", "tl::mbarrier_init", ptr, count), span=span))
+        finally:
+            lw.stage = saved
         inits.append(tirx.Evaluate(tirx.call_extern("void", "tl::fence_barrier_init"), span=span))
         # a kernel that multicasts TMA loads completes bytes on its peers' barriers: every block
         # of the cluster has initialised its barriers before any block goes on

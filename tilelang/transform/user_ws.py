@@ -2,8 +2,22 @@
 
 Contract. A kernel whose body holds ``T.ws`` blocks (``tl.ws`` attribute statements whose value
 is a bitmask of 128-thread warp groups) is lowered as written: each block becomes ``if <the
-thread is in those groups>:`` and the user's mbarriers order the roles; no pipelining or
-automatic warp specialisation applies.
+thread is in those groups>:`` and the user's mbarriers order the roles; no automatic warp
+specialisation applies, and loops run as written except for this pipelining:
+
+* ``T.Pipelined(n, num_stages=S)``, S >= 2, whose body is T.ws blocks ordered by the user's
+  mbarriers (``pipeline_roles``): every shared tile the loop writes and more than one role
+  touches, and every barrier the loop uses, gets S copies; iteration k uses copy
+  ``(k - min) % S``, and a wait's parity ``f(k)``, written for one barrier reused by every
+  iteration, becomes ``f(min + (k - min) // S)``: the same count of the copy's own uses. No
+  statement moves: the roles are different threads, so a producer simply runs up to S
+  iterations ahead of its consumer (its wait for the consumer of iteration k - S passes on a
+  fresh barrier). The loop runs as written (``info.user_ws_pipeline`` says why) where that
+  renaming might not keep its meaning: a statement outside its T.ws blocks, a staged tile or
+  barrier also used outside the loop, a barrier or tile indexed by the loop variable (stages
+  written by hand), a barrier operation under a condition on it, a parity that is not an
+  expression of it, a global tensor one role writes and another reads, cluster operations, a
+  loop inside another loop, or S copies that would not fit in shared memory.
 
 * The *compute role* is the set of warp groups of the blocks that hold fragment work (gemm,
   reductions, T.Parallel, fragments). Every such block names the same contiguous groups
@@ -37,7 +51,8 @@ from dataclasses import dataclass
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import children, const_int, evaluate_extern, i32, seq, walk_stmts
+from tilelang.tir_utils import (any_expr, children, const_int, evaluate_extern, flatten, i32, map_stmts, seq,
+                                tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, LoweringError, decode_region, is_parallel_nest, scope_of
 
 WS_ATTR = "tl.ws"
@@ -89,7 +104,8 @@ def _touches_fragments(stmt) -> bool:
 
 def _barrier_buffers(body) -> list:
     """The buffers of T.alloc_barrier: live for the whole kernel (``Lowerer._plan_memory``), so
-    no tile borrows their bytes while a phase may still complete on them."""
+    no tile borrows their bytes while a phase may still complete on them (``apply`` adds the
+    tiles of staged loops)."""
     out = []
     walk_stmts(body, lambda s: out.append(s.value.args[0].source)
                if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "barrier_init") else None)
@@ -124,9 +140,10 @@ def _is_tile_stmt(s) -> bool:
             ("copy", "fill", "gemm", "reduce", "cumsum", "atomic")) or is_parallel_nest(s)
 
 
-def apply(info):
+def apply(info, arch=None):
     """Narrow ``info`` to the compute role of a kernel with ``T.ws`` blocks (see the module
-    docstring); ``info`` unchanged when it has none."""
+    docstring), multi-buffering its pipelined loops of role blocks for ``arch``'s shared memory
+    (``pipeline_roles``); ``info`` unchanged when it has none."""
     info.barrier_buffers = _barrier_buffers(info.body)
     blocks = ws_blocks(info.body)
     if not blocks:
@@ -149,7 +166,10 @@ def apply(info):
         info.body = _as_thread_branches(_strip_pipelining(info.body), info.tid)
         info.user_ws, info.has_user_ws = None, True
         return info
-    info.body = _strip_pipelining(info.body)
+    info.body = _strip_pipelining(pipeline_roles(info, arch))
+    # the tiles of a staged loop keep their bytes for the whole kernel too: the producer fills
+    # them while the other roles may still run what comes before the loop
+    info.barrier_buffers += [b for b in staged_copies(info.body) if b not in info.barrier_buffers]
     roles = None
     if masks:
         groups = _groups(masks.pop())
@@ -243,6 +263,297 @@ def _strip_pipelining(body):
     return go(body)
 
 
+# ----- T.Pipelined loops of role blocks -----------------------------------------------------
+STAGE_ATTR = "tl.ws_stage"     # inside a T.ws block of a staged loop: node [S, buffers...], value: the stage
+_BAR_OPS = ("mbarrier_wait", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_arrive_expect_tx",
+            "cp_async_barrier_noinc")
+_REFUSED_OPS = ("copy_cluster", "mbarrier_arrive_cluster", "barrier_init")
+
+
+def _stmt_exprs(s) -> list:
+    """The expressions a statement holds itself (not those of the statements inside it)."""
+    if isinstance(s, tirx.Evaluate):
+        return [s.value]
+    if isinstance(s, tirx.BufferStore):
+        return [s.value] + list(s.indices)
+    if isinstance(s, (tirx.IfThenElse, tirx.While)):
+        return [s.condition]
+    if isinstance(s, tirx.For):
+        return [s.min, s.extent]
+    if isinstance(s, (tirx.Bind, tirx.AttrStmt)):
+        return [s.value]
+    return []
+
+
+def _loads(node) -> list:
+    out = []
+    tvm_ffi_walk(node, lambda e: out.append(e) if isinstance(e, ir.TensorLoad) else None)
+    return out
+
+
+def _touched(s) -> set:
+    """The buffers a statement itself reads or writes."""
+    out = {ld.source for e in _stmt_exprs(s) for ld in _loads(e)}
+    if isinstance(s, tirx.BufferStore):
+        out.add(s.buffer)
+    return out
+
+
+class _LoopAccess:
+    """What the T.ws blocks of one loop do: per shared / global buffer the role masks that touch
+    it and those that write it, the barrier operands, and why the loop cannot be staged."""
+
+    def __init__(self, loop, barriers):
+        self.k = loop.loop_var
+        self.dep = [self.k]        # the loop variable and what is bound from it
+        self.barriers = barriers
+        self.access, self.write = {}, {}
+        self.indexed = set()      # shared buffers indexed by the loop variable (staged by the user)
+        self.used_bars = set()
+        self.why = None
+
+    def refuse(self, why):
+        if self.why is None:
+            self.why = why
+
+    def touch(self, buf, mask, indices, write):
+        if buf in self.barriers:
+            self.refuse(f"barrier '{buf.name}' is used other than as an mbarrier operand")
+            return
+        if scope_of(buf) not in ("shared", "shared.dyn", "global"):
+            return
+        self.access.setdefault(buf, set()).add(mask)
+        if write:
+            self.write.setdefault(buf, set()).add(mask)
+        if scope_of(buf) != "global" and any(uses_vars(i, self.dep) for i in indices):
+            self.indexed.add(buf)
+
+    def barrier(self, load, ctrl):
+        if any(uses_vars(i, self.dep) for i in load.indices):
+            self.refuse(f"barrier '{load.source.name}' is indexed by the loop variable")
+        if ctrl:
+            self.refuse(f"barrier '{load.source.name}' is used under a condition on the loop variable")
+        self.used_bars.add(load.source)
+
+    def block(self, s, mask, ctrl=False):
+        if s is None:
+            return
+        if is_ws(s):
+            self.refuse("a T.ws block inside a T.ws block")
+            return
+        if isinstance(s, tirx.While):
+            self.refuse("a while loop in a role")
+            return
+        if isinstance(s, tirx.Bind) and uses_vars(s.value, self.dep):
+            self.dep.append(s.var)
+        if isinstance(s, tirx.IfThenElse):
+            ctrl = ctrl or uses_vars(s.condition, self.dep)
+        if isinstance(s, tirx.For):
+            if uses_vars(s.min, self.dep) or uses_vars(s.extent, self.dep):
+                ctrl = True
+                self.dep.append(s.loop_var)
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            self.op(s.value, mask, ctrl)
+        else:
+            for e in _stmt_exprs(s):
+                self.expr(e, mask, write=isinstance(s, tirx.Evaluate) and _through_address(e))
+            if isinstance(s, tirx.BufferStore):
+                self.touch(s.buffer, mask, list(s.indices), True)
+        for c in children(s):
+            self.block(c, mask, ctrl)
+
+    def expr(self, e, mask, write=False):
+        for ld in _loads(e):
+            self.touch(ld.source, mask, list(ld.indices), write)
+
+    def op(self, call, mask, ctrl):
+        name = call.op.name[3:]
+        args = list(call.args)
+        if name in _REFUSED_OPS or (name == "copy" and len(args) > 6 and const_int(args[6])):
+            self.refuse(f"T.{name} in the loop")
+            return
+        bars = []
+        if name in _BAR_OPS and isinstance(args[0], ir.TensorLoad) and args[0].source in self.barriers:
+            bars = [0]
+            if name == "mbarrier_wait":
+                parity = args[1]
+                others = [v for v in self.dep if not v.same_as(self.k)]
+                if not uses_vars(parity, [self.k]) or uses_vars(parity, others):
+                    self.refuse(f"the parity of a wait on '{args[0].source.name}' is not an expression of "
+                                f"the loop variable '{self.k.name}'")
+        elif name == "copy" and len(args) > 4 and isinstance(args[4], ir.TensorLoad) \
+                and args[4].source in self.barriers:
+            bars = [4]
+        for i, a in enumerate(args):
+            if i in bars:
+                self.barrier(a, ctrl)
+                for x in a.indices:
+                    self.expr(x, mask)
+            elif is_tl_call(a, "region"):
+                r = decode_region(a)
+                self.touch(r.buffer, mask, r.starts, bool(r.access & 2))
+                for x in list(r.starts) + list(r.extents):
+                    self.expr(x, mask)
+            else:
+                # (a tile operand given some other way: counted as read and written)
+                self.expr(a, mask, write=True)
+
+
+def _through_address(e) -> bool:
+    """Whether an expression hands an element's address to a call (it may be written through)."""
+    return any_expr(e, lambda n: isinstance(n, ir.Call) and getattr(n.op, "name", None) == "tirx.address_of")
+
+
+def _stage_plan(info, loop, arch):
+    """(S, staged buffers) for a ``T.Pipelined(num_stages=S)`` loop of T.ws blocks, or why it
+    runs as written (see ``pipeline_roles``)."""
+    from tilelang import targets
+    from tilelang.language.dtypes import nbytes
+    from tilelang.language.loops import STAGES_ATTR
+
+    S = const_int(loop.annotations.get(STAGES_ATTR))
+    barriers = set(getattr(info, "barrier_buffers", ()))
+    roles = _LoopAccess(loop, barriers)
+    for s in flatten([loop.body]):
+        if is_ws(s):
+            roles.block(s.body, int(s.value.value))
+        elif isinstance(s, tirx.Bind):
+            if uses_vars(s.value, roles.dep):
+                roles.dep.append(s.var)
+            roles.expr(s.value, 0)
+        else:
+            return "a statement outside the loop's T.ws blocks"
+    if roles.why:
+        return roles.why
+    if not roles.used_bars:
+        return "no mbarrier orders its roles"
+    for buf, masks in roles.write.items():
+        if scope_of(buf) == "global" and len(roles.access[buf]) > 1:
+            return f"'{buf.name}' is written by one role and accessed by another"
+    data = [b for b, masks in roles.access.items()
+            if scope_of(b) != "global" and b in roles.write and len(masks) > 1]
+    for b in data:
+        if b in roles.indexed:
+            return f"'{b.name}' is indexed by the loop variable (stages written by hand)"
+        if any(const_int(n) is None for n in b.shape):
+            return f"'{b.name}' has a symbolic shape"
+    staged = data + sorted(roles.used_bars, key=lambda b: b.name)
+    # the staged buffers and barriers are the loop's own: nothing else touches them
+    mine = set(staged)
+    outside, every = [], set()
+
+    def visit(s):
+        every.update(_touched(s))
+        if isinstance(s, (tirx.DeclBuffer, tirx.AllocBuffer)):
+            every.add(s.buffer)
+        if s.same_as(loop):
+            walk_stmts(loop.body, lambda x: every.update(_touched(x)))
+            return
+        if not (isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "barrier_init")):
+            outside.extend(b for b in _touched(s) if b in mine)   # (its allocation does not count)
+        for c in children(s):
+            visit(c)
+
+    visit(info.body)
+    # a view (T.view / T.reshape) of a shared buffer the loop touches hides who touches its bytes
+    for b in [b for b in roles.access if scope_of(b) != "global"]:
+        other = next((x for x in every if x.data.same_as(b.data) and not x.same_as(b)), None)
+        if other is not None:
+            return f"'{b.name}' and '{other.name}' are views of the same shared memory"
+    if outside:
+        return f"'{outside[0].name}' is also used outside the loop"
+    total = 0
+    for b in info.shared_buffers():
+        n = 1
+        for d in b.shape:
+            n *= const_int(d) or 0
+        size = -(-n * nbytes(str(b.dtype)) // 128) * 128
+        total += size * (S if b in mine else 1)
+    budget = targets.smem_per_block(arch or "sm_90a")
+    if total > budget:
+        return f"{S} copies of its tiles need {total} bytes of shared memory, over {budget}"
+    return S, staged
+
+
+def pipeline_roles(info, arch=None):
+    """``info.body`` with every ``T.Pipelined(n, num_stages=S)`` loop (S >= 2) whose body is T.ws
+    blocks ordered by the user's mbarriers multi-buffered (module docstring); the loops that
+    cannot be keep their annotations (``_strip_pipelining`` then runs them as written) and
+    ``info.user_ws_pipeline`` lists (loop, S or why not) for each such loop."""
+    from tilelang.language.loops import STAGES_ATTR
+
+    found = []
+
+    def search(s, depth):
+        if s is None:
+            return
+        if isinstance(s, tirx.For) and const_int(s.annotations.get(STAGES_ATTR, 0)) not in (None, 0, 1) \
+                and ws_blocks(s.body):
+            found.append((s, depth))
+        for c in children(s):
+            search(c, depth + isinstance(s, (tirx.For, tirx.While)))
+
+    search(info.body, 0)
+    info.user_ws_pipeline = []
+    done = []
+    for loop, depth in found:
+        plan = "the loop is inside another loop" if depth else _stage_plan(info, loop, arch)
+        info.user_ws_pipeline.append((loop, plan if isinstance(plan, str) else plan[0]))
+        if not isinstance(plan, str):
+            done.append((loop, _staged_loop(loop, *plan)))
+    if not done:
+        return info.body
+    return map_stmts(info.body, pre=lambda s: next((new for old, new in done if s.same_as(old)), None))
+
+
+def _staged_loop(loop, S, staged):
+    """The loop with its waits' parities counted per stage and its T.ws blocks selecting stage
+    ``(k - min) % S`` of the staged buffers and barriers."""
+    from tilelang.tir_utils import substitute
+
+    k, lo = loop.loop_var, loop.min
+    j = k if const_int(lo) == 0 else k - lo
+    use = tirx.floordiv(j, i32(S)) if const_int(lo) == 0 else lo + tirx.floordiv(j, i32(S))
+    bars = set(staged)
+
+    def waits(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "mbarrier_wait") \
+                and isinstance(s.value.args[0], ir.TensorLoad) and s.value.args[0].source in bars:
+            call = s.value
+            parity = substitute(call.args[1], {k: use})
+            return tirx.Evaluate(ir.Call(call.op, [call.args[0], parity], ret_ty="handle"), span=s.span)
+        return None
+
+    import tvm_ffi
+
+    node = tvm_ffi.convert([i32(S)] + list(staged))
+    stage = tirx.floormod(j, i32(S))
+    items = []
+    for s in flatten([loop.body]):
+        if is_ws(s):
+            body = tirx.AttrStmt(node, STAGE_ATTR, stage, map_stmts(s.body, pre=waits), span=s.span)
+            s = tirx.AttrStmt(s.node, s.attr_key, s.value, body, span=s.span)
+        items.append(s)
+    ann = {key: v for key, v in loop.annotations.items() if key not in _PIPELINE_KEYS}
+    return tirx.For(k, lo, loop.extent, loop.kind, seq(items), thread_binding=loop.thread_binding,
+                    annotations=ann, step=loop.step, span=loop.span)
+
+
+def staged_copies(body) -> dict:
+    """{buffer: copies} of the buffers and barriers that staged loops of T.ws blocks select a
+    stage of (``pipelined_loop.plan_stages``)."""
+    out = {}
+
+    def visit(s):
+        if isinstance(s, tirx.AttrStmt) and s.attr_key == STAGE_ATTR:
+            items = list(s.node)
+            for b in items[1:]:
+                out[b] = max(out.get(b, 1), int(items[0]))
+
+    walk_stmts(body, visit)
+    return out
+
+
 # ----- lowering -------------------------------------------------------------------------------
 def lower_block(lw, stmt):
     """``with T.ws(g...)`` -> ``if <thread in g...>: body`` with the block's threads in force."""
@@ -260,6 +571,13 @@ def lower_block(lw, stmt):
         cond = part if cond is None else tirx.Or(cond, part)
     roles = getattr(lw.info, "user_ws", None)
     saved = (lw.T, lw.tid, lw.thread_guard, getattr(lw, "role_block", None))
+    body, saved_stage = stmt.body, dict(lw.stage)
+    if isinstance(body, tirx.AttrStmt) and body.attr_key == STAGE_ATTR:
+        # a block of a staged loop (``pipeline_roles``): its buffers and barriers at this stage
+        stage = lw.rewrite(body.value)
+        for buf in list(body.node)[1:]:
+            lw.stage[buf] = stage
+        body = body.body
     try:
         compute = roles is not None and groups == list(range(roles.lo, roles.hi))
         if compute:
@@ -275,9 +593,10 @@ def lower_block(lw, stmt):
         else:
             lw.thread_guard = tirx.IfThenElse(cond, stmt.body, None, span=stmt.span)
             lw.role_block = None
-        body = lw.lower(stmt.body)
+        body = lw.lower(body)
     finally:
         lw.T, lw.tid, lw.thread_guard, lw.role_block = saved
+        lw.stage = saved_stage
     return tirx.IfThenElse(cond, seq([body]), None, span=stmt.span)
 
 
@@ -432,5 +751,5 @@ def _boxes(lw, src, dst, spec, index, bar_ptr):
     return out
 
 
-__all__ = ["Roles", "apply", "is_tma_copy", "is_ws", "lower_block", "lower_tma_copy", "role_sync", "uses_multicast",
-           "ws_blocks"]
+__all__ = ["Roles", "STAGE_ATTR", "apply", "is_tma_copy", "is_ws", "lower_block", "lower_tma_copy", "pipeline_roles",
+           "role_sync", "staged_copies", "uses_multicast", "ws_blocks"]

@@ -6,7 +6,9 @@ TMA producer warpgroup and mbarriers. A kernel that synchronises itself (``T.ws`
 Applies to a kernel whose gemms take the wgmma path and which has exactly one ``T.Pipelined``
 loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16- or 8-bit
 global tensors with static shapes (a rows x columns tile, any other index fixed) into
-slab-swizzled gemm operands (what a TMA box writes), and
+slab-swizzled gemm operands (what a TMA box writes) or, with a general body, contiguous runs
+of a tensor into plain tiles (attention backward's ``lse`` / ``Delta``: one 1-D bulk copy each,
+``_bulk_bytes``), and
 whose consumers are either one wgmma gemm from shared memory into a float accumulator
 (``PipelinedLoop.single_wgmma``: the GEMM main loop, below) or any statements that only read the
 staged tiles, which are used nowhere else (the general body: flash attention's two gemms and
@@ -33,7 +35,8 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
 S is the ring's buffer count: num_stages, or one more for the GEMM main loop where shared memory
 allows (``plan_ring``), since the consumers hold two stages while a wgmma group is in flight. A
 GEMM main loop with one consumer warpgroup of at most 128x128 float accumulators runs two blocks
-per SM under ``__launch_bounds__(256, 2)`` (``plan_pair``).
+per SM under ``__launch_bounds__(256, 2)`` (``plan_pair``), and so does a general body on one
+consumer warpgroup that has bulk loads and fragments within budget (``_general_pair_candidate``).
 
 With a general body the consumer loop is ``mbarrier_wait(full[s]); body (its gemms wait for
 their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is released at the end
@@ -197,6 +200,8 @@ def plan_or_reason(lw) -> tuple:
         return None, "num_stages < 2"
     if not producers:
         return None, "the loop body has no global-to-shared copies at its top level"
+    if pipe.guard is not None:
+        return None, "the loop body is one `if` around its copies (pipelined with cp.async instead)"
     why = _computed_coordinates(lw, producers)
     if why is not None:
         return None, why
@@ -212,6 +217,9 @@ def plan_or_reason(lw) -> tuple:
     for p in producers:
         spec = tma.copy_spec(lw, p, len(specs))
         if isinstance(spec, str):
+            if gemm is None and _bulk_bytes(lw, p, loop) is not None:
+                pairs.append((p, None))     # a 1-D bulk copy (``_bulk_load``): no tensor map
+                continue
             return None, spec
         pairs.append((p, len(specs)))
         specs.append(spec)
@@ -251,6 +259,92 @@ def _heads(lw, loop, consumers) -> list:
         if not isinstance(spec, str):
             out.append((stmt, spec))
     return out
+
+
+def _bulk_bytes(lw, copy, loop) -> "int | None":
+    """The bytes of a producer copy that the TMA unit moves as one 1-D bulk copy
+    (``cp.async.bulk``, no tensor map: ``_bulk_load``), or None. A general loop body's small
+    plain tiles (attention backward's per-row ``lse`` / ``Delta`` vectors, float32 and not
+    gemm operands) have no swizzled box, yet keep the loop off the TMA path otherwise. The copy
+    fills a whole plainly laid out shared tile of the source's type from one contiguous run of
+    a plain tensor parameter, a multiple of 16 bytes starting at a provable multiple of 16
+    bytes, and provably inside the tensor for every block and iteration (a bulk copy is not
+    clipped at the tensor's bounds, as a box is)."""
+    from tvm import arith, ir
+
+    from tilelang.transform.lower_copy import _linear, _strides
+
+    if op_name(copy) != "copy" or len(copy.value.args) > 3 and const_int(copy.value.args[3]) not in (None, 0):
+        return None     # (T.async_copy, TMA / bulk hints: the copy keeps its own path)
+    src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
+    buf = src.buffer
+    if (scope_of(buf) != "global" or scope_of(dst.buffer) not in SHARED_SCOPES or src.dtype != dst.dtype
+            or nbytes(str(buf.dtype)) < 1 or "bool" in str(buf.dtype) or buf.strides
+            or not any(p.same_as(buf) for p in lw.info.func.buffer_map.values())):
+        return None
+    shape = [const_int(x) for x in buf.shape]
+    tile = [const_int(x) for x in dst.buffer.shape]
+    ext = [const_int(x) for x in src.extents]
+    if None in shape + tile + ext or not dst.is_whole() or not _linear(lw, dst.buffer):
+        return None
+    esize = nbytes(str(buf.dtype))
+    elems = 1
+    for e in tile:
+        elems *= e
+    if elems * esize % 16 or [e for e in ext if e != 1] != [e for e in tile if e != 1]:
+        return None
+    an = arith.Analyzer()
+    for v, e in lw.info.launch_dims().values():
+        an.bind(v, ir.Range(0, e))
+    # the loop variable's constant range (a causal loop's bounds move with the block index)
+    lo, hi = an.const_int_bound(loop.min), an.const_int_bound(an.simplify(loop.min + loop.extent))
+    if lo.min_value < -(1 << 30) or hi.max_value > (1 << 30):
+        return None
+    an.bind(loop.loop_var, ir.Range(int(lo.min_value), int(hi.max_value)))
+    starts = list(src.starts)
+    if not all(an.can_prove(tirx.GE(st, 0)) and an.can_prove(tirx.LE(st + e, n))
+               for st, e, n in zip(starts, ext, shape)):
+        return None
+    strides, expected, partial = _strides(buf), 1, False
+    for n, e, stride in reversed(list(zip(shape, ext, strides))):     # one contiguous run
+        if partial:
+            if e != 1:
+                return None
+            continue
+        if e != 1 and stride != expected:
+            return None
+        expected *= n
+        partial = e != n
+    flat = i32(0)
+    for st, stride in zip(starts, strides):
+        flat = flat + st * stride
+    ms = an.modular_set(an.simplify(flat * esize))
+    if ms.coeff % 16 or ms.base % 16:
+        return None
+    return elems * esize
+
+
+def _bulk_load(lw, copy, bar, stage, out) -> int:
+    """Append to ``out`` the 1-D bulk load of a producer copy (``_bulk_bytes``) into ``stage`` of
+    its shared tile, completing on ``bar``; its bytes."""
+    from tilelang.transform.lower_copy import _load_raw
+
+    src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
+    saved = lw.stage.get(dst.buffer)
+    lw.stage[dst.buffer] = stage
+    try:
+        smem = lw.shared_ptr(dst.buffer, [i32(0)] * len(dst.buffer.shape))
+    finally:
+        if saved is None:
+            lw.stage.pop(dst.buffer)
+        else:
+            lw.stage[dst.buffer] = saved
+    gptr = tirx.address_of(_load_raw(lw, src, [lw.rewrite(x) for x in src.starts]))
+    size = nbytes(str(dst.buffer.dtype))
+    for e in dst.buffer.shape:
+        size *= const_int(e)
+    out.append(evaluate_extern("tl::bulk_copy_g2s", smem, gptr, i32(size), bar))
+    return size
 
 
 def user_cluster_dims(func) -> "tuple | None":
@@ -331,11 +425,13 @@ def pair_candidate(lw) -> bool:
     block: a 3-stage ring then has two TMA loads in flight per SM, where the pair has four (H200,
     8192^3 fp16, 128x128x32 tiles: 332 TFLOP/s against upstream's 409-416 with three)."""
     ws = lw.ws
-    if ws is None or ws.gemm is None or lw.T != 128 or ws.cluster is not None or lw.configs.get("tl.disable_block_pair"):
+    if ws is None or lw.T != 128 or ws.cluster is not None or lw.configs.get("tl.disable_block_pair"):
         return False
     func = lw.info.func
     if user_cluster_dims(func) is not None or _sets_register_limit(func, lw.configs):
         return False
+    if ws.gemm is None:
+        return _general_pair_candidate(lw)
     # one m64nN wgmma holds its whole accumulator (N/2 float registers a thread) live at once:
     # the pair's 128-register compile limit (256 threads, 2 blocks) leaves no room past N = 128
     # (64x256 tiles on 128 threads: ptxas "Insufficient registers (128) ... 154 or higher")
@@ -346,6 +442,34 @@ def pair_candidate(lw) -> bool:
     for buf, frag in lw.layouts.fragments.items():
         words += -(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4)
     return words <= PAIR_FRAGMENT_WORDS
+
+
+# fragment words per consumer thread of a general loop body run as a pair (``_general_pair_candidate``):
+# upstream's example_mha_bwd kernel (64x64 tiles, seven fragments: 192 words) compiles to 186
+# registers without spills under setmaxnreg 216
+PAIR_GENERAL_FRAGMENT_WORDS = 192
+
+
+def _general_pair_candidate(lw) -> bool:
+    """A general loop body (attention backward's five gemms) on one consumer warpgroup that a
+    pair of blocks per SM may run (``pair_candidate``): only a loop that warp specialisation took
+    with 1-D bulk loads (``_bulk_bytes``: the backward's ``lse`` / ``Delta`` tiles, a loop that
+    before them kept the cp.async path with two such blocks per SM), every gemm's accumulator at
+    most ``PAIR_WGMMA_N`` wide, and fragments within ``PAIR_GENERAL_FRAGMENT_WORDS``. One block
+    per SM would halve the warps that hide the body's softmax and atomics behind the other
+    block's gemms. The general loops warp specialisation took before (attention forward) keep
+    their single block."""
+    ws = lw.ws
+    if not any(j is None for _, j in ws.producers):
+        return False
+    for g in lw.layouts.gemms:
+        c_extent = const_int(decode_region(g.value.args[2]).extents[-1])
+        if c_extent is None or c_extent > PAIR_WGMMA_N:
+            return False
+    words = 0
+    for buf, frag in lw.layouts.fragments.items():
+        words += -(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4)
+    return words <= PAIR_GENERAL_FRAGMENT_WORDS
 
 
 def plan_pair(lw, budget: int) -> None:
@@ -642,6 +766,9 @@ def lower_loop(lw, loop):
     try:
         for i, (p, j) in enumerate(ws.producers):
             g = group_of[i]
+            if j is None:
+                nbytes_all[g] += _bulk_load(lw, p, _full(ws, g, stage), stage, loads[g])
+                continue
             shared = ws.cluster is not None and p in ws.cluster.shared
             nbytes_all[g] += tma.tile_loads(lw, p, j, _full(ws, g, stage), stage, loads[g], shared)
     finally:

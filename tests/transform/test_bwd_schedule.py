@@ -1,0 +1,173 @@
+"""Attention backward's main kernel on sm_90a (upstream's flash_attention / attention_sink
+backward examples, session 15):
+
+* its per-row ``lse`` / ``Delta`` vectors (float32, not gemm operands, so no swizzled TMA box)
+  no longer keep the loop off warp specialisation: the producer loads them with 1-D bulk copies
+  (``warp_specialize._bulk_bytes`` / ``_bulk_load``) next to the TMA boxes of Q and dO;
+* such a loop runs as a pair of blocks per SM (``warp_specialize._general_pair_candidate``:
+  setmaxnreg 40 / 216 under ``__launch_bounds__(256, 2)``), the occupancy of its cp.async form;
+* dQ's accumulation, element by element in a ``T.Parallel`` (``attention_schedule.tile_atomics``)
+  or as a tile (``lower_copy._fragment_atomic_vector``), adds each thread's column pairs with one
+  ``red.global.add.v2.f32`` (``tl::atomic_addx2``) instead of two scalar atomics;
+* what does not qualify keeps its CUDA (a 1-D tile that may overhang its tensor, sm_80)."""
+
+import re
+
+import tilelang
+import tilelang.language as T
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def bwd_kernel(seq_len=256, dim=64, block=64, stages=2, tile_atomic=False, lse_len=None, causal=False):
+    """The shape of upstream's example_mha_bwd_bhsd main kernel (one batch, one head)."""
+    lse_len = lse_len or seq_len
+    shape = [seq_len, dim]
+
+    @T.prim_func
+    def flash_bwd(Q: T.Tensor(shape, T.float16), K: T.Tensor(shape, T.float16), V: T.Tensor(shape, T.float16),
+                  dO: T.Tensor(shape, T.float16), lse: T.Tensor([lse_len], T.float32),
+                  Delta: T.Tensor([lse_len], T.float32), dQ: T.Tensor(shape, T.float32),
+                  dK: T.Tensor(shape, T.float16), dV: T.Tensor(shape, T.float16)):
+        with T.Kernel(T.ceildiv(seq_len, block), threads=128) as by:
+            K_shared = T.alloc_shared([block, dim], T.float16)
+            dsT_shared = T.alloc_shared([block, block], T.float16)
+            q = T.alloc_shared([block, dim], T.float16)
+            V_shared = T.alloc_shared([block, dim], T.float16)
+            qkT = T.alloc_fragment([block, block], T.float32)
+            dsT = T.alloc_fragment([block, block], T.float32)
+            qkT_cast = T.alloc_fragment([block, block], T.float16)
+            dsT_cast = T.alloc_fragment([block, block], T.float16)
+            lse_shared = T.alloc_shared([block], T.float32)
+            delta = T.alloc_shared([block], T.float32)
+            do = T.alloc_shared([block, dim], T.float16)
+            dv = T.alloc_fragment([block, dim], T.float32)
+            dk = T.alloc_fragment([block, dim], T.float32)
+            dq = T.alloc_fragment([block, dim], T.float32)
+            T.copy(K[by * block:(by + 1) * block, :], K_shared)
+            T.copy(V[by * block:(by + 1) * block, :], V_shared)
+            T.clear(dv)
+            T.clear(dk)
+            for k in T.Pipelined(by if causal else 0, T.ceildiv(seq_len, block), num_stages=stages):
+                T.copy(Q[k * block:(k + 1) * block, :], q)
+                T.clear(qkT)
+                T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(lse[k * block:(k + 1) * block], lse_shared)
+                for i, j in T.Parallel(block, block):
+                    qkT[i, j] = T.exp2(qkT[i, j] - lse_shared[j])
+                T.copy(dO[k * block:(k + 1) * block, :], do)
+                T.clear(dsT)
+                T.gemm(V_shared, do, dsT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(qkT, qkT_cast)
+                T.gemm(qkT_cast, do, dv, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(Delta[k * block:(k + 1) * block], delta)
+                for i, j in T.Parallel(block, block):
+                    dsT_cast[i, j] = qkT[i, j] * (dsT[i, j] - delta[j])
+                T.gemm(dsT_cast, q, dk, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(dsT_cast, dsT_shared)
+                T.clear(dq)
+                T.gemm(dsT_shared, K_shared, dq, transpose_A=True)
+                if tile_atomic:
+                    T.atomic_add(dQ[k * block:(k + 1) * block, :], dq)
+                else:
+                    for i, j in T.Parallel(block, dim):
+                        T.atomic_add(dQ[k * block + i, j], dq[i, j])
+            T.copy(dv, dV[by * block:(by + 1) * block, :])
+            T.copy(dk, dK[by * block:(by + 1) * block, :])
+
+    return flash_bwd
+
+
+def source(func, target=SM90, **configs):
+    return tilelang.compile(func, target=target, pass_configs=configs).get_kernel_source()
+
+
+def test_lse_and_delta_are_bulk_loads_of_the_warp_specialised_loop():
+    src = source(bwd_kernel())
+    assert "cp_async" not in src
+    # a pair of blocks per SM, as the cp.async form ran (186 registers x 128 threads): the
+    # producer warpgroup gives its registers to the consumer (``_general_pair_candidate``)
+    assert "__launch_bounds__(256, 2)" in src
+    assert "tl::setmaxnreg_dec<40>();" in src and "tl::setmaxnreg_inc<216>();" in src
+    prod = src[src.index("for (int k_tma = 0;"):]
+    prod = prod[:prod.index("} else {")]
+    bulk = re.findall(r"tl::bulk_copy_g2s\(\(&\(\(\(float\*\)smem\)\[[^;]*?\((lse|Delta)\[\(?k_tma \* 64\)?\]\)\), 256, ",
+                      prod)
+    assert bulk == ["lse", "Delta"]
+    assert prod.count("tl::tma_load_2d") == 2                   # Q and dO: swizzled boxes
+    # one full barrier per stage counts the bytes of all four tiles: 2 x 64x64 fp16 + 2 x 64 fp32
+    assert f"tl::mbarrier_arrive_expect_tx((&(((uint64_t*)smem)" in prod and ", 16896);" in prod
+
+
+def test_element_atomics_of_a_fragment_become_vector_atomics():
+    src = source(bwd_kernel())
+    assert "tl::atomic_add(" not in src
+    adds = re.findall(r"tl::atomic_addx2\(\(&\(dQ\[[^;]*\(&\(dq\[\(w_?\d* \* 2\)\]\)\)\);", src)
+    assert len(adds) == 1
+    assert "for (int w_2 = 0; w_2 < 16; ++w_2)" in src or re.search(r"for \(int w\w* = 0; w\w* < 16;", src)
+
+
+def test_tile_atomic_from_a_fragment_is_packed():
+    src = source(bwd_kernel(tile_atomic=True))
+    assert "tl::atomic_add(" not in src and src.count("tl::atomic_addx2(") == 1
+
+
+def test_sm80_keeps_scalar_atomics():
+    for tile_atomic in (False, True):
+        src = source(bwd_kernel(tile_atomic=tile_atomic), target="cuda -arch=sm_80")
+        assert "tl::atomic_add((&(dQ[" in src and "atomic_addx2" not in src
+
+
+def test_a_vector_that_may_overhang_keeps_the_cp_async_path():
+    # lse shorter than the loop's tiles: a bulk copy is not clipped at the tensor's end, so the
+    # loop is not warp-specialised (its copies keep cp.async with their bounds guards)
+    src = source(bwd_kernel(lse_len=200))
+    assert "bulk_copy_g2s" not in src and "mbarrier" not in src and "cp_async" in src
+
+
+def accumulate(value="plain"):
+    """A gemm's accumulator added element by element into rows of a [S, H, D] tensor (the head
+    index between the two tile dimensions, as in upstream's bshd examples)."""
+
+    @T.prim_func
+    def f(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.Tensor((128, 4, 64), T.float32)):
+        with T.Kernel(2, 4, threads=128) as (bx, by):
+            a = T.alloc_shared((64, 64), T.float16)
+            b = T.alloc_shared((64, 64), T.float16)
+            c = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(c)
+            T.gemm(a, b, c)
+            for i, j in T.Parallel(64, 64):
+                if value == "plain":
+                    T.atomic_add(C[bx * 64 + i, by, j], c[i, j])
+                elif value == "scaled":
+                    T.atomic_add(C[bx * 64 + i, by, j], c[i, j] * 2.0)
+                else:       # transposed: j walks the rows
+                    T.atomic_add(C[bx * 64 + j, by, i], c[i, j])
+
+    return f
+
+
+def test_element_atomics_with_a_middle_index_are_packed():
+    src = source(accumulate())
+    assert "tl::atomic_add(" not in src and src.count("tl::atomic_addx2(") == 1
+
+
+def test_other_element_atomics_keep_their_form():
+    for value in ("scaled", "transposed"):
+        src = source(accumulate(value))
+        assert "tl::atomic_add((&(C[" in src and "atomic_addx2" not in src, value
+
+
+def test_wider_fragments_keep_one_block_per_sm():
+    # 64x128 head dimension: dv, dk and dq take 64 words each, past the pair's budget
+    src = source(bwd_kernel(dim=128))
+    assert "bulk_copy_g2s" in src and "__launch_bounds__(256)" in src and "setmaxnreg" not in src
+
+
+def test_a_causal_loop_start_still_proves_the_bulk_loads_inside():
+    # k runs from the block's own row tile: its constant range is still [0, seq_len / block)
+    src = source(bwd_kernel(causal=True))
+    assert src.count("tl::bulk_copy_g2s(") == 2 and "for (int k_tma = ((int)blockIdx.x); k_tma < 4;" in src
