@@ -11,7 +11,10 @@ What the model knows of our sm_90a code (docs/architecture.md, ``transform/warp_
   consumer warpgroup; persistent (``min(tiles, SMs)`` blocks) unless two blocks share an SM, which
   they do for one consumer warpgroup with at most 128 accumulator words per thread whose two
   blocks' shared memory fits (``setmaxnreg``, ``plan_pair``). The ring gets one buffer more than
-  ``num_stages`` where that still fits the same number of blocks per SM (``plan_ring``).
+  ``num_stages`` where that still fits the same number of blocks per SM, and over main loops of
+  ``RING_OVER_PERSISTENCE_TRIPS`` k-steps or more also where it fits only without persistence (the
+  kernel then takes one tile per block: ``plan_ring``); one tile per block costs
+  ``NON_PERSISTENT_TILE_S`` more per tile.
 - Attention (FlashAttention forward) runs warp-specialised too (Q once per tile, K and V per KV
   step with barriers of their own), one block per SM, consumer warpgroups of 64 query rows each.
 
@@ -24,7 +27,9 @@ fraction of a second of tensor work are derated for the power cap (the H200 drop
 The constants were fitted to the H200 measurements in ``benchmarks/RESULTS.md`` (sessions 2-12:
 GEMM 128x256 / 256x128 / 192x192 / 128x128 / 64x128 / 64x64 tiles at 4096^3, 8192^3, K=512 and
 M=16..128, flash attention B8 H32 S4096 D128 causal and not; GEMM refitted in session 14 to the 34
-configs session 13 timed at 8192^3, all within 25 %); the fitted GEMM points are within -18 %..+13 %
+configs session 13 timed at 8192^3, all within 25 %; in session 15 the ring-over-persistence rule
+mirrored and the one-tile-per-block cost fitted to sessions 13-15, where the persistent 128x256x64 s2
+kernel was the fastest three times); the fitted GEMM points are within -18 %..+13 %
 of measured (tests/test_carver_recommend.py), ``benchmarks/bench_carver.py`` checks the model
 against exhaustive timing.
 """
@@ -52,6 +57,9 @@ TWO_BUFFER_RING = 1.2         # * a two-buffer ring: with one wgmma group kept i
 LOAD_LATENCY_L2_S = 0.9e-6    # ... when the operands fit twice the L2 (most loads hit it)
 STEP_NORM = 4                 # soft maximum of compute and load time per step
 TILE_COST_S = 2e-6            # per tile (GEMM): prologue, epilogue, tile switch
+NON_PERSISTENT_TILE_S = 4e-6  # * more per tile with one tile per block (session 15: the persistent
+                              #   8192^3 kernels 5-9 % slower than persistent ones of the same tile)
+RING_OVER_PERSISTENCE_TRIPS = 64   # = warp_specialize.RING_OVER_PERSISTENCE_TRIPS (plan_ring)
 STEP_COST_S = 0.03e-6         # per k step: full/empty barrier hand-over, wgmma issue and wait
 DRAM_EFF = 0.9
 
@@ -155,7 +163,16 @@ def gemm_sm90(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, 
         persistent = False
     bps = 2 if pair else 1
     own = epilogue if persistent else 0
-    buffers = s + 1 if s > 1 and bps * ((s + 1) * stage_bytes + own) <= budget else s
+    k_steps = math.ceil(K / bk)
+    if s > 1 and bps * ((s + 1) * stage_bytes + own) <= budget:
+        buffers = s + 1
+    elif s > 1 and persistent and k_steps >= RING_OVER_PERSISTENCE_TRIPS and \
+            max((s + 1) * stage_bytes, epilogue) <= budget:
+        # warp_specialize.plan_ring: over a long main loop the ring's extra buffer wins over
+        # persistence (one tile per block, the epilogue tile sharing the ring's bytes)
+        persistent, own, buffers = False, 0, s + 1
+    else:
+        buffers = s
     tiles = math.ceil(M / bm) * math.ceil(N / bn)
     active = min(bps, math.ceil(tiles / dev.sms))
     rounds = math.ceil(tiles / (dev.sms * bps))
@@ -170,8 +187,10 @@ def gemm_sm90(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, 
         step = tc + tl + latency
     else:
         step = _step_time(tc, tl)
-    k_steps = math.ceil(K / bk)
-    seconds = rounds * (k_steps * (step + STEP_COST_S) + TILE_COST_S)
+    # one tile per block (neither persistent nor paired): the next tile's prologue and this one's
+    # epilogue do not overlap anything
+    tile_cost = TILE_COST_S + (NON_PERSISTENT_TILE_S if not persistent and bps == 1 else 0.0)
+    seconds = rounds * (k_steps * (step + STEP_COST_S) + tile_cost)
     if buffers == 2:
         seconds *= TWO_BUFFER_RING
     dram = (M * K * in_bytes + N * K * in_bytes + M * N * out_bytes) / (dev.dram_bw * DRAM_EFF)

@@ -111,9 +111,10 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PERSISTENT: "on sm_90a, a warp-specialised GEMM main loop keeps one output tile per "
                                          "block instead of a persistent grid (one block per SM looping over the "
                                          "tiles, its producer loading the next tile during the epilogue)",
-    PassConfigKey.TL_DISABLE_BLOCK_PAIR: "on sm_90a, a warp-specialised GEMM main loop with one consumer warpgroup "
-                                         "runs one block per SM instead of two (setmaxnreg 40 / 216 under "
-                                         "__launch_bounds__(256, 2))",
+    PassConfigKey.TL_DISABLE_BLOCK_PAIR: "on sm_90a, a warp-specialised loop with one consumer warpgroup (a GEMM "
+                                         "main loop, or a general body with small enough fragments: attention "
+                                         "backward) runs one block per SM instead of two (setmaxnreg 40 / 216 "
+                                         "under __launch_bounds__(256, 2))",
     PassConfigKey.TL_DISABLE_RING_EXTRA_STAGE: "on sm_90a, a warp-specialised GEMM main loop's ring keeps num_stages "
                                                "buffers instead of one more for the wgmma group kept in flight",
     PassConfigKey.TL_DISABLE_RING_OVER_PERSISTENCE: "on sm_90a, a persistent GEMM whose ring cannot take its extra "
