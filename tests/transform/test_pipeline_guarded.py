@@ -79,3 +79,26 @@ def test_one_stage_keeps_the_loop_as_written():
 def test_guarded_pipeline_compiles(target):
     kernel = tilelang.compile(_blocksparse(), target=f"cuda -arch={target}")
     kernel.ensure_cubin()
+
+
+def test_guard_without_copies_keeps_the_body_as_written():
+    from tilelang.tir_utils import walk_stmts
+    from tilelang.transform.pipelined_loop import PipelinedLoop, is_pipelined
+
+    @T.prim_func
+    def k(A: T.Tensor((128, 32), "float16"), Mask: T.Tensor((32,), "bool"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((128, 32), "float16")
+            c = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, a)
+            T.clear(c)
+            for kk in T.Pipelined(32, num_stages=2):
+                if Mask[kk]:
+                    T.gemm(a, a, c, transpose_B=True)
+            T.copy(c, C)
+
+    loops = []
+    walk_stmts(k.body, lambda s: loops.append(s) if is_pipelined(s) else None)
+    pl = PipelinedLoop.of(loops[0])
+    assert pl.guard is None and not pl.producers
+    assert len(pl.consumers) == 1 and pl.consumers[0].same_as(loops[0].body)   # the `if`, not its branch

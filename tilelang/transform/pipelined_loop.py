@@ -178,11 +178,13 @@ class PipelinedLoop:
     @classmethod
     def of(cls, loop) -> "PipelinedLoop":
         guard, stmts = _guarded_body(loop)
-        local = _defined_in(stmts)
-        ahead = [s for s in stmts if is_producer(s) and not (local and uses_vars(s.value.args[0], local))]
+        ahead = _ahead(stmts)
+        if guard is not None and not ahead:     # nothing to issue early: the body as written
+            guard, stmts = None, body_list(loop)
+            ahead = _ahead(stmts)
         gathers = tuple(s for s in stmts if num_stages(loop) >= 2 and guard is None and _gather_ahead(s, stmts))
         return cls(loop, num_stages(loop), tuple(ahead), tuple(s for s in stmts if not any(s is a for a in ahead)),
-                   gathers, guard if ahead else None)
+                   gathers, guard)
 
     @property
     def staged(self) -> list:
@@ -203,6 +205,13 @@ class PipelinedLoop:
         """The gemm that ``pipeline`` issues asynchronously with one wgmma in flight
         (``single_wgmma``, and S >= 3), or None."""
         return self.single_wgmma(layouts) if self.stages >= 3 else None
+
+
+def _ahead(stmts) -> list:
+    """The producers among ``stmts``: global-to-shared copies whose region reads nothing the body
+    binds or writes (``_defined_in``)."""
+    local = _defined_in(stmts)
+    return [s for s in stmts if is_producer(s) and not (local and uses_vars(s.value.args[0], local))]
 
 
 def _guarded_body(loop):
