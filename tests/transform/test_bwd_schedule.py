@@ -171,3 +171,14 @@ def test_a_causal_loop_start_still_proves_the_bulk_loads_inside():
     # k runs from the block's own row tile: its constant range is still [0, seq_len / block)
     src = source(bwd_kernel(causal=True))
     assert src.count("tl::bulk_copy_g2s(") == 2 and "for (int k_tma = ((int)blockIdx.x); k_tma < 4;" in src
+
+
+def test_summary_names_the_bulk_loaded_tiles():
+    # the hover's pipeline line (analysis.summary._pipelines) says which staged tiles have no tensor map
+    from tilelang.analysis.summary import summarize
+
+    loops = summarize(bwd_kernel(), "sm_90a")["pipelines"]
+    ws = [p for p in loops if p["warp_specialized"]]
+    assert len(ws) == 1
+    assert "one 1-D bulk copy each, no tensor map" in ws[0]["mechanism"]
+    assert "`lse_s`" in ws[0]["mechanism"] or "`lse_shared`" in ws[0]["mechanism"]

@@ -169,3 +169,15 @@ def test_sliced_wgmma_kernels_compile_with_nvcc(make):
         nvcc.compile_cubin(art.source, art.arch, art.compile_flags)
     except FileNotFoundError:
         pytest.skip("no nvcc")
+
+
+def test_summary_says_why_disagreeing_slices_keep_mma():
+    # the hover's "not wgmma on sm_90a" line (analysis.summary._explain_mma): every gemm fits wgmma
+    # on its own, so the reason is the slab conflict
+    from tilelang.analysis.summary import summarize
+
+    gemms = summarize(_narrow(whole_too=True), "sm_90a")["gemms"]
+    assert len(gemms) == 3
+    assert all("need different wgmma slab widths" in g["why_not_wgmma"] for g in gemms)
+    assert "'a_s'" in gemms[0]["why_not_wgmma"]
+    assert all("why_not_wgmma" not in g for g in summarize(_narrow(), "sm_90a")["gemms"])

@@ -285,12 +285,23 @@ def _gemm(stmt, plan, arch) -> dict:
             "mma_shape": shape, "k_step": k_step}
 
 
+def _dst_name(copy) -> str:
+    from tilelang.transform.kernel import decode_region
+
+    return decode_region(copy.value.args[1]).buffer.name
+
+
 def _explain_mma(info, layouts, gemms) -> None:
     """On sm_90a, say why the kernel's gemms are mma.sync: all of a kernel's gemms take wgmma or
-    none does, so a gemm that could is told which one cannot."""
-    from tilelang.transform.layout_inference import wgmma_blocker
+    none does, so a gemm that could is told which one cannot (or, where each could, that their
+    column slices of one buffer need different slab widths: ``wgmma_slab_conflict``)."""
+    from tilelang.transform.layout_inference import wgmma_blocker, wgmma_slab_conflict
 
     reasons = [(stmt, wgmma_blocker(info, stmt)) for stmt in layouts.gemms]
+    if reasons and not any(why for _, why in reasons):
+        conflict = wgmma_slab_conflict(list(layouts.gemms), {})
+        if conflict:
+            reasons = [(stmt, conflict) for stmt, _ in reasons]
     first = next(((stmt, why) for stmt, why in reasons if why), None)
     for g, (stmt, why) in zip(gemms, reasons):
         if why:
@@ -321,8 +332,11 @@ def _pipelines(info, planned=(None, None, None)) -> list:
                        "the iteration; the consumer warpgroups do not wait for each other inside the loop")
             ring = (f"{stages} stages" if not ws.ring else
                     f"{ws.ring} buffers ({stages} stages and one for the wgmma group kept in flight)")
+            bulk = [f"`{_dst_name(p)}`" for p, j in ws.producers if j is None]
+            tiles = "each staged tile" if not bulk else \
+                f"each staged tile ({', '.join(bulk)}: one 1-D bulk copy each, no tensor map)"
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
-                         f"swizzle slab of each staged tile into a ring of {ring}, completing on "
+                         f"swizzle slab of {tiles} into a ring of {ring}, completing on "
                          f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "
                          f"{consume}. No block-wide barrier.")
             if ws.heads:
