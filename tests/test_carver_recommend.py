@@ -87,6 +87,9 @@ def test_sm90_gemm_model_knows_our_code_paths():
     # the same kernel as four stages
     traded = gemm_sm90(8192, 8192, 8192, 128, 256, 64, 3, 256, dev)
     assert not traded.facts["persistent"] and traded.buffers == 4 and traded.seconds == one.seconds
+    from tilelang.carver import cost_model
+    from tilelang.transform import warp_specialize
+    assert cost_model.RING_OVER_PERSISTENCE_TRIPS == warp_specialize.RING_OVER_PERSISTENCE_TRIPS   # (mirrored)
     ring = gemm_sm90(8192, 8192, 8192, 128, 128, 64, 3, 256, dev)
     assert ring.facts["persistent"] and ring.buffers == 4               # the extra ring stage
     assert persistent.seconds < one.seconds     # measured s2 / s4: 1.460 / -, 1.531 / 1.579, 1.490 / 1.629 ms

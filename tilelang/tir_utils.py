@@ -218,6 +218,13 @@ def uses_vars(node, variables) -> bool:
     return any_expr(node, lambda e: isinstance(e, tirx.Var) and any(e.same_as(v) for v in variables))
 
 
+def tensor_loads(node) -> list:
+    """Every buffer read (``TensorLoad``) reachable from ``node``, in pre-order."""
+    out = []
+    tvm_ffi_walk(node, lambda e: out.append(e) if isinstance(e, ir.TensorLoad) else None)
+    return out
+
+
 def has_load(node) -> bool:
     """Whether ``node`` reads a buffer anywhere."""
     return any_expr(node, lambda e: isinstance(e, ir.TensorLoad))

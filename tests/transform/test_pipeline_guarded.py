@@ -1,4 +1,4 @@
-"""``pipeline._lower_guarded`` pinned on CPU (the CUDA source): a ``T.Pipelined`` body that is one
+"""The guarded form of ``pipeline.lower_pipelined`` pinned on CPU (the CUDA source): a ``T.Pipelined`` body that is one
 ``if c:`` around its copies and gemm (a block-sparse main loop) is software-pipelined, with each
 iteration's copies issued ahead under ``c`` of that iteration and its gemm run under ``c``, the
 commits, waits and barriers unconditional; a condition that reads shared memory keeps the loop as

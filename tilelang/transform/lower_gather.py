@@ -25,7 +25,7 @@ from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
-from tilelang.tir_utils import const_int, evaluate_extern, i32, simplify
+from tilelang.tir_utils import const_int, evaluate_extern, i32
 from tilelang.transform.kernel import safe_value
 from tilelang.transform.lower_copy import _vector_walk
 from tilelang.transform.pipelined_loop import gather_nest, gather_width

@@ -26,7 +26,7 @@ anything not a multiple of S are handled by the guards.
 
 A body that is one ``if c:`` around producers and consumers (``PipelinedLoop.guard``: a
 block-sparse main loop) takes the schedule above with each iteration's producers and consumers
-under ``c`` of that iteration and everything else unconditional (``_lower_guarded``).
+under ``c`` of that iteration and everything else unconditional (``_producer_fn``'s guard).
 
 Where the consumers touch the producers' tiles at different places (an attention body: K read
 by S = Q K^T near the top, V only by the last gemm), each producer is a cp.async group of its own,
@@ -89,18 +89,17 @@ def lower_pipelined(lw, loop):
         consumers = [c for c in consumers if not any(c.same_as(g) for g in pl.gathers)]
         staged = [produced_buffer(p) for p in producers]
         split_groups = split_groups is not False
-    if pl.guard is not None:
-        if S < 2 or lw.ws is not None or lw.role_block is not None:
-            return _plain(lw, loop)
-        return _lower_guarded(lw, loop, S, producers, consumers, pl.guard)
-    if S == 1 and producers and lw.configs.get("tl.enable_pipeline_split_groups"):
+    guard = pl.guard    # (a guarded body takes the plain schedule below, or none)
+    if guard is not None and (S < 2 or lw.ws is not None or lw.role_block is not None):
+        return _plain(lw, loop)
+    if guard is None and S == 1 and producers and lw.configs.get("tl.enable_pipeline_split_groups"):
         # one stage: each tile is refilled (for the next iteration) right after its last use
         uses = _producer_uses(lw, producers, consumers)
         if uses is not None:
             return _lower_split_groups(lw, loop, 1, producers, consumers, uses)
     if S < 2 or not producers:
         return _plain(lw, loop)
-    gemm = pl.async_wgmma(lw.layouts)
+    gemm = pl.async_wgmma(lw.layouts) if guard is None else None
     if gemm is not None:
         return _lower_async_wgmma(lw, loop, S, producers, gemm)
     # a body that reads every staged tile first and then computes without them is the early
@@ -108,15 +107,15 @@ def lower_pipelined(lw, loop):
     # ``_producer_uses`` (tiles done with before the last consumer), so it is decided first
     # (both schedules are opt-in: measured slower than the plain one on the H200, session 13)
     split = (early_release_split(lw, staged, consumers)
-             if lw.configs.get("tl.enable_pipeline_early_release") else None)
+             if guard is None and lw.configs.get("tl.enable_pipeline_early_release") else None)
     uses = (_producer_uses(lw, producers, consumers)
-            if split is None and split_groups else None)
+            if guard is None and split is None and split_groups else None)
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
-    produce, bufs = _producer_fn(lw, loop, producers)
+    produce, bufs = _producer_fn(lw, loop, producers, guard)
     if split is not None:
         return _lower_early_release(lw, loop, S, produce, bufs, consumers[:split], consumers[split:], commit)
 
@@ -126,39 +125,11 @@ def lower_pipelined(lw, loop):
     for b in bufs:
         lw.stage[b] = tirx.floormod(j, i32(S))
     consumer = thread_sync.lower_sequence(lw, consumers) if consumers else None
-    lw.stage = saved_stage
-    body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
-                thread_sync.region_sync(lw)])
-    new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
-    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
-
-
-def _lower_guarded(lw, loop, S, producers, consumers, guard):
-    """The plain schedule of a body that is one ``if c:`` (``PipelinedLoop.guard``): iteration j's
-    producers are issued under ``c(j)``, iteration k's consumers run under ``c(k)``; the commits,
-    waits and barriers stay unconditional, so the group counting is that of the plain schedule
-    (a skipped iteration commits an empty group) and every thread meets every barrier. (The
-    condition, like the branch it came from, is the same for every thread of the block.)"""
-    k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
-    lw.bind_loop(k, n) if const_int(start) == 0 else None
-    commit = evaluate_extern("tl::cp_async_commit")
-    produce_all, bufs = _producer_fn(lw, loop, producers)
-
-    def produce(iteration, stage):
-        saved = dict(lw.vmap)
-        lw.vmap[k] = start + iteration
-        try:
-            cond = lw.rewrite(guard)
-        finally:
-            lw.vmap = saved
-        return tirx.IfThenElse(cond, produce_all(iteration, stage), None)
-
-    prologue, nxt = _prefetch(lw, loop, produce, S - 1, S, commit)
-    saved_stage = dict(lw.stage)
-    for b in bufs:
-        lw.stage[b] = tirx.floormod(k - start, i32(S))
-    consumer = tirx.IfThenElse(lw.rewrite(guard), thread_sync.lower_sequence(lw, consumers), None) \
-        if consumers else None
+    if consumer is not None and guard is not None:
+        # iteration k's consumers under c(k); commits, waits and barriers stay unconditional, so a
+        # skipped iteration commits an empty group and every thread meets every barrier (the
+        # condition, like the branch it came from, is the same for every thread of the block)
+        consumer = tirx.IfThenElse(lw.rewrite(guard), consumer, None)
     lw.stage = saved_stage
     body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
                 thread_sync.region_sync(lw)])
@@ -220,7 +191,9 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 
 
-def _producer_fn(lw, loop, producers):
+def _producer_fn(lw, loop, producers, guard=None):
+    """(produce(iteration, stage), the staged buffers): the producers lowered for one iteration into
+    one stage, under ``guard`` of that iteration when the body is guarded (``PipelinedLoop.guard``)."""
     k, start = loop.loop_var, lw.rewrite(loop.min)
     bufs = [produced_buffer(p) for p in producers]
 
@@ -229,9 +202,11 @@ def _producer_fn(lw, loop, producers):
         lw.vmap[k] = start + iteration
         for b in bufs:
             lw.stage[b] = stage
+        cond = lw.rewrite(guard) if guard is not None else None
         lw.in_producer = True
         try:
-            return seq([lw.lower(p) for p in producers])
+            body = seq([lw.lower(p) for p in producers])
+            return body if cond is None else tirx.IfThenElse(cond, body, None)
         finally:
             lw.in_producer = False
             lw.vmap, lw.stage = saved_vmap, saved_stage

@@ -34,7 +34,7 @@ from tvm import ir, tirx
 
 from tilelang.language.loops import STAGES_ATTR
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import ExprRewriter, any_expr, const_int, uses_vars, walk_stmts
+from tilelang.tir_utils import ExprRewriter, any_expr, const_int, tensor_loads, uses_vars, walk_stmts
 from tilelang.transform.kernel import (SHARED_SCOPES, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
 
@@ -91,9 +91,7 @@ def gather_width(stmt) -> int:
     offset = tvm.arith.Analyzer().simplify(load_idx[-1] - d)
     if uses_vars(offset, loop_vars) or any_expr(offset, lambda e: isinstance(e, ir.TensorLoad)):
         return 0
-    reads = []      # (the loads in the indices)
-    for idx in load_idx + store_idx:
-        any_expr(idx, lambda e: reads.append(e) if isinstance(e, ir.TensorLoad) else None)
+    reads = [e for idx in load_idx + store_idx for e in tensor_loads(idx)]   # (the loads in the indices)
     if not all(scope_of(e.source) == "global" or _thread_scalar(e.source) for e in reads):
         return 0
     if not any(scope_of(e.source) == "global" for e in reads):
@@ -223,8 +221,7 @@ def _guarded_body(loop):
         return None, stmts
     cond, inner = stmts[0].condition, stmts[0].then_case
     inner = list(inner.seq) if isinstance(inner, tirx.SeqStmt) else [inner]
-    reads = []
-    any_expr(cond, lambda e: reads.append(e.source) if isinstance(e, ir.TensorLoad) else None)
+    reads = [e.source for e in tensor_loads(cond)]
     if any(scope_of(b) not in ("global", "local", "local.var", "local.fragment") for b in reads):
         return None, stmts      # (registers and global memory only: no barrier orders an early read)
     written = _written(inner)
@@ -245,8 +242,7 @@ def _gather_ahead(stmt, stmts) -> bool:
     if local and uses_vars(store, [v for v in local if isinstance(v, tirx.Var)]):
         return False
     written = _written(others)
-    reads = []
-    any_expr(store, lambda e: reads.append(e.source) if isinstance(e, ir.TensorLoad) else None)
+    reads = [e.source for e in tensor_loads(store)]
     return not any(b.same_as(w) for b in reads + [store.buffer] for w in written)
 
 

@@ -52,7 +52,7 @@ from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import (any_expr, children, const_int, evaluate_extern, flatten, i32, map_stmts, seq,
-                                tvm_ffi_walk, uses_vars, walk_stmts)
+                                tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, LoweringError, decode_region, is_parallel_nest, scope_of
 
 WS_ATTR = "tl.ws"
@@ -285,15 +285,9 @@ def _stmt_exprs(s) -> list:
     return []
 
 
-def _loads(node) -> list:
-    out = []
-    tvm_ffi_walk(node, lambda e: out.append(e) if isinstance(e, ir.TensorLoad) else None)
-    return out
-
-
 def _touched(s) -> set:
     """The buffers a statement itself reads or writes."""
-    out = {ld.source for e in _stmt_exprs(s) for ld in _loads(e)}
+    out = {ld.source for e in _stmt_exprs(s) for ld in tensor_loads(e)}
     if isinstance(s, tirx.BufferStore):
         out.add(s.buffer)
     return out
@@ -363,7 +357,7 @@ class _LoopAccess:
             self.block(c, mask, ctrl)
 
     def expr(self, e, mask, write=False):
-        for ld in _loads(e):
+        for ld in tensor_loads(e):
             self.touch(ld.source, mask, list(ld.indices), write)
 
     def op(self, call, mask, ctrl):

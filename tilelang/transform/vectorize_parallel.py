@@ -30,7 +30,8 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import const_int, dtype_of, i32, substitute, substitute_stmt, tvm_ffi_walk, uses_vars
+from tilelang.tir_utils import (const_int, dtype_of, i32, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
+                                uses_vars)
 
 _VECTOR_BYTES = 16
 _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)
@@ -91,12 +92,6 @@ def _has_cast(value) -> bool:
     return bool(found)
 
 
-def _loads(value):
-    out = []
-    tvm_ffi_walk(value, lambda e: out.append(e) if isinstance(e, ir.TensorLoad) else None)
-    return out
-
-
 def _access_ok(index, v, w, an, is_store) -> bool:
     vo = tirx.Var("vo", "int32")
     base = an.simplify(substitute(index, {v: vo * w}))
@@ -137,7 +132,7 @@ def _width(store, v, n, an) -> int:
     lanes = _max_lanes(store.value, dtype)
     if lanes == 1:
         return 1
-    loads = _loads(store.value)
+    loads = tensor_loads(store.value)
     accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
