@@ -26,7 +26,11 @@
 // K rows x M columns (TRANS_A) with a row stride of LDA elements; B is stored
 // as K x N (!TRANS_B) or N x K (TRANS_B) with a row stride of LDB.  Stored
 // element (r, c) lives at tl::swizzle_offset<LD, sizeof(T)>(r, c), see
-// below.  All 16-bit layouts use ldmatrix.  8-bit and 32-bit elements can
+// below.  An operand in the slab layout of the wgmma operands (a kernel whose
+// other gemms take wgmma, gemm_sm90.h) passes LD = the slab width W and SS =
+// ROWS * W, the element stride between slabs: element (r, c) then lives at
+// tl::slab_offset<W, sizeof(T), SS>(r, c) (slab c / W, swizzled inside it).
+// All 16-bit layouts use ldmatrix.  8-bit and 32-bit elements can
 // only use ldmatrix when K is the contiguous dimension (A not transposed,
 // B transposed); the other two cases fall back to scalar shared memory loads,
 // which are correct but slower.
@@ -86,7 +90,7 @@ struct Swizzle {
 
   // The mask depends only on r % 8, so it is the same for every row that a
   // lane visits when it steps by multiples of 8 rows.
-  static TL_DEVICE int xor_mask(int r) {
+  static __host__ __device__ constexpr int xor_mask(int r) {
     return kEnabled ? static_cast<int>((static_cast<unsigned>(r) / R) % S) : 0;
   }
 };
@@ -106,6 +110,19 @@ TL_DEVICE int swizzle_offset(int r, int c) {
     const unsigned uc = static_cast<unsigned>(c);
     const int chunk = static_cast<int>(uc / Sw::V) ^ Sw::xor_mask(r);
     return r * LD + chunk * Sw::V + static_cast<int>(uc % Sw::V);
+  }
+}
+
+// Offset in elements of stored element (r, c) of a matrix in slabs of W
+// columns each (SS elements apart, each slab swizzled as a W-wide matrix); SS
+// = 0 is the plain layout, swizzle_offset<W, E>.
+template <int W, int E, int SS>
+TL_DEVICE int slab_offset(int r, int c) {
+  if constexpr (SS == 0) {
+    return swizzle_offset<W, E>(r, c);
+  } else {
+    const unsigned uc = static_cast<unsigned>(c);
+    return static_cast<int>(uc / W) * SS + swizzle_offset<W, E>(r, static_cast<int>(uc % W));
   }
 }
 
@@ -309,8 +326,11 @@ struct GemmShape {
 // chunk are fixed at construction; every access adds compile-time offsets
 // dr (a multiple of 8 rows, so the XOR mask does not change) and dc chunks.
 // The expensive part of the swizzle is therefore computed once per GEMM.
-template <int LD, int E>
+// SS > 0: slabs of LD columns, SS elements apart (slab_offset); the mask is
+// below the chunks per slab, so the XOR stays inside the chunk's slab.
+template <int LD, int E, int SS = 0>
 struct LdsmAddr {
+  static constexpr int kSlabChunks = LD * E / 16;
   uint32_t row_base;
   int chunk;
   int mask;
@@ -318,18 +338,31 @@ struct LdsmAddr {
       : row_base(smem_addr(base) + static_cast<uint32_t>(row * LD * E)),
         chunk(chunk0),
         mask(Swizzle<LD, E>::xor_mask(row)) {}
+  // Byte offset, from the start of its row, of 16-byte chunk c of a row whose
+  // XOR mask is `mask` (host-callable: tests/test_wgmma_mix.py checks it
+  // against the Python layouts).
+  static __host__ __device__ constexpr uint32_t chunk_offset(int c, int mask) {
+    if constexpr (SS == 0) {
+      return static_cast<uint32_t>((c ^ mask) * 16);
+    } else {
+      static_assert((kSlabChunks & (kSlabChunks - 1)) == 0, "slabs are 32, 64 or 128 bytes wide");
+      const unsigned u = static_cast<unsigned>(c);
+      return (u / kSlabChunks) * static_cast<unsigned>(SS * E) +
+             ((u ^ static_cast<unsigned>(mask)) % kSlabChunks) * 16;
+    }
+  }
   TL_DEVICE uint32_t at(int dr, int dc) const {
     // Checked here rather than at class scope because the scalar fallback
     // paths construct this helper without ever using it.
     static_assert((LD * E) % 16 == 0, "ldmatrix needs 16-byte aligned rows");
-    return row_base + static_cast<uint32_t>(dr * LD * E + ((chunk + dc) ^ mask) * 16);
+    return row_base + static_cast<uint32_t>(dr * LD * E) + chunk_offset(chunk + dc, mask);
   }
 };
 
 // Loads the A fragments of one k-step for all MI row blocks of the warp.
 // C0: the operand starts C0 16-byte chunks into its swizzled rows (a column sub-tile; the pointer
 // is the start of its first row), so the XOR applies to the buffer's own chunk index.
-template <class Shape, class T, int LDA, bool TRANS, int C0 = 0>
+template <class Shape, class T, int LDA, bool TRANS, int C0 = 0, int SS = 0>
 struct SmemA {
   static constexpr int P = Shape::P, KS = Shape::KS, MI = Shape::MI;
   // A transposed (K x M stored) needs a 16-bit transpose, which ldmatrix
@@ -337,7 +370,7 @@ struct SmemA {
   static constexpr bool kLdsm = !TRANS || Shape::E == 2;
   const T* ptr;
   int row0, lane;
-  LdsmAddr<LDA, Shape::E> addr;
+  LdsmAddr<LDA, Shape::E, SS> addr;
 
   // Lane l addresses row l % 8 of matrix l / 8 of an ldmatrix.x4.  The four
   // matrices must come back as the mma A registers {rows 0-7, k 0-7},
@@ -372,8 +405,8 @@ struct SmemA {
 #pragma unroll
           for (int e = 0; e < P; ++e) {
             const int k = ki * KS + (j >> 1) * 4 * P + t * P + e;
-            v[e] = ptr[TRANS ? swizzle_offset<LDA, Shape::E>(k, r + C0 * (16 / Shape::E))
-                             : swizzle_offset<LDA, Shape::E>(r, k + C0 * (16 / Shape::E))];
+            v[e] = ptr[TRANS ? slab_offset<LDA, Shape::E, SS>(k, r + C0 * (16 / Shape::E))
+                             : slab_offset<LDA, Shape::E, SS>(r, k + C0 * (16 / Shape::E))];
           }
           a[mi][j] = pack_reg(v);
         }
@@ -391,14 +424,14 @@ struct SmemA {
 // Loads the B fragments of one k-step for all NI column blocks of the warp.
 // The mma B operand of column block ni is {k 0-7, k 8-15} (in 16-byte chunks
 // of K) for the 8 columns of that block.
-template <class Shape, class T, int LDB, bool TRANS, int C0 = 0>
+template <class Shape, class T, int LDB, bool TRANS, int C0 = 0, int SS = 0>
 struct SmemB {
   static constexpr int P = Shape::P, KS = Shape::KS, NI = Shape::NI;
   // B not transposed (K x N stored) needs a 16-bit transpose.
   static constexpr bool kLdsm = TRANS || Shape::E == 2;
   const T* ptr;
   int col0, lane;
-  LdsmAddr<LDB, Shape::E> addr;
+  LdsmAddr<LDB, Shape::E, SS> addr;
 
   // With an x4 load, matrices 0/1 are the two k halves of column block ni
   // and matrices 2/3 those of ni + 1; an x2 load uses lanes 0-15 only, so the
@@ -443,8 +476,8 @@ struct SmemB {
 #pragma unroll
           for (int e = 0; e < P; ++e) {
             const int k = ki * KS + j * 4 * P + t * P + e;
-            v[e] = ptr[TRANS ? swizzle_offset<LDB, Shape::E>(n, k + C0 * (16 / Shape::E))
-                             : swizzle_offset<LDB, Shape::E>(k, n + C0 * (16 / Shape::E))];
+            v[e] = ptr[TRANS ? slab_offset<LDB, Shape::E, SS>(n, k + C0 * (16 / Shape::E))
+                             : slab_offset<LDB, Shape::E, SS>(k, n + C0 * (16 / Shape::E))];
           }
           b[ni][j] = pack_reg(v);
         }
@@ -493,18 +526,19 @@ TL_DEVICE void warp_coords(int warp, int& wm, int& wn) {
 
 // Block GEMM with both operands in shared memory (see the top of this file).
 // CA / CB: an operand that is a column sub-tile of its swizzled buffer starts CA / CB 16-byte
-// chunks into the row its pointer addresses (SmemA / SmemB).
+// chunks into the row its pointer addresses (SmemA / SmemB).  SA / SB: the operand's slab
+// stride in elements (its LD is then the slab width; 0: the plain layout).
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
           bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
-          typename TA, typename TB, typename TC>
+          int SA = 0, int SB = 0, typename TA, typename TB, typename TC>
 TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA> sa(A, wm, lane);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB> sb(B, wn, lane);
+  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA, SA> sa(A, wm, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -518,8 +552,8 @@ TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
 // Block GEMM with A in registers (layout at the top of this file) and B in
 // shared memory.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, typename TA, typename TB,
-          typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, typename TA,
+          typename TB, typename TC>
 TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
   constexpr int P = Shape::P;
@@ -527,7 +561,7 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB> sb(B, wn, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -546,17 +580,17 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
 // 16-bit mma issue two m16n8k8 instructions per k-step (Mma<half, ...> above).
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
           bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
-          typename TA, typename TB, typename TC>
+          int SA = 0, int SB = 0, typename TA, typename TB, typename TC>
 TL_DEVICE void mma_sync_gemm_ss(const TA* A, const TB* B, TC* C) {
-  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB>(
+  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB, SA, SB>(
       A, B, C);
 }
 
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, typename TA, typename TB,
-          typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, typename TA,
+          typename TB, typename TC>
 TL_DEVICE void mma_sync_gemm_rs(const TA* A_frag, const TB* B, TC* C) {
-  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB, CB>(
+  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB, CB, SB>(
       A_frag, B, C);
 }
 

@@ -99,12 +99,14 @@ def check_lowered_smem(k, rep) -> None:
 
     k.lowerer = Lowerer(k.info, k.layouts, dict(k.ctx.pass_configs))
     total = k.lowerer.smem_bytes
-    if total > limit and any(getattr(p, "warpgroups_n", 1) > 1 for p in k.layouts.gemms.values()):
-        # wgmma warpgroups splitting N are an optimisation: where their plan does not fit, the
-        # lowering takes the one splitting M only (engine.pipeline), which is what counts here
-        from tilelang.transform.layout_inference import SPLIT_N_KEY, infer_layouts
+    from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
 
-        layouts = infer_layouts(k.info, k.arch, {**dict(k.ctx.pass_configs), SPLIT_N_KEY: False})
+    for change in budget_fallbacks(k.layouts):
+        # wgmma warpgroups splitting N, and wgmma beside mma.sync, are optimisations: where their
+        # plan does not fit, the lowering takes the next one (engine.pipeline), which is what counts
+        if total <= limit:
+            break
+        layouts = infer_layouts(k.info, k.arch, {**dict(k.ctx.pass_configs), **change})
         lw = Lowerer(k.info, layouts, dict(k.ctx.pass_configs))
         if lw.smem_bytes < total:
             k.lowerer, total = None, lw.smem_bytes

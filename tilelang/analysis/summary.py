@@ -77,8 +77,8 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     _buffers(info, layouts, out, reuse=not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse"))
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
-        if arch == "sm_90a" and not layouts.wgmma:
-            _explain_mma(info, layouts, out["gemms"])
+        if arch == "sm_90a" and any(p.kind == "mma" for p in layouts.gemms.values()):
+            _explain_mma(info, layouts, out["gemms"], k.ctx.pass_configs)
         out["gemms"].sort(key=lambda g: g["line"] or 0)
     planned = _warp_specialised(k, out)
     if planned[0] is not None and planned[0].ring:   # the GEMM ring's extra buffer (warp_specialize.plan_ring)
@@ -291,23 +291,36 @@ def _dst_name(copy) -> str:
     return decode_region(copy.value.args[1]).buffer.name
 
 
-def _explain_mma(info, layouts, gemms) -> None:
-    """On sm_90a, say why the kernel's gemms are mma.sync: all of a kernel's gemms take wgmma or
-    none does, so a gemm that could is told which one cannot (or, where each could, that their
-    column slices of one buffer need different slab widths: ``wgmma_slab_conflict``)."""
-    from tilelang.transform.layout_inference import wgmma_blocker, wgmma_slab_conflict
+def _explain_mma(info, layouts, gemms, configs) -> None:
+    """On sm_90a, say why each mma.sync gemm is not wgmma: its own reason (``wgmma_blocker``), or,
+    for one that fits wgmma alone, the kernel's: column slices of one buffer that need different
+    slab widths (``wgmma_slab_conflict``), or another gemm that cannot take wgmma where the kernel
+    does not mix the two kinds (``_Inference._use_wgmma``)."""
+    from tilelang.transform.layout_inference import MIX_KEY, _sixteen_bit, wgmma_blocker, wgmma_slab_conflict
 
-    reasons = [(stmt, wgmma_blocker(info, stmt)) for stmt in layouts.gemms]
-    if reasons and not any(why for _, why in reasons):
-        conflict = wgmma_slab_conflict(list(layouts.gemms), {})
-        if conflict:
-            reasons = [(stmt, conflict) for stmt, _ in reasons]
-    first = next(((stmt, why) for stmt, why in reasons if why), None)
-    for g, (stmt, why) in zip(gemms, reasons):
-        if why:
-            g["why_not_wgmma"] = why
+    stmts = list(layouts.gemms)
+    reasons = {stmt: wgmma_blocker(info, stmt) for stmt in stmts}
+    fits = [stmt for stmt in stmts if reasons[stmt] is None]
+    conflict = wgmma_slab_conflict(fits, {}) if fits else None
+    first = next((stmt for stmt in stmts if reasons[stmt]), None)
+    if first is None:
+        unmixed = None
+    elif configs.get(MIX_KEY):
+        unmixed = f"`{MIX_KEY}` is set"
+    elif not all(_sixteen_bit(stmt) for stmt in stmts):
+        unmixed = "mma.sync reads the wgmma operands' slab layout for 16-bit operands only"
+    else:
+        unmixed = "their fragments cannot take both kinds' layouts"
+    for g, stmt in zip(gemms, stmts):
+        if layouts.gemms[stmt].kind != "mma":
+            continue
+        if reasons[stmt]:
+            g["why_not_wgmma"] = reasons[stmt]
+        elif conflict:
+            g["why_not_wgmma"] = conflict
         elif first is not None:
-            g["why_not_wgmma"] = f"the T.gemm at line {_line(first[0].span)} cannot ({first[1]})"
+            g["why_not_wgmma"] = (f"the T.gemm at line {_line(first.span)} cannot ({reasons[first]}), and the "
+                                  f"kernel keeps its gemms on one kind: {unmixed}")
 
 
 def _pipelines(info, planned=(None, None, None)) -> list:

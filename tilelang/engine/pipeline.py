@@ -23,7 +23,7 @@ from tilelang.codegen.wide_index import widen_large_tensors
 from tilelang.transform import attention_schedule, stage_epilogue, user_ws
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
-from tilelang.transform.layout_inference import SPLIT_N_KEY, infer_layouts
+from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
 from tilelang.transform.pipelined_loop import GATHERS_KEY, plan_stages
 from tilelang.transform.negative_index import legalize_negative_indices
@@ -61,15 +61,11 @@ def _lower_once(st, info, layouts, lw=None):
     return lw, body
 
 
-def _splits_n(layouts) -> bool:
-    return any(getattr(p, "warpgroups_n", 1) > 1 for p in layouts.gemms.values())
-
-
 def _lower(st):
     # Never let an optimisation take the kernel over the shared-memory budget (it would fail at
     # launch): plans that leave room for the workspaces (_lower_once), then the epilogue as
-    # written (the stage fit until the lowering carved its workspaces), then wgmma warpgroups
-    # splitting M only (those splitting N need the cross-warpgroup reduction workspaces).
+    # written (the stage fit until the lowering carved its workspaces), then gathers as written,
+    # then the gemm plans of layout_inference.budget_fallbacks.
     limit = targets.smem_per_block(st.arch)
     lw, body = _lower_once(st, st.info, st.layouts, st.lowerer)   # (stage_epilogues built one)
     if getattr(st, "unstaged", None) is not None and lw.smem_bytes > limit:
@@ -81,9 +77,10 @@ def _lower(st):
         lw_g, body_g = _lower_once(st, st.info, st.layouts, Lowerer(st.info, st.layouts, configs))
         if lw_g.smem_bytes < lw.smem_bytes:
             lw, body = lw_g, body_g
-    if lw.smem_bytes > limit and _splits_n(st.layouts):
-        configs = {**(st.pass_configs or {}), SPLIT_N_KEY: False}
-        layouts = infer_layouts(st.info, st.arch, configs)
+    for change in budget_fallbacks(st.layouts):
+        if lw.smem_bytes <= limit:
+            break
+        layouts = infer_layouts(st.info, st.arch, {**(st.pass_configs or {}), **change})
         lw_m, body_m = _lower_once(st, st.info, layouts)
         if lw_m.smem_bytes < lw.smem_bytes:
             st.layouts, lw, body = layouts, lw_m, body_m

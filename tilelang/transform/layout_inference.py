@@ -85,7 +85,8 @@ class Layouts:
     loops: dict = field(default_factory=dict)       # outer loop var of a T.Parallel nest -> Fragment
     gemms: dict = field(default_factory=dict)       # Evaluate stmt -> GemmPlan
     origin: dict = field(default_factory=dict)      # buffer -> text saying where its layout came from
-    wgmma: bool = False                             # the kernel's gemms lower to wgmma (sm_90a)
+    wgmma: bool = False                             # some gemm of the kernel lowers to wgmma (sm_90a)
+    mixed: bool = False                             # ... and another to mma.sync (GemmPlan.kind says which)
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
 
@@ -253,6 +254,25 @@ def _wide_n_blocker(N: int, trans_b: bool, forced: bool) -> str | None:
 
 
 SPLIT_N_KEY = "tl.enable_wgmma_split_n"
+MIX_KEY = "tl.disable_wgmma_mix"
+
+
+def budget_fallbacks(layouts) -> list:
+    """Pass configs to plan ``layouts``' kernel again with when its lowering exceeds the
+    shared-memory budget, in order (engine.pipeline, analysis.resources): wgmma warpgroups
+    splitting M only (those splitting N need cross-warpgroup reduction workspaces), then every
+    gemm on mma.sync in a kernel that mixes the two (wgmma's tiles are 1024-byte aligned)."""
+    out = []
+    if any(getattr(p, "warpgroups_n", 1) > 1 for p in layouts.gemms.values()):
+        out.append({SPLIT_N_KEY: False})
+    if layouts.mixed:
+        out.append({MIX_KEY: True})
+    return out
+
+
+def _sixteen_bit(gemm) -> bool:
+    """Whether a gemm's operands are 16-bit (the mma.sync path that reads the wgmma slab layout)."""
+    return all(nbytes(str(decode_region(x).buffer.dtype)) == 2 for x in gemm.value.args[:2])
 
 
 def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced: bool = False, K: int = 16,
@@ -436,10 +456,12 @@ def slab_stage_shape(shape, dtype: str) -> bool:
 
 class _Inference:
     def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None,
-                 split_n: bool = True):
+                 split_n: bool = True, mix: bool = True):
         self.info = info
         self.split_n = split_n      # wgmma warpgroups may split N (wgmma_split); off: infer_layouts' retry
         self.used_split_n = False   # some gemm was planned with warpgroups splitting N
+        self.mix = mix              # gemms wgmma cannot take may take mma.sync beside wgmma ones
+        self.wgmma_gemms = set()    # the gemms planned on wgmma (_use_wgmma)
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
@@ -500,7 +522,7 @@ class _Inference:
         if scope_of(c.buffer) != FRAGMENT_SCOPE:
             raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
         line = span_line(span)
-        if self.out.wgmma:
+        if stmt in self.wgmma_gemms:
             split = wgmma_split(M, N, self.T // 128, trans_b, str(c.buffer.dtype), nbytes(str(b.buffer.dtype)),
                                 is_wgmma_gemm(stmt), split_n=self.split_n)
             # (a gemm in a thread region was checked against the region's warpgroups instead)
@@ -988,15 +1010,27 @@ class _Inference:
             self.assign(dst.buffer, _reshaped(s, dst.buffer.shape), stmt.span, f"the copy at line {line}")
         return True
 
-    def _use_wgmma(self, gemms) -> bool:
-        """All of a kernel's gemms take the wgmma path or none does (sm_90a, not disabled)."""
+    def _use_wgmma(self, gemms) -> set:
+        """The gemms that take the wgmma path (sm_90a, not disabled): every one that fits
+        (``wgmma_blocker``) where their slices agree on the slabs (``wgmma_slab_conflict``). With
+        ``mix`` off that is all of them or none. The others take mma.sync, which reads a shared
+        operand in the wgmma slab layout where a wgmma gemm shares it (``tl::gemm_ss``'s SA / SB),
+        as upstream gives each gemm its own instruction (a 32-row dQ gemm beside 128-row ones in
+        attention backward); a 16-bit one only (the slab layout is the 16-bit ldmatrix path's)."""
         forced = [g for g in gemms if is_wgmma_gemm(g)]
         if forced:
             self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
-            return False
-        return all(wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None for g in gemms) and \
-            wgmma_slab_conflict(gemms, self.regions) is None
+            return set()
+        fits = [g for g in gemms if wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None]
+        if not fits or wgmma_slab_conflict(fits, self.regions) is not None:
+            return set()
+        if len(fits) == len(gemms):
+            return set(fits)
+        if not self.mix or any(not _sixteen_bit(g) for g in gemms):
+            return set()
+        self.out.mixed = True
+        return set(fits)
 
     def _require_wgmma(self, gemms, forced):
         """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
@@ -1054,7 +1088,8 @@ class _Inference:
         published = []   # T.finalize_reducer destinations
         reducers = []    # (T.alloc_reducer buffer, legacy form)
         walk_stmts(self.info.body, visit)
-        self.out.wgmma = self._use_wgmma(gemms)
+        self.wgmma_gemms = self._use_wgmma(gemms)
+        self.out.wgmma = bool(self.wgmma_gemms)
         for g in gemms:
             with self.threads_of(g):
                 self.plan_gemm(g)
@@ -1776,23 +1811,32 @@ def _nest_variables(info) -> dict:
 
 
 def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None) -> Layouts:
-    """Layouts for ``info`` on ``arch`` (``sm_90a`` selects wgmma gemms where every gemm allows it).
-    A kernel whose wgmma plan splits warpgroups along N but whose fragments cannot take those
-    layouts (a split accumulator copied into a replicated register A operand, say) is planned
-    again without N splits: as before they existed (mma.sync where M cannot split)."""
-    try:
-        # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
-        # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
-        # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does
-        # not fit shared memory is lowered with M splits only (engine.pipeline).
-        split_n = bool((pass_configs or {}).get(SPLIT_N_KEY, True))
-        first = _Inference(info, arch, pass_configs, split_n=split_n)
+    """Layouts for ``info`` on ``arch`` (``sm_90a`` selects wgmma for each gemm that allows it,
+    mma.sync for the rest: ``_Inference._use_wgmma``). A kernel whose wgmma plan splits
+    warpgroups along N but whose fragments cannot take those layouts (a split accumulator copied
+    into a replicated register A operand, say) is planned again without N splits: as before they
+    existed (mma.sync where M cannot split); one whose gemms mix the two kinds but whose
+    fragments cannot take both layouts is planned again with mma.sync for every gemm."""
+    # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
+    # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
+    # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does
+    # not fit shared memory is lowered with M splits only (engine.pipeline).
+    # `tl.disable_wgmma_mix: True`: all of a kernel's gemms on wgmma or none (before session 16).
+    configs = pass_configs or {}
+
+    def attempt(split_n: bool, mix: bool) -> Layouts:
+        inference = _Inference(info, arch, pass_configs, split_n=split_n, mix=mix)
         try:
-            return first.run()
+            return inference.run()
         except (LoweringError, LayoutError):
-            if not first.used_split_n:
+            if inference.out.mixed:
+                return attempt(split_n, False)
+            if not inference.used_split_n:
                 raise
-        return _Inference(info, arch, pass_configs, split_n=False).run()
+        return attempt(False, mix)
+
+    try:
+        return attempt(bool(configs.get(SPLIT_N_KEY, True)), not configs.get(MIX_KEY))
     except LayoutError as err:
         raise LoweringError("TL0202", f"no fragment layout fits: {err}") from None
 

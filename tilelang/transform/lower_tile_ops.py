@@ -634,23 +634,38 @@ class Lowerer:
             common = f"{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
         else:
-            ldb = const_int(b.buffer.shape[-1])
+            ldb, sb = self._mma_rows(b.buffer)
             common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             b_ptr, cb = self._column_subtile(b, b_ptr)
             if a_shared:
-                lda = const_int(a.buffer.shape[-1])
+                lda, sa = self._mma_rows(a.buffer)
                 a_ptr, ca = self._column_subtile(a, a_ptr)
-                chunks = f", {ca}, {cb}" if ca or cb else ""
+                chunks = f", {ca}, {cb}" if ca or cb or sa or sb else ""
+                chunks += f", {sa}, {sb}" if sa or sb else ""
                 make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{chunks}>", a_ptr,
                                                   b_ptr, c_ptr, span=stmt.span)
             else:
-                chunks = f", {cb}" if cb else ""
+                chunks = f", {cb}" if cb or sb else ""
+                chunks += f", {sb}" if sb else ""
                 make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}{chunks}>", a_ptr, b_ptr,
                                                   c_ptr, span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    def _mma_rows(self, buf):
+        """(row stride, slab stride) of an mma.sync shared operand, in elements, as ``tl::gemm_ss`` /
+        ``gemm_rs`` take them: (its row length, 0), or for an operand in the wgmma slab layout of
+        several slabs (a buffer a wgmma gemm of the same kernel shares) (the slab width, rows x
+        slab width)."""
+        from tilelang.layout import SharedLayout
+
+        layout = self.layouts.shared.get(buf)
+        ld = const_int(buf.shape[-1])
+        if isinstance(layout, SharedLayout) and layout.slab and layout.group > 1 and layout.slab_width < ld:
+            return layout.slab_width, const_int(buf.shape[-2]) * layout.slab_width
+        return ld, 0
 
     def _column_subtile(self, region, ptr):
         """(pointer, chunk offset) of an mma.sync shared operand: a sub-tile starting inside a

@@ -35,6 +35,7 @@ class PassConfigKey(str, enum.Enum):
     TL_CLUSTER_MULTICAST = "tl.cluster_multicast"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
+    TL_DISABLE_WGMMA_MIX = "tl.disable_wgmma_mix"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
@@ -156,6 +157,10 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",
+    PassConfigKey.TL_DISABLE_WGMMA_MIX: "on sm_90a, a kernel whose gemms do not all fit wgmma (attention "
+                                        "backward's 32-row dQ gemm beside 128-row ones) runs every gemm on "
+                                        "mma.sync instead of each one that fits on wgmma and the rest on mma.sync "
+                                        "(which then reads the wgmma operands' slab layout)",
     PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
                                            "warp-specialised loop with several gemms (attention's Q) is loaded "
                                            "by the consumers with cp.async instead of by the TMA producer "

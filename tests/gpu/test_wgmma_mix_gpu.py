@@ -1,0 +1,36 @@
+"""wgmma beside mma.sync in one kernel, against torch: the mma.sync gemms read tiles in the wgmma
+slab layout (as A, as N-major and K-major B), fp16 and bf16. CPU side: tests/test_wgmma_mix.py."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: the CPU tests' kernels
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                                reason="needs an sm_90 GPU")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("D", [192, 128])
+def test_mixed_kernel_matches_torch(dtype, D):
+    import tilelang
+
+    from test_wgmma_mix import mixed_kernel
+
+    kernel = tilelang.compile(mixed_kernel(D=D, dtype=dtype))
+    src = kernel.get_kernel_source()
+    assert "tl::wgmma_gemm_ss" in src and "tl::gemm_ss" in src
+    tdt = getattr(torch, dtype)
+    torch.manual_seed(0)
+    K = torch.randn(128, D, device="cuda").to(tdt)
+    Q = torch.randn(32, D, device="cuda").to(tdt)
+    G = torch.randn(128, 32, device="cuda").to(tdt)
+    S = torch.empty(128, 32, device="cuda")
+    dQ = torch.empty(32, D, device="cuda")
+    R = torch.empty(32, 32, device="cuda")
+    kernel(K, Q, G, S, dQ, R)
+    torch.testing.assert_close(S, K.float() @ Q.float().T, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(dQ, G.float().T @ K.float(), rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(R, Q.float() @ Q.float().T, rtol=1e-3, atol=1e-3)

@@ -1,0 +1,189 @@
+"""wgmma beside mma.sync in one kernel (CPU: planning, generated source, the slab addressing of
+``tl::gemm_ss`` / ``gemm_rs`` evaluated on the host, ptxas; GPU: tests/gpu/test_wgmma_mix_gpu.py).
+
+On sm_90a each gemm that fits wgmma takes it and the others take mma.sync, as upstream plans each
+gemm on its own: attention backward's dQ gemm has M = block_N = 32 rows, which no warpgroup
+split covers, beside four 128-row gemms. A shared tile that a wgmma gemm reads is in the wgmma
+slab layout (columns cut into 128-byte slabs); the mma.sync gemm reading it too is told the slab
+width and stride (``tl::gemm_ss<..., LDA, LDB, CA, CB, SA, SB>``)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tilelang
+import tvm
+import tilelang.language as T
+from tilelang.layout import SharedLayout
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+NVCC = shutil.which("nvcc")
+
+
+def mixed_kernel(D=192, N=32, M=128, threads=256, dtype="float16"):
+    """S = K Q^T (M x N: wgmma), dQ = G^T K (N x D, 32 rows: mma.sync reading K's slabs as B,
+    N-major), R = Q Q^T (N x N: mma.sync reading Q's slabs as A and as K-major B)."""
+
+    @T.prim_func
+    def main(K: T.Tensor((M, D), dtype), Q: T.Tensor((N, D), dtype), G: T.Tensor((M, N), dtype),
+             S: T.Tensor((M, N), "float32"), dQ: T.Tensor((N, D), "float32"), R: T.Tensor((N, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            K_s = T.alloc_shared((M, D), dtype)
+            Q_s = T.alloc_shared((N, D), dtype)
+            G_s = T.alloc_shared((M, N), dtype)
+            s = T.alloc_fragment((M, N), "float32")
+            dq = T.alloc_fragment((N, D), "float32")
+            r = T.alloc_fragment((N, N), "float32")
+            T.copy(K, K_s)
+            T.copy(Q, Q_s)
+            T.copy(G, G_s)
+            T.gemm(K_s, Q_s, s, transpose_B=True, clear_accum=True)
+            T.gemm(G_s, K_s, dq, transpose_A=True, clear_accum=True)
+            T.gemm(Q_s, Q_s, r, transpose_B=True, clear_accum=True)
+            T.copy(s, S)
+            T.copy(dq, dQ)
+            T.copy(r, R)
+
+    return main
+
+
+def shared_accumulator_kernel(dtype="float16"):
+    """Two gemms into one accumulator, the second on a column slice that starts inside a slab
+    (no wgmma): mixing would give the accumulator both kinds' layouts, so both take mma.sync."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), dtype), A2: T.Tensor((128, 64), dtype), B: T.Tensor((64, 64), dtype),
+             C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((128, 64), dtype)
+            A2_s = T.alloc_shared((128, 64), dtype)
+            B_s = T.alloc_shared((64, 64), dtype)
+            B2_s = T.alloc_shared((32, 64), dtype)
+            c = T.alloc_fragment((128, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(A2, A2_s)
+            T.copy(B, B_s)
+            T.copy(B[0:32, :], B2_s)
+            T.gemm(A_s, B_s, c, clear_accum=True)
+            T.gemm(A2_s[:, 16:48], B2_s, c)
+            T.copy(c, C)
+
+    return main
+
+
+def _calls(src):
+    return re.findall(r"tl::(\w*gemm_[sr]s\w*)<([^>]*)>", src)
+
+
+def _layouts(func, configs=None):
+    from tilelang.transform.kernel import analyze_kernel
+    from tilelang.transform.layout_inference import infer_layouts
+
+    return infer_layouts(analyze_kernel(func), "sm_90a", configs)
+
+
+# ----- planning ----------------------------------------------------------------------------------
+def test_each_gemm_takes_the_instruction_it_fits():
+    layouts = _layouts(mixed_kernel())
+    kinds = [p.kind for p in layouts.gemms.values()]
+    assert kinds == ["wgmma", "mma", "mma"]
+    assert layouts.wgmma and layouts.mixed
+    by_name = {b.name: lay for b, lay in layouts.shared.items()}
+    # the tiles the wgmma gemm reads are in its slab layout: 192 columns = 3 slabs of 64
+    assert isinstance(by_name["K_s"], SharedLayout) and by_name["K_s"].slab and by_name["K_s"].slab_width == 64
+    assert by_name["Q_s"].slab and by_name["Q_s"].slab_width == 64
+
+
+def test_mixing_can_be_turned_off():
+    layouts = _layouts(mixed_kernel(), {"tl.disable_wgmma_mix": True})
+    assert [p.kind for p in layouts.gemms.values()] == ["mma"] * 3 and not layouts.wgmma and not layouts.mixed
+
+
+def test_a_fragment_both_kinds_would_write_keeps_one_kind():
+    layouts = _layouts(shared_accumulator_kernel())
+    assert [p.kind for p in layouts.gemms.values()] == ["mma", "mma"] and not layouts.mixed
+
+
+# ----- generated source --------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mma_sync_calls_name_the_slabs_they_read(dtype):
+    art = tilelang.lower(mixed_kernel(dtype=dtype), "sm_90a")
+    calls = _calls(art.source)
+    assert [c[0] for c in calls] == ["wgmma_gemm_ss", "gemm_ss", "gemm_ss"], calls
+    # dQ: A = G_s (32-column rows, one slab: plain), B = K_s in 64-wide slabs, 128 x 64 apart
+    assert calls[1][1] == "32, 192, 128, 1, 8, true, false, true, 32, 64, 0, 0, 0, 8192"
+    # R: A and B are Q_s, 32 rows x 64 per slab
+    assert calls[2][1].endswith("false, true, true, 64, 64, 0, 0, 2048, 2048")
+
+
+def test_sm80_and_unmixed_kernels_keep_their_calls():
+    for art in (tilelang.lower(mixed_kernel(), "sm_80"),
+                tilelang.lower(mixed_kernel(), "sm_90a", pass_configs={"tl.disable_wgmma_mix": True})):
+        calls = _calls(art.source)
+        assert [c[0] for c in calls] == ["gemm_ss"] * 3
+        assert calls[1][1] == "32, 192, 128, 1, 8, true, false, true, 32, 192"   # no slab arguments
+
+
+def test_hover_says_why_the_mma_sync_gemms_are_not_wgmma():
+    from tilelang.analysis.summary import summarize
+
+    gemms = summarize(mixed_kernel(), "sm_90a")["gemms"]
+    assert [g["kind"] for g in gemms] == ["wgmma", "mma", "mma"]
+    assert "why_not_wgmma" not in gemms[0]
+    assert all("M=32" in g["why_not_wgmma"] for g in gemms[1:]), gemms
+    off = summarize(mixed_kernel(), "sm_90a", pass_configs={"tl.disable_wgmma_mix": True})["gemms"]
+    assert "tl.disable_wgmma_mix" in off[0]["why_not_wgmma"] and "line" in off[0]["why_not_wgmma"]
+
+
+# ----- the slab addressing, on the host ----------------------------------------------------------
+SLAB_CASES = [(128, 192, 2), (32, 128, 2), (64, 96, 2), (64, 256, 2), (64, 128, 4)]   # rows, cols, bytes
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_ldmatrix_chunk_addresses_follow_the_python_slab_layout(tmp_path):
+    """``LdsmAddr<W, E, SS>`` (the per-lane ldmatrix address of tl::gemm_ss / gemm_rs) against
+    ``SharedLayout(slab=True).offset``: every 16-byte chunk of every row."""
+    lines = []
+    for i, (rows, cols, e) in enumerate(SLAB_CASES):
+        lay = SharedLayout((rows, cols), e, True, True)
+        w = lay.slab_width
+        lines.append(f"  dump<{w}, {e}, {rows * w}>({i}, {rows}, {cols * e // 16});")
+    src = tmp_path / "slab.cu"
+    src.write_text(
+        "#include \"tl.h\"\n#include <cstdio>\n"
+        "template <int W, int E, int SS> void dump(int id, int rows, int chunks) {\n"
+        "  using A = tl::detail::LdsmAddr<W, E, SS>;\n"
+        "  for (int r = 0; r < rows; ++r)\n"
+        "    for (int c = 0; c < chunks; ++c)\n"
+        "      std::printf(\"%d %d %d %u\\n\", id, r, c, r * W * E + A::chunk_offset(c, "
+        "tl::detail::Swizzle<W, E>::xor_mask(r)));\n"
+        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n")
+    exe = tmp_path / "slab"
+    proc = subprocess.run([NVCC, "-std=c++17", "-O1", "-I", str(SRC), "-gencode", "arch=compute_90a,code=sm_90a",
+                           str(src), "-o", str(exe)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    seen = {}
+    for line in out:
+        i, r, c, addr = map(int, line.split())
+        rows, cols, e = SLAB_CASES[i]
+        lay = SharedLayout((rows, cols), e, True, True)
+        want = int(lay.offset([tvm.tirx.const(r, "int32"), tvm.tirx.const(c * 16 // e, "int32")]))
+        assert addr == want * e, (SLAB_CASES[i], r, c)
+        seen[i] = seen.get(i, 0) + 1
+    assert seen == {i: rows * cols * e // 16 for i, (rows, cols, e) in enumerate(SLAB_CASES)}
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_mixed_kernel_passes_ptxas_without_spills():
+    from tilelang.jit.nvcc import ptxas_info
+
+    art = tilelang.lower(mixed_kernel(dtype="bfloat16"), "sm_90a")
+    for info in ptxas_info(art.source, "sm_90a").values():
+        assert info.spill_stores == 0 and info.spill_loads == 0, info
