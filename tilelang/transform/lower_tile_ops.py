@@ -123,8 +123,10 @@ class Lowerer:
             layout = self.layouts.shared[buf]
             size = getattr(layout, "size", _elems(buf)) * self.stages.get(buf, 1)
             sizes[buf] = size * nbytes(str(buf.dtype))
-            # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned
-            aligns[buf] = 1024 if getattr(layout, "slab", False) else SMEM_ALIGN
+            # wgmma / TMA tiles: the swizzle is a function of address bits 4-9, so 1024-aligned (in
+            # a wgmma kernel also a swizzled tile no wgmma reads: a TMA box may fill it, tma.box_layout)
+            swizzled = getattr(layout, "slab", False) or (self.layouts.wgmma and getattr(layout, "group", 1) > 1)
+            aligns[buf] = 1024 if swizzled else SMEM_ALIGN
         # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one. In
         # a persistent kernel the producer fills the next tile's stages during the epilogue, so
         # the staged tiles are live throughout and share bytes with nothing.

@@ -20,26 +20,48 @@ from tilelang.transform.kernel import LoweringError, decode_region, op_name
 
 
 def copy_spec(lw, stmt, index) -> dict | str:
-    """The tensor map of one whole-tile global-to-shared copy, or why it cannot be a TMA box."""
+    """The tensor map of one whole-tile global-to-shared copy of a warp-specialised loop's
+    producer, or why it cannot be a TMA box (``tma_box_spec``, any box layout: ``box_layout``)."""
     if op_name(stmt) == "im2col":
         return "T.im2col is gathered by the threads (no TMA im2col tensor map yet)"
-    return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index)
+    return tma_box_spec(lw, decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1]), index,
+                        plain=True)
 
 
-def tma_box_spec(lw, src, dst, index) -> dict | str:
+def box_layout(layout, tile_name: str, plain: bool) -> tuple | str:
+    """(slab width in columns, swizzled) of the boxes that fill a shared tile laid out as
+    ``layout``, or why TMA cannot. Always the slab layout of the wgmma operands (one box per
+    swizzle slab); with ``plain``, also a tile the wgmma operands do not read: in the XOR
+    swizzle of 32, 64 or 128-byte rows (``make_swizzled_layout`` of a packed tile: byte for
+    byte the one slab a box of that swizzle writes), or row-major with rows of at most 256
+    elements and a multiple of 16 bytes (one box, no swizzle)."""
+    if not isinstance(layout, SharedLayout) or len(layout.shape) != 2:
+        return f"'{tile_name}' is not a 2-D tile in a swizzled or row-major layout"
+    if layout.slab and layout.group > 1:
+        return layout.slab_width, True
+    row = layout.ld * layout.elem_bytes
+    if plain and not layout.slab and layout.swizzle and row in (32, 64, 128) and layout.group == row // 16:
+        return layout.ld, True
+    if plain and layout.group <= 1 and row % 16 == 0 and layout.ld <= 256:
+        return layout.ld, False
+    return f"'{tile_name}' is not in the swizzled wgmma operand layout"
+
+
+def tma_box_spec(lw, src, dst, index, plain: bool = False) -> dict | str:
     """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
-    load, or a TMA store read the other way), or why there is none."""
-    layout = lw.layouts.shared.get(dst.buffer)
-    if not isinstance(layout, SharedLayout) or not layout.slab or layout.group <= 1:
-        return f"'{dst.buffer.name}' is not in the swizzled wgmma operand layout"
-    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, layout.slab_width, str(dst.buffer.dtype),
-                    dst.buffer.name, index)
+    load, or a TMA store read the other way), or why there is none (``box_layout``)."""
+    got = box_layout(lw.layouts.shared.get(dst.buffer), dst.buffer.name, plain)
+    if isinstance(got, str):
+        return got
+    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, got[0], str(dst.buffer.dtype),
+                    dst.buffer.name, index, swizzled=got[1])
 
 
-def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dict | str:
+def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzled: bool = True) -> dict | str:
     """The tensor map of a ``tile`` (rows, columns) box of 16- or 8-bit ``dtype`` elements, cut into
-    ``width``-column swizzle slabs, at the global region ``src``, or why TMA cannot move it.
-    Also asked, before the tile exists, by ``stage_epilogue`` (``tile_name``: for messages)."""
+    ``width``-column swizzle slabs (``swizzled`` False: one unswizzled box as wide as the tile), at
+    the global region ``src``, or why TMA cannot move it. Also asked, before the tile exists, by
+    ``stage_epilogue`` (``tile_name``: for messages)."""
     name = src.buffer.name
     pi = next((i for i, p in enumerate(params) if p.same_as(src.buffer)), None)
     if pi is None or src.buffer.strides:
@@ -80,7 +102,7 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index) -> dic
         strides.append(acc)
     box = [width] + [ext[d] for d in range(rank - 2, -1, -1)]
     return {"name": f"tl_tmap_{index}", "param": pi, "dtype": str(src.buffer.dtype),
-            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * esize}
+            "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * esize if swizzled else 0}
 
 
 def tmap(j: int):
@@ -149,4 +171,4 @@ def multicast(lw, load, mask, span):
     return tirx.IfThenElse(tirx.EQ(rank, i32(low)), mc, tirx.IfThenElse(outside, load, None, span=span), span=span)
 
 
-__all__ = ["box_spec", "copy_spec", "multicast", "multicast_mask", "tile_loads", "tma_box_spec", "tmap"]
+__all__ = ["box_layout", "box_spec", "copy_spec", "multicast", "multicast_mask", "tile_loads", "tma_box_spec", "tmap"]
