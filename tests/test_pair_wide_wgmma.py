@@ -32,3 +32,25 @@ def test_nvcc_failure_message_leads_with_the_errors():
         "ptxas fatal   : (C7602) Insufficient registers (128) to compile instruction\n"
     msg = _failure_message("nvcc", 255, ["nvcc", "k.cu"], None, log)
     assert msg.splitlines()[1].strip().startswith("ptxas fatal   : (C7602) Insufficient registers")
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_wide_single_warpgroup_gemm_is_planned_for_one_block_per_sm(stages):
+    """64x256 on 128 threads cannot pair, and two of its blocks never fit an SM's registers: it
+    keeps its persistent grid and the extra ring buffer instead of planning for a second block
+    that cannot come (H200, 8192^3, two stages: 3.75 ms planned that way, 1.76 ms with three
+    stages, persistent and four buffers)."""
+    from tilelang.analysis.summary import summarize
+    from tilelang.carver import cost_model
+    from tilelang.transform import warp_specialize
+
+    assert cost_model.PAIR_WGMMA_N == warp_specialize.PAIR_WGMMA_N     # (mirrored by the carver's model)
+    func = gemm.matmul.get_prim_func(8192, 8192, 8192, trans_B=True, block_M=64, block_N=256, block_K=64,
+                                     num_stages=stages, threads=128)
+    out = summarize(func, "sm_90a")
+    assert out["persistent"], out.get("persistent_why")
+    assert f"ring of {stages + 1} buffers" in out["pipelines"][0]["mechanism"]
+    # a narrower tile still plans for two blocks per SM (paired)
+    narrow = summarize(gemm.matmul.get_prim_func(8192, 8192, 8192, trans_B=True, block_M=128, block_N=128,
+                                                 block_K=64, num_stages=stages, threads=128), "sm_90a")
+    assert not narrow["persistent"]

@@ -47,7 +47,8 @@ GEMM_N_HALF = 32         # efficiency x wn / (wn + GEMM_N_HALF): narrow wgmma N 
 # 22 -> 34 of them within 25 %, the fitted points below and the top recommendation unchanged; the
 # attention model keeps its own constants)
 GEMM_ONE_WARPGROUP = 0.8      # * one consumer warpgroup per SM (GEMM): nothing hides its waits
-ONE_WARPGROUP = 0.6           # the same, attention loop
+ONE_WARPGROUP = 0.78          # the same, attention loop (session 16: refitted to the one-warpgroup
+                              #   configs of bench_carver's run, all six over-predicted 1.3x at 0.6)
 POWER_DERATE = 0.11      # clock drop under a sustained tensor load (full at >= 1 TFLOP of work)
 GEMM_L2_BYTES_PER_S_SM = 140e9    # * operand stream into one SM (GEMM)
 L2_BYTES_PER_S_SM = 100e9     # operand stream into one SM (attention)
@@ -60,6 +61,7 @@ TILE_COST_S = 2e-6            # per tile (GEMM): prologue, epilogue, tile switch
 NON_PERSISTENT_TILE_S = 4e-6  # * more per tile with one tile per block (session 15: the persistent
                               #   8192^3 kernels 5-9 % slower than persistent ones of the same tile)
 RING_OVER_PERSISTENCE_TRIPS = 64   # = warp_specialize.RING_OVER_PERSISTENCE_TRIPS (plan_ring)
+PAIR_WGMMA_N = 128            # = warp_specialize.PAIR_WGMMA_N: no pair of blocks past a 128-wide tile
 STEP_COST_S = 0.03e-6         # per k step: full/empty barrier hand-over, wgmma issue and wait
 DRAM_EFF = 0.9
 
@@ -70,6 +72,7 @@ ATTN_TILE_COST_S = 1e-6          # persistent (non-causal): the next tile's Q la
 ATTN_TILE_COST_CAUSAL_S = 3e-6   # one tile per block: launch, Q load, epilogue
 ATTN_MASKED_STEP = 1.5           # a KV step that builds the causal / bounds mask costs this much more
 MAX_REGS = 240                   # a consumer thread's registers after setmaxnreg (of 255)
+SM_REGS = 65536                  # 32-bit registers of an SM (blocks per SM of a one-stage kernel)
 
 
 @dataclass
@@ -157,8 +160,11 @@ def gemm_sm90(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, 
     # GEMM with small enough fragments pairs two blocks per SM (dropping persistence for it); the
     # ring gets one buffer more where that keeps the blocks per SM
     epilogue = int(bm * bn * out_bytes)
-    persistent = ring + epilogue <= budget and not (2 * (ring + epilogue) <= budget and t < 256)
-    pair = wgs == 1 and acc_words <= 128 and 2 * ring <= budget
+    # (two blocks of one warpgroup fit the registers only up to a PAIR_WGMMA_N-wide accumulator:
+    # warp_specialize.wide_single_warpgroup)
+    two_fit = 2 * (ring + epilogue) <= budget and t < 256 and bn <= PAIR_WGMMA_N
+    persistent = ring + epilogue <= budget and not two_fit
+    pair = wgs == 1 and bn <= PAIR_WGMMA_N and acc_words <= 128 and 2 * ring <= budget
     if pair:
         persistent = False
     bps = 2 if pair else 1
@@ -177,7 +183,10 @@ def gemm_sm90(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, 
     active = min(bps, math.ceil(tiles / dev.sms))
     rounds = math.ceil(tiles / (dev.sms * bps))
     flops = 2.0 * M * N * K
-    eff = GEMM_EFF * bn / (bn + GEMM_N_HALF) * (1.0 if wgs * active >= 2 else GEMM_ONE_WARPGROUP) * _power(flops)
+    # one warpgroup alone on an SM: its waits between k-steps are exposed, the less so the more
+    # work a step holds (the 0.8 was fitted on 64-deep steps)
+    alone = 1.0 if wgs * active >= 2 else GEMM_ONE_WARPGROUP ** (64 / bk)
+    eff = GEMM_EFF * bn / (bn + GEMM_N_HALF) * alone * _power(flops)
     inflight = active * max(1, buffers - 1) * stage_bytes
     latency = LOAD_LATENCY_L2_S if (M + N) * K * in_bytes <= 2 * dev.l2 else LOAD_LATENCY_S
     rate = min(GEMM_L2_BYTES_PER_S_SM, inflight / latency)
@@ -236,7 +245,19 @@ def attention_sm90(batch: int, heads: int, seq_q: int, seq_kv: int, dim: int, ca
     inflight = max(1, s - 1) * kv_stage
     rate = min(L2_BYTES_PER_S_SM, inflight / ATTN_LATENCY_S)
     tl = kv_stage / rate
-    step = tc + tl + ATTN_LATENCY_S if s == 1 else _step_time(tc, tl)
+    # One stage: no warp specialisation (every thread loads with cp.async, then computes), so
+    # the block is as large as its threads and fragments and two may share an SM where their
+    # registers (ptxas: 126 for 128x64 on 256 threads, 168 for 128x128; the estimate below
+    # without the producer's share) and shared memory fit; the two blocks' loads then wait
+    # under each other's compute. With warp specialisation, one block per SM.
+    bps = 1
+    if s == 1:
+        own_regs = -(-(regs - 12) // 8) * 8
+        if 2 * own_regs * t <= SM_REGS and 2 * (smem + 1024) <= dev.smem_sm:
+            bps = 2
+        step = tc + tl + ATTN_LATENCY_S if bps == 1 else max(2 * tc, tc + tl + ATTN_LATENCY_S)
+    else:
+        step = _step_time(tc, tl)
     ragged = seq_kv % bn != 0
 
     def tile_time(q_block: int) -> float:
@@ -248,19 +269,20 @@ def attention_sm90(batch: int, heads: int, seq_q: int, seq_kv: int, dim: int, ca
         n = math.ceil(seq_kv / bn)
         return n * step + (ATTN_MASKED_STEP - 1) * step * ragged + ATTN_TILE_COST_S
 
+    slots = dev.sms * bps
     if not causal:
-        rounds = math.ceil(tiles / dev.sms)
+        rounds = math.ceil(tiles / slots)
         seconds = rounds * tile_time(0)
-    else:   # tiles of unequal length, in launch order (q block fastest), onto the first free SM
+    else:   # tiles of unequal length, in launch order (q block fastest), onto the first free slot
         times = [tile_time(i) for i in range(q_tiles)]
-        free = [0.0] * min(dev.sms, tiles)
+        free = [0.0] * min(slots, tiles)
         heapq.heapify(free)
         for _ in range(batch * heads):
             for i in range(q_tiles):
                 heapq.heappush(free, heapq.heappop(free) + times[i])
         seconds = max(free)
-        rounds = math.ceil(tiles / dev.sms)
-    return Estimate(seconds=seconds, smem_bytes=smem, buffers=s, blocks_per_sm=1, rounds=rounds,
+        rounds = math.ceil(tiles / slots)
+    return Estimate(seconds=seconds, smem_bytes=smem, buffers=s, blocks_per_sm=bps, rounds=rounds,
                     regs_per_thread=regs, facts={"tiles": tiles, "step_compute_s": tc, "step_load_s": tl,
                                                  "efficiency": eff})
 

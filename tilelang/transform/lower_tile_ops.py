@@ -93,9 +93,11 @@ class Lowerer:
             self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
         self._plan_memory()
         if self.ws is not None and self.ws.persistent is not None and (
-                self.smem_bytes > self.budget or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256)):
+                self.smem_bytes > self.budget or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256
+                                                  and not warp_specialize.wide_single_warpgroup(self))):
             # the staged tiles cannot keep bytes of their own; or two blocks fit on an SM (shared
-            # memory, and no 232-register consumer warpgroups): a grid of one block per SM would
+            # memory, and registers: no 232-register consumer warpgroups, no accumulator wider than
+            # one warpgroup's pair limit): a grid of one block per SM would
             # halve the occupancy (H200, fp16 GEMM 128 x 8192 x 8192 with 64x64 tiles: 231
             # TFLOP/s persistent, 342 one tile per block; 128x128 tiles, one block per SM either
             # way: 293 / 295, and 528 / 421 at 8192 x 8192 x 512)

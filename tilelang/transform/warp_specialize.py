@@ -416,6 +416,20 @@ PAIR_FRAGMENT_WORDS = 160   # fragment registers per consumer thread that leave 
 PAIR_WGMMA_N = 128          # widest accumulator one consumer warpgroup's wgmma may hold in a pair
 
 
+def wide_single_warpgroup(lw) -> bool:
+    """A GEMM main loop on one consumer warpgroup whose accumulator is wider than ``PAIR_WGMMA_N``
+    (64x256 tiles on 128 threads): its consumer needs more than 128 registers a thread (one wgmma
+    holds the whole accumulator live), so a second block never fits the SM's registers, whatever
+    shared memory would allow (H200, fp16 8192^3, 64x256x64 tiles, 128 threads: two stages planned
+    for two blocks per SM, one tile per block and no extra ring buffer, 3.75 ms; three stages,
+    persistent with four buffers, 1.76 ms)."""
+    ws = lw.ws
+    if ws is None or ws.gemm is None or lw.T != 128:
+        return False
+    c_extent = const_int(decode_region(ws.gemm.value.args[2]).extents[-1])
+    return c_extent is not None and c_extent > PAIR_WGMMA_N
+
+
 def pair_candidate(lw) -> bool:
     """The GEMM main loop with one consumer warpgroup (128 threads) whose fragments hold at most
     ``PAIR_FRAGMENT_WORDS`` 32-bit words per thread (128x128 float accumulators: 128), in a kernel
@@ -518,7 +532,8 @@ def plan_ring(lw, budget: int) -> None:
     if ws.gemm is None or ws.cluster is not None or lw.configs.get("tl.disable_ring_extra_stage"):
         return
     before = lw.smem_bytes
-    blocks = 1 if ws.persistent is not None or lw.T > 128 else max(1, min(2, budget // max(before, 1)))
+    blocks = 1 if ws.persistent is not None or lw.T > 128 or wide_single_warpgroup(lw) else \
+        max(1, min(2, budget // max(before, 1)))
     staged = ws.pipe.staged
     saved = {b: lw.stages.get(b, 1) for b in staged}
     ws.ring = ws.pipe.stages + 1
