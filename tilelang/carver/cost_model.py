@@ -9,14 +9,17 @@ What the model knows of our sm_90a code (docs/architecture.md, ``transform/warp_
 - GEMM main loops with ``block_M`` a multiple of 64 x the consumer warpgroups (``threads / 128``)
   run warp-specialised: one TMA producer warpgroup, wgmma m64nN (N = ``block_N`` <= 256) per
   consumer warpgroup; persistent (``min(tiles, SMs)`` blocks) unless two blocks share an SM, which
-  they do for one consumer warpgroup with at most 128 accumulator words per thread whose two
-  blocks' shared memory fits (``setmaxnreg``, ``plan_pair``). The ring gets one buffer more than
+  they do for one consumer warpgroup with at most 128 accumulator words per thread, a tile at most
+  ``PAIR_WGMMA_N`` wide, whose two blocks' shared memory fits (``setmaxnreg``, ``plan_pair``,
+  ``wide_single_warpgroup``). The ring gets one buffer more than
   ``num_stages`` where that still fits the same number of blocks per SM, and over main loops of
   ``RING_OVER_PERSISTENCE_TRIPS`` k-steps or more also where it fits only without persistence (the
   kernel then takes one tile per block: ``plan_ring``); one tile per block costs
   ``NON_PERSISTENT_TILE_S`` more per tile.
 - Attention (FlashAttention forward) runs warp-specialised too (Q once per tile, K and V per KV
-  step with barriers of their own), one block per SM, consumer warpgroups of 64 query rows each.
+  step with barriers of their own), one block per SM, consumer warpgroups of 64 query rows each;
+  with one stage it is not warp-specialised (cp.async, then compute) and two blocks share an SM
+  where their registers and shared memory fit, each one's loads waiting under the other's compute.
 
 The time of one configuration is ``rounds x (k_steps x t_step + t_tile)``: ``rounds`` the busiest
 SM's tiles (wave quantisation over the SMs, x blocks per SM), ``t_step`` a soft maximum (4-norm)
@@ -29,7 +32,9 @@ GEMM 128x256 / 256x128 / 192x192 / 128x128 / 64x128 / 64x64 tiles at 4096^3, 819
 M=16..128, flash attention B8 H32 S4096 D128 causal and not; GEMM refitted in session 14 to the 34
 configs session 13 timed at 8192^3, all within 25 %; in session 15 the ring-over-persistence rule
 mirrored and the one-tile-per-block cost fitted to sessions 13-15, where the persistent 128x256x64 s2
-kernel was the fastest three times); the fitted GEMM points are within -18 %..+13 %
+kernel was the fastest three times; in session 16 one warpgroup's efficiency by k-step depth, the
+one-stage attention's second block and one-warpgroup attention fitted to that session's
+bench_carver run, 36 of 37 GEMM and 24 of 24 attention configs within 25 %); the fitted GEMM points are within -18 %..+13 %
 of measured (tests/test_carver_recommend.py), ``benchmarks/bench_carver.py`` checks the model
 against exhaustive timing.
 """
