@@ -187,3 +187,36 @@ def test_mixed_kernel_passes_ptxas_without_spills():
     art = tilelang.lower(mixed_kernel(dtype="bfloat16"), "sm_90a")
     for info in ptxas_info(art.source, "sm_90a").values():
         assert info.spill_stores == 0 and info.spill_loads == 0, info
+
+
+def test_an_mma_sync_gemm_in_a_later_warp_group_role_is_refused():
+    """tl::gemm_ss places warps from warp 0: a T.ws(1) role holding an mma.sync gemm (beside a
+    wgmma one, which runs on its own warpgroup) would index warps 4-7 into a 4-warp partition."""
+    from tilelang.diagnostics.errors import TileLangCompileError
+
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.Tensor((128, 64), T.float32),
+          D: T.Tensor((32, 64), T.float32)):
+        with T.Kernel(1, 1, threads=256):
+            a_s = T.alloc_shared((128, 64), T.float16)
+            a2 = T.alloc_shared((32, 64), T.float16)
+            b_s = T.alloc_shared((64, 64), T.float16)
+            c = T.alloc_fragment((128, 64), T.float32)
+            d = T.alloc_fragment((32, 64), T.float32)
+            bars = T.alloc_barrier([128, 128])
+            with T.ws(0):
+                T.copy(A[0, 0], a_s)
+                T.copy(A[0:32, 0:64], a2)
+                T.copy(B[0, 0], b_s)
+                T.barrier_arrive(bars[0])
+            with T.ws(1):
+                T.mbarrier_wait_parity(bars[0], 0)
+                T.clear(c)
+                T.clear(d)
+                T.gemm(a_s, b_s, c)
+                T.gemm(a2, b_s, d)
+                T.copy(c, C)
+                T.copy(d, D)
+
+    with pytest.raises(TileLangCompileError, match="give the computing role warp group 0"):
+        tilelang.compile(k, target="cuda -arch=sm_90a")

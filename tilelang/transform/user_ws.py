@@ -128,10 +128,17 @@ def _has_user_sync(body) -> bool:
     return bool(found)
 
 
-def _has_gemm(stmt) -> bool:
+def _has_mma_gemm(stmt, layouts) -> bool:
+    """Whether ``stmt`` holds a T.gemm planned on mma.sync (each gemm has its own kind on sm_90a)."""
     found = []
-    walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "gemm")
-               else None)
+
+    def visit(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "gemm"):
+            plan = layouts.gemms.get(s)
+            if plan is None or plan.kind != "wgmma":
+                found.append(s)
+
+    walk_stmts(stmt, visit)
     return bool(found)
 
 
@@ -575,7 +582,7 @@ def lower_block(lw, stmt):
     try:
         compute = roles is not None and groups == list(range(roles.lo, roles.hi))
         if compute:
-            if roles.lo and not lw.layouts.wgmma and _has_gemm(stmt.body):
+            if roles.lo and _has_mma_gemm(stmt.body, lw.layouts):
                 # (tl::gemm_ss / gemm_rs place warps by threadIdx.x / 32 from warp 0)
                 raise LoweringError("TL0002", f"T.ws{tuple(groups)}: an mma.sync gemm runs on the first warp "
                                     "groups of the block; give the computing role warp group 0", stmt.span)
