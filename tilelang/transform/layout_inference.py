@@ -723,7 +723,7 @@ class _Inference:
             if accesses or None in bound:
                 raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants (or, for a "
                                     "loop that touches no fragment, have a constant upper bound)", stmt.span)
-            self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [])
+            self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [], loop_vars[-1])
             return True
         frags = [(b, idx) for b, idx, _ in accesses]
         if LOOP_LAYOUT_ATTR in stmt.annotations:
@@ -751,7 +751,7 @@ class _Inference:
         self.guard = body_guard(body)
         if layout is None or not self._serves_known(layout, accesses, loop_vars, ext, extra):
             if layout is None:
-                layout = self.default_loop_layout(body, ext, frags)
+                layout = self.default_loop_layout(body, ext, frags, loop_vars[-1])
             if not self._serves_known(layout, accesses, loop_vars, ext, extra):
                 # A known fragment read (or written) through an index other than the loop
                 # variables (``x[i, j // 2]``, ``s[i]`` in a shorter loop): run each iteration on
@@ -904,11 +904,9 @@ class _Inference:
             notes=["Give the fragment its layout first (a T.copy or a loop over its own shape), or write it "
                    "with the loop variables of a loop over its own shape."])
 
-    def default_loop_layout(self, body, ext, frags):
-        widest = 1
-        for b, _, _ in buffer_accesses(body):
-            widest = max(widest, nbytes(str(b.dtype)))
-        vec = max(1, 16 // widest)
+    def default_loop_layout(self, body, ext, frags, inner=None):
+        # (a loop over fragments sizes its vectors by every access: its layout places them)
+        vec = max(1, 16 // _widest_vector_element(body, None if frags else inner))
         if _has_barrier(body):
             vec = 1     # a barrier in the body separates phases of every element: one per thread
         while vec > 1 and ext[-1] % vec:
@@ -1521,13 +1519,28 @@ def _calls_in(stmt) -> list:
     return out
 
 
-def memory_loop_layout(body, ext, num_threads):
+def _widest_vector_element(body, inner=None) -> int:
+    """Bytes of the widest element a T.Parallel body accesses along its innermost loop variable
+    ``inner``: the accesses its vectors are made of. An access whose indices do not name ``inner``
+    (a gather's row index ``Indices[i]``, a per-row scale) is the same for every lane of a vector
+    and does not narrow it, as upstream's vectorizer plans (a bf16 row gathered through int32
+    indices: 16-byte vectors of 8, not 4); without ``inner``, or when no access names it, every
+    access counts."""
+    from tilelang.tir_utils import uses_vars
+
+    widest = named = 0
+    for b, idx, _ in buffer_accesses(body):
+        size = nbytes(str(b.dtype))
+        widest = max(widest, size)
+        if inner is not None and any(uses_vars(i, [inner]) for i in idx):
+            named = max(named, size)
+    return max(1, named or widest)
+
+
+def memory_loop_layout(body, ext, num_threads, inner=None):
     """The default layout of a T.Parallel nest over memory only, spread over ``num_threads``
     threads (the lowering's range of threads selected by an ``if`` on the thread index)."""
-    widest = 1
-    for b, _, _ in buffer_accesses(body):
-        widest = max(widest, nbytes(str(b.dtype)))
-    vec = max(1, 16 // widest)
+    vec = max(1, 16 // _widest_vector_element(body, inner))
     while vec > 1 and ext[-1] % vec:
         vec //= 2
     return default_fragment(ext, num_threads, vec)

@@ -524,7 +524,7 @@ class Lowerer:
     def _lower_parallel_nest(self, stmt, loop_vars, body):
         layout = self.layouts.loops[loop_vars[0]]
         if layout.num_threads != self.T:     # over a range of the threads (check_all_threads)
-            layout = memory_loop_layout(body, list(layout.shape), self.T)
+            layout = memory_loop_layout(body, list(layout.shape), self.T, loop_vars[-1])
         # thread_sync.thread_elements: which thread touches which shared element
         self.__dict__.setdefault("nest_layouts", {})[stmt] = (layout, self.T, self.tid)
         v = tirx.Var("v", "int32")

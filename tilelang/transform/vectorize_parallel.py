@@ -11,9 +11,12 @@ takes the name of the nest's first loop variable, as upstream prints it.
 Conditions, all checked on the lowered body (anything else keeps the serial loop):
 - one ``BufferStore`` (possibly under a guard that does not depend on ``v``, such as a replica
   guard: the guard is hoisted around the loop) of an 8- to 64-bit element type;
-- its value is built from loads, variables, immediates, ``+ - * min max`` and casts between
-  float32 and float16 / bfloat16 (no calls, selects, lets or other casts: what TVM prints lane by
-  lane stays serial); each operation in its operands' type; arithmetic only on 16-, 32- and
+- its value is built from loads, variables, immediates, ``+ - * min max``, casts between
+  float32 and float16 / bfloat16, and ``T.if_then_else`` whose condition is the same in every lane
+  of a vector (the bounds guard of a gathered load: one test per vector; no other calls, lets or
+  casts: what TVM prints lane by lane stays serial); loads inside an access's indices (a gather's
+  ``Indices[i]``) are part of that access's address; each operation in its operands' type;
+  arithmetic only on 16-, 32- and
   64-bit floats and 32-/64-bit integers, 8- and 16-bit integers only copied (one load),
   ``min`` / ``max`` and casts at most 4 lanes (TVM's printer breaks past that for ``min`` /
   ``max``; the CUDA printer pairs a cast's lanes two by two, ``__half22float2``); with a cast the
@@ -81,9 +84,30 @@ def _value_ok(value, dtype) -> bool:
         if isinstance(e, tirx.Cast):
             inner = dtype_of(e.value)
             return (inner, want) in _VECTOR_CASTS and walk(e.value, inner)
+        if _is_select(e):   # (its condition is checked to be the same in every lane: _uniform)
+            return walk(e.args[1], want) and walk(e.args[2], want)
         return isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm))
 
     return walk(value, dtype)
+
+
+def _is_select(e) -> bool:
+    """``T.if_then_else(c, a, b)`` (the guard the lowering puts around a load that may fall
+    outside its tensor: ``c ? KV[...] : 0``)."""
+    return isinstance(e, ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else" and len(e.args) == 3
+
+
+def _selects(value) -> list:
+    out = []
+    tvm_ffi_walk(value, lambda e: out.append(e) if _is_select(e) else None)
+    return out
+
+
+def _uniform(cond, v, w, an) -> bool:
+    """Whether ``cond`` is the same in the ``w`` lanes of every vector of the loop over ``v``."""
+    vo = tirx.Var("vo", "int32")
+    first = an.simplify(substitute(cond, {v: vo * w}))
+    return all(tvm.ir.structural_equal(an.simplify(substitute(cond, {v: vo * w + k})), first) for k in range(1, w))
 
 
 def _has_cast(value) -> bool:
@@ -115,11 +139,38 @@ def _max_lanes(value, dtype) -> int:
     ``_COPY_TYPES``, arithmetic (a broadcast constant included) only in ``_ARITH_TYPES``."""
     if isinstance(value, ir.TensorLoad):
         return 64 if dtype in _COPY_TYPES else 1
+    if _is_select(value) and isinstance(value.args[1], ir.TensorLoad) and \
+            isinstance(value.args[2], (ir.TensorLoad, tirx.IntImm, tirx.FloatImm)):
+        # a guarded copy (c ? load : constant): the types whose vector constants TVM prints
+        return 64 if dtype in _ARITH_TYPES else 1
     if dtype not in _ARITH_TYPES:
         return 1
     found = []
     tvm_ffi_walk(value, lambda e: found.append(e) if isinstance(e, (tirx.Min, tirx.Max, tirx.Cast)) else None)
     return 4 if found else 64
+
+
+def _data_loads(value) -> list:
+    """The loads ``value`` computes with: every ``TensorLoad`` outside another one's indices (a
+    gather's row index ``Indices[i]`` inside ``KV[Indices[i], d]`` is part of that access's index,
+    the same in every lane where the access is contiguous: ``_access_ok`` checks the index whole)."""
+    out = []
+
+    def walk(e):
+        if isinstance(e, ir.TensorLoad):
+            out.append(e)
+            return
+        if isinstance(e, _ARITH):
+            walk(e.a)
+            walk(e.b)
+        elif isinstance(e, tirx.Cast):
+            walk(e.value)
+        elif _is_select(e):     # (the condition's loads are part of no access: _uniform)
+            walk(e.args[1])
+            walk(e.args[2])
+
+    walk(value)
+    return out
 
 
 def _width(store, v, n, an) -> int:
@@ -132,8 +183,11 @@ def _width(store, v, n, an) -> int:
     lanes = _max_lanes(store.value, dtype)
     if lanes == 1:
         return 1
-    loads = tensor_loads(store.value)
+    loads = _data_loads(store.value)
     accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
+    if any(ld.source.data.same_as(store.buffer.data) for ld in tensor_loads(store.value) if ld not in loads) or any(
+            ld.source.data.same_as(store.buffer.data) for i in store.indices for ld in tensor_loads(i)):
+        return 1    # (the stored buffer read inside an index: its lanes' order would matter)
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
     widest = max(_elem_bits(b.dtype) for b, _, _ in accesses)
@@ -159,7 +213,8 @@ def _width(store, v, n, an) -> int:
     while w > 1 and n % w:
         w //= 2
     while w > 1:
-        if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats):
+        if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats) and \
+                all(_uniform(c.args[0], v, w, an) for c in _selects(store.value)):
             return w
         w //= 2
     return 1

@@ -1,0 +1,84 @@
+"""16-byte vectors for gathered rows (a T.Parallel over memory that reads ``KV[Indices[i], d]``):
+the loop's vector width counts only the accesses along its innermost variable (the int32 row
+index does not narrow bf16 rows to 4 lanes), the row index is part of the access's address, and
+the bounds guard the lowering adds around the gathered load (``c ? KV[...] : 0``) is one test per
+vector where its condition is the same in every lane (layout_inference._widest_vector_element,
+vectorize_parallel._data_loads / _uniform). GPU: tests/gpu/test_gather_vectors_gpu.py."""
+
+import re
+import shutil
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+
+NVCC = shutil.which("nvcc")
+
+
+def gather(rows=32, dim=512, threads=256, dtype=T.bfloat16, safe=True, lane_index=False):
+    """Gather ``rows`` rows of KV through Idx into shared memory, then a gemm reads them."""
+
+    @T.prim_func
+    def k(KV: T.Tensor((8192, 576), dtype), Idx: T.Tensor((64,), T.int32), Q: T.Tensor((64, dim), dtype),
+          O: T.Tensor((64, rows), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            KV_s = T.alloc_shared((rows, dim), dtype)
+            Q_s = T.alloc_shared((64, dim), dtype)
+            acc = T.alloc_fragment((64, rows), T.float32)
+            T.copy(Q, Q_s)
+            for i_i in T.serial(2):
+                for bi, d in T.Parallel(rows, dim):
+                    if lane_index:      # a row index that changes along d: lanes of different rows
+                        KV_s[bi, d] = KV[Idx[(i_i * rows + bi + d) % 64], d]
+                    else:
+                        KV_s[bi, d] = KV[Idx[i_i * rows + bi], d]
+                T.gemm(Q_s, KV_s, acc, transpose_B=True, clear_accum=True)
+            T.copy(acc, O)
+
+    return k
+
+
+def _loop(src):
+    i = src.index("for (int i_i")
+    return src[i:src.index("wgmma_gemm_ss", i)]
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["guarded", "unguarded"])
+def test_gathered_rows_move_in_16_byte_vectors(safe):
+    art = tilelang.lower(gather(), "sm_90a", pass_configs={"tl.disable_safe_memory_access": not safe})
+    body = _loop(art.source)
+    # 32 x 512 bf16 over 256 threads: 8 vectors of 8 elements each
+    assert "for (int bi = 0; bi < 8; ++bi)" in body
+    assert re.search(r"\*\(uint4\*\)\(KV \+ \(\(Idx\[", body)
+    assert "*(uint4*)(((nv_bfloat16*)smem)" in body
+    if safe:    # one bounds test per vector, a zero vector outside
+        assert "uint4 condval;" in body and body.count("< 8192") == 1 and "make_uint4(" in body
+
+
+def test_lane_dependent_row_index_stays_scalar():
+    body = _loop(tilelang.lower(gather(lane_index=True), "sm_90a").source)
+    assert "uint4" not in body.split("tl::fence_proxy_async")[0]
+
+
+def test_the_loop_layout_counts_only_accesses_along_the_inner_variable():
+    from tilelang.transform.layout_inference import _widest_vector_element
+    from tilelang.transform.kernel import analyze_kernel, parallel_nest
+    from tilelang.tir_utils import walk_stmts
+    from tilelang.transform.kernel import is_parallel_nest
+
+    info = analyze_kernel(gather())
+    nests = []
+    walk_stmts(info.body, lambda s: nests.append(s) if is_parallel_nest(s) else None)
+    loop_vars, _, body = parallel_nest(nests[0])
+    assert _widest_vector_element(body, loop_vars[-1]) == 2      # the bf16 rows
+    assert _widest_vector_element(body) == 4                     # every access: the int32 index too
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_gather_kernel_passes_ptxas():
+    from tilelang.jit.nvcc import ptxas_info
+
+    art = tilelang.lower(gather(), "sm_90a")
+    for info in ptxas_info(art.source, "sm_90a").values():
+        assert info.spill_stores == 0, info
