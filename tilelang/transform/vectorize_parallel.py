@@ -185,9 +185,12 @@ def _width(store, v, n, an) -> int:
         return 1
     loads = _data_loads(store.value)
     accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
-    if any(ld.source.data.same_as(store.buffer.data) for ld in tensor_loads(store.value) if ld not in loads) or any(
+    nested = [ld for ld in tensor_loads(store.value) if not any(ld.same_as(d) for d in loads)]
+    if any(ld.source.data.same_as(store.buffer.data) for ld in nested) or any(
             ld.source.data.same_as(store.buffer.data) for i in store.indices for ld in tensor_loads(i)):
-        return 1    # (the stored buffer read inside an index: its lanes' order would matter)
+        return 1    # (the stored buffer read inside an index or a guard: its lanes' order would matter)
+    if _selects(store.value) and not _is_select(store.value):
+        return 1    # (a guard only around the whole value: a guarded copy)
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
     widest = max(_elem_bits(b.dtype) for b, _, _ in accesses)
