@@ -10,9 +10,6 @@ width and stride (``tl::gemm_ss<..., LDA, LDB, CA, CB, SA, SB>``)."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +18,7 @@ import tvm
 import tilelang.language as T
 from tilelang.layout import SharedLayout
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-NVCC = shutil.which("nvcc")
+from host_cuda import NVCC, run_host_program
 
 
 def mixed_kernel(D=192, N=32, M=128, threads=256, dtype="float16"):
@@ -154,8 +149,7 @@ def test_ldmatrix_chunk_addresses_follow_the_python_slab_layout(tmp_path):
         lay = SharedLayout((rows, cols), e, True, True)
         w = lay.slab_width
         lines.append(f"  dump<{w}, {e}, {rows * w}>({i}, {rows}, {cols * e // 16});")
-    src = tmp_path / "slab.cu"
-    src.write_text(
+    out = run_host_program(tmp_path, "slab", (
         "#include \"tl.h\"\n#include <cstdio>\n"
         "template <int W, int E, int SS> void dump(int id, int rows, int chunks) {\n"
         "  using A = tl::detail::LdsmAddr<W, E, SS>;\n"
@@ -163,12 +157,7 @@ def test_ldmatrix_chunk_addresses_follow_the_python_slab_layout(tmp_path):
         "    for (int c = 0; c < chunks; ++c)\n"
         "      std::printf(\"%d %d %d %u\\n\", id, r, c, r * W * E + A::chunk_offset(c, "
         "tl::detail::Swizzle<W, E>::xor_mask(r)));\n"
-        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n")
-    exe = tmp_path / "slab"
-    proc = subprocess.run([NVCC, "-std=c++17", "-O1", "-I", str(SRC), "-gencode", "arch=compute_90a,code=sm_90a",
-                           str(src), "-o", str(exe)], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n"))
     seen = {}
     for line in out:
         i, r, c, addr = map(int, line.split())

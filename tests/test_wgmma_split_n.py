@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,13 +22,12 @@ import tilelang.language as T
 from tilelang.layout.axes import wgmma_accumulator, wgmma_operand_a
 from tilelang.transform.layout_inference import wgmma_split
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-NVCC = shutil.which("nvcc")
 MLA = Path("/work/shared/conformance/upstream/examples/deepseek_mla/example_mla_decode.py")
 
 
 import tvm
+
+from host_cuda import NVCC, run_host_program
 
 SPLIT_N = {"tl.enable_wgmma_split_n": True}   # (the default since session 13: docs/pass_configs.md)
 
@@ -190,8 +187,7 @@ def test_every_warpgroup_descriptor_addresses_its_columns(tmp_path):
     base = 1024 * 64
     lines = [f"  dump<WgmmaShape<{m}, {n}, {k}, {wgm}, false, {str(tb).lower()}, half, half, float, 0, 0, {wgn}>>"
              f"({i});" for i, (m, n, k, tb, wgm, wgn) in enumerate(SPLIT_SHAPES)]
-    src = tmp_path / "split.cu"
-    src.write_text(
+    out = run_host_program(tmp_path, "split", (
         "#include \"tl.h\"\n#include <cstdio>\nusing tl::detail::WgmmaShape;\n"
         "template <class S> void dump(int id) {\n"
         "  std::printf(\"S %d %d %d %d %d\\n\", id, S::kN, S::NI, S::kElems, S::kRegs);\n"
@@ -200,12 +196,7 @@ def test_every_warpgroup_descriptor_addresses_its_columns(tmp_path):
         "      for (int ni = 0; ni < S::NI; ++ni)\n"
         f"        std::printf(\"B %d %d %d %d %llu\\n\", id, wn, ks, ni, (unsigned long long)S::desc_b("
         f"S::desc_b0({base}u, wn), ks, ni));\n"
-        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n")
-    exe = tmp_path / "split"
-    proc = subprocess.run([NVCC, "-std=c++17", "-O1", "-I", str(SRC), "-gencode", "arch=compute_90a,code=sm_90a",
-                           str(src), "-o", str(exe)], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n"))
     seen = {i: set() for i in range(len(SPLIT_SHAPES))}
     inst = {}
     for line in out:

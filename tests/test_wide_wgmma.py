@@ -11,9 +11,6 @@ gemm_sm90.h's host-evaluable geometry (nvcc, no GPU).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +19,7 @@ import tilelang.language as T
 from tilelang.cuda.intrinsics.macro.wgmma_macro_generator import select_wgmma_inst_n
 from tilelang.transform.layout_inference import wgmma_inst_n
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-NVCC = shutil.which("nvcc")
+from host_cuda import NVCC, run_host_program
 
 
 def _matmul(N, block_N, trans_b, M=128, K=128, block_M=64, block_K=64):
@@ -116,8 +112,7 @@ def test_every_slice_descriptor_addresses_the_layout(tmp_path):
     base = 1024 * 64
     lines = [f"  dump<WgmmaShape<{m}, {n}, {k}, 1, false, {str(tb).lower()}, half, half, float>>({i});"
              for i, (m, n, k, tb) in enumerate(WIDE_SHAPES)]
-    src = tmp_path / "wide.cu"
-    src.write_text(
+    out = run_host_program(tmp_path, "wide", (
         "#include \"tl.h\"\n#include <cstdio>\nusing tl::detail::WgmmaShape;\n"
         "template <class S> void dump(int id) {\n"
         "  std::printf(\"S %d %d %d %d %d\\n\", id, S::kN, S::NI, S::kInstRegs, S::kBlockRegs);\n"
@@ -125,12 +120,7 @@ def test_every_slice_descriptor_addresses_the_layout(tmp_path):
         "    for (int ni = 0; ni < S::NI; ++ni)\n"
         f"      std::printf(\"B %d %d %d %llu\\n\", id, ks, ni, (unsigned long long)S::desc_b(S::desc_b0({base}u), "
         "ks, ni));\n"
-        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n")
-    exe = tmp_path / "wide"
-    proc = subprocess.run([NVCC, "-std=c++17", "-O1", "-I", str(SRC), "-gencode", "arch=compute_90a,code=sm_90a",
-                           str(src), "-o", str(exe)], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+        "}\nint main() {\n" + "\n".join(lines) + "\n  return 0;\n}\n"))
     seen = {i: set() for i in range(len(WIDE_SHAPES))}
     inst = {}
     for line in out:

@@ -78,7 +78,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
         if arch == "sm_90a" and any(p.kind == "mma" for p in layouts.gemms.values()):
-            _explain_mma(info, layouts, out["gemms"], k.ctx.pass_configs)
+            _explain_mma(info, layouts, out["gemms"])
         out["gemms"].sort(key=lambda g: g["line"] or 0)
     planned = _warp_specialised(k, out)
     if planned[0] is not None and planned[0].ring:   # the GEMM ring's extra buffer (warp_specialize.plan_ring)
@@ -291,26 +291,18 @@ def _dst_name(copy) -> str:
     return decode_region(copy.value.args[1]).buffer.name
 
 
-def _explain_mma(info, layouts, gemms, configs) -> None:
+def _explain_mma(info, layouts, gemms) -> None:
     """On sm_90a, say why each mma.sync gemm is not wgmma: its own reason (``wgmma_blocker``), or,
     for one that fits wgmma alone, the kernel's: column slices of one buffer that need different
     slab widths (``wgmma_slab_conflict``), or another gemm that cannot take wgmma where the kernel
-    does not mix the two kinds (``_Inference._use_wgmma``)."""
-    from tilelang.transform.layout_inference import MIX_KEY, _sixteen_bit, wgmma_blocker, wgmma_slab_conflict
+    keeps its gemms on one kind (``Layouts.unmixed``)."""
+    from tilelang.transform.layout_inference import wgmma_blocker, wgmma_slab_conflict
 
     stmts = list(layouts.gemms)
     reasons = {stmt: wgmma_blocker(info, stmt) for stmt in stmts}
     fits = [stmt for stmt in stmts if reasons[stmt] is None]
     conflict = wgmma_slab_conflict(fits, {}) if fits else None
     first = next((stmt for stmt in stmts if reasons[stmt]), None)
-    if first is None:
-        unmixed = None
-    elif configs.get(MIX_KEY):
-        unmixed = f"`{MIX_KEY}` is set"
-    elif not all(_sixteen_bit(stmt) for stmt in stmts):
-        unmixed = "mma.sync reads the wgmma operands' slab layout for 16-bit operands only"
-    else:
-        unmixed = "their fragments cannot take both kinds' layouts"
     for g, stmt in zip(gemms, stmts):
         if layouts.gemms[stmt].kind != "mma":
             continue
@@ -320,7 +312,7 @@ def _explain_mma(info, layouts, gemms, configs) -> None:
             g["why_not_wgmma"] = conflict
         elif first is not None:
             g["why_not_wgmma"] = (f"the T.gemm at line {_line(first.span)} cannot ({reasons[first]}), and the "
-                                  f"kernel keeps its gemms on one kind: {unmixed}")
+                                  f"kernel keeps its gemms on one kind: {layouts.unmixed}")
 
 
 def _pipelines(info, planned=(None, None, None)) -> list:

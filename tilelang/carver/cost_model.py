@@ -34,9 +34,9 @@ configs session 13 timed at 8192^3, all within 25 %; in session 15 the ring-over
 mirrored and the one-tile-per-block cost fitted to sessions 13-15, where the persistent 128x256x64 s2
 kernel was the fastest three times; in session 16 one warpgroup's efficiency by k-step depth, the
 one-stage attention's second block and one-warpgroup attention fitted to that session's
-bench_carver run, 36 of 37 GEMM and 24 of 24 attention configs within 25 %); the fitted GEMM points are within -18 %..+13 %
-of measured (tests/test_carver_recommend.py), ``benchmarks/bench_carver.py`` checks the model
-against exhaustive timing.
+bench_carver run, 36 of 37 GEMM and 24 of 24 attention configs within 25 % offline); the fitted
+GEMM points are within -18 %..+13 % of measured (tests/test_carver_recommend.py),
+``benchmarks/bench_carver.py`` checks the model against exhaustive timing.
 """
 
 from __future__ import annotations

@@ -87,6 +87,7 @@ class Layouts:
     origin: dict = field(default_factory=dict)      # buffer -> text saying where its layout came from
     wgmma: bool = False                             # some gemm of the kernel lowers to wgmma (sm_90a)
     mixed: bool = False                             # ... and another to mma.sync (GemmPlan.kind says which)
+    unmixed: str = ""                               # why gemms not all fitting wgmma all took mma.sync
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
 
@@ -1025,10 +1026,16 @@ class _Inference:
             return set()
         if len(fits) == len(gemms):
             return set(fits)
-        if not self.mix or any(not _sixteen_bit(g) for g in gemms):
-            return set()
-        self.out.mixed = True
-        return set(fits)
+        if self.configs.get(MIX_KEY):
+            self.out.unmixed = f"`{MIX_KEY}` is set"
+        elif not self.mix:
+            self.out.unmixed = "their fragments cannot take both kinds' layouts"
+        elif any(not _sixteen_bit(g) for g in gemms):
+            self.out.unmixed = "mma.sync reads the wgmma operands' slab layout for 16-bit operands only"
+        else:
+            self.out.mixed = True
+            return set(fits)
+        return set()
 
     def _require_wgmma(self, gemms, forced):
         """T.wgmma_gemm never falls back to mma.sync: the kernel's gemms must all take wgmma."""
@@ -1526,8 +1533,6 @@ def _widest_vector_element(body, inner=None) -> int:
     and does not narrow it, as upstream's vectorizer plans (a bf16 row gathered through int32
     indices: 16-byte vectors of 8, not 4); without ``inner``, or when no access names it, every
     access counts."""
-    from tilelang.tir_utils import uses_vars
-
     widest = named = 0
     for b, idx, _ in buffer_accesses(body):
         size = nbytes(str(b.dtype))

@@ -644,14 +644,12 @@ class Lowerer:
             if a_shared:
                 lda, sa = self._mma_rows(a.buffer)
                 a_ptr, ca = self._column_subtile(a, a_ptr)
-                chunks = f", {ca}, {cb}" if ca or cb or sa or sb else ""
-                chunks += f", {sa}, {sb}" if sa or sb else ""
-                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{chunks}>", a_ptr,
+                tail = _defaulted_tail((ca, cb), (sa, sb))
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{tail}>", a_ptr,
                                                   b_ptr, c_ptr, span=stmt.span)
             else:
-                chunks = f", {cb}" if cb or sb else ""
-                chunks += f", {sb}" if sb else ""
-                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}{chunks}>", a_ptr, b_ptr,
+                tail = _defaulted_tail((cb,), (sb,))
+                make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}{tail}>", a_ptr, b_ptr,
                                                   c_ptr, span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
@@ -1029,6 +1027,15 @@ def find_swizzle(body):
 def _elems(buf) -> int:
     return math.prod(const_int(s) for s in buf.shape)
 
+
+
+def _defaulted_tail(*groups) -> str:
+    """Template arguments that default to 0, in groups (``(CA, CB), (SA, SB)``) as ``, a, b, ...``:
+    trailing groups of zeros left out, a group with a non-zero argument written whole."""
+    groups = list(groups)
+    while groups and not any(groups[-1]):
+        groups.pop()
+    return "".join(f", {a}" for g in groups for a in g)
 
 def _b(flag: bool) -> str:
     return "true" if flag else "false"

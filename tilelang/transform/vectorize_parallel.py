@@ -12,9 +12,9 @@ Conditions, all checked on the lowered body (anything else keeps the serial loop
 - one ``BufferStore`` (possibly under a guard that does not depend on ``v``, such as a replica
   guard: the guard is hoisted around the loop) of an 8- to 64-bit element type;
 - its value is built from loads, variables, immediates, ``+ - * min max``, casts between
-  float32 and float16 / bfloat16, and ``T.if_then_else`` whose condition is the same in every lane
-  of a vector (the bounds guard of a gathered load: one test per vector; no other calls, lets or
-  casts: what TVM prints lane by lane stays serial); loads inside an access's indices (a gather's
+  float32 and float16 / bfloat16; or the whole value is ``T.if_then_else(c, load, load or
+  constant)`` with ``c`` the same in every lane of a vector (the bounds guard of a gathered load:
+  one test per vector; no other calls, lets or casts: what TVM prints lane by lane stays serial); loads inside an access's indices (a gather's
   ``Indices[i]``) are part of that access's address; each operation in its operands' type;
   arithmetic only on 16-, 32- and
   64-bit floats and 32-/64-bit integers, 8- and 16-bit integers only copied (one load),
@@ -84,23 +84,19 @@ def _value_ok(value, dtype) -> bool:
         if isinstance(e, tirx.Cast):
             inner = dtype_of(e.value)
             return (inner, want) in _VECTOR_CASTS and walk(e.value, inner)
-        if _is_select(e):   # (its condition is checked to be the same in every lane: _uniform)
-            return walk(e.args[1], want) and walk(e.args[2], want)
         return isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm))
 
+    if _guarded_copy(value):    # (its condition is checked to be the same in every lane: _uniform)
+        return dtype_of(value) == dtype and walk(value.args[1], dtype) and walk(value.args[2], dtype)
     return walk(value, dtype)
 
 
-def _is_select(e) -> bool:
-    """``T.if_then_else(c, a, b)`` (the guard the lowering puts around a load that may fall
-    outside its tensor: ``c ? KV[...] : 0``)."""
-    return isinstance(e, ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else" and len(e.args) == 3
-
-
-def _selects(value) -> list:
-    out = []
-    tvm_ffi_walk(value, lambda e: out.append(e) if _is_select(e) else None)
-    return out
+def _guarded_copy(value) -> bool:
+    """Whether the stored value is ``T.if_then_else(c, load, load or constant)``: the guard the
+    lowering puts around a load that may fall outside its tensor (``c ? KV[...] : 0``)."""
+    return (isinstance(value, ir.Call) and getattr(value.op, "name", "") == "prim.if_then_else"
+            and len(value.args) == 3 and isinstance(value.args[1], ir.TensorLoad)
+            and isinstance(value.args[2], (ir.TensorLoad, tirx.IntImm, tirx.FloatImm)))
 
 
 def _uniform(cond, v, w, an) -> bool:
@@ -139,9 +135,7 @@ def _max_lanes(value, dtype) -> int:
     ``_COPY_TYPES``, arithmetic (a broadcast constant included) only in ``_ARITH_TYPES``."""
     if isinstance(value, ir.TensorLoad):
         return 64 if dtype in _COPY_TYPES else 1
-    if _is_select(value) and isinstance(value.args[1], ir.TensorLoad) and \
-            isinstance(value.args[2], (ir.TensorLoad, tirx.IntImm, tirx.FloatImm)):
-        # a guarded copy (c ? load : constant): the types whose vector constants TVM prints
+    if _guarded_copy(value):    # (the types whose vector constants TVM prints)
         return 64 if dtype in _ARITH_TYPES else 1
     if dtype not in _ARITH_TYPES:
         return 1
@@ -153,23 +147,21 @@ def _max_lanes(value, dtype) -> int:
 def _data_loads(value) -> list:
     """The loads ``value`` computes with: every ``TensorLoad`` outside another one's indices (a
     gather's row index ``Indices[i]`` inside ``KV[Indices[i], d]`` is part of that access's index,
-    the same in every lane where the access is contiguous: ``_access_ok`` checks the index whole)."""
+    the same in every lane where the access is contiguous: ``_access_ok`` checks the index whole)
+    and outside a guarded copy's condition (``_uniform`` checks that)."""
     out = []
 
     def walk(e):
         if isinstance(e, ir.TensorLoad):
             out.append(e)
-            return
-        if isinstance(e, _ARITH):
+        elif isinstance(e, _ARITH):
             walk(e.a)
             walk(e.b)
         elif isinstance(e, tirx.Cast):
             walk(e.value)
-        elif _is_select(e):     # (the condition's loads are part of no access: _uniform)
-            walk(e.args[1])
-            walk(e.args[2])
 
-    walk(value)
+    for e in value.args[1:] if _guarded_copy(value) else [value]:
+        walk(e)
     return out
 
 
@@ -189,8 +181,6 @@ def _width(store, v, n, an) -> int:
     if any(ld.source.data.same_as(store.buffer.data) for ld in nested) or any(
             ld.source.data.same_as(store.buffer.data) for i in store.indices for ld in tensor_loads(i)):
         return 1    # (the stored buffer read inside an index or a guard: its lanes' order would matter)
-    if _selects(store.value) and not _is_select(store.value):
-        return 1    # (a guard only around the whole value: a guarded copy)
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
     widest = max(_elem_bits(b.dtype) for b, _, _ in accesses)
@@ -217,7 +207,7 @@ def _width(store, v, n, an) -> int:
         w //= 2
     while w > 1:
         if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats) and \
-                all(_uniform(c.args[0], v, w, an) for c in _selects(store.value)):
+                (not _guarded_copy(store.value) or _uniform(store.value.args[0], v, w, an)):
             return w
         w //= 2
     return 1
