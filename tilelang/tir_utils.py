@@ -271,9 +271,10 @@ def unrolled(var_name: str, extent, body_fn: Callable, span=None):
     return loop(var_name, extent, body_fn, kind=tirx.ForKind.UNROLLED, span=span)
 
 
-def eval_int(expr, env: dict | None = None) -> int:
+def eval_int(expr, env: dict | None = None, arrays: bool = False):
     """Evaluate an integer TIR expression with Python ints: ``env`` maps variables (the Var
-    objects themselves, matched by identity, or their names) to values."""
+    objects themselves, matched by identity, or their names) to values. ``arrays``: the values
+    are numpy integer arrays (broadcast against each other) and so is the result."""
     env = env or {}
     if isinstance(expr, int):
         return expr
@@ -283,18 +284,24 @@ def eval_int(expr, env: dict | None = None) -> int:
     if name == "Var":
         for var, value in env.items():
             if not isinstance(var, str) and var.same_as(expr):
-                return int(value)
-        return int(env[expr.name])
+                return value if arrays else int(value)
+        return env[expr.name] if arrays else int(env[expr.name])
+    if name in ("Min", "Max"):
+        a, b = eval_int(expr.a, env, arrays), eval_int(expr.b, env, arrays)
+        if arrays:
+            import numpy as np
+            return (np.minimum if name == "Min" else np.maximum)(a, b)
+        return (min if name == "Min" else max)(a, b)
     ops = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
            "FloorDiv": lambda a, b: a // b, "FloorMod": lambda a, b: a % b,
-           "Div": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),   # C (truncating)
-           "Mod": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
-           "Min": min, "Max": max, "BitwiseXor": lambda a, b: a ^ b,
-           "BitwiseAnd": lambda a, b: a & b, "BitwiseOr": lambda a, b: a | b}
+           # C (truncating); the sign as 1 - 2 * (signs differ) works on ints and arrays alike
+           "Div": lambda a, b: abs(a) // abs(b) * (1 - 2 * ((a < 0) != (b < 0))),
+           "Mod": lambda a, b: a - b * (abs(a) // abs(b) * (1 - 2 * ((a < 0) != (b < 0)))),
+           "BitwiseXor": lambda a, b: a ^ b, "BitwiseAnd": lambda a, b: a & b, "BitwiseOr": lambda a, b: a | b}
     if name in ops:
-        return ops[name](eval_int(expr.a, env), eval_int(expr.b, env))
+        return ops[name](eval_int(expr.a, env, arrays), eval_int(expr.b, env, arrays))
     if name == "Call":
-        args = [eval_int(a, env) for a in expr.args]
+        args = [eval_int(a, env, arrays) for a in expr.args]
         op = expr.op.name
         if op.endswith("bitwise_xor"):
             return args[0] ^ args[1]
@@ -303,7 +310,7 @@ def eval_int(expr, env: dict | None = None) -> int:
         if op.endswith("shift_right"):
             return args[0] >> args[1]
     if name == "Cast":
-        return eval_int(expr.value, env)
+        return eval_int(expr.value, env, arrays)
     raise ValueError(f"cannot evaluate {expr}")
 
 

@@ -3,7 +3,8 @@ the loop's vector width counts only the accesses along its innermost variable (t
 index does not narrow bf16 rows to 4 lanes), the row index is part of the access's address, and
 the bounds guard the lowering adds around the gathered load (``c ? KV[...] : 0``) is one test per
 vector where its condition is the same in every lane (layout_inference._widest_vector_element,
-vectorize_parallel._data_loads / _uniform). GPU: tests/gpu/test_gather_vectors_gpu.py."""
+vectorize_parallel._data_loads / _uniform). The same for a store under a guard that is the same
+in a vector's lanes (a varlen epilogue's row bound). GPU: tests/gpu/test_gather_vectors_gpu.py."""
 
 import re
 import shutil
@@ -82,3 +83,63 @@ def test_gather_kernel_passes_ptxas():
     art = tilelang.lower(gather(), "sm_90a")
     for info in ptxas_info(art.source, "sm_90a").values():
         assert info.spill_stores == 0, info
+
+
+def row_guarded_store(rows=128, dim=128, threads=256, lane_guard=False):
+    """A varlen-style epilogue: tile rows past the sequence's end are not written
+    (``if bx * rows + i < seqlen: O[start + bx * rows + i, d] = O_s[i, d]``)."""
+
+    @T.prim_func
+    def k(X: T.Tensor((4096, dim), T.float16), Lens: T.Tensor((1,), T.int32), O: T.Tensor((4096, dim), T.float16)):
+        with T.Kernel(4096 // rows, threads=threads) as bx:
+            O_s = T.alloc_shared((rows, dim), T.float16)
+            T.copy(X[bx * rows:(bx + 1) * rows, :], O_s)
+            seqlen = Lens[0]
+            for i, d in T.Parallel(rows, dim):
+                if lane_guard:      # a bound that changes along d: each lane tests its own element
+                    if bx * rows + i + d < seqlen:
+                        O[bx * rows + i, d] = O_s[i, d]
+                elif bx * rows + i < seqlen:
+                    O[bx * rows + i, d] = O_s[i, d]
+
+    return k
+
+
+def _epilogue(src):
+    return src[src.rindex("for (int"):]
+
+
+def test_a_row_guard_is_tested_once_per_vector():
+    body = _epilogue(tilelang.lower(row_guarded_store(), "sm_90a").source)
+    # 128 x 128 fp16 over 256 threads: 8 rows a thread, one 16-byte vector and one row test each
+    assert "for (int i = 0; i < 8; ++i)" in body
+    assert "*(uint4*)(O + " in body and "*(uint4*)(((half*)smem)" in body
+    assert body.count("< Lens[0]") + body.count("< seqlen") == 1
+
+
+def test_a_guard_that_differs_between_lanes_stays_scalar():
+    body = _epilogue(tilelang.lower(row_guarded_store(lane_guard=True), "sm_90a").source)
+    assert "uint4" not in body
+
+
+def test_row_guarded_vectors_in_the_lowered_loop():
+    """The guard that depends on the loop variable sits inside the per-vector loop, evaluated at the
+    vector's first lane; a guard that does not is hoisted around the loop."""
+    from tvm import arith, tirx
+
+    from tilelang.tir_utils import uses_vars
+    from tilelang.transform.vectorize_parallel import vectorize_register_loop
+
+    v, c = tirx.Var("v", "int32"), tirx.Var("c", "int32")
+    buf = tirx.decl_buffer((64 * 8,), "float16", "A", scope="shared")
+    out = tirx.decl_buffer((4096,), "float16", "B")
+    store = tirx.BufferStore(out, tirx.BufferLoad(buf, [v]), [v])
+    body = tirx.IfThenElse(c > 0, tirx.IfThenElse(tirx.FloorDiv(v, 8) < c, store, None), None)
+    loop = vectorize_register_loop(body, v, 64, arith.Analyzer(), "i")
+    assert isinstance(loop, tirx.IfThenElse) and loop.condition.same_as(body.condition)
+    outer = loop.then_case
+    assert isinstance(outer, tirx.For) and int(outer.extent) == 8
+    inner_if = outer.body
+    assert isinstance(inner_if, tirx.IfThenElse) and isinstance(inner_if.then_case, tirx.For)
+    assert inner_if.then_case.kind == tirx.ForKind.VECTORIZED and int(inner_if.then_case.extent) == 8
+    assert not uses_vars(inner_if.condition, [v]) and uses_vars(inner_if.condition, [outer.loop_var])

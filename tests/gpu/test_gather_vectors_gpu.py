@@ -34,3 +34,19 @@ def test_gather_matches_torch(safe):
     if safe:
         rows[40 - 32] = 0
     torch.testing.assert_close(o, q.float() @ rows.T, rtol=2e-2, atol=2e-1)
+
+
+def test_row_guarded_store_matches_torch():
+    import tilelang
+
+    from test_gather_vectors import row_guarded_store
+
+    kernel = tilelang.compile(row_guarded_store())
+    assert "*(uint4*)(O + " in kernel.get_kernel_source()
+    x = torch.randn(4096, 128, device="cuda").half()
+    for seqlen in (4096, 1369, 0):
+        o = torch.full_like(x, -7.0)
+        kernel(x, torch.tensor([seqlen], device="cuda", dtype=torch.int32), o)
+        want = torch.full_like(x, -7.0)
+        want[:seqlen] = x[:seqlen]
+        torch.testing.assert_close(o, want, rtol=0, atol=0)

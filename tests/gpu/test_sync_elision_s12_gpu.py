@@ -104,3 +104,26 @@ def test_neighbour_read_keeps_its_barrier():
         kernel(a, b)
         torch.cuda.synchronize()
         torch.testing.assert_close(b, torch.roll(a, -4, dims=1))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+                    reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("ws", [False, True], ids=["cp.async", "warp-specialised"])
+def test_thread_indexed_dequant_loop(ws):
+    """Each thread fills its own elements of the tile in a serial loop with no barrier between the
+    iterations (test_sync_elision_s12.dequant_loop), the gemm after the loop sees all of them."""
+    import tilelang
+
+    from test_sync_elision_s12 import dequant_loop
+
+    kernel = tilelang.compile(dequant_loop(pipelined=ws), pass_configs={} if ws else CONFIGS)
+    torch.manual_seed(0)
+    a = torch.randn(64, 64, device="cuda").half()
+    b = torch.randn(4, 64, 64, device="cuda").half()
+    c = torch.empty(64, 64, device="cuda")
+    kernel(a, b, c)
+    r, col = torch.meshgrid(torch.arange(64), torch.arange(64), indexing="ij")
+    tx = (r % 16) * 8 + col // 8
+    scale = a[(tx // 2).cuda(), (col % 8).cuda()]
+    want = sum(a.float() @ (b[ko] * scale).float() for ko in range(4))
+    torch.testing.assert_close(c, want, rtol=2e-2, atol=2e-1)

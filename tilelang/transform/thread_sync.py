@@ -18,7 +18,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import eval_int, evaluate_extern, seq, walk_stmts
+from tilelang.tir_utils import const_int, eval_int, evaluate_extern, seq, walk_stmts
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
@@ -169,7 +169,11 @@ def _same_owner(later, earlier, owners) -> bool:
             for b in (r1 & w2) | (w1 & r2) | (w1 & w2):
                 o1 = owners(k1) if k1 is not None else None
                 o2 = owners(k2) if k2 is not None else None
-                if o1 is None or o2 is None or b not in o1 or b not in o2:
+                if o1 is None or o2 is None:
+                    return False
+                if b not in o1 and b not in o2:
+                    continue    # (both only through buffers sharing its bytes: those are checked)
+                if b not in o1 or b not in o2:
                     return False
                 e1, e2 = o1[b], o2[b]
                 if len(e2) < len(e1):
@@ -294,16 +298,20 @@ def _has_async_wait(stmt) -> bool:
 MAX_PAIRS = 1 << 14     # (thread, element) pairs enumerated per statement; past it: unknown
 
 
+MAX_INDEXED = 1 << 17  # (thread, loop iteration) points of a thread-indexed statement; past it: unknown
+
+
 def _owners_fn(lw, stmts):
-    """``owners(k)`` for ``plan_sequence``: ``thread_elements`` of statement k, memoised; None
-    where the kernel's structure rules the elision out (warp specialisation, T.ws roles)."""
-    if getattr(lw, "ws", None) is not None or getattr(lw, "role_block", None) is not None:
-        return None
+    """``owners(k)`` for ``plan_sequence``: ``thread_elements`` of statement k, memoised. Under
+    warp specialisation or in a T.ws role only statements addressed by the raw thread index
+    (``indexed_elements``) answer: the tile ops there are lowered over a part of the block."""
+    partial = getattr(lw, "ws", None) is not None or getattr(lw, "role_block", None) is not None
     memo = {}
 
     def owners(k):
         if k not in memo:
-            memo[k] = thread_elements(lw, stmts[k])
+            found = None if partial else thread_elements(lw, stmts[k])
+            memo[k] = found if found is not None else indexed_elements(lw, stmts[k])
         return memo[k]
 
     return owners
@@ -326,6 +334,111 @@ def thread_elements(lw, stmt):
         out = _nest_elements(stmt, *rec[:2])
         return None if out is None else _tagged(out, rec[1], rec[2])
     return None
+
+
+def indexed_elements(lw, stmt):
+    """``thread_elements`` of a statement written by hand at the thread level: element stores and
+    loads in loops of constant extent, addressed by the block's thread index
+    (``tx = T.get_thread_binding()``; ``B_s[(i * T + tx) * 8 + v] = ...`` in a dequantising loop).
+    Every variable of an address is enumerated over its whole range (the thread indices, the
+    statement's own loops and the enclosing loops the lowering has bound): the union over every
+    iteration of the enclosing loops, so that it holds between one iteration and the next.
+    Conditions are ignored (more elements, never fewer). None where an address is not an integer
+    function of those variables, a tile op, a ``T.Parallel`` nest or a pointer to shared memory is
+    involved, or there are more than ``MAX_INDEXED`` points."""
+    import numpy as np
+    import tvm_ffi
+
+    accesses, loops, opaque = [], {}, []
+
+    def on_stmt(s):
+        if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
+            accesses.append((s.buffer, list(s.indices)))
+        elif isinstance(s, tirx.For):
+            loops[s.loop_var] = (s.min, s.extent)
+            if is_parallel_nest(s):
+                opaque.append(s)
+        elif isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            opaque.append(s)
+
+    def on_expr(e):
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+            accesses.append((e.source, list(e.indices)))
+        elif isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of"):
+            opaque.append(e)
+        return None
+
+    walk_stmts(stmt, on_stmt)
+    tvm_ffi.structural_walk(stmt, [(ir.Expr, on_expr)], order="pre")
+    if opaque or not accesses:
+        return None if opaque else {}
+    tvars = [v for v in lw.thread_vars if _extent(lw, v, None) not in (None, 1)]
+    free = list(tvars)
+    for _, indices in accesses:
+        for i in indices:
+            for v in tirx.analysis.undefined_vars(i):
+                if not any(v.same_as(f) for f in free):
+                    free.append(v)
+    ranges = []
+    own = _own_threads(lw, tvars)
+    for v in free:
+        rng = loops.get(v)
+        lo_n = None
+        if rng is not None and const_int(rng[0]) is not None and const_int(rng[1]) is not None:
+            lo_n = (const_int(rng[0]), const_int(rng[1]))
+        elif own is not None and v.same_as(tvars[0]):
+            lo_n = own
+        elif rng is None:
+            ext = _extent(lw, v, None)
+            lo_n = None if ext is None else (_extent(lw, v, "min"), ext)
+        if lo_n is None:
+            return None
+        ranges.append(lo_n)
+    points = 1
+    for _, n in ranges:
+        points *= max(n, 1)
+    if points > MAX_INDEXED or points == 0:
+        return None
+    grids = np.meshgrid(*[np.arange(lo, lo + n, dtype=np.int64) for lo, n in ranges], indexing="ij")
+    env = {v: g.ravel() for v, g in zip(free, grids)}
+    slot = np.zeros(points, dtype=np.int64)
+    for v in tvars:     # one number per thread of the block
+        slot = slot * (_extent(lw, v, None) + 1) + env[v]
+    out = {}
+    try:
+        for buf, indices in accesses:
+            cols = [np.broadcast_to(np.asarray(eval_int(i, env, arrays=True), dtype=np.int64), (points,))
+                    for i in indices]
+            table = out.setdefault(buf, {})
+            for elem, t in zip(zip(*[c.tolist() for c in cols]), slot.tolist()):
+                table.setdefault(elem, set()).add((("threads", tuple(str(v) for v in tvars)), t))
+    except (KeyError, ValueError, ZeroDivisionError, AttributeError, TypeError):
+        return None
+    return out
+
+
+def _own_threads(lw, tvars):
+    """(first, count) of the raw thread index over the threads lowering the code (a warp-specialised
+    kernel's consumers, a T.ws role: ``lw.tid`` is the raw index less their first thread), or None
+    (several thread dimensions, or a thread index of another form: its whole range then)."""
+    if len(tvars) != 1 or const_int(getattr(lw, "T", None)) is None:
+        return None
+    raw, tid = tvars[0], lw.tid
+    if isinstance(tid, tirx.Var) and tid.same_as(raw):
+        return 0, const_int(lw.T)
+    if isinstance(tid, tirx.Sub) and isinstance(tid.a, tirx.Var) and tid.a.same_as(raw) and const_int(tid.b) is not None:
+        return const_int(tid.b), const_int(lw.T)
+    return None
+
+
+def _extent(lw, var, which):
+    """The extent (``which`` None) or first value (``"min"``) of a variable the lowering's
+    analyzer bounds, None where it has no finite bound."""
+    b = lw.an.const_int_bound(var)
+    lo, hi = int(b.min_value), int(b.max_value)
+    if abs(lo) > 1 << 30 or abs(hi) > 1 << 30:
+        return None
+    return lo if which == "min" else hi - lo + 1
 
 
 def _tagged(out, threads, tid):

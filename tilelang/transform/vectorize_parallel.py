@@ -9,8 +9,11 @@ bytes <= 16``): ``for i in range(n // w): for vi in T.vectorized(w)``, which TVM
 takes the name of the nest's first loop variable, as upstream prints it.
 
 Conditions, all checked on the lowered body (anything else keeps the serial loop):
-- one ``BufferStore`` (possibly under a guard that does not depend on ``v``, such as a replica
-  guard: the guard is hoisted around the loop) of an 8- to 64-bit element type;
+- one ``BufferStore`` of an 8- to 64-bit element type, possibly under nested guards (``if``
+  without ``else``): a guard that does not depend on ``v`` (a replica guard) is hoisted around the
+  loop; one that does but is the same in the ``w`` lanes of every vector (the row bound of a
+  varlen output, ``if bx * M + i < seqlen: O[.., i, d] = ...`` vectorised along ``d``) is tested
+  once per vector, around the vectorised lanes; neither guard may read the stored buffer;
 - its value is built from loads, variables, immediates, ``+ - * min max``, casts between
   float32 and float16 / bfloat16; or the whole value is ``T.if_then_else(c, load, load or
   constant)`` with ``c`` the same in every lane of a vector (the bounds guard of a gathered load:
@@ -165,7 +168,9 @@ def _data_loads(value) -> list:
     return out
 
 
-def _width(store, v, n, an) -> int:
+def _width(store, v, n, an, conds=()) -> int:
+    """The lanes of the widest vector the loop over ``v`` may run ``store`` with; ``conds``: the
+    guards around it that depend on ``v`` and must be the same in a vector's lanes."""
     dtype = str(store.buffer.dtype)
     bits = _elem_bits(dtype)
     if bits not in (8, 16, 32, 64) or dtype_of(store.value) != dtype:
@@ -206,8 +211,9 @@ def _width(store, v, n, an) -> int:
     while w > 1 and n % w:
         w //= 2
     while w > 1:
+        uniform = list(conds) + ([store.value.args[0]] if _guarded_copy(store.value) else [])
         if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats) and \
-                (not _guarded_copy(store.value) or _uniform(store.value.args[0], v, w, an)):
+                all(_uniform(c, v, w, an) for c in uniform):
             return w
         w //= 2
     return 1
@@ -216,23 +222,29 @@ def _width(store, v, n, an) -> int:
 def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
     """``for v in range(n): body`` with its accesses ``w`` lanes wide (see the module docstring),
     or None where that does not apply."""
-    guard = None
+    guards = []     # the nested ``if``s around the store, outermost first
     store = body
-    if isinstance(body, tirx.IfThenElse) and body.else_case is None and not uses_vars(body.condition, [v]):
-        guard, store = body, body.then_case
+    while isinstance(store, tirx.IfThenElse) and store.else_case is None:
+        guards.append(store)
+        store = store.then_case
     if not isinstance(store, tirx.BufferStore) or getattr(store, "predicate", None) is not None:
         return None
-    w = _width(store, v, n, an)
+    if any(ld.source.data.same_as(store.buffer.data) for g in guards for ld in tensor_loads(g.condition)):
+        return None     # (tested once per vector, a guard must not read what the lanes store)
+    per_vector = [g for g in guards if uses_vars(g.condition, [v])]
+    w = _width(store, v, n, an, [g.condition for g in per_vector])
     if w <= 1:
         return None
     vo, vi = tirx.Var(name, "int32"), tirx.Var("vec", "int32")
     inner = tirx.For(vi, i32(0), i32(w), tirx.ForKind.VECTORIZED, substitute_stmt(store, {v: vo * w + vi}))
+    for g in reversed(per_vector):  # (the value of lane 0, the same in every lane)
+        inner = tirx.IfThenElse(substitute(g.condition, {v: vo * w}), inner, None, span=g.span)
     if n == w:
         loop = substitute_stmt(inner, {vo: i32(0)})
     else:
         loop = tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner, annotations=annotations or {}, span=span)
-    if guard is not None:
-        return tirx.IfThenElse(guard.condition, loop, None, span=guard.span)
+    for g in reversed([g for g in guards if not uses_vars(g.condition, [v])]):
+        loop = tirx.IfThenElse(g.condition, loop, None, span=g.span)
     return loop
 
 
