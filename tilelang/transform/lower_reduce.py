@@ -414,7 +414,7 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     would take the block past its shared-memory budget, one register at a time through ``T``
     elements (two barriers each), as upstream's reductions do."""
     T = lw.T
-    sync = thread_sync.sync_stmt(lw)
+    sync = thread_sync.sync_stmt(lw, writes=())    # (it orders the workspace only: no proxy fence)
     # Every use below writes the workspace after `sync` and reads it before the next one: a later
     # reduction of the same threads may take its bytes where fresh ones would not fit.
     share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
@@ -875,7 +875,7 @@ def _lower_narrow(lw, stmt, name, buf, kind, plan):
         src = tirx.BufferLoad(target, idx)
     else:
         stage = lw.scratch(f"{buf.name}_fin", numel, dtype)
-        sync = thread_sync.sync_stmt(lw)
+        sync = thread_sync.sync_stmt(lw, writes=())    # (around the workspace only)
 
         def flat(index):
             out = i32(0)

@@ -362,11 +362,13 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
     for b in bufs:
         lw.stage[b] = tirx.floormod(j, i32(S))
     out, segment, ends_with_issue = [], [], False
+    tail = set()    # the shared buffers written since the last barrier (its proxy fence)
 
     def flush():
-        nonlocal segment
+        nonlocal segment, tail
         if segment:
-            out.append(thread_sync.lower_sequence(lw, segment))
+            lowered, tail = thread_sync.lower_sequence_written(lw, segment)
+            out.append(lowered)
             segment = []
 
     for m, c in enumerate(consumers):
@@ -380,12 +382,14 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
                 reissued = sum(1 for q in range(P) if uses[q][1] < m)
                 return S * P - 1 - pos[i] + reissued
             out += [evaluate_extern(f"tl::cp_async_wait<{min(after(i) for i in waiting)}>"), thread_sync.sync_stmt(lw)]
+            tail = set()
         segment.append(c)
         ends_with_issue = False
         issuing = [i for i in order if uses[i][1] == m]
         if issuing:
             flush()
-            out.append(thread_sync.sync_stmt(lw))     # every thread is done with stage k % S
+            out.append(thread_sync.sync_stmt(lw, tail))     # every thread is done with stage k % S
+            tail = set()
             for i in issuing:
                 with lw.an.constraint_scope(tirx.LT(j + S, n)):
                     nxt = _produce_one(lw, loop, producers[i], j + S, tirx.floormod(j, i32(S)))

@@ -87,11 +87,13 @@ def conflict(r, w, pend_r, pend_w) -> bool:
     return bool((r & pend_w) or (w & pend_r) or (w & pend_w))
 
 
-def sync_stmt(lw=None):
+def sync_stmt(lw=None, writes=None):
     """``__syncthreads()``; in a kernel whose gemms read shared memory through wgmma (the async
     proxy), preceded by ``fence.proxy.async`` so that this thread's ordinary shared-memory writes
     are visible to the wgmma of every thread after the barrier. In a warp-specialised kernel the
-    barrier is named barrier 1 over the consumer threads only."""
+    barrier is named barrier 1 over the consumer threads only. ``writes``: the shared buffers
+    written since the last barrier where the caller knows them; the fence then goes only where
+    one of them (or a buffer sharing its bytes) is read by the async proxy (``needs_fence``)."""
     sync = evaluate_extern("__syncthreads")
     role = user_ws.role_sync(lw) if lw is not None else None
     guarded = thread_regions.guarded_sync(lw) if lw is not None and role is None and lw.ws is None else None
@@ -102,9 +104,81 @@ def sync_stmt(lw=None):
     elif lw is not None and lw.ws is not None:
         # Warp-specialised kernel: the producer warpgroup never meets the consumers' barriers.
         sync = evaluate_extern("tl::named_barrier_sync", 1, lw.T)
-    if lw is not None and lw.layouts.wgmma:
+    return fenced(lw, sync, writes)
+
+
+def fenced(lw, sync, writes=None):
+    """``sync`` preceded by ``fence.proxy.async`` where ``needs_fence``."""
+    if needs_fence(lw, writes):
         return seq([evaluate_extern("tl::fence_proxy_async"), sync])
     return sync
+
+
+def needs_fence(lw, writes=None) -> bool:
+    """Whether a barrier after ordinary (generic-proxy) writes to the shared buffers ``writes``
+    (None: unknown, any) needs ``fence.proxy.async`` before it: in a kernel with wgmma gemms,
+    where one of them shares bytes with a buffer the async proxy reads (``async_read_buffers``:
+    a wgmma reads what the threads wrote only after such a fence). A barrier that orders only
+    reduction workspaces, or tiles only threads read, goes without it."""
+    if lw is None or not lw.layouts.wgmma:
+        return False
+    if writes is None:
+        return True
+    readers = async_read_buffers(lw)
+    alias = getattr(lw, "smem_alias", None) or {}
+    return bool(_widen(set(writes), alias) & readers) or any(b not in _known_shared(lw) for b in writes)
+
+
+def async_read_buffers(lw):
+    """The shared buffers of the kernel the async proxy may read (memoised on ``lw``), a superset:
+    every shared operand of a gemm, the shared side of a copy to global memory (a TMA store), and
+    every shared buffer handed to a call by address (a user's TMA store or wgmma), with the
+    buffers sharing their bytes."""
+    found = getattr(lw, "_async_readers", None)
+    if found is not None:
+        return found
+    found = set()
+
+    def on_stmt(st):
+        if not (isinstance(st, tirx.Evaluate) and is_tl_call(st.value)):
+            return
+        name = st.value.op.name[3:]
+        regions = [decode_region(a) for a in st.value.args if is_tl_call(a, "region")]
+        shared = [r.buffer for r in regions if scope_of(r.buffer) in SHARED_SCOPES]
+        if name in _GENERIC_OPS:
+            return
+        if name in ("copy", "im2col"):     # the shared side of a store to global memory
+            if any(scope_of(r.buffer) == "global" and r.access & 2 for r in regions):
+                found.update(r.buffer for r in regions if scope_of(r.buffer) in SHARED_SCOPES and r.access & 1)
+            return
+        found.update(shared)    # gemms (wgmma), cluster copies, tile atomics (bulk reductions), others
+
+    def on_expr(e):
+        if isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of"):
+            for a in e.args:
+                if isinstance(a, ir.TensorLoad) and scope_of(a.source) in SHARED_SCOPES:
+                    found.add(a.source)
+                elif isinstance(a, tirx.Var):
+                    pointers.append(a)     # (a buffer or its data pointer: matched below)
+        return None
+
+    import tvm_ffi
+    pointers = []
+    walk_stmts(lw.info.body, on_stmt)
+    tvm_ffi.structural_walk(lw.info.body, [(ir.Expr, on_expr)], order="pre")
+    found |= {b for b in _known_shared(lw) if any(b.same_as(v) or b.data.same_as(v) for v in pointers)}
+    lw._async_readers = _widen(found, getattr(lw, "smem_alias", None) or {})
+    return lw._async_readers
+
+
+# tile ops that touch shared memory only through the threads' own loads and stores
+_GENERIC_OPS = ("fill", "reduce", "cumsum", "annotate_layout", "use_swizzle", "print", "barrier_init", "wait_wgmma",
+                "reducer_decl", "reducer_init", "reducer_update", "finalize_reducer")
+
+
+def _known_shared(lw):
+    """The kernel's shared buffers the barrier planner names (``lw.layouts.shared``)."""
+    return getattr(lw.layouts, "shared", {}) or {}
 
 
 def region_sync(lw):
@@ -122,17 +196,20 @@ def _widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None):
+def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
     accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
     ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
     for thread-level TIR); ``owners(k)``: ``thread_elements`` of statement k (None: unknown), to
-    skip a barrier between statements whose common elements each belong to one thread."""
+    skip a barrier between statements whose common elements each belong to one thread.
+    ``written``: a dict given by the caller, filled with barrier index -> the buffers written
+    since the previous barrier (as the statements name them, without aliases: ``needs_fence``)."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
     in_flight = []      # destinations of T.async_copy issued in this sequence, one commit group each
     pending = []        # (k, reads, writes) of the statements since the last barrier
+    own_w = set()       # what they write, without aliases
     for k, s in enumerate(stmts):
         # a T.ws block is ordered against the others by the user's mbarriers
         r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
@@ -140,6 +217,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None):
         # the tile counts as written again (a reader after a barrier between issue and wait
         # needs one more, after the wait)
         landed, in_flight = _async_landing(s, in_flight)
+        direct = w | landed
         if alias:
             r, w, landed = _widen(r, alias), _widen(w, alias), _widen(landed, alias)
         if r or w:
@@ -147,7 +225,9 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None):
         if conflict(r, w, pend_r, pend_w) and not (
                 owners is not None and not landed and _same_owner([(k, r, w)], pending, owners)):
             syncs.append(k)
-            pend_r, pend_w = set(), set()
+            if written is not None:
+                written[k] = own_w
+            pend_r, pend_w, own_w = set(), set(), set()
             pending = []
             head_open = False
         if head_open:
@@ -155,7 +235,10 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None):
             head_w |= w | landed
         pend_r |= r
         pend_w |= w | landed
+        own_w = own_w | direct
         pending.append((k, r, w | landed) if not landed else (None, r, w | landed))
+    if written is not None:
+        written["end"] = own_w
     return syncs, (pend_r, pend_w), (head_r, head_w), touching
 
 
@@ -215,6 +298,13 @@ def lower_sequence(lw, stmts):
     return _lower_planned(lw, stmts)[0]
 
 
+def lower_sequence_written(lw, stmts):
+    """(``lower_sequence``'s result, the shared buffers written after its last barrier): what a
+    barrier the caller puts after it publishes (``sync_stmt``'s ``writes``)."""
+    lowered, _, _, written = _lower_planned(lw, stmts)
+    return lowered, written
+
+
 def _lower_planned(lw, stmts):
     """(the lowered sequence with its barriers, the plan: ``plan_sequence``'s result). Statements
     are lowered before the final plan is made, so that it can use how they were lowered
@@ -226,20 +316,22 @@ def _lower_planned(lw, stmts):
     alias = getattr(lw, "smem_alias", None)
     conservative = plan_sequence(planned, alias)
     # barriers are built in program order, interleaved with the lowering as always (a barrier
-    # over a thread range takes the next free id when first built)
+    # over a thread range takes the next free id when first built); their fences once the final
+    # plan says what each one publishes
     syncs, lowered = {}, []
     for k, s in enumerate(stmts):
         if k in conservative[0]:
-            syncs[k] = sync_stmt(lw)
+            syncs[k] = sync_stmt(lw, writes=())
         lowered.append(lw.lower(s))
     owners = _owners_fn(lw, stmts)
-    plan = plan_sequence(planned, alias, owners=owners) if owners is not None else conservative
+    written = {}
+    plan = plan_sequence(planned, alias, owners=owners, written=written)
     out = []
     for k, s in enumerate(lowered):
         if k in plan[0]:
-            out.append(syncs[k] if k in syncs else sync_stmt(lw))
+            out.append(fenced(lw, syncs[k], written[k]) if k in syncs else sync_stmt(lw, written[k]))
         out.append(s)
-    return seq(out), plan, owners
+    return seq(out), plan, owners, written["end"]
 
 
 def lower_loop_body(lw, body):
@@ -249,11 +341,11 @@ def lower_loop_body(lw, body):
         stmts = body
     else:
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    lowered, plan, owners = _lower_planned(lw, stmts)
+    lowered, plan, owners, tail_written = _lower_planned(lw, stmts)
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan
     if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w) \
             and not _wraps_same_owner(lw, stmts, syncs, owners):
-        lowered = seq([lowered, sync_stmt(lw)])
+        lowered = seq([lowered, sync_stmt(lw, tail_written)])
     return lowered
 
 

@@ -1,0 +1,80 @@
+"""``fence.proxy.async`` only before the barriers that publish ordinary shared-memory writes to a
+buffer the async proxy reads (a wgmma operand, a TMA store's source, or one sharing its bytes):
+thread_sync.needs_fence / async_read_buffers. A barrier around a reduction's workspace, or after a
+gemm whose operands nothing rewrote, goes without one. CPU only (the generated CUDA)."""
+
+import re
+
+import tilelang
+import tilelang.language as T
+
+
+def _lines_before_barriers(src):
+    """For every ``__syncthreads();`` line, whether the statement before it is the proxy fence."""
+    lines = [ln.strip() for ln in src.splitlines()]
+    return [lines[i - 1] == "tl::fence_proxy_async();" for i, ln in enumerate(lines) if ln == "__syncthreads();"]
+
+
+def scaled_gemm_then_colmax():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16), M: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 64), T.float16)
+            B_s = T.alloc_shared((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            m = T.alloc_fragment((64,), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            for i, j in T.Parallel(64, 64):     # ordinary stores to a wgmma operand
+                A_s[i, j] = A_s[i, j] * T.float16(2)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            T.reduce_max(acc, m, dim=0)         # across warps, through a workspace
+            T.copy(m, M)
+
+    return main
+
+
+def test_the_barrier_before_a_wgmma_reading_rewritten_tiles_keeps_its_fence():
+    src = tilelang.lower(scaled_gemm_then_colmax(), "sm_90a").source
+    assert re.search(r"tl::fence_proxy_async\(\);\s+__syncthreads\(\);\s+tl::wgmma_gemm_ss", src), src
+
+
+def test_a_reduction_workspace_barrier_goes_without_a_fence():
+    src = tilelang.lower(scaled_gemm_then_colmax(), "sm_90a").source
+    after = src[src.index("tl::wgmma_gemm_ss"):]
+    fences = _lines_before_barriers(after)
+    assert fences and not any(fences), after
+
+
+def test_needs_fence_follows_the_async_readers():
+    from types import SimpleNamespace
+
+    from tilelang.transform import thread_sync
+    from tilelang.transform.kernel import analyze_kernel
+
+    info = analyze_kernel(scaled_gemm_then_colmax())
+    bufs = {}
+
+    def collect(b):
+        bufs[b.name] = b
+
+    from tilelang.tir_utils import walk_stmts
+    from tvm import tirx
+    walk_stmts(info.body, lambda s: collect(s.buffer) if isinstance(s, tirx.AllocBuffer) else None)
+    a_s, b_s = bufs["A_s"], bufs["B_s"]
+    lw = SimpleNamespace(info=info, layouts=SimpleNamespace(wgmma=True, shared={a_s: None, b_s: None}),
+                         smem_alias={})
+    assert thread_sync.async_read_buffers(lw) == {a_s, b_s}
+    assert thread_sync.needs_fence(lw, None)            # unknown writes: fence
+    assert thread_sync.needs_fence(lw, {a_s})
+    assert not thread_sync.needs_fence(lw, set())
+    other = tirx.decl_buffer((4,), "float32", "w", scope="shared.dyn")
+    assert thread_sync.needs_fence(lw, {other})          # a buffer the plan does not know: fence
+    lw.layouts.shared[other] = None
+    lw._async_readers = None
+    assert not thread_sync.needs_fence(lw, {other})
+    lw.smem_alias = {other: {a_s}}                       # sharing bytes with a wgmma operand
+    lw._async_readers = None
+    assert thread_sync.needs_fence(lw, {other})
+    lw.layouts.wgmma = False                             # no wgmma in the kernel: never
+    assert not thread_sync.needs_fence(lw, {a_s})
