@@ -5,6 +5,8 @@ registers when the copy sits in a loop), cp.async committed and waited for on th
 (issue 20: one-stage 128x128 attention and NSA were slower with plain K / V copies). A loop of
 one iteration counts as no loop."""
 
+import re
+
 import tilelang
 import tilelang.language as T
 from tilelang.transform import lower_copy
@@ -145,3 +147,67 @@ def heavy_loop(trips):
 def test_loop_of_one_iteration_counts_as_no_loop():
     assert "cp_async" not in source(heavy_loop(1))          # (gdn's T.Pipelined(1) over K)
     assert "tl::cp_async_gs<16>" in source(heavy_loop(2))
+
+
+def three_copies_then_readers():
+    """Three register-heavy lone copies in a loop; the first tile is read first, the other two later."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+             D: T.Tensor((256, 256), T.float16), C: T.Tensor((256, 256), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            D_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=1):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.copy(D[k * 32, bx * 128], D_s)
+                for i, j in T.Parallel(128, 32):
+                    A_s[i, j] = A_s[i, j] * T.float16(0.5)
+                T.gemm(A_s, B_s, C_l)
+                T.gemm(A_s, D_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+    return main
+
+
+def test_lone_copies_wait_together_before_their_first_reader():
+    """thread_sync._place_waits: the three copies are committed back to back; each tile is waited
+    for just before its first reader, the copies issued after it left in flight: wait<2> before the
+    loop that rewrites A_s, wait<1> before the gemm that reads B_s, wait<0> before the one reading
+    D_s; a barrier after each (the tile lands there)."""
+    body = loop_part(source(three_copies_then_readers()))
+    commits = [m.start() for m in re.finditer(r"tl::cp_async_commit\(\);", body)]
+    assert len(commits) == 3
+    w2, w1, w0 = (body.index(f"tl::cp_async_wait<{n}>();") for n in (2, 1, 0))
+    g1 = body.index("wgmma_gemm")
+    g2 = body.index("wgmma_gemm", g1 + 1)
+    assert commits[-1] < w2 < w1 < g1 < w0 < g2
+    assert body.count("tl::cp_async_wait<") == 3
+    for w, reader in ((w2, w1), (w1, g1), (w0, g2)):
+        assert w < body.index("__syncthreads();", w) < reader
+
+
+def test_a_sequence_with_its_own_async_copies_waits_at_once():
+    """Where the sequence has a T.async_copy of its own, its waits count groups: lone copies
+    keep their immediate wait."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+             C: T.Tensor((256, 256), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=1):
+                T.async_copy(A[by * 128, k * 32], A_s)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.ptx_wait_group(0)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+    body = loop_part(source(main))
+    b_copy = body.index("tl::cp_async_gs", body.index("tl::cp_async_commit();") + 1)
+    assert body.index("tl::cp_async_wait<0>();", b_copy) < body.index("wgmma_gemm")

@@ -305,3 +305,21 @@ def test_indexed_elements_enumerates_the_enclosing_loops():
         thread_sync.indexed_elements = orig
     tables = [t for out in seen for b, t in out.items() if b.name == "B_s"]
     assert tables and all(len(t) == 4096 and all(len(ts) == 1 for ts in t.values()) for t in tables)
+
+
+def test_thread_indexed_gather_addresses_are_unknown_not_an_error():
+    """An address read from a tensor (``S[Idx[tx]]``) is no function of the thread index: the
+    barriers stay (upstream's top-k selector raised an internal error here once)."""
+
+    @T.prim_func
+    def main(Idx: T.Tensor((128,), T.int32), O: T.Tensor((2, 128), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((128,), T.float32)
+            tx = T.get_thread_binding()
+            for k in T.serial(2):
+                S[Idx[tx] % 128] = T.float32(k)
+                O[k, tx] = S[tx]
+
+    src = tilelang.lower(main, "sm_90a").source
+    body = src[src.index("for (int k = 0;"):]
+    assert body.count("__syncthreads();") >= 2

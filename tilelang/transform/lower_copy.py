@@ -207,10 +207,12 @@ def lower_copy(lw, stmt):
                             "shared buffer packed (float4_e2m1fn)", stmt.span)
     vec = _vector_width(lw, src, dst, sd, dd, tile)
     # cp.async where something overlaps with it: T.async_copy, or a producer of a pipelined loop
-    # (committed and waited for by the pipeline). A lone copy is waited for at once: plain vector
-    # loads and stores do the same without the commit/wait round trip (and leave thread_sync each
-    # thread's elements), as long as the registers they stage the bytes in are to spare
-    # (``_stages_too_much``); otherwise it goes through cp.async all the same.
+    # (committed and waited for by the pipeline). A lone copy is plain vector loads and stores
+    # (no commit/wait round trip, and thread_sync knows each thread's elements), as long as the
+    # registers they stage the bytes in are to spare (``_stages_too_much``); otherwise it goes
+    # through cp.async all the same, waited for before the first statement of its sequence that
+    # touches the tile (thread_sync._place_waits), or at once where that sequence has cp.async
+    # groups of its own.
     vec_bytes = _vec_bytes(vec, src.dtype)
     use_async = (s_scope == "global" and d_scope in SHARED_SCOPES and vec_bytes >= 4
                  and src.dtype == dst.dtype
@@ -225,7 +227,10 @@ def lower_copy(lw, stmt):
         # thread_sync.thread_elements: which thread moves which shared element
         lw.__dict__.setdefault("sync_copies", {})[stmt] = (src, dst, sd, dd, tile, vec, lw.T, lw.tid)
     if use_async and not lw.in_producer:
-        wait = [] if forced else [evaluate_extern("tl::cp_async_wait<0>")]
+        deferred = not forced and getattr(lw, "defer_copy", None) is not None and lw.defer_copy.same_as(stmt)
+        if deferred:    # its sequence waits before the tile's first reader (thread_sync._place_waits)
+            lw.deferred_dst = dst.buffer
+        wait = [] if forced or deferred else [evaluate_extern("tl::cp_async_wait<0>")]
         body = seq([body, evaluate_extern("tl::cp_async_commit")] + wait)
     return body
 

@@ -65,6 +65,8 @@ class Lowerer:
         self.thread_guard = None  # the user's `if` on the thread index being lowered, if any
         self.thread_region = None  # the thread_regions.Region being lowered (tile work for a thread range)
         self.thread_conds = []     # the enclosing conditions on the thread index (barrier placement)
+        self.defer_copy = None     # the statement whose lone cp.async may leave its wait (thread_sync)
+        self.deferred_dst = None   # ... and the tile it left it for
         self.regions = thread_regions.regions(info)
         self.thread_vars = [iv.var for iv, _ in info.launch if str(iv.thread_tag).startswith("threadIdx")]
         self.an = tvm.sym.Analyzer()

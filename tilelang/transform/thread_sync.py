@@ -18,7 +18,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import const_int, eval_int, evaluate_extern, seq, walk_stmts
+from tilelang.tir_utils import const_int, dtype_of, eval_int, evaluate_extern, seq, walk_stmts
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
@@ -209,7 +209,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
     touching = 0
     in_flight = []      # destinations of T.async_copy issued in this sequence, one commit group each
     pending = []        # (k, reads, writes) of the statements since the last barrier
-    own_w = set()       # what they write, without aliases
+    own_r, own_w = set(), set()     # what they read and write, without aliases
     for k, s in enumerate(stmts):
         # a T.ws block is ordered against the others by the user's mbarriers
         r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
@@ -217,17 +217,19 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
         # the tile counts as written again (a reader after a barrier between issue and wait
         # needs one more, after the wait)
         landed, in_flight = _async_landing(s, in_flight)
-        direct = w | landed
+        direct_r, direct = r, w | landed
         if alias:
             r, w, landed = _widen(r, alias), _widen(w, alias), _widen(landed, alias)
         if r or w:
             touching += 1
-        if conflict(r, w, pend_r, pend_w) and not (
+        # (this statement's buffers with their aliases against the pending ones as named: two
+        # buffers that each share bytes with a third, at different bytes, do not conflict)
+        if conflict(r, w, own_r, own_w) and not (
                 owners is not None and not landed and _same_owner([(k, r, w)], pending, owners)):
             syncs.append(k)
             if written is not None:
                 written[k] = own_w
-            pend_r, pend_w, own_w = set(), set(), set()
+            pend_r, pend_w, own_r, own_w = set(), set(), set(), set()
             pending = []
             head_open = False
         if head_open:
@@ -235,7 +237,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
             head_w |= w | landed
         pend_r |= r
         pend_w |= w | landed
-        own_w = own_w | direct
+        own_r, own_w = own_r | direct_r, own_w | direct
         pending.append((k, r, w | landed) if not landed else (None, r, w | landed))
     if written is not None:
         written["end"] = own_w
@@ -301,37 +303,117 @@ def lower_sequence(lw, stmts):
 def lower_sequence_written(lw, stmts):
     """(``lower_sequence``'s result, the shared buffers written after its last barrier): what a
     barrier the caller puts after it publishes (``sync_stmt``'s ``writes``)."""
-    lowered, _, _, written = _lower_planned(lw, stmts)
+    lowered, _, _, written, _ = _lower_planned(lw, stmts)
     return lowered, written
 
 
 def _lower_planned(lw, stmts):
-    """(the lowered sequence with its barriers, the plan: ``plan_sequence``'s result). Statements
-    are lowered before the final plan is made, so that it can use how they were lowered
-    (``thread_elements``)."""
+    """(the lowered sequence with its barriers, the plan: ``plan_sequence``'s result, the owners
+    function, the buffers written after the last barrier, the statements planned: ``stmts`` with
+    the waits of deferred copies). Statements are lowered before the final plan is made, so that
+    it can use how they were lowered (``thread_elements``).
+
+    A ``T.copy`` of this sequence that the lowering makes a lone cp.async (``lower_copy``: its
+    registers are not to spare) is committed without its wait: one ``cp_async_wait<n>`` goes
+    before the first statement that touches its tile (n: the deferred copies issued after it,
+    still in flight), or at the end of the sequence. Consecutive copies are then in flight
+    together and under the statements up to their first reader; the plan sees the copy as
+    ``T.async_copy`` and its tile written at the wait (``_async_landing``)."""
     planned = stmts
     if getattr(lw, "ws", None) is not None and lw.ws.heads:
         # a head copy is the TMA producer's, behind an mbarrier the consumers wait on: no barrier
         planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if lw.ws.is_head(s) else s for s in stmts]
     alias = getattr(lw, "smem_alias", None)
     conservative = plan_sequence(planned, alias)
+    defer = _may_defer_waits(lw, stmts)
     # barriers are built in program order, interleaved with the lowering as always (a barrier
     # over a thread range takes the next free id when first built); their fences once the final
     # plan says what each one publishes
-    syncs, lowered = {}, []
+    syncs, lowered, deferred = {}, [], {}
+    saved = getattr(lw, "defer_copy", None)
     for k, s in enumerate(stmts):
         if k in conservative[0]:
             syncs[k] = sync_stmt(lw, writes=())
-        lowered.append(lw.lower(s))
+        lw.defer_copy, lw.deferred_dst = (s if defer else None), None
+        try:
+            lowered.append(lw.lower(s))
+        finally:
+            lw.defer_copy = saved
+        if lw.deferred_dst is not None:
+            deferred[k] = lw.deferred_dst
+    origin = list(range(len(stmts)))
+    if deferred:
+        stmts, planned, lowered, origin = _place_waits(lw, stmts, planned, lowered, deferred)
     owners = _owners_fn(lw, stmts)
     written = {}
     plan = plan_sequence(planned, alias, owners=owners, written=written)
     out = []
     for k, s in enumerate(lowered):
         if k in plan[0]:
-            out.append(fenced(lw, syncs[k], written[k]) if k in syncs else sync_stmt(lw, written[k]))
+            o = origin[k]
+            out.append(fenced(lw, syncs[o], written[k]) if o is not None and o in syncs else sync_stmt(lw, written[k]))
         out.append(s)
-    return seq(out), plan, owners, written["end"]
+    return seq(out), plan, owners, written["end"], stmts
+
+
+def _may_defer_waits(lw, stmts) -> bool:
+    """Whether lone cp.async copies of this sequence may leave their wait to their first reader:
+    not in a pipeline's producer, and no statement of it issues or waits for cp.async groups of
+    its own (T.async_copy, an explicit ``cp_async_wait``: their counts assume no other group)."""
+    if getattr(lw, "in_producer", False) or lw.configs.get("tl.disable_deferred_copy_wait", False):
+        return False
+    found = []
+
+    def visit(s):
+        if isinstance(s, tirx.Evaluate):
+            v = s.value
+            if is_tl_call(v, "copy") and len(v.args) > 3 and isinstance(v.args[3], tirx.IntImm) \
+                    and int(v.args[3]) == ASYNC_COPY_FLAG:
+                found.append(s)
+            elif isinstance(v, tirx.Call) and v.args and "cp_async" in str(getattr(v.args[0], "value", "")):
+                found.append(s)
+
+    for s in stmts:
+        walk_stmts(s, visit)
+    return not found
+
+
+def _place_waits(lw, stmts, planned, lowered, deferred):
+    """The sequence with a ``cp_async_wait<n>`` before the first statement touching the tile of
+    each deferred copy (``deferred``: index -> its shared buffer), the copies marked as
+    ``T.async_copy`` for the plan: (stmts, planned, lowered, origin index or None per entry)."""
+    alias = getattr(lw, "smem_alias", None) or {}
+    out_s, out_p, out_l, origin, inflight = [], [], [], [], []
+
+    def wait(n):
+        w = evaluate_extern(f"tl::cp_async_wait<{n}>")
+        out_s.append(w)
+        out_p.append(w)
+        out_l.append(w)
+        origin.append(None)
+
+    for k, s in enumerate(stmts):
+        if inflight:
+            r, w = shared_rw(s)     # (a buffer sharing bytes with the tile is in its alias set)
+            need = [i for i, (_, b) in enumerate(inflight) if _widen({b}, alias) & (r | w)]
+            if need:
+                last = max(need)
+                wait(len(inflight) - 1 - last)
+                inflight = inflight[last + 1:]
+        p = planned[k]
+        if k in deferred:
+            v = p.value
+            args = list(v.args) + [tirx.IntImm("int32", 0)] * (4 - len(v.args))
+            args[3] = tirx.IntImm("int32", ASYNC_COPY_FLAG)
+            p = tirx.Evaluate(ir.Call(v.op, args, ret_ty=v.ty), span=p.span)
+            inflight.append((k, deferred[k]))
+        out_s.append(p if k in deferred else s)
+        out_p.append(p)
+        out_l.append(lowered[k])
+        origin.append(k)
+    if inflight:
+        wait(0)
+    return out_s, out_p, out_l, origin
 
 
 def lower_loop_body(lw, body):
@@ -341,7 +423,7 @@ def lower_loop_body(lw, body):
         stmts = body
     else:
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    lowered, plan, owners, tail_written = _lower_planned(lw, stmts)
+    lowered, plan, owners, tail_written, stmts = _lower_planned(lw, stmts)
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan
     if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w) \
             and not _wraps_same_owner(lw, stmts, syncs, owners):
@@ -469,6 +551,8 @@ def indexed_elements(lw, stmt):
     for _, indices in accesses:
         for i in indices:
             for v in tirx.analysis.undefined_vars(i):
+                if hasattr(v, "shape") or not dtype_of(v).startswith(("int", "uint")):
+                    return None     # (a buffer read inside an address: a gather)
                 if not any(v.same_as(f) for f in free):
                     free.append(v)
     ranges = []
