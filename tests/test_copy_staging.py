@@ -211,3 +211,10 @@ def test_a_sequence_with_its_own_async_copies_waits_at_once():
     body = loop_part(source(main))
     b_copy = body.index("tl::cp_async_gs", body.index("tl::cp_async_commit();") + 1)
     assert body.index("tl::cp_async_wait<0>();", b_copy) < body.index("wgmma_gemm")
+
+
+def test_disable_deferred_copy_wait_waits_on_the_spot():
+    func = three_copies_then_readers()
+    src = tilelang.compile(func, target=SM90, pass_configs={"tl.disable_deferred_copy_wait": True}).get_kernel_source()
+    body = loop_part(src)
+    assert body.count("tl::cp_async_wait<0>();") == 3 and "tl::cp_async_wait<2>" not in body

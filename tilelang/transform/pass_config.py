@@ -36,6 +36,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_DISABLE_WGMMA_MIX = "tl.disable_wgmma_mix"
+    TL_DISABLE_DEFERRED_COPY_WAIT = "tl.disable_deferred_copy_wait"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
@@ -161,6 +162,10 @@ EFFECTS = {
                                         "backward's 32-row dQ gemm beside 128-row ones) runs every gemm on "
                                         "mma.sync instead of each one that fits on wgmma and the rest on mma.sync "
                                         "(which then reads the wgmma operands' slab layout)",
+    PassConfigKey.TL_DISABLE_DEFERRED_COPY_WAIT: "a global->shared T.copy lowered to a lone cp.async (outside a "
+                                                 "pipeline, its registers not to spare) waits for its data right "
+                                                 "after it instead of just before the first statement that reads "
+                                                 "its tile (later lone copies then no longer fly with it)",
     PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
                                            "warp-specialised loop with several gemms (attention's Q) is loaded "
                                            "by the consumers with cp.async instead of by the TMA producer "
