@@ -296,3 +296,34 @@ def test_l2_tensor_the_kernel_does_not_read_still_gets_its_window():
     assert "A" not in k.artifact.kernel_args
     assert "__tvm_cuda_stream_set_access_policy_window_packed(A" in host
     assert "p0 = a0.data_ptr()" in host and "(p0, ))" in host
+
+
+def test_a_single_wave_kernel_declares_one_block_per_sm():
+    """engine/lower._single_wave_min_blocks: a constant grid of at most one block per SM (132 on
+    sm_90a) with at most 128 threads a block is declared __launch_bounds__(T, 1)."""
+    from tilelang.engine.lower import _single_wave_min_blocks
+
+    assert _single_wave_min_blocks(["4", "32", "1"], [128, 1, 1], "sm_90a") == 1
+    assert _single_wave_min_blocks(["132", "1", "1"], [64, 1, 1], "sm_90a") == 1
+    assert _single_wave_min_blocks(["133", "1", "1"], [128, 1, 1], "sm_90a") is None    # two waves
+    assert _single_wave_min_blocks(["4", "1", "1"], [256, 1, 1], "sm_90a") is None      # 256 threads
+    assert _single_wave_min_blocks(["(M + 63) // 64", "1", "1"], [128, 1, 1], "sm_90a") is None
+    assert _single_wave_min_blocks(["min(64, NUM_SMS)", "1", "1"], [128, 1, 1], "sm_90a") is None
+    assert _single_wave_min_blocks(["4", "1", "1"], [128, 1, 1], "sm_86") is None       # no known SM count
+
+
+def test_single_wave_launch_bound_in_the_source():
+    @T.prim_func
+    def small(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32)):
+        with T.Kernel(8, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    @T.prim_func
+    def large(A: T.Tensor((1 << 20,), T.float32), B: T.Tensor((1 << 20,), T.float32)):
+        with T.Kernel(8192, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    assert "__launch_bounds__(128, 1)" in tilelang.lower(small, "sm_90a").kernel_source
+    assert "__launch_bounds__(128)" in tilelang.lower(large, "sm_90a").kernel_source

@@ -52,7 +52,8 @@ def test_artifact_device_mod_lists_the_kernels():
     art = tilelang.lower(_copy_kernel(), target="sm_90a")
     names = [g.name_hint for g in art.device_mod.functions]
     assert names == [art.name]
-    assert f"void __launch_bounds__(128) {art.name}(" in art.kernel_source
+    # (one block: a single wave, engine/lower._single_wave_min_blocks)
+    assert f"void __launch_bounds__(128, 1) {art.name}(" in art.kernel_source
 
 
 def test_eager_ast_mutate_shows_the_rewritten_source():

@@ -8,12 +8,14 @@ This is the single boundary where compiler failures become diagnostics: a ``Lowe
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
 
 from tvm import tirx
 
+from tilelang import targets
 from tilelang.artifact import (NUM_SMS, ArtifactError, KernelArtifact, ParamSpec, affine_in, expr_names, is_shape_expr,
                                parse_int_expr)
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
@@ -433,8 +435,9 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags
     source = with_min_blocks_per_sm(apply_cuda_postproc(st.cuda.source, st.arch), st.func)
-    if st.min_blocks_per_sm:   # setmaxnreg in a pair of blocks per SM: the launch bound fixes the registers
-        source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {int(st.min_blocks_per_sm)})", source)
+    min_blocks = st.min_blocks_per_sm or _single_wave_min_blocks(list(grid.values()), block, st.arch)
+    if min_blocks:   # setmaxnreg in a pair of blocks per SM: the launch bound fixes the registers
+        source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {int(min_blocks)})", source)
     return KernelArtifact(
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
@@ -442,6 +445,25 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params),
         host_asserts=_host_asserts(st.func, params, symbols),
         kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps))
+
+
+def _single_wave_min_blocks(grid, block, arch):
+    """1 (``__launch_bounds__(T, 1)``) for a kernel whose whole grid, a constant, is one wave of
+    at most one block per SM on the architecture's data-centre part, with at most 128 threads a
+    block (so that two blocks still fit an SM's 64 K registers at 255 a thread, on parts with
+    fewer SMs); None otherwise. Nothing is gained there from the few registers ptxas otherwise
+    keeps for more blocks per SM, and more let it start a loop's loads before a wait
+    (upstream's gdn_chunk_delta_h: 128 blocks, 98 -> 119 registers, every W load ahead of the
+    h tile's TMA store wait). Upstream declares ``(T, 1)`` for every kernel."""
+    sms = targets.sm_count(arch) if arch else None
+    threads = math.prod(block)
+    try:
+        blocks = math.prod(int(str(g)) for g in grid)
+    except ValueError:
+        return None     # (a grid that depends on the arguments)
+    if sms is None or threads > 128 or blocks > sms:
+        return None
+    return 1
 
 
 def _wide_symbol_arg_types(cuda_args, kernel_args, by_name, tensormaps):
