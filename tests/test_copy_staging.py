@@ -218,3 +218,31 @@ def test_disable_deferred_copy_wait_waits_on_the_spot():
     src = tilelang.compile(func, target=SM90, pass_configs={"tl.disable_deferred_copy_wait": True}).get_kernel_source()
     body = loop_part(src)
     assert body.count("tl::cp_async_wait<0>();") == 3 and "tl::cp_async_wait<2>" not in body
+
+
+def test_copies_under_an_if_wait_inside_it():
+    """Lone copies in a nested sequence (the body of an ``if``) are that sequence's: waited for at
+    its end, and the ``if`` itself is no deferred copy of the outer sequence (upstream's
+    block-causal varlen backward raised an internal error here once)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
+             D: T.Tensor((256, 256), T.float16), C: T.Tensor((256, 256), T.float16)):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), T.float16)
+            B_s = T.alloc_shared((32, 128), T.float16)
+            C_l = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(8, num_stages=1):
+                T.copy(A[by * 128, k * 32], A_s)
+                if bx > 0:
+                    T.copy(B[k * 32, bx * 128], B_s)
+                    T.copy(D[k * 32, bx * 128], B_s)
+                else:
+                    T.clear(B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    body = loop_part(source(main))
+    branch = body[body.index("if (0 < ((int)blockIdx.x))"):body.index("} else {")]
+    assert branch.count("tl::cp_async_commit();") == 2 and branch.count("tl::cp_async_wait<") >= 1

@@ -341,6 +341,7 @@ def _lower_planned(lw, stmts):
             lw.defer_copy = saved
         if lw.deferred_dst is not None:
             deferred[k] = lw.deferred_dst
+        lw.deferred_dst = None      # (read once: a nested sequence's copy is that sequence's)
     origin = list(range(len(stmts)))
     if deferred:
         stmts, planned, lowered, origin = _place_waits(lw, stmts, planned, lowered, deferred)
