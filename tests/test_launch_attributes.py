@@ -327,3 +327,14 @@ def test_single_wave_launch_bound_in_the_source():
 
     assert "__launch_bounds__(128, 1)" in tilelang.lower(small, "sm_90a").kernel_source
     assert "__launch_bounds__(128)" in tilelang.lower(large, "sm_90a").kernel_source
+
+
+def test_single_wave_launch_bound_can_be_turned_off():
+    @T.prim_func
+    def small(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32)):
+        with T.Kernel(8, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    art = tilelang.lower(small, "sm_90a", pass_configs={"tl.disable_single_wave_launch_bound": True})
+    assert "__launch_bounds__(128)" in art.kernel_source

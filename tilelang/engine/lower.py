@@ -435,7 +435,9 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags
     source = with_min_blocks_per_sm(apply_cuda_postproc(st.cuda.source, st.arch), st.func)
-    min_blocks = st.min_blocks_per_sm or _single_wave_min_blocks(list(grid.values()), block, st.arch)
+    min_blocks = st.min_blocks_per_sm
+    if not min_blocks and not st.pass_configs.get("tl.disable_single_wave_launch_bound"):
+        min_blocks = _single_wave_min_blocks(list(grid.values()), block, st.arch)
     if min_blocks:   # setmaxnreg in a pair of blocks per SM: the launch bound fixes the registers
         source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {int(min_blocks)})", source)
     return KernelArtifact(

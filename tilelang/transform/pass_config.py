@@ -37,6 +37,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_DISABLE_WGMMA_MIX = "tl.disable_wgmma_mix"
     TL_DISABLE_DEFERRED_COPY_WAIT = "tl.disable_deferred_copy_wait"
+    TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND = "tl.disable_single_wave_launch_bound"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
@@ -166,6 +167,9 @@ EFFECTS = {
                                                  "pipeline, its registers not to spare) waits for its data right "
                                                  "after it instead of just before the first statement that reads "
                                                  "its tile (later lone copies then no longer fly with it)",
+    PassConfigKey.TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND: "a kernel whose constant grid is one wave (at most one block "
+                                                       "per SM) of at most 128 threads a block is declared "
+                                                       "__launch_bounds__(T) instead of (T, 1)",
     PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
                                            "warp-specialised loop with several gemms (attention's Q) is loaded "
                                            "by the consumers with cp.async instead of by the TMA producer "
