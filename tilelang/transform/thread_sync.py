@@ -371,8 +371,9 @@ def _may_defer_waits(lw, stmts) -> bool:
             if is_tl_call(v, "copy") and len(v.args) > 3 and isinstance(v.args[3], tirx.IntImm) \
                     and int(v.args[3]) == ASYNC_COPY_FLAG:
                 found.append(s)
-            elif isinstance(v, tirx.Call) and v.args and "cp_async" in str(getattr(v.args[0], "value", "")):
-                found.append(s)
+            elif isinstance(v, ir.Call) and ("cp_async" in getattr(v.op, "name", "") or (
+                    v.args and "cp_async" in str(getattr(v.args[0], "value", "")))):
+                found.append(s)     # (T.ptx_cp_async, a commit or a wait of the user's)
 
     for s in stmts:
         walk_stmts(s, visit)
@@ -396,7 +397,10 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
     for k, s in enumerate(stmts):
         if inflight:
             r, w = shared_rw(s)     # (a buffer sharing bytes with the tile is in its alias set)
-            need = [i for i, (_, b) in enumerate(inflight) if _widen({b}, alias) & (r | w)]
+            if _passes_shared_pointers(s):      # (what a pointer reaches is unknown: all of them)
+                need = list(range(len(inflight)))
+            else:
+                need = [i for i, (_, b) in enumerate(inflight) if _widen({b}, alias) & (r | w)]
             if need:
                 last = max(need)
                 wait(len(inflight) - 1 - last)
@@ -415,6 +419,28 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
     if inflight:
         wait(0)
     return out_s, out_p, out_l, origin
+
+
+def _passes_shared_pointers(stmt) -> bool:
+    """Whether ``stmt`` hands shared memory to something by address (``T.access_ptr``,
+    ``T.address_of`` in a call), which may read any of it."""
+    import tvm_ffi
+
+    found = []
+
+    def on_expr(e):
+        if isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of",
+                                                                     "tl.access_ptr"):
+            for a in e.args:
+                src = a.source if isinstance(a, ir.TensorLoad) else a
+                scope = scope_of(src) if hasattr(src, "shape") else \
+                    str(getattr(getattr(src, "ty", None), "storage_scope", ""))   # (a data pointer)
+                if scope in SHARED_SCOPES:
+                    found.append(e)
+        return None
+
+    tvm_ffi.structural_walk(stmt, [(ir.Expr, on_expr)], order="pre")
+    return bool(found)
 
 
 def lower_loop_body(lw, body):
