@@ -438,7 +438,7 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     min_blocks = st.min_blocks_per_sm
     if not min_blocks and not st.pass_configs.get("tl.disable_single_wave_launch_bound"):
         min_blocks = _single_wave_min_blocks(list(grid.values()), block, st.arch)
-    if min_blocks:   # setmaxnreg in a pair of blocks per SM: the launch bound fixes the registers
+    if min_blocks:   # a pair of blocks per SM (setmaxnreg) or one wave (a user annotation is in already)
         source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {int(min_blocks)})", source)
     return KernelArtifact(
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
