@@ -174,7 +174,11 @@ def test_annotate_min_blocks_per_sm_sets_the_launch_bounds():
     art = tilelang.lower(main, "sm_90a")
     assert art.source.count("__launch_bounds__(128, 2)") == 2      # declaration and definition
     _compiles(art)
-    assert "__launch_bounds__(32)" in tilelang.lower(_annotated(), "sm_90a").source
+    # without the annotation: the plain bound (this one-block kernel is a single wave, which
+    # engine/lower gives (T, 1) unless tl.disable_single_wave_launch_bound)
+    assert "__launch_bounds__(32, 1)" in tilelang.lower(_annotated(), "sm_90a").source
+    plain = tilelang.lower(_annotated(), "sm_90a", pass_configs={"tl.disable_single_wave_launch_bound": True})
+    assert "__launch_bounds__(32)" in plain.source
     with pytest.raises(ValueError, match="positive int"):
         T.annotate_min_blocks_per_sm(0)
 
