@@ -7,10 +7,16 @@ The analysis runs on the tile-level statements: a tile op's operands say which s
 reads and writes. It is conservative: two statements touching the same buffer are assumed to use
 different thread mappings, and buffers that share bytes (disjoint lifetimes, ``smem_plan``) count
 as the same buffer, with one exception (``thread_elements``): where every statement involved is a
-synchronous threaded ``T.copy`` or a ``T.Parallel`` nest whose per-thread shared elements are known
-exactly (the copy's partition, the nest's loop layout), and every element both touch belongs to one
-and the same thread, the thread reads back only what it wrote itself and no barrier goes between
-them (upstream's rms_norm: a copy into a tile, an element-wise loop over it, a copy out of it).
+synchronous threaded ``T.copy``, a ``T.Parallel`` nest or a statement addressed by the thread index
+(``indexed_elements``) whose per-thread shared elements are known exactly (the copy's partition,
+the nest's loop layout, the addresses at every thread and iteration), and every element both touch
+belongs to one and the same thread, the thread reads back only what it wrote itself and no barrier
+goes between them (upstream's rms_norm: a copy into a tile, an element-wise loop over it, a copy
+out of it).
+
+In a wgmma kernel a barrier gets ``fence.proxy.async`` only where the writes it publishes reach a
+buffer the async proxy reads (``needs_fence``). A lone cp.async copy of a sequence is waited for
+just before the first statement touching its tile (``_place_waits``).
 """
 
 from __future__ import annotations
