@@ -143,3 +143,25 @@ def test_row_guarded_vectors_in_the_lowered_loop():
     assert isinstance(inner_if, tirx.IfThenElse) and isinstance(inner_if.then_case, tirx.For)
     assert inner_if.then_case.kind == tirx.ForKind.VECTORIZED and int(inner_if.then_case.extent) == 8
     assert not uses_vars(inner_if.condition, [v]) and uses_vars(inner_if.condition, [outer.loop_var])
+
+
+def test_guards_inside_a_row_guard_keep_their_place():
+    """A guard nested inside one that depends on the loop variable is not hoisted above it (the
+    outer one may be what makes it safe to evaluate): both stay around the vector, in order."""
+    from tvm import arith, tirx
+
+    from tilelang.transform.vectorize_parallel import vectorize_register_loop
+
+    v, c, d = tirx.Var("v", "int32"), tirx.Var("c", "int32"), tirx.Var("d", "int32")
+    buf = tirx.decl_buffer((64 * 8,), "float16", "A", scope="shared")
+    out = tirx.decl_buffer((4096,), "float16", "B")
+    store = tirx.BufferStore(out, tirx.BufferLoad(buf, [v]), [v])
+    inner_guard = tirx.IfThenElse(d > 0, store, None)
+    body = tirx.IfThenElse(tirx.FloorDiv(v, 8) < c, inner_guard, None)
+    loop = vectorize_register_loop(body, v, 64, arith.Analyzer(), "i")
+    assert isinstance(loop, tirx.For)
+    first = loop.body
+    assert isinstance(first, tirx.IfThenElse) and "c" in str(first.condition)
+    second = first.then_case
+    assert isinstance(second, tirx.IfThenElse) and second.condition.same_as(inner_guard.condition)
+    assert isinstance(second.then_case, tirx.For) and second.then_case.kind == tirx.ForKind.VECTORIZED

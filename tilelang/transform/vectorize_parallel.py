@@ -10,10 +10,11 @@ takes the name of the nest's first loop variable, as upstream prints it.
 
 Conditions, all checked on the lowered body (anything else keeps the serial loop):
 - one ``BufferStore`` of an 8- to 64-bit element type, possibly under nested guards (``if``
-  without ``else``): a guard that does not depend on ``v`` (a replica guard) is hoisted around the
-  loop; one that does but is the same in the ``w`` lanes of every vector (the row bound of a
-  varlen output, ``if bx * M + i < seqlen: O[.., i, d] = ...`` vectorised along ``d``) is tested
-  once per vector, around the vectorised lanes; neither guard may read the stored buffer;
+  without ``else``): the outermost guards that do not depend on ``v`` (a replica guard) are
+  hoisted around the loop; from the first one that does (which must be the same in the ``w`` lanes
+  of every vector: the row bound of a varlen output, ``if bx * M + i < seqlen: O[.., i, d] = ...``
+  vectorised along ``d``) they are tested once per vector, in their order, around the lanes; no
+  guard may read the stored buffer;
 - its value is built from loads, variables, immediates, ``+ - * min max``, casts between
   float32 and float16 / bfloat16; or the whole value is ``T.if_then_else(c, load, load or
   constant)`` with ``c`` the same in every lane of a vector (the bounds guard of a gathered load:
@@ -231,19 +232,24 @@ def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
         return None
     if any(ld.source.data.same_as(store.buffer.data) for g in guards for ld in tensor_loads(g.condition)):
         return None     # (tested once per vector, a guard must not read what the lanes store)
-    per_vector = [g for g in guards if uses_vars(g.condition, [v])]
-    w = _width(store, v, n, an, [g.condition for g in per_vector])
+    # the outermost guards up to the first that depends on v go around the loop; that one and
+    # every guard inside it stay in their order around the vector (a condition the outer ones
+    # make safe to evaluate is never moved above them)
+    hoist = 0
+    while hoist < len(guards) and not uses_vars(guards[hoist].condition, [v]):
+        hoist += 1
+    w = _width(store, v, n, an, [g.condition for g in guards[hoist:] if uses_vars(g.condition, [v])])
     if w <= 1:
         return None
     vo, vi = tirx.Var(name, "int32"), tirx.Var("vec", "int32")
     inner = tirx.For(vi, i32(0), i32(w), tirx.ForKind.VECTORIZED, substitute_stmt(store, {v: vo * w + vi}))
-    for g in reversed(per_vector):  # (the value of lane 0, the same in every lane)
+    for g in reversed(guards[hoist:]):  # (at lane 0: the same in every lane)
         inner = tirx.IfThenElse(substitute(g.condition, {v: vo * w}), inner, None, span=g.span)
     if n == w:
         loop = substitute_stmt(inner, {vo: i32(0)})
     else:
         loop = tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner, annotations=annotations or {}, span=span)
-    for g in reversed([g for g in guards if not uses_vars(g.condition, [v])]):
+    for g in reversed(guards[:hoist]):
         loop = tirx.IfThenElse(g.condition, loop, None, span=g.span)
     return loop
 
