@@ -312,29 +312,24 @@ def test_a_single_wave_kernel_declares_one_block_per_sm():
     assert _single_wave_min_blocks(["4", "1", "1"], [128, 1, 1], "sm_86") is None       # no known SM count
 
 
+def _doubling(blocks):
+    """B = 2 A over ``blocks`` blocks of 128 threads."""
+    n = blocks * 128
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(blocks, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    return main
+
+
 def test_single_wave_launch_bound_in_the_source():
-    @T.prim_func
-    def small(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32)):
-        with T.Kernel(8, threads=128) as bx:
-            for i in T.Parallel(128):
-                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
-
-    @T.prim_func
-    def large(A: T.Tensor((1 << 20,), T.float32), B: T.Tensor((1 << 20,), T.float32)):
-        with T.Kernel(8192, threads=128) as bx:
-            for i in T.Parallel(128):
-                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
-
-    assert "__launch_bounds__(128, 1)" in tilelang.lower(small, "sm_90a").kernel_source
-    assert "__launch_bounds__(128)" in tilelang.lower(large, "sm_90a").kernel_source
+    assert "__launch_bounds__(128, 1)" in tilelang.lower(_doubling(8), "sm_90a").kernel_source
+    assert "__launch_bounds__(128)" in tilelang.lower(_doubling(8192), "sm_90a").kernel_source
 
 
 def test_single_wave_launch_bound_can_be_turned_off():
-    @T.prim_func
-    def small(A: T.Tensor((1024,), T.float32), B: T.Tensor((1024,), T.float32)):
-        with T.Kernel(8, threads=128) as bx:
-            for i in T.Parallel(128):
-                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
-
-    art = tilelang.lower(small, "sm_90a", pass_configs={"tl.disable_single_wave_launch_bound": True})
+    art = tilelang.lower(_doubling(8), "sm_90a", pass_configs={"tl.disable_single_wave_launch_bound": True})
     assert "__launch_bounds__(128)" in art.kernel_source

@@ -78,3 +78,22 @@ def test_needs_fence_follows_the_async_readers():
     assert thread_sync.needs_fence(lw, {other})
     lw.layouts.wgmma = False                             # no wgmma in the kernel: never
     assert not thread_sync.needs_fence(lw, {a_s})
+
+
+def test_a_buffer_passed_by_address_counts_as_read_by_the_async_proxy():
+    """A user's call that takes a shared tile by address (``T.access_ptr``: a hand-written wgmma
+    or TMA store) may read it through the async proxy: writes to it keep their fence."""
+    from types import SimpleNamespace
+
+    from tvm import tirx
+
+    from tilelang.transform import thread_sync
+
+    s = tirx.decl_buffer((64,), "float16", "s", scope="shared.dyn")
+    local = tirx.decl_buffer((8,), "float16", "l", scope="local")
+    body = tirx.SeqStmt([tirx.Evaluate(tirx.call_extern("int32", "f", s.access_ptr("r"))),
+                         tirx.Evaluate(tirx.call_extern("int32", "g", local.access_ptr("w")))])
+    lw = SimpleNamespace(info=SimpleNamespace(body=body), layouts=SimpleNamespace(wgmma=True, shared={s: None}),
+                         smem_alias={})
+    assert thread_sync.async_read_buffers(lw) == {s}
+    assert thread_sync.needs_fence(lw, {s})

@@ -160,19 +160,12 @@ def async_read_buffers(lw):
         found.update(shared)    # gemms (wgmma), cluster copies, tile atomics (bulk reductions), others
 
     def on_expr(e):
-        if isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of"):
-            for a in e.args:
-                if isinstance(a, ir.TensorLoad) and scope_of(a.source) in SHARED_SCOPES:
-                    found.add(a.source)
-                elif isinstance(a, tirx.Var):
-                    pointers.append(a)     # (a buffer or its data pointer: matched below)
+        found.update(_shared_by_address(e))
         return None
 
     import tvm_ffi
-    pointers = []
     walk_stmts(lw.info.body, on_stmt)
     tvm_ffi.structural_walk(lw.info.body, [(ir.Expr, on_expr)], order="pre")
-    found |= {b for b in _known_shared(lw) if any(b.same_as(v) or b.data.same_as(v) for v in pointers)}
     lw._async_readers = _widen(found, getattr(lw, "smem_alias", None) or {})
     return lw._async_readers
 
@@ -427,25 +420,32 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
     return out_s, out_p, out_l, origin
 
 
+_POINTER_OPS = ("tirx.tvm_access_ptr", "tirx.address_of", "tl.access_ptr")
+
+
+def _shared_by_address(e) -> list:
+    """The shared buffers a call hands over by address (``T.access_ptr``, ``T.address_of``: what
+    it does with them is unknown), [] for any other expression."""
+    if not (isinstance(e, ir.Call) and getattr(e.op, "name", "") in _POINTER_OPS):
+        return []
+    out = []
+    for a in e.args:
+        if isinstance(a, ir.TensorLoad):
+            a = a.source
+        elif isinstance(a, ir.Call) and getattr(a.op, "name", "") == "tirx.buffer_data":
+            a = a.args[0]       # (a buffer's data pointer)
+        if hasattr(a, "shape") and scope_of(a) in SHARED_SCOPES:
+            out.append(a)
+    return out
+
+
 def _passes_shared_pointers(stmt) -> bool:
-    """Whether ``stmt`` hands shared memory to something by address (``T.access_ptr``,
-    ``T.address_of`` in a call), which may read any of it."""
+    """Whether ``stmt`` hands shared memory to something by address, which may read any of it."""
     import tvm_ffi
 
     found = []
-
-    def on_expr(e):
-        if isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of",
-                                                                     "tl.access_ptr"):
-            for a in e.args:
-                src = a.source if isinstance(a, ir.TensorLoad) else a
-                scope = scope_of(src) if hasattr(src, "shape") else \
-                    str(getattr(getattr(src, "ty", None), "storage_scope", ""))   # (a data pointer)
-                if scope in SHARED_SCOPES:
-                    found.append(e)
-        return None
-
-    tvm_ffi.structural_walk(stmt, [(ir.Expr, on_expr)], order="pre")
+    tvm_ffi.structural_walk(stmt, [(ir.Expr, lambda e: (found.extend(_shared_by_address(e)), None)[1])],
+                            order="pre")
     return bool(found)
 
 
@@ -503,8 +503,6 @@ def _has_async_wait(stmt) -> bool:
 
 # ----------------------------------------------------------------------- per-thread elements
 MAX_PAIRS = 1 << 14     # (thread, element) pairs enumerated per statement; past it: unknown
-
-
 MAX_INDEXED = 1 << 17  # (thread, loop iteration) points of a thread-indexed statement; past it: unknown
 
 
@@ -571,7 +569,7 @@ def indexed_elements(lw, stmt):
     def on_expr(e):
         if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
             accesses.append((e.source, list(e.indices)))
-        elif isinstance(e, ir.Call) and getattr(e.op, "name", "") in ("tirx.tvm_access_ptr", "tirx.address_of"):
+        elif _shared_by_address(e):
             opaque.append(e)
         return None
 

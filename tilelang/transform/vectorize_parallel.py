@@ -211,8 +211,8 @@ def _width(store, v, n, an, conds=()) -> int:
     w = min(_VECTOR_BYTES * 8 // widest, lanes)
     while w > 1 and n % w:
         w //= 2
+    uniform = list(conds) + ([store.value.args[0]] if _guarded_copy(store.value) else [])
     while w > 1:
-        uniform = list(conds) + ([store.value.args[0]] if _guarded_copy(store.value) else [])
         if all(_access_ok(flat, v, w, an, is_store) for flat, is_store in flats) and \
                 all(_uniform(c, v, w, an) for c in uniform):
             return w
