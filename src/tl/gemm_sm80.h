@@ -20,7 +20,8 @@
 //   half, half   -> half    m16n8k16, KS = 16 (fp16 accumulation)
 //   int8/uint8   -> int     m16n8k32, KS = 32
 //   float, float -> float   m16n8k8 on tf32, KS = 8 (inputs are rounded to
-//                           tf32 with round-to-nearest, ties away from zero)
+//                           tf32 with round-to-nearest, ties away from zero,
+//                           except an operand whose bit in TF32 is set)
 //
 // Shared memory layout.  A is stored as M rows x K columns (!TRANS_A) or
 // K rows x M columns (TRANS_A) with a row stride of LDA elements; B is stored
@@ -178,11 +179,12 @@ TL_DEVICE uint32_t to_tf32(float x) {
 // arrays that are only aligned to their element size, and it lets the
 // compiler keep such an array in 32-bit registers, so that repeated mma on
 // an f16 accumulator need no pack/unpack instructions in the main loop.
-// Floats are rounded to tf32 on the way.
-template <class T>
+// Floats are rounded to tf32 on the way (unless ROUND is false: the value
+// already is one).
+template <bool ROUND = true, class T>
 TL_DEVICE uint32_t pack_reg(const T* p) {
   if constexpr (detail::is_same_v<T, float>) {
-    return to_tf32(*p);
+    return ROUND ? to_tf32(*p) : __float_as_uint(*p);
   } else {
     uint32_t r;
     memcpy(&r, p, 4);
@@ -362,7 +364,8 @@ struct LdsmAddr {
 // Loads the A fragments of one k-step for all MI row blocks of the warp.
 // C0: the operand starts C0 16-byte chunks into its swizzled rows (a column sub-tile; the pointer
 // is the start of its first row), so the XOR applies to the buffer's own chunk index.
-template <class Shape, class T, int LDA, bool TRANS, int C0 = 0, int SS = 0>
+// ROUND: float elements are rounded to tf32 (false: they already are tf32).
+template <class Shape, class T, int LDA, bool TRANS, int C0 = 0, int SS = 0, bool ROUND = true>
 struct SmemA {
   static constexpr int P = Shape::P, KS = Shape::KS, MI = Shape::MI;
   // A transposed (K x M stored) needs a 16-bit transpose, which ldmatrix
@@ -408,11 +411,11 @@ struct SmemA {
             v[e] = ptr[TRANS ? slab_offset<LDA, Shape::E, SS>(k, r + C0 * (16 / Shape::E))
                              : slab_offset<LDA, Shape::E, SS>(r, k + C0 * (16 / Shape::E))];
           }
-          a[mi][j] = pack_reg(v);
+          a[mi][j] = pack_reg<ROUND>(v);
         }
       }
     }
-    if constexpr (Shape::E == 4 && kLdsm) {
+    if constexpr (Shape::E == 4 && kLdsm && ROUND) {
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -424,7 +427,7 @@ struct SmemA {
 // Loads the B fragments of one k-step for all NI column blocks of the warp.
 // The mma B operand of column block ni is {k 0-7, k 8-15} (in 16-byte chunks
 // of K) for the 8 columns of that block.
-template <class Shape, class T, int LDB, bool TRANS, int C0 = 0, int SS = 0>
+template <class Shape, class T, int LDB, bool TRANS, int C0 = 0, int SS = 0, bool ROUND = true>
 struct SmemB {
   static constexpr int P = Shape::P, KS = Shape::KS, NI = Shape::NI;
   // B not transposed (K x N stored) needs a 16-bit transpose.
@@ -459,7 +462,7 @@ struct SmemB {
       if constexpr (NI % 2 == 1) {
         ldsm_x2<!TRANS>(at(NI - 1, ki), b[NI - 1][0], b[NI - 1][1]);
       }
-      if constexpr (Shape::E == 4) {
+      if constexpr (Shape::E == 4 && ROUND) {
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
@@ -479,7 +482,7 @@ struct SmemB {
             v[e] = ptr[TRANS ? slab_offset<LDB, Shape::E, SS>(n, k + C0 * (16 / Shape::E))
                              : slab_offset<LDB, Shape::E, SS>(k, n + C0 * (16 / Shape::E))];
           }
-          b[ni][j] = pack_reg(v);
+          b[ni][j] = pack_reg<ROUND>(v);
         }
       }
     }
@@ -528,17 +531,20 @@ TL_DEVICE void warp_coords(int warp, int& wm, int& wn) {
 // CA / CB: an operand that is a column sub-tile of its swizzled buffer starts CA / CB 16-byte
 // chunks into the row its pointer addresses (SmemA / SmemB).  SA / SB: the operand's slab
 // stride in elements (its LD is then the slab width; 0: the plain layout).
+// TF32 (float operands): bit 0 / bit 1 set when A / B already hold tf32 values
+// (a tile the kernel declares T.tfloat32), which then go to the tensor core
+// as they are instead of being rounded every k-step.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
           bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
-          int SA = 0, int SB = 0, typename TA, typename TB, typename TC>
+          int SA = 0, int SB = 0, int TF32 = 0, typename TA, typename TB, typename TC>
 TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA, SA> sa(A, wm, lane);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB> sb(B, wn, lane);
+  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA, SA, !(TF32 & 1)> sa(A, wm, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB, !(TF32 & 2)> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -550,10 +556,10 @@ TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
 }
 
 // Block GEMM with A in registers (layout at the top of this file) and B in
-// shared memory.
+// shared memory.  TF32 as for gemm_ss.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, typename TA,
-          typename TB, typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, int TF32 = 0,
+          typename TA, typename TB, typename TC>
 TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
   constexpr int P = Shape::P;
@@ -561,7 +567,7 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
   int wm, wn;
   detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
   if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB> sb(B, wn, lane);
+  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB, !(TF32 & 2)> sb(B, wn, lane);
 #pragma unroll
   for (int ki = 0; ki < Shape::KI; ++ki) {
     uint32_t a[Shape::MI][4];
@@ -570,7 +576,7 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
     for (int mi = 0; mi < Shape::MI; ++mi)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        a[mi][j] = detail::pack_reg(A_frag + ((mi * Shape::KI + ki) * 4 + j) * P);
+        a[mi][j] = detail::pack_reg<!(TF32 & 1)>(A_frag + ((mi * Shape::KI + ki) * 4 + j) * P);
     sb.load(b, ki);
     detail::mma_tile<Shape, TA, TB, TC>(C, a, b);
   }
@@ -580,17 +586,17 @@ TL_DEVICE void gemm_rs(const TA* A_frag, const TB* B, TC* C) {
 // 16-bit mma issue two m16n8k8 instructions per k-step (Mma<half, ...> above).
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
           bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
-          int SA = 0, int SB = 0, typename TA, typename TB, typename TC>
+          int SA = 0, int SB = 0, int TF32 = 0, typename TA, typename TB, typename TC>
 TL_DEVICE void mma_sync_gemm_ss(const TA* A, const TB* B, TC* C) {
-  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB, SA, SB>(
+  gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB, SA, SB, TF32>(
       A, B, C);
 }
 
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
-          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, typename TA,
-          typename TB, typename TC>
+          bool TRANS_B, bool CLEAR_ACCUM, int LDB, int CB = 0, int SB = 0, int TF32 = 0,
+          typename TA, typename TB, typename TC>
 TL_DEVICE void mma_sync_gemm_rs(const TA* A_frag, const TB* B, TC* C) {
-  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB, CB, SB>(
+  gemm_rs<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDB, CB, SB, TF32>(
       A_frag, B, C);
 }
 

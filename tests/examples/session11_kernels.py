@@ -18,9 +18,10 @@ def partial_rows_epilogue(rows=4, M=64, N=128, K=64):
     return partial_epilogue(rows, M, N, K)
 
 
-def gemm_sqrsum_tf32(tokens=64, hc3=24, hidden=512, token_block=32, hidden_block=256):
+def gemm_sqrsum_tf32(tokens=64, hc3=24, hidden=512, token_block=32, hidden_block=256, operands=T.float32):
     """deepseek_mhc's gemm + sum of squares: a tf32 register-A gemm whose operand a T.Parallel
-    loop also reads through an enclosing serial loop's variable (``x[i, jj * 4 + j]``)."""
+    loop also reads through an enclosing serial loop's variable (``x[i, jj * 4 + j]``).
+    ``operands``: the dtype of both gemm operand tiles (upstream's example says T.tfloat32)."""
 
     @T.prim_func
     def kernel(x: T.Tensor((tokens, hidden), T.bfloat16), fn: T.Tensor((hc3, hidden), T.float32),
@@ -32,12 +33,12 @@ def gemm_sqrsum_tf32(tokens=64, hc3=24, hidden=512, token_block=32, hidden_block
             T.clear(part)
             for pz in T.Pipelined(hidden // hidden_block, num_stages=2):
                 x_s = T.alloc_shared((token_block, hidden_block), T.bfloat16)
-                fn_s = T.alloc_shared((32, hidden_block), T.float32)
+                fn_s = T.alloc_shared((32, hidden_block), operands)
                 T.copy(x[px * token_block, pz * hidden_block], x_s)
                 T.copy(fn[0, pz * hidden_block], fn_s)
                 x16 = T.alloc_fragment((token_block, hidden_block), T.bfloat16)
                 T.copy(x_s, x16)
-                xf = T.alloc_fragment((token_block, hidden_block), T.float32)
+                xf = T.alloc_fragment((token_block, hidden_block), operands)
                 T.copy(x16, xf)
                 for jj in T.serial(hidden_block // 4):
                     for i, j in T.Parallel(token_block, 4):

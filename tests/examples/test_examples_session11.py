@@ -35,6 +35,10 @@ def test_tf32_operand_read_through_serial_loop_variable():
     assert "tl::gemm_rs<32, 32, 256, 2, 2, false, true, false, 256>" in src
     # each thread squares its own registers of the operand: row half v, column group jj
     assert "part[v_2] = (part[v_2] + (xf[((jj * 2) + v_2)] * xf[((jj * 2) + v_2)]));" in src
+    # declared T.tfloat32 (as upstream's example does), both operands go to the tensor cores unrounded
+    tf = _body(tilelang.lower(ks.gemm_sqrsum_tf32(operands=T.tfloat32), "sm_80").source)
+    assert "tl::gemm_rs<32, 32, 256, 2, 2, false, true, false, 256, 0, 0, 3>" in tf
+    assert "float xf[128]" in tf      # stored as float32
 
 
 def test_tile_work_in_thread_regions_uses_their_threads_and_named_barriers():

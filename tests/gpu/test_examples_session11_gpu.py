@@ -25,9 +25,10 @@ def test_partial_rows_epilogue(rows):
     torch.testing.assert_close(o, ref, rtol=1e-2, atol=1e-2)
 
 
-def test_gemm_sqrsum_tf32():
+@pytest.mark.parametrize("operands", ["float32", "tfloat32"])
+def test_gemm_sqrsum_tf32(operands):
     tokens, hc3, hidden = 64, 24, 512
-    kernel = tilelang.compile(ks.gemm_sqrsum_tf32(tokens, hc3, hidden), out_idx=[2, 3])
+    kernel = tilelang.compile(ks.gemm_sqrsum_tf32(tokens, hc3, hidden, operands=operands), out_idx=[2, 3])
     x = torch.randn(tokens, hidden, device="cuda").bfloat16()
     fn = torch.randn(hc3, hidden, device="cuda") * 1e-2
     out, sq = kernel(x, fn)

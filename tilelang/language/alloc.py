@@ -14,6 +14,7 @@ from .dtypes import normalize_dtype
 SHARED = "shared.dyn"
 FRAGMENT = "local.fragment"
 LOCAL = "local"
+TFLOAT32 = "tl.tfloat32"   # AllocBuffer annotation of a tile declared T.tfloat32
 
 
 def _shape(shape):
@@ -22,16 +23,32 @@ def _shape(shape):
     return [shape]
 
 
+def _alloc(shape, dtype, scope):
+    """The buffer. ``T.tfloat32`` is stored as float32; its allocation keeps the annotation
+    ``TFLOAT32`` (the values are tf32: a gemm gives them to the tensor cores as they are)."""
+    ann = {TFLOAT32: 1} if _is_tfloat32(dtype) else None
+    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope=scope, annotations=ann)
+
+
+def _is_tfloat32(dtype) -> bool:
+    from .dtypes import dtype as as_dtype
+
+    try:
+        return as_dtype(dtype).is_tfloat32()
+    except (TypeError, ValueError):
+        return False
+
+
 def alloc_shared(shape, dtype="float16", scope=SHARED):
     """A tile in shared memory, visible to every thread of the block."""
     if scope == "shared":
         scope = SHARED
-    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope=scope)
+    return _alloc(shape, dtype, scope)
 
 
 def alloc_fragment(shape, dtype="float32", scope=FRAGMENT):
     """A tile held in registers, distributed over the block's threads by layout inference."""
-    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope=scope)
+    return _alloc(shape, dtype, scope)
 
 
 def alloc_local(shape, dtype="float32", scope=LOCAL):
@@ -63,7 +80,7 @@ def alloc_buffer(shape, dtype="float32", scope=SHARED):
     """A buffer in ``scope`` (upstream's general form; ``"shared"`` means dynamic shared memory)."""
     if scope == "shared":
         scope = SHARED
-    return builder.alloc_buffer(_shape(shape), normalize_dtype(dtype), scope=scope)
+    return _alloc(shape, dtype, scope)
 
 
 class Ref:

@@ -14,6 +14,7 @@ from tvm import DataType, ir, tirx
 
 from tilelang.diagnostics import TileLangCompileError
 from tilelang.language._ops import is_tl_call
+from tilelang.language.alloc import TFLOAT32
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import ExprRewriter, children, const_int, i32, seq, simplify, substitute, substitute_stmt, uses_vars, walk_stmts
 
@@ -104,6 +105,7 @@ class KernelInfo:
     threads: list                # extents of threadIdx.x/y/z
     buffers: dict = field(default_factory=dict)   # Var -> scope for every allocated buffer
     safe_values: dict = field(default_factory=dict)   # tensor Var -> what an out-of-bounds read gives
+    tfloat32: set = field(default_factory=set)   # tiles allocated as T.tfloat32 (their values are tf32)
 
     @property
     def num_threads(self) -> int:
@@ -177,6 +179,8 @@ def analyze_kernel(func) -> KernelInfo:
     def visit(s):
         if isinstance(s, tirx.AllocBuffer):
             info.buffers[s.buffer] = scope_of(s.buffer)
+            if s.annotations is not None and TFLOAT32 in s.annotations:
+                info.tfloat32.add(s.buffer)
             if scope_of(s.buffer) == "shared.tmem":   # T.alloc_tmem (tilelang/language/tmem.py)
                 raise LoweringError(
                     "TL0002", f"'{s.buffer.name}' is sm_100 tensor memory (T.alloc_tmem): this TileLang does not "

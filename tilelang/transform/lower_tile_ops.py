@@ -643,20 +643,27 @@ class Lowerer:
             ldb, sb = self._mma_rows(b.buffer)
             common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             b_ptr, cb = self._column_subtile(b, b_ptr)
+            tf32 = (self._holds_tf32(a.buffer) | 2 * self._holds_tf32(b.buffer),)
             if a_shared:
                 lda, sa = self._mma_rows(a.buffer)
                 a_ptr, ca = self._column_subtile(a, a_ptr)
-                tail = _defaulted_tail((ca, cb), (sa, sb))
+                tail = _defaulted_tail((ca, cb), (sa, sb), tf32)
                 make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{tail}>", a_ptr,
                                                   b_ptr, c_ptr, span=stmt.span)
             else:
-                tail = _defaulted_tail((cb,), (sb,))
+                tail = _defaulted_tail((cb,), (sb,), tf32)
                 make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_rs<{common}, {cl}, {ldb}{tail}>", a_ptr, b_ptr,
                                                   c_ptr, span=stmt.span)
         flag = const_int(clear)
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    def _holds_tf32(self, buf) -> int:
+        """1 when the float32 gemm operand ``buf`` was declared ``T.tfloat32``: its values are
+        tf32 already and go to the tensor cores unrounded (``tl::gemm_ss`` / ``gemm_rs``'s TF32), as
+        upstream passes every float32 operand; an operand declared float32 is rounded to nearest."""
+        return int(str(buf.dtype) == "float32" and buf in self.info.tfloat32)
 
     def _mma_rows(self, buf):
         """(row stride, slab stride) of an mma.sync shared operand, in elements, as ``tl::gemm_ss`` /
