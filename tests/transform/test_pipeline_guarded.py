@@ -2,7 +2,11 @@
 ``if c:`` around its copies and gemm (a block-sparse main loop) is software-pipelined, with each
 iteration's copies issued ahead under ``c`` of that iteration and its gemm run under ``c``, the
 commits, waits and barriers unconditional; a condition that reads shared memory keeps the loop as
-written. (It used to run as written: every tile's copies waited for before its gemm.)"""
+written. (It used to run as written: every tile's copies waited for before its gemm.)
+
+On sm_90a such a loop is warp-specialised (``warp_specialize._TileCounter``): each role counts the
+iterations it ran, the count is the ring slot, so the producer's TMA loads run up to S tiles that
+do run ahead of the consumers."""
 
 import shutil
 
@@ -39,9 +43,12 @@ def _loop(src):
     return head, rest
 
 
+NO_WS = {"tl.disable_warp_specialized": True}
+
+
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 def test_guarded_body_is_pipelined(target):
-    src = tilelang.lower(_blocksparse(), target=target).source
+    src = tilelang.lower(_blocksparse(), target=target, pass_configs=NO_WS).source
     head, loop = _loop(src)
     # prologue: tile 0's copies under Mask[.., 0], one commit
     assert head.count("tl::cp_async_commit();") == 1
@@ -74,10 +81,61 @@ def test_one_stage_keeps_the_loop_as_written():
     assert "if (kk < 31)" not in loop
 
 
+def test_guarded_main_loop_is_warp_specialised_with_counted_slots():
+    src = tilelang.lower(_blocksparse(stages=2), target="sm_90a").source
+    body = src[src.find('extern "C" __global__ void __launch'):]
+    producer, consumer = body.split("} else {", 1)
+    assert "cp_async" not in body
+    # producer: for each tile that runs, wait for its slot, then load it with TMA; count it
+    loop = producer[producer.index("for (int kk_tma = 0; kk_tma < 32; ++kk_tma)"):]
+    guard = loop.index("if (Mask[")
+    wait = loop.index("tl::mbarrier_wait(", guard)
+    load = loop.index("tl::tma_load_2d(", wait)
+    step = loop.index("tiles_issued = (tiles_issued + 1);", load)
+    assert guard < wait < load < step
+    assert "tiles_issued = 0;" in producer[:producer.index("for (int kk_tma")]
+    slots = 3   # num_stages + 1: plan_ring's buffer for the wgmma in flight
+    assert f"(tiles_issued % {slots})" in loop and f"((tiles_issued % {2 * slots}) / {slots}) ^ 1)" in loop
+    # consumer: the same guard; the slot is the count of the tiles it ran, released one tile late
+    loop = consumer[consumer.index("for (int kk = 0; kk < 32; ++kk)"):]
+    guard = loop.index("if (Mask[")
+    wait = loop.index("tl::mbarrier_wait(", guard)
+    gemm = loop.index("wgmma_gemm_ss_async", wait)
+    release = loop.index("tl::mbarrier_arrive(", gemm)
+    step = loop.index("tiles_done[0] = (tiles_done[0] + 1);", release)
+    assert guard < wait < gemm < release < step
+    assert f"(tiles_done[0] % {slots})" in loop[wait:gemm]
+    assert "(0 < tiles_done[0])" in loop[gemm:release]      # the first tile releases nothing
+    assert "tl::wgmma_wait<0" in consumer[consumer.index("tiles_done[0] = (tiles_done[0] + 1);"):]
+
+
+def test_guard_reading_registers_keeps_the_cp_async_pipeline():
+    @T.prim_func
+    def k(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+          Mask: T.Tensor((8, 8, 32), "int32"), C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            a = T.alloc_shared((128, 32), "float16")
+            b = T.alloc_shared((32, 128), "float16")
+            m = T.alloc_local((32,), "int32")
+            c = T.alloc_fragment((128, 128), "float32")
+            for i in T.serial(32):
+                m[i] = Mask[by, bx, i]
+            T.clear(c)
+            for kk in T.Pipelined(32, num_stages=2):
+                if m[kk] != 0:
+                    T.copy(A[by * 128, kk * 32], a)
+                    T.copy(B[kk * 32, bx * 128], b)
+                    T.gemm(a, b, c)
+            T.copy(c, C[by * 128, bx * 128])
+
+    src = tilelang.lower(k, target="sm_90a").source
+    assert "tiles_done" not in src and "cp_async" in src
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_guarded_pipeline_compiles(target):
-    kernel = tilelang.compile(_blocksparse(), target=f"cuda -arch={target}")
+@pytest.mark.parametrize("target, configs", [("sm_90a", None), ("sm_90a", NO_WS), ("sm_80", None)])
+def test_guarded_pipeline_compiles(target, configs):
+    kernel = tilelang.compile(_blocksparse(), target=f"cuda -arch={target}", pass_configs=configs)
     kernel.ensure_cubin()
 
 

@@ -16,7 +16,9 @@ One home for what every reader of such a loop must agree on: the software pipeli
   iteration's producers and runs its consumers under ``c`` of that iteration. ``c`` reads no
   buffer the body writes, and only global memory or registers (it is evaluated iterations ahead,
   where no barrier orders a shared read). None
-  otherwise; warp specialisation and the other schedules leave a guarded loop alone;
+  otherwise; warp specialisation takes a guarded GEMM main loop whose ``c`` reads global memory
+  only (its ring slots counted: ``warp_specialize._TileCounter``), the other schedules leave a
+  guarded loop alone;
 * ``gathers``: top-level ``T.Parallel`` nests that copy a gathered global tile into shared memory
   (``S[i, d] = KV[Indices[i], d]``, ``gather_width``), which the software pipeliner issues
   ahead as cp.async like the producers (S >= 2). They stay in ``consumers`` too: warp

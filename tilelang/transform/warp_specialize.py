@@ -52,6 +52,12 @@ iteration k (``plan_overlap``, ``_lower_overlapped``); the tiles only it reads (
 empty barriers of their own (``WsPlan.groups``), so that K's stage is released as soon as
 S = Q K^T retired.
 
+A GEMM main loop whose body is one ``if c:`` around its copies and gemm (``PipelinedLoop.guard``:
+block-sparse GEMM), ``c`` reading global memory only, runs the same way with ``c`` around each
+role's iteration; each role counts the iterations it ran (``_TileCounter``) and that count, not k,
+names the ring slot and phase, so a skipped tile takes no slot and the producer runs up to S
+tiles that do run ahead (neither persistent nor clustered).
+
 The loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SMs)`` blocks,
 each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
 iteration k of the it-th tile being ``it * n + k``.
@@ -80,7 +86,7 @@ from dataclasses import dataclass, field
 from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt,
+from tilelang.tir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt, tensor_loads,
                                 tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import pipeline, smem_plan, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name, scope_of
@@ -201,7 +207,9 @@ def plan_or_reason(lw) -> tuple:
     if not producers:
         return None, "the loop body has no global-to-shared copies at its top level"
     if pipe.guard is not None:
-        return None, "the loop body is one `if` around its copies (pipelined with cp.async instead)"
+        why = _guard_blocker(pipe, gemm)
+        if why is not None:
+            return None, why
     why = _computed_coordinates(lw, producers)
     if why is not None:
         return None, why
@@ -231,6 +239,18 @@ def plan_or_reason(lw) -> tuple:
             heads.append((h, len(specs)))
             specs.append({**spec, "name": f"tl_tmap_{len(specs)}"})
     return WsPlan(pipe, gemm, pairs, specs, heads=heads), None
+
+
+def _guard_blocker(pipe, gemm) -> str | None:
+    """Why a body that is one ``if c:`` around its copies and gemm (``PipelinedLoop.guard``: a
+    block-sparse main loop) cannot run warp-specialised, or None. Both roles evaluate ``c``
+    (``_lower_guarded``), so it may read global memory only: the producer has no registers of the
+    consumers'; and the body must be the GEMM main loop's single wgmma."""
+    if gemm is None:
+        return "the loop body is one `if` around its copies and more than one gemm (pipelined with cp.async instead)"
+    if any(scope_of(e.source) != "global" for e in tensor_loads(pipe.guard)):
+        return "the `if` around the loop body reads registers (pipelined with cp.async instead)"
+    return None
 
 
 def _heads(lw, loop, consumers) -> list:
@@ -363,6 +383,9 @@ def persistent_plan(lw) -> "Persistent | None":
     if user_cluster_dims(lw.info.func) is not None:
         return None     # T.ClusterKernel: the grid is the user's, a multiple of the cluster shape
     if ws is None or lw.configs.get("tl.disable_persistent"):
+        return None
+    if ws.pipe.guard is not None:
+        lw.persistent_why = "the T.Pipelined loop's body is one `if` (tiles of unequal length)"
         return None
     launch = lw.info.launch_dims()
     dims = [launch[t] for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z") if t in launch]
@@ -583,7 +606,7 @@ def cluster_plan(lw) -> "Cluster | None":
     an even blockIdx.y extent, and producer copies of 2-D tensors of which those not indexed by
     blockIdx.y have an even number of slabs."""
     ws = lw.ws
-    if ws is None or ws.gemm is None or not lw.configs.get("tl.cluster_multicast"):
+    if ws is None or ws.gemm is None or ws.pipe.guard is not None or not lw.configs.get("tl.cluster_multicast"):
         return None
     if user_cluster_dims(lw.info.func) is not None:
         return None     # T.ClusterKernel: the user's cluster shape stands
@@ -774,11 +797,16 @@ def lower_loop(lw, loop):
     P = ws.persistent
     if P is not None:
         P.n = n
-    jp = kp - start if P is None else P.it_p * n + (kp - start)
-    stage, phase = tirx.floormod(jp, i32(S)), tirx.floormod(tirx.floordiv(jp, i32(S)), i32(2))
+    guard = ws.pipe.guard    # (a guarded body: its ring slots are counted, ``_tile_counter``)
+    count_p = _tile_counter("tiles_issued") if guard is not None else None
+    jp = (kp - start if P is None else P.it_p * n + (kp - start)) if count_p is None else count_p.value
+    # (a count is never negative, which the simplifier cannot know: C division then is floor division)
+    mod, div = (tirx.floormod, tirx.floordiv) if count_p is None else (tirx.truncmod, tirx.truncdiv)
+    stage, phase = mod(jp, i32(S)), mod(div(jp, i32(S)), i32(2))
     loads, nbytes_all = [[] for _ in ws.groups], [0] * len(ws.groups)
     group_of = {i: g for g, members in enumerate(ws.groups) for i in members}
     try:
+        guard_p = lw.rewrite(guard) if guard is not None else None
         for i, (p, j) in enumerate(ws.producers):
             g = group_of[i]
             if j is None:
@@ -791,17 +819,21 @@ def lower_loop(lw, loop):
     body = seq([stmt for g in range(len(ws.groups)) for stmt in
                 [evaluate_extern("tl::mbarrier_wait", _empty(ws, g, stage), tirx.bitwise_xor(phase, i32(1))),
                  evaluate_extern("tl::mbarrier_arrive_expect_tx", _full(ws, g, stage), nbytes_all[g])] + loads[g]])
+    if count_p is not None:
+        body = tirx.IfThenElse(guard_p, seq([body, count_p.step()]), None)
     prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tma.tmap(j)) for j in range(len(ws.tensormaps))]
     issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     ws.head_issue = _head_issue(lw)
-    issue = prefetch + (ws.head_issue if P is None else []) + [issue_loop]   # (persistent: per tile, _persist)
+    issue = prefetch + (ws.head_issue if P is None else []) + (count_p.start() if count_p else []) + [issue_loop]
+    # (persistent: per tile, _persist)
     producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(issue), None)]
     # --- consumers: wait for the tile, issue the wgmma, release the previous stage
     if const_int(start) == 0:
         lw.bind_loop(k, n)
-    jl = k - start
+    count_c = _tile_counter("tiles_done") if guard is not None else None
+    jl = k - start if count_c is None else count_c.value
     j = jl if P is None else P.it_c * n + jl
-    cstage, cphase = tirx.floormod(j, i32(S)), tirx.floormod(tirx.floordiv(j, i32(S)), i32(2))
+    cstage, cphase = mod(j, i32(S)), mod(div(j, i32(S)), i32(2))
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
@@ -814,10 +846,13 @@ def lower_loop(lw, loop):
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
         release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), releaser),
-                                  _arrive_empty(ws, tirx.floormod(j - 1, i32(S)), lane), None)
+                                  _arrive_empty(ws, mod(j - 1, i32(S)), lane), None)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
-        consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody, span=loop.span),
-                    pipeline.wgmma_wait(lw, ws.gemm, 0)]
+        if count_c is not None:
+            cbody = tirx.IfThenElse(lw.rewrite(guard), seq([cbody, count_c.step()]), None)
+        consumer = (count_c.start() if count_c else []) + [tirx.For(k, start, n, tirx.ForKind.SERIAL, cbody,
+                                                                    span=loop.span),
+                                                           pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
             last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
             cond = releaser if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), releaser)
@@ -855,6 +890,29 @@ def lower_loop(lw, loop):
         ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{PAIR_CONSUMER_REGS}>")]
     ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
     return ws.marker
+
+
+@dataclass
+class _TileCounter:
+    """A thread's count of the iterations its role ran of a guarded main loop (``PipelinedLoop.guard``:
+    block-sparse GEMM): the ring slot of an iteration is the count of those before it that ran,
+    so skipped iterations take no slot and the producer loads the next tile that runs, up to S
+    ahead (upstream's phase counters)."""
+    buf: object
+
+    @property
+    def value(self):
+        return tirx.BufferLoad(self.buf, [i32(0)])
+
+    def start(self) -> list:
+        return [tirx.AllocBuffer(self.buf), tirx.BufferStore(self.buf, i32(0), [i32(0)])]
+
+    def step(self):
+        return tirx.BufferStore(self.buf, self.value + i32(1), [i32(0)])
+
+
+def _tile_counter(name) -> _TileCounter:
+    return _TileCounter(tirx.decl_buffer((1,), "int32", name, scope="local"))
 
 
 def _head_issue(lw) -> list:
