@@ -165,3 +165,38 @@ def test_guards_inside_a_row_guard_keep_their_place():
     second = first.then_case
     assert isinstance(second, tirx.IfThenElse) and second.condition.same_as(inner_guard.condition)
     assert isinstance(second.then_case, tirx.For) and second.then_case.kind == tirx.ForKind.VECTORIZED
+
+
+def scatter_add(rows=16, dim=512, threads=256):
+    """dKV[Idx[bi], d*4 .. d*4+3] += S[bi, d*4 ..] (sparse MLA backward's ``T.atomic_addx4`` loop)."""
+
+    @T.prim_func
+    def k(S_in: T.Tensor((rows, dim), T.float32), Idx: T.Tensor((rows,), T.int32), dKV: T.Tensor((8192, dim), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            S = T.alloc_shared((rows, dim), T.float32)
+            T.copy(S_in, S)
+            for bi, d in T.Parallel(rows, dim // 4):
+                T.atomic_addx4(dKV[Idx[bi], d * 4], S[bi, d * 4])
+
+    return k
+
+
+def test_four_wide_atomics_go_to_consecutive_threads():
+    # each iteration already moves 16 bytes: consecutive d on consecutive threads (a warp's
+    # atomics cover 512 contiguous bytes of a row), not four consecutive d per thread
+    src = tilelang.lower(scatter_add(), "sm_90a").source
+    body = src[src.index("atomic_addx4("):]
+    assert "(((int)threadIdx.x) & 127) * 4)" in body.split(";")[0]
+    assert "threadIdx.x) & 31) * 16)" not in src
+
+
+def test_the_loop_layout_counts_an_atomic_x4_as_four_elements():
+    from tilelang.tir_utils import walk_stmts
+    from tilelang.transform.kernel import analyze_kernel, is_parallel_nest, parallel_nest
+    from tilelang.transform.layout_inference import _widest_vector_element
+
+    info = analyze_kernel(scatter_add())
+    nests = []
+    walk_stmts(info.body, lambda s: nests.append(s) if is_parallel_nest(s) else None)
+    loop_vars, _, body = parallel_nest(nests[-1])
+    assert _widest_vector_element(body, loop_vars[-1]) == 16

@@ -1532,14 +1532,27 @@ def _widest_vector_element(body, inner=None) -> int:
     (a gather's row index ``Indices[i]``, a per-row scale) is the same for every lane of a vector
     and does not narrow it, as upstream's vectorizer plans (a bf16 row gathered through int32
     indices: 16-byte vectors of 8, not 4); without ``inner``, or when no access names it, every
-    access counts."""
+    access counts. An access whose last index steps ``c`` > 1 elements per iteration of ``inner``
+    (``acc[i, d * 4]`` of a ``T.atomic_addx4``: each iteration already moves 16 bytes) counts ``c``
+    elements: consecutive iterations then go to consecutive threads, whose accesses are adjacent,
+    as upstream lays such a loop out."""
     widest = named = 0
     for b, idx, _ in buffer_accesses(body):
         size = nbytes(str(b.dtype))
         widest = max(widest, size)
         if inner is not None and any(uses_vars(i, [inner]) for i in idx):
-            named = max(named, size)
+            named = max(named, size * _inner_step(idx[-1], inner) if idx else size)
     return max(1, named or widest)
+
+
+def _inner_step(index, inner) -> int:
+    """The constant number of elements ``index`` advances per step of ``inner`` (1 when it is not
+    a linear function of it with a constant coefficient above 1)."""
+    if not uses_vars(index, [inner]):
+        return 1
+    coef = tvm.sym.detect_linear_equation(index, [inner])
+    c = const_int(coef[0]) if len(coef) == 2 else None
+    return c if c is not None and 1 < c <= 16 else 1
 
 
 def memory_loop_layout(body, ext, num_threads, inner=None):
