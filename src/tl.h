@@ -27,6 +27,7 @@
 #include "tl/tma.h"
 #include "tl/wgmma_inst.h"
 #include "tl/gemm_sm90.h"
+#include "tl/gemm_sp_sm90.h"
 #include "tl/cluster.h"
 
 // IKET profiling events (tilelang.tools.cuda.iket).  A kernel compiled inside an

@@ -1,7 +1,8 @@
-"""T.gemm_sp (2:4 structured sparsity, mma.sp m16n8k32) on the CPU: the kernels compile (nvcc
-included) to ``tl::gemm_sp_ss`` over row-major shared tiles, bad operands are located errors, and
-the metadata facts of ``tilelang.cuda.intrinsics.sparse_layout``. (The file name follows the
-wgmma_gemm tests; the instruction is the warp-level mma.sp, on sm_80 and sm_90a alike.)
+"""T.gemm_sp (2:4 structured sparsity) on the CPU: on sm_80 (and on sm_90a with
+``tl.disable_wgmma``) the kernels compile (nvcc included) to ``tl::gemm_sp_ss`` (mma.sp m16n8k32)
+over row-major shared tiles; on sm_90a to ``tl::wgmma_sp_gemm_ss`` (wgmma.mma_async.sp m64nNk32)
+over the wgmma slab layout, warp-specialised with TMA where the main loop allows; bad operands are
+located errors; the metadata facts of ``tilelang.cuda.intrinsics.sparse_layout``.
 tests/gpu/test_wgmma_gemm_gpu.py runs the kernels against torch."""
 
 import pytest
@@ -45,16 +46,46 @@ def test_metadata_facts():
     assert get_e_replicate_factor(T.float16) == 2 and get_e_replicate_factor(T.int8) == 1
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+NO_WGMMA = {"tl.disable_wgmma": True}
+
+
+@pytest.mark.parametrize("arch, configs", [("sm_80", None), ("sm_90a", NO_WGMMA)])
 @pytest.mark.parametrize("e_dtype", [T.int16, T.int8, T.int32])
-def test_compiles_to_gemm_sp_ss(arch, e_dtype):
-    k = tilelang.compile(sparse_kernel(e_dtype=e_dtype), target=arch)
+def test_compiles_to_gemm_sp_ss(arch, configs, e_dtype):
+    k = tilelang.compile(sparse_kernel(e_dtype=e_dtype), target=arch, pass_configs=configs)
     src = k.get_kernel_source()
     ld_e = 64 // get_e_factor(T.float16, e_dtype)
     # whole A and B tiles with 32-byte-multiple rows are stored in the mma operands' XOR swizzle
     # (the two trailing flags), which tl::gemm_sp_ss reads with ldmatrix; E stays row-major
     assert f"tl::gemm_sp_ss<128, 128, 64, 2, 2, false, false, 32, {ld_e}, 128, true, true>" in src
     assert src.count("tl::cp_async_gs<16>") >= 2 and "^" in src.split("tl::cp_async_gs<16>", 1)[1].split(";", 1)[0]
+
+
+@pytest.mark.parametrize("e_dtype", [T.int16, T.int8, T.int32])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_sm90a_takes_sparse_wgmma(e_dtype, trans_b):
+    k = tilelang.compile(sparse_kernel(e_dtype=e_dtype, trans_b=trans_b), target="sm_90a")
+    src = k.get_kernel_source()
+    ld_e = 64 // get_e_factor(T.float16, e_dtype)
+    assert f"tl::wgmma_sp_gemm_ss<128, 128, 64, 1, {str(trans_b).lower()}, false, {ld_e}>" in src
+    assert "gemm_sp_ss<" not in src.replace("wgmma_sp_gemm_ss<", "")
+    k.ensure_cubin()
+
+
+def test_sparse_wgmma_ptx_and_fallbacks():
+    from tilelang.jit import nvcc
+
+    art = tilelang.lower(sparse_kernel(M=128, N=256, K=256, bk=128, threads=256), "sm_90a")
+    assert "tl::wgmma_sp_gemm_ss<128, 256, 128, 2, false, false, 8>" in art.source
+    # A, E (16-byte rows) and B arrive by TMA from a producer warpgroup (the general
+    # warp-specialised body); E's 8-byte rows at bk=64 keep cp.async
+    assert "tl::tma_load_2d" in art.source and "__launch_bounds__(384" in art.source
+    ptx = nvcc.compile_ptx(art.source, "sm_90a")
+    assert "wgmma.mma_async.sp.sync.aligned.m64n256k32.f32.f16.f16" in ptx
+    # not whole warpgroups, or a float16 accumulator: mma.sp
+    for kw in ({"threads": 64}, {"accum": T.float16}):
+        src = tilelang.lower(sparse_kernel(**kw), "sm_90a").source
+        assert "tl::gemm_sp_ss<" in src and "wgmma_sp_gemm_ss" not in src
 
 
 def test_transposed_b_and_half_accumulator():

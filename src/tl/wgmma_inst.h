@@ -2,8 +2,9 @@
 //
 // The wgmma.mma_async instructions of sm_90a, one struct per accumulator
 // width: detail::Wgmma<N, R>::ss<TA, TNA, TNB, TB>(d, desc_a, desc_b, scale_d)
-// (both operands in shared memory, through descriptors) and ::rs<TA, TNB>(d,
-// a0..a3, desc_b, scale_d) (A in four 32-bit registers), for m64nNk16 on
+// (both operands in shared memory, through descriptors), ::rs<TA, TNB>(d,
+// a0..a3, desc_b, scale_d) (A in four 32-bit registers) and ::sp<TA, TNB>(d,
+// desc_a, desc_b, metadata, scale_d) (2:4 sparse A, m64nNk32), for m64nNk16 on
 // half / bfloat16 and m64nNk32 on 8-bit floats (e4m3 / e5m2 in any pairing,
 // both operands K major: no transpose immediates).  R is float for f32
 // accumulation and uint32_t (two halves) for f16.  The block-level GEMM built
@@ -94,6 +95,38 @@ constexpr bool is_fp8_v = is_same_v<T, __nv_fp8_e4m3> || is_same_v<T, __nv_fp8_e
 #define TL_WG_R6_30 TL_WG_R6_29 ", %122, %123, %124, %125"
 #define TL_WG_R6_31 TL_WG_R6_30 ", %126, %127, %128, %129"
 #define TL_WG_R6_32 TL_WG_R6_31 ", %130, %131, %132, %133"
+#define TL_WG_R4_1 "%4, %5, %6, %7"
+#define TL_WG_R4_2 TL_WG_R4_1 ", %8, %9, %10, %11"
+#define TL_WG_R4_3 TL_WG_R4_2 ", %12, %13, %14, %15"
+#define TL_WG_R4_4 TL_WG_R4_3 ", %16, %17, %18, %19"
+#define TL_WG_R4_5 TL_WG_R4_4 ", %20, %21, %22, %23"
+#define TL_WG_R4_6 TL_WG_R4_5 ", %24, %25, %26, %27"
+#define TL_WG_R4_7 TL_WG_R4_6 ", %28, %29, %30, %31"
+#define TL_WG_R4_8 TL_WG_R4_7 ", %32, %33, %34, %35"
+#define TL_WG_R4_9 TL_WG_R4_8 ", %36, %37, %38, %39"
+#define TL_WG_R4_10 TL_WG_R4_9 ", %40, %41, %42, %43"
+#define TL_WG_R4_11 TL_WG_R4_10 ", %44, %45, %46, %47"
+#define TL_WG_R4_12 TL_WG_R4_11 ", %48, %49, %50, %51"
+#define TL_WG_R4_13 TL_WG_R4_12 ", %52, %53, %54, %55"
+#define TL_WG_R4_14 TL_WG_R4_13 ", %56, %57, %58, %59"
+#define TL_WG_R4_15 TL_WG_R4_14 ", %60, %61, %62, %63"
+#define TL_WG_R4_16 TL_WG_R4_15 ", %64, %65, %66, %67"
+#define TL_WG_R4_17 TL_WG_R4_16 ", %68, %69, %70, %71"
+#define TL_WG_R4_18 TL_WG_R4_17 ", %72, %73, %74, %75"
+#define TL_WG_R4_19 TL_WG_R4_18 ", %76, %77, %78, %79"
+#define TL_WG_R4_20 TL_WG_R4_19 ", %80, %81, %82, %83"
+#define TL_WG_R4_21 TL_WG_R4_20 ", %84, %85, %86, %87"
+#define TL_WG_R4_22 TL_WG_R4_21 ", %88, %89, %90, %91"
+#define TL_WG_R4_23 TL_WG_R4_22 ", %92, %93, %94, %95"
+#define TL_WG_R4_24 TL_WG_R4_23 ", %96, %97, %98, %99"
+#define TL_WG_R4_25 TL_WG_R4_24 ", %100, %101, %102, %103"
+#define TL_WG_R4_26 TL_WG_R4_25 ", %104, %105, %106, %107"
+#define TL_WG_R4_27 TL_WG_R4_26 ", %108, %109, %110, %111"
+#define TL_WG_R4_28 TL_WG_R4_27 ", %112, %113, %114, %115"
+#define TL_WG_R4_29 TL_WG_R4_28 ", %116, %117, %118, %119"
+#define TL_WG_R4_30 TL_WG_R4_29 ", %120, %121, %122, %123"
+#define TL_WG_R4_31 TL_WG_R4_30 ", %124, %125, %126, %127"
+#define TL_WG_R4_32 TL_WG_R4_31 ", %128, %129, %130, %131"
 #define TL_WG_OPS_1(C, d) TL_WG_O4(C, d, 0)
 #define TL_WG_OPS_2(C, d) TL_WG_OPS_1(C, d), TL_WG_O4(C, d, 4)
 #define TL_WG_OPS_3(C, d) TL_WG_OPS_2(C, d), TL_WG_O4(C, d, 8)
@@ -139,6 +172,14 @@ constexpr bool is_fp8_v = is_same_v<T, __nv_fp8_e4m3> || is_same_v<T, __nv_fp8_e
                "}, {%0, %1, %2, %3}, %4, p, 1, 1, " #TNB ";\n}\n"                           \
                : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3), "+l"(db), "+r"(sd),                \
                  TL_WG_OPS_##Q(CON, d))
+// 2:4 sparse A (m64nNk32 on 16-bit operands): A (M x K/2 kept values) and B
+// through descriptors, the 32-bit metadata e of this thread (sparsity selector
+// 0: lanes 0 and 1 of each quad give it, gemm_sp_sm90.h), A K major.
+#define TL_WG_SP(N, Q, CON, TY, TNB)                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n"                                  \
+               "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32." TY " {" TL_WG_R4_##Q        \
+               "}, %0, %1, %2, 0, p, 1, 1, 0, " #TNB ";\n}\n"                              \
+               : "+l"(da), "+l"(db), "+r"(e), "+r"(sd), TL_WG_OPS_##Q(CON, d))
 // 8-bit operands (m64nNk32): both K major, no transpose immediates.
 #define TL_WG_SS8(N, Q, CON, TY)                                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                  \
@@ -149,6 +190,7 @@ constexpr bool is_fp8_v = is_same_v<T, __nv_fp8_e4m3> || is_same_v<T, __nv_fp8_e
 #define TL_WG_SS(N, Q, CON, TY, TNA, TNB) sm90_unsupported()
 #define TL_WG_SS8(N, Q, CON, TY) sm90_unsupported()
 #define TL_WG_RS(N, Q, CON, TY, TNB) sm90_unsupported()
+#define TL_WG_SP(N, Q, CON, TY, TNB) sm90_unsupported()
 #endif
 
 #define TL_WG_SS_T(N, Q, CON, TY)                          \
@@ -194,6 +236,16 @@ struct Wgmma;
       }                                                                                    \
     }                                                                                      \
     template <class T, bool TNB>                                                           \
+    static TL_DEVICE void sp(R* d, uint64_t da, uint64_t db, uint32_t e, int sd) {         \
+      if constexpr (is_same_v<T, half>) {                                                  \
+        if constexpr (TNB) { TL_WG_SP(N, Q, CON, DT ".f16.f16", 1); }                      \
+        else { TL_WG_SP(N, Q, CON, DT ".f16.f16", 0); }                                    \
+      } else {                                                                             \
+        if constexpr (TNB) { TL_WG_SP(N, Q, CON, DT ".bf16.bf16", 1); }                    \
+        else { TL_WG_SP(N, Q, CON, DT ".bf16.bf16", 0); }                                  \
+      }                                                                                    \
+    }                                                                                      \
+    template <class T, bool TNB>                                                           \
     static TL_DEVICE void rs(R* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,     \
                              uint64_t db, int sd) {                                        \
       if constexpr (is_same_v<T, half>) {                                                  \
@@ -235,6 +287,7 @@ TL_WGMMA_DEFINE(240, 15, uint32_t, "+r", "f16") TL_WGMMA_DEFINE(256, 16, uint32_
 #undef TL_WG_RS
 #undef TL_WG_SS
 #undef TL_WG_SS8
+#undef TL_WG_SP
 
 }  // namespace detail
 }  // namespace tl

@@ -67,12 +67,27 @@ def _compress(a, keep, e_dtype):
 
 @pytest.mark.parametrize("e_dtype,tl_e", [(torch.int16, T.int16), (torch.int8, T.int8), (torch.int32, T.int32)])
 @pytest.mark.parametrize("trans_b", [False, True])
-def test_gemm_sp_against_dense(e_dtype, tl_e, trans_b):
+@pytest.mark.parametrize("configs", [None, ts.NO_WGMMA], ids=["wgmma_sp", "mma_sp"])
+def test_gemm_sp_against_dense(e_dtype, tl_e, trans_b, configs):
     M = N = K = 128
-    k = tilelang.compile(ts.sparse_kernel(M, N, K, e_dtype=tl_e, trans_b=trans_b))
+    k = tilelang.compile(ts.sparse_kernel(M, N, K, e_dtype=tl_e, trans_b=trans_b), pass_configs=configs)
     a, keep = _semi_sparse(M, K)
     a_sparse, e = _compress(a, keep, e_dtype)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     c = torch.empty(M, N, device="cuda", dtype=torch.float32)
     k(a_sparse, e, b.T.contiguous() if trans_b else b, c)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("threads, trans_b", [(256, False), (256, True), (128, False)])
+def test_gemm_sp_wide_tiles_against_dense(threads, trans_b):
+    # two warpgroups splitting M, m64n256k32 instructions (upstream's 128x256x128 config)
+    M, N, K = 256, 256, 512
+    k = tilelang.compile(ts.sparse_kernel(M, N, K, bk=128, threads=threads, trans_b=trans_b))
+    assert "wgmma_sp_gemm_ss" in k.get_kernel_source()
+    a, keep = _semi_sparse(M, K)
+    a_sparse, e = _compress(a, keep, torch.int16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    k(a_sparse, e, b.T.contiguous() if trans_b else b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=5e-2)

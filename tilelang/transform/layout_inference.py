@@ -233,6 +233,34 @@ def _whole_swizzlable(r) -> bool:
     return all(const_int(x) == 0 for x in r.starts) and [const_int(x) for x in r.extents] == shape
 
 
+def wgmma_sp_blocker(stmt, num_threads: int) -> str | None:
+    """Why a T.gemm_sp cannot take sparse wgmma (m64nNk32, ``tl::wgmma_sp_gemm_ss``), or None: whole
+    2-D shared A and B tiles (A's K/2 and B's contiguous extent multiples of 16 elements), float32
+    accumulation, N <= 256 and whole warpgroups splitting M into 64-row multiples."""
+    args = stmt.value.args
+    a, e, b, c = (decode_region(x) for x in args[:4])
+    trans_b = bool(int(args[4].value))
+    if num_threads % 128:
+        return f"{num_threads} threads are not whole warpgroups"
+    if str(c.buffer.dtype) != "float32":
+        return "the accumulator is not float32"
+    for r in (a, b):
+        shape = [const_int(x) for x in r.buffer.shape]
+        if len(shape) != 2 or None in shape or any(const_int(x) != 0 for x in r.starts) or \
+                [const_int(x) for x in r.extents] != shape:
+            return f"'{r.buffer.name}' is not a whole 2-D tile"
+        if shape[1] % 16:
+            return f"'{r.buffer.name}' rows of {shape[1]} elements are not a multiple of 16"
+    M = const_int(a.buffer.shape[0])
+    N = const_int(b.buffer.shape[0 if trans_b else 1])
+    wg = num_threads // 128
+    if M % (64 * wg):
+        return f"M={M} does not split into 64-row blocks over {wg} warpgroup(s)"
+    if N > 256 or N % 8:
+        return f"N={N} is not a multiple of 8 up to 256"
+    return None
+
+
 def wgmma_inst_n(N: int) -> int:
     """The wgmma instruction width for a block tile N wide (``wgmma_inst_n`` of src/tl/gemm_sm90.h):
     N itself up to 256, past it the widest multiple of 16 up to 256 dividing N (0: none)."""
@@ -463,6 +491,7 @@ class _Inference:
         self.used_split_n = False   # some gemm was planned with warpgroups splitting N
         self.mix = mix              # gemms wgmma cannot take may take mma.sync beside wgmma ones
         self.wgmma_gemms = set()    # the gemms planned on wgmma (_use_wgmma)
+        self.wgmma_sparse = set()   # the T.gemm_sp planned on sparse wgmma (_use_wgmma_sp)
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
@@ -630,6 +659,19 @@ class _Inference:
             why = "C must be a fragment (T.alloc_fragment)"
         if why:
             raise LoweringError("TL0101", f"T.gemm_sp: {why}", span)
+        if stmt in self.wgmma_sparse:
+            wg = self.T // 128
+            plan = GemmPlan(M, N, K, wg, 1, False, trans_b, "wgmma_sp", wg)
+            self.out.sparse_gemms[stmt] = plan
+            self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T), span,
+                        f"T.gemm_sp (line {span_line(span)}, wgmma)")
+            for r in (a, b):    # the wgmma slab layout (whole tiles: wgmma_sp_blocker)
+                self.require_gemm_layout(r.buffer, span)
+                self.gemm_operands.add(r.buffer)
+                self.set_shared(r.buffer, True, slab=True)
+            if e.buffer not in self.out.shared:
+                self.set_shared(e.buffer, False)
+            return
         wm, wn = warp_partition(M, N, self.T // 32, policy, span)
         plan = GemmPlan(M, N, K, wm, wn, False, trans_b, "mma_sp")
         self.out.sparse_gemms[stmt] = plan
@@ -1009,6 +1051,16 @@ class _Inference:
             self.assign(dst.buffer, _reshaped(s, dst.buffer.shape), stmt.span, f"the copy at line {line}")
         return True
 
+    def _use_wgmma_sp(self, sparse, gemms) -> set:
+        """The T.gemm_sp that take sparse wgmma (``tl::wgmma_sp_gemm_ss``, sm_90a): every one that
+        fits (``wgmma_sp_blocker``) in a kernel whose dense gemms, if any, all take wgmma (one kind
+        of shared operand layout); the others mma.sp."""
+        if not sparse or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
+            return set()
+        if any(g not in self.wgmma_gemms for g in gemms):
+            return set()
+        return {g for g in sparse if self.regions.get(g) is None and wgmma_sp_blocker(g, self.T) is None}
+
     def _use_wgmma(self, gemms) -> set:
         """The gemms that take the wgmma path (sm_90a, not disabled): every one that fits
         (``wgmma_blocker``) where their slices agree on the slabs (``wgmma_slab_conflict``). With
@@ -1094,7 +1146,8 @@ class _Inference:
         reducers = []    # (T.alloc_reducer buffer, legacy form)
         walk_stmts(self.info.body, visit)
         self.wgmma_gemms = self._use_wgmma(gemms)
-        self.out.wgmma = bool(self.wgmma_gemms)
+        self.wgmma_sparse = self._use_wgmma_sp(sparse, gemms)
+        self.out.wgmma = bool(self.wgmma_gemms) or bool(self.wgmma_sparse)
         for g in gemms:
             with self.threads_of(g):
                 self.plan_gemm(g)

@@ -744,6 +744,8 @@ class Lowerer:
         plan = self.layouts.sparse_gemms[stmt]
         args = stmt.value.args
         a, e, b, c = (decode_region(x) for x in args[:4])
+        if plan.kind == "wgmma_sp":
+            return self._lower_wgmma_sp(stmt, plan, a, e, b, c)
         swizzled = []
         for r in (a, e, b):
             layout = self.layouts.shared[r.buffer]
@@ -763,6 +765,25 @@ class Lowerer:
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(args[6]), make("true"), make("false"), span=stmt.span)
+
+    def _lower_wgmma_sp(self, stmt, plan, a, e, b, c):
+        """``tl::wgmma_sp_gemm_ss`` (src/tl/gemm_sp_sm90.h): A and B in the wgmma slab layout, E
+        row-major."""
+        for r, slab in ((a, True), (b, True), (e, False)):
+            layout = self.layouts.shared[r.buffer]
+            if bool(getattr(layout, "slab", False)) != slab or (not slab and getattr(layout, "swizzle", False)):
+                raise LoweringError("TL0201", f"T.gemm_sp (sparse wgmma) reads '{r.buffer.name}' "
+                                    f"{'in the wgmma slab layout' if slab else 'row-major'}, but it has "
+                                    f"{layout.describe()}", stmt.span)
+        ptrs = [self.shared_ptr(r.buffer, [self.rewrite(x) for x in r.starts]) for r in (a, e, b)]
+        c_ptr = tirx.address_of(tirx.BufferLoad(self.frag[c.buffer], [i32(0)]))
+        lde = const_int(e.buffer.shape[-1])
+        head = f"tl::wgmma_sp_gemm_ss<{plan.M}, {plan.N}, {plan.K}, {plan.warpgroups}, {_b(plan.trans_b)}"
+        make = lambda cl: evaluate_extern(f"{head}, {cl}, {lde}>", *ptrs, c_ptr, span=stmt.span)
+        flag = const_int(stmt.value.args[6])
+        if flag is not None:
+            return make("true" if flag else "false")
+        return tirx.IfThenElse(self.rewrite(stmt.value.args[6]), make("true"), make("false"), span=stmt.span)
 
     def lower_wait_wgmma(self, stmt):
         """``tl::wait_wgmma<n>()``, then the float accumulators of the kernel's T.wgmma_gemm calls
