@@ -28,9 +28,20 @@
 #pragma once
 
 #include "gemm_sm90.h"
-#include "mma_macro.h"
 
 namespace tl {
+namespace detail {
+
+// The 16 metadata bits of K columns [k0, k0 + 16) of row ``row`` (k0 a
+// multiple of 16): the row's groups are little-endian 4-bit fields whatever
+// TE is, so they are the 16 bits k0/8 bytes into the row, one 16-bit read.
+template <class TE, int LDE>
+TL_DEVICE uint32_t sparse_meta_half(const TE* E, int row, int k0) {
+  const char* p = reinterpret_cast<const char*>(E + row * LDE) + k0 / 8;
+  return *reinterpret_cast<const unsigned short*>(p);
+}
+
+}  // namespace detail
 
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_B, bool CLEAR_ACCUM, int LDE,
           typename TA, typename TE, typename TB, typename TC>
@@ -49,17 +60,25 @@ TL_DEVICE void wgmma_sp_gemm_ss(const TA* A_smem, const TE* E_smem, const TB* B_
   const int t = static_cast<int>(threadIdx.x) % 128;
   const int row = static_cast<int>(wm) * SA::MW + (t / 32) * 16 + (t % 32) / 4;
   const int half_k = 16 * (t % 2);
+  // every metadata register first: the instructions then issue back to back
+  uint32_t e[K / 32][SA::MI];
+#pragma unroll
+  for (int ks = 0; ks < K / 32; ++ks) {
+#pragma unroll
+    for (int mi = 0; mi < SA::MI; ++mi) {
+      const int r = row + mi * 64, k0 = ks * 32 + half_k;
+      e[ks][mi] = detail::sparse_meta_half<TE, LDE>(E_smem, r, k0) |
+                  (detail::sparse_meta_half<TE, LDE>(E_smem, r + 8, k0) << 16);
+    }
+  }
   detail::fence_regs<SA::kRegs>(C_frag);
   detail::wgmma_fence_sync();
 #pragma unroll
   for (int ks = 0; ks < K / 32; ++ks) {
 #pragma unroll
     for (int mi = 0; mi < SA::MI; ++mi) {
-      const int r = row + mi * 64, k0 = ks * 32 + half_k;
-      const uint32_t e = detail::sparse_meta16<TE, LDE>(E_smem, r, k0) |
-                         (detail::sparse_meta16<TE, LDE>(E_smem, r + 8, k0) << 16);
       detail::Wgmma<SA::kN, float>::template sp<TA, !TRANS_B>(
-          C_frag + mi * SA::kBlockRegs, SA::desc_a(da0, mi, ks), SB::desc_b(db0, 2 * ks), e,
+          C_frag + mi * SA::kBlockRegs, SA::desc_a(da0, mi, ks), SB::desc_b(db0, 2 * ks), e[ks][mi],
           (CLEAR_ACCUM && ks == 0) ? 0 : 1);
     }
   }
