@@ -160,3 +160,26 @@ def test_guard_without_copies_keeps_the_body_as_written():
     pl = PipelinedLoop.of(loops[0])
     assert pl.guard is None and not pl.producers
     assert len(pl.consumers) == 1 and pl.consumers[0].same_as(loops[0].body)   # the `if`, not its branch
+
+
+def test_guard_reading_a_tensor_the_kernel_writes_keeps_the_cp_async_pipeline():
+    # the consumers write the mask before the loop: the producer warpgroup could read it first
+    @T.prim_func
+    def k(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+          Mask: T.Tensor((8, 8, 32), "bool"), C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            a = T.alloc_shared((128, 32), "float16")
+            b = T.alloc_shared((32, 128), "float16")
+            c = T.alloc_fragment((128, 128), "float32")
+            for i in T.Parallel(32):
+                Mask[by, bx, i] = i % 2 == 0
+            T.clear(c)
+            for kk in T.Pipelined(32, num_stages=2):
+                if Mask[by, bx, kk]:
+                    T.copy(A[by * 128, kk * 32], a)
+                    T.copy(B[kk * 32, bx * 128], b)
+                    T.gemm(a, b, c)
+            T.copy(c, C[by * 128, bx * 128])
+
+    src = tilelang.lower(k, target="sm_90a").source
+    assert "tiles_done" not in src and "cp_async" in src

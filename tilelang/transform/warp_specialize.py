@@ -207,7 +207,7 @@ def plan_or_reason(lw) -> tuple:
     if not producers:
         return None, "the loop body has no global-to-shared copies at its top level"
     if pipe.guard is not None:
-        why = _guard_blocker(pipe, gemm)
+        why = _guard_blocker(lw, pipe, gemm)
         if why is not None:
             return None, why
     why = _computed_coordinates(lw, producers)
@@ -241,15 +241,20 @@ def plan_or_reason(lw) -> tuple:
     return WsPlan(pipe, gemm, pairs, specs, heads=heads), None
 
 
-def _guard_blocker(pipe, gemm) -> str | None:
+def _guard_blocker(lw, pipe, gemm) -> str | None:
     """Why a body that is one ``if c:`` around its copies and gemm (``PipelinedLoop.guard``: a
     block-sparse main loop) cannot run warp-specialised, or None. Both roles evaluate ``c``
-    (``_lower_guarded``), so it may read global memory only: the producer has no registers of the
-    consumers'; and the body must be the GEMM main loop's single wgmma."""
+    (``lower_loop``), so it may read global memory only, which the kernel does not write (the
+    producer has no registers of the consumers' and meets no barrier of theirs); and the body must
+    be the GEMM main loop's single wgmma."""
     if gemm is None:
         return "the loop body is one `if` around its copies and more than one gemm (pipelined with cp.async instead)"
-    if any(scope_of(e.source) != "global" for e in tensor_loads(pipe.guard)):
+    reads = {e.source for e in tensor_loads(pipe.guard)}
+    if any(scope_of(b) != "global" for b in reads):
         return "the `if` around the loop body reads registers (pipelined with cp.async instead)"
+    written = thread_sync.buffer_rw(lw.info.body, ("global",))[1]
+    if reads & written:
+        return "the `if` around the loop body reads a tensor the kernel writes (pipelined with cp.async instead)"
     return None
 
 
