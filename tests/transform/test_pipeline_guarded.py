@@ -16,7 +16,11 @@ import tilelang
 import tilelang.language as T
 
 
-def _blocksparse(stages=2, shared_cond=False):
+def _blocksparse(stages=2, shared_cond=False, cond="global"):
+    """A block-sparse GEMM; ``cond``: the mask is read from global memory as it is ("global"), from
+    registers the kernel loaded ("local"), or from global memory the kernel wrote first ("written")."""
+    shared_cond = shared_cond or cond == "shared"
+
     @T.prim_func
     def k(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
           Mask: T.Tensor((8, 8, 32), "bool"), C: T.Tensor((1024, 1024), "float16")):
@@ -24,12 +28,19 @@ def _blocksparse(stages=2, shared_cond=False):
             a = T.alloc_shared((128, 32), "float16")
             b = T.alloc_shared((32, 128), "float16")
             m = T.alloc_shared((32,), "bool")
+            r = T.alloc_local((32,), "bool")
             c = T.alloc_fragment((128, 128), "float32")
+            if cond == "local":
+                for i in T.serial(32):
+                    r[i] = Mask[by, bx, i]
+            if cond == "written":
+                for i in T.Parallel(32):
+                    Mask[by, bx, i] = i % 2 == 0
             T.clear(c)
             if shared_cond:
                 T.copy(Mask[by, bx, :], m)
             for kk in T.Pipelined(32, num_stages=stages):
-                if (m[kk] if shared_cond else Mask[by, bx, kk]):
+                if (m[kk] if shared_cond else r[kk] if cond == "local" else Mask[by, bx, kk]):
                     T.copy(A[by * 128, kk * 32], a)
                     T.copy(B[kk * 32, bx * 128], b)
                     T.gemm(a, b, c)
@@ -109,26 +120,11 @@ def test_guarded_main_loop_is_warp_specialised_with_counted_slots():
     assert "tl::wgmma_wait<0" in consumer[consumer.index("tiles_done[0] = (tiles_done[0] + 1);"):]
 
 
-def test_guard_reading_registers_keeps_the_cp_async_pipeline():
-    @T.prim_func
-    def k(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
-          Mask: T.Tensor((8, 8, 32), "int32"), C: T.Tensor((1024, 1024), "float16")):
-        with T.Kernel(8, 8, threads=128) as (bx, by):
-            a = T.alloc_shared((128, 32), "float16")
-            b = T.alloc_shared((32, 128), "float16")
-            m = T.alloc_local((32,), "int32")
-            c = T.alloc_fragment((128, 128), "float32")
-            for i in T.serial(32):
-                m[i] = Mask[by, bx, i]
-            T.clear(c)
-            for kk in T.Pipelined(32, num_stages=2):
-                if m[kk] != 0:
-                    T.copy(A[by * 128, kk * 32], a)
-                    T.copy(B[kk * 32, bx * 128], b)
-                    T.gemm(a, b, c)
-            T.copy(c, C[by * 128, bx * 128])
-
-    src = tilelang.lower(k, target="sm_90a").source
+@pytest.mark.parametrize("cond", ["local", "written"])
+def test_guard_on_registers_or_on_a_tensor_the_kernel_writes_keeps_the_cp_async_pipeline(cond):
+    # registers: the producer warpgroup has none of the consumers'; a tensor the consumers write
+    # before the loop: the producer could read it first
+    src = tilelang.lower(_blocksparse(cond=cond), target="sm_90a").source
     assert "tiles_done" not in src and "cp_async" in src
 
 
@@ -161,25 +157,3 @@ def test_guard_without_copies_keeps_the_body_as_written():
     assert pl.guard is None and not pl.producers
     assert len(pl.consumers) == 1 and pl.consumers[0].same_as(loops[0].body)   # the `if`, not its branch
 
-
-def test_guard_reading_a_tensor_the_kernel_writes_keeps_the_cp_async_pipeline():
-    # the consumers write the mask before the loop: the producer warpgroup could read it first
-    @T.prim_func
-    def k(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
-          Mask: T.Tensor((8, 8, 32), "bool"), C: T.Tensor((1024, 1024), "float16")):
-        with T.Kernel(8, 8, threads=128) as (bx, by):
-            a = T.alloc_shared((128, 32), "float16")
-            b = T.alloc_shared((32, 128), "float16")
-            c = T.alloc_fragment((128, 128), "float32")
-            for i in T.Parallel(32):
-                Mask[by, bx, i] = i % 2 == 0
-            T.clear(c)
-            for kk in T.Pipelined(32, num_stages=2):
-                if Mask[by, bx, kk]:
-                    T.copy(A[by * 128, kk * 32], a)
-                    T.copy(B[kk * 32, bx * 128], b)
-                    T.gemm(a, b, c)
-            T.copy(c, C[by * 128, bx * 128])
-
-    src = tilelang.lower(k, target="sm_90a").source
-    assert "tiles_done" not in src and "cp_async" in src
