@@ -149,8 +149,11 @@ def test_loop_of_one_iteration_counts_as_no_loop():
     assert "tl::cp_async_gs<16>" in source(heavy_loop(2))
 
 
-def three_copies_then_readers():
-    """Three register-heavy lone copies in a loop; the first tile is read first, the other two later."""
+def lone_copies(body="readers"):
+    """Register-heavy lone copies in a one-stage loop ahead of gemms. ``body``: "readers", three
+    copies, the first tile rewritten first and the other two read later; "async", a T.async_copy
+    and a lone copy behind the user's own ``ptx_wait_group(0)``; "if", the second and third copies
+    inside an ``if`` (an ``else`` clears the tile)."""
 
     @T.prim_func
     def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
@@ -162,15 +165,33 @@ def three_copies_then_readers():
             C_l = T.alloc_fragment((128, 128), T.float32)
             T.clear(C_l)
             for k in T.Pipelined(8, num_stages=1):
-                T.copy(A[by * 128, k * 32], A_s)
-                T.copy(B[k * 32, bx * 128], B_s)
-                T.copy(D[k * 32, bx * 128], D_s)
-                for i, j in T.Parallel(128, 32):
-                    A_s[i, j] = A_s[i, j] * T.float16(0.5)
-                T.gemm(A_s, B_s, C_l)
-                T.gemm(A_s, D_s, C_l)
+                if body == "readers":
+                    T.copy(A[by * 128, k * 32], A_s)
+                    T.copy(B[k * 32, bx * 128], B_s)
+                    T.copy(D[k * 32, bx * 128], D_s)
+                    for i, j in T.Parallel(128, 32):
+                        A_s[i, j] = A_s[i, j] * T.float16(0.5)
+                    T.gemm(A_s, B_s, C_l)
+                    T.gemm(A_s, D_s, C_l)
+                elif body == "async":
+                    T.async_copy(A[by * 128, k * 32], A_s)
+                    T.copy(B[k * 32, bx * 128], B_s)
+                    T.ptx_wait_group(0)
+                    T.gemm(A_s, B_s, C_l)
+                else:
+                    T.copy(A[by * 128, k * 32], A_s)
+                    if bx > 0:
+                        T.copy(B[k * 32, bx * 128], B_s)
+                        T.copy(D[k * 32, bx * 128], B_s)
+                    else:
+                        T.clear(B_s)
+                    T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C[by * 128, bx * 128])
     return main
+
+
+def three_copies_then_readers():
+    return lone_copies("readers")
 
 
 def test_lone_copies_wait_together_before_their_first_reader():
@@ -193,22 +214,7 @@ def test_lone_copies_wait_together_before_their_first_reader():
 def test_a_sequence_with_its_own_async_copies_waits_at_once():
     """Where the sequence has a T.async_copy of its own, its waits count groups: lone copies
     keep their immediate wait."""
-
-    @T.prim_func
-    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
-             C: T.Tensor((256, 256), T.float16)):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            A_s = T.alloc_shared((128, 32), T.float16)
-            B_s = T.alloc_shared((32, 128), T.float16)
-            C_l = T.alloc_fragment((128, 128), T.float32)
-            T.clear(C_l)
-            for k in T.Pipelined(8, num_stages=1):
-                T.async_copy(A[by * 128, k * 32], A_s)
-                T.copy(B[k * 32, bx * 128], B_s)
-                T.ptx_wait_group(0)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * 128, bx * 128])
-    body = loop_part(source(main))
+    body = loop_part(source(lone_copies("async")))
     b_copy = body.index("tl::cp_async_gs", body.index("tl::cp_async_commit();") + 1)
     assert body.index("tl::cp_async_wait<0>();", b_copy) < body.index("wgmma_gemm")
 
@@ -224,26 +230,7 @@ def test_copies_under_an_if_wait_inside_it():
     """Lone copies in a nested sequence (the body of an ``if``) are that sequence's: waited for at
     its end, and the ``if`` itself is no deferred copy of the outer sequence (upstream's
     block-causal varlen backward raised an internal error here once)."""
-
-    @T.prim_func
-    def main(A: T.Tensor((256, 256), T.float16), B: T.Tensor((256, 256), T.float16),
-             D: T.Tensor((256, 256), T.float16), C: T.Tensor((256, 256), T.float16)):
-        with T.Kernel(2, 2, threads=128) as (bx, by):
-            A_s = T.alloc_shared((128, 32), T.float16)
-            B_s = T.alloc_shared((32, 128), T.float16)
-            C_l = T.alloc_fragment((128, 128), T.float32)
-            T.clear(C_l)
-            for k in T.Pipelined(8, num_stages=1):
-                T.copy(A[by * 128, k * 32], A_s)
-                if bx > 0:
-                    T.copy(B[k * 32, bx * 128], B_s)
-                    T.copy(D[k * 32, bx * 128], B_s)
-                else:
-                    T.clear(B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * 128, bx * 128])
-
-    body = loop_part(source(main))
+    body = loop_part(source(lone_copies("if")))
     branch = body[body.index("if (0 < ((int)blockIdx.x))"):body.index("} else {")]
     assert branch.count("tl::cp_async_commit();") == 2 and branch.count("tl::cp_async_wait<") >= 1
 

@@ -45,7 +45,7 @@ from tilelang.tir_utils import const_int, evaluate_extern, map_stmts, seq, walk_
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest, op_name,
                                        parallel_nest, scope_of)
 from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined
-from tilelang.transform.thread_sync import ASYNC_COPY_FLAG, buffer_rw, shared_rw
+from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, shared_rw
 
 DISABLE_KEY = "tl.disable_attention_schedule"
 # Fragment registers per thread above which the kernel is left as written: the early loads keep
@@ -188,7 +188,7 @@ def _has_user_sync(body) -> bool:
             found.append(s)
         elif isinstance(s, tirx.Evaluate):
             text = str(s.value)
-            if any(key in text for key in _USER_SYNC) or (op_name(s) == "copy" and _flag(s) == ASYNC_COPY_FLAG):
+            if any(key in text for key in _USER_SYNC) or is_async_copy(s):
                 found.append(s)
 
     walk_stmts(body, visit)
@@ -249,7 +249,7 @@ def _rewrite(loop):
             if upto > retired:
                 waits[j] = len(order) - upto
                 retired = upto
-    out = [_as_async(stmts[i]) for i in order]
+    out = [as_async_copy(stmts[i]) for i in order]
     for j in rest:
         if j in waits:
             out.append(evaluate_extern(f"tl::cp_async_wait<{waits[j]}>", span=stmts[j].span))
@@ -272,13 +272,6 @@ def _loads_any(expr, buffers) -> bool:
     import tvm_ffi
     tvm_ffi.structural_walk(expr, [(ir.TensorLoad, visit)], order="pre")
     return bool(found)
-
-
-def _as_async(stmt):
-    call = stmt.value
-    args = list(call.args)
-    args[3] = tirx.IntImm("int32", ASYNC_COPY_FLAG)
-    return tirx.Evaluate(ir.Call(call.op, args, ret_ty="handle"), span=stmt.span)
 
 
 def _whole_vectors(src, dst) -> bool:

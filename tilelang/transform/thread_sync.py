@@ -31,6 +31,20 @@ from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_
 ASYNC_COPY_FLAG = 3     # the T.copy flag of T.async_copy (language/tile.py: committed, not waited for)
 
 
+def is_async_copy(stmt) -> bool:
+    """``stmt`` is a ``T.async_copy`` (a ``T.copy`` with ``ASYNC_COPY_FLAG``: committed, not waited for)."""
+    v = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    return v is not None and is_tl_call(v, "copy") and len(v.args) > 3 and const_int(v.args[3]) == ASYNC_COPY_FLAG
+
+
+def as_async_copy(stmt):
+    """The ``T.copy`` statement ``stmt`` as a ``T.async_copy``."""
+    v = stmt.value
+    args = list(v.args) + [tirx.IntImm("int32", 0)] * (4 - len(v.args))
+    args[3] = tirx.IntImm("int32", ASYNC_COPY_FLAG)
+    return tirx.Evaluate(ir.Call(v.op, args, ret_ty=v.ty), span=stmt.span)
+
+
 def shared_rw(stmt):
     """(reads, writes): sets of shared buffers a statement (and everything in it) touches."""
     return buffer_rw(stmt, SHARED_SCOPES)
@@ -280,8 +294,7 @@ def _async_landing(stmt, in_flight):
         if not isinstance(s, tirx.Evaluate):
             return
         v = s.value
-        if is_tl_call(v, "copy") and len(v.args) > 3 and isinstance(v.args[3], tirx.IntImm) \
-                and int(v.args[3]) == ASYNC_COPY_FLAG:
+        if is_async_copy(s):
             in_flight = in_flight + [decode_region(v.args[1]).buffer]
         elif isinstance(v, tirx.Call) and getattr(v.op, "name", None) == "tirx.call_extern" and v.args:
             fn = str(getattr(v.args[0], "value", ""))
@@ -367,8 +380,7 @@ def _may_defer_waits(lw, stmts) -> bool:
     def visit(s):
         if isinstance(s, tirx.Evaluate):
             v = s.value
-            if is_tl_call(v, "copy") and len(v.args) > 3 and isinstance(v.args[3], tirx.IntImm) \
-                    and int(v.args[3]) == ASYNC_COPY_FLAG:
+            if is_async_copy(s):
                 found.append(s)
             elif isinstance(v, ir.Call) and ("cp_async" in getattr(v.op, "name", "") or (
                     v.args and "cp_async" in str(getattr(v.args[0], "value", "")))):
@@ -406,10 +418,7 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
                 inflight = inflight[last + 1:]
         p = planned[k]
         if k in deferred:
-            v = p.value
-            args = list(v.args) + [tirx.IntImm("int32", 0)] * (4 - len(v.args))
-            args[3] = tirx.IntImm("int32", ASYNC_COPY_FLAG)
-            p = tirx.Evaluate(ir.Call(v.op, args, ret_ty=v.ty), span=p.span)
+            p = as_async_copy(p)
             inflight.append((k, deferred[k]))
         out_s.append(p if k in deferred else s)
         out_p.append(p)

@@ -672,8 +672,7 @@ def _single_stage_blocker(lw, producers, consumers) -> str | None:
     loads already issued early (``attention_schedule``'s T.async_copy) keep their path; and some
     tile must be free for part of the body (read only after its start or not up to its end), or
     the producer could never load ahead."""
-    if any(len(p.value.args) > 3 and const_int(p.value.args[3]) == thread_sync.ASYNC_COPY_FLAG
-           for p in producers):
+    if any(thread_sync.is_async_copy(p) for p in producers):
         return "its loads are T.async_copy"
     # (before shared memory is planned there are no aliases yet: ``plan_overlap`` checks again)
     syncs, (tail_r, tail_w), (head_r, head_w), _ = thread_sync.plan_sequence(consumers,
