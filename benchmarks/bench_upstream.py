@@ -14,7 +14,11 @@ kernel object defers it, as ours does for multi-kernel functions), ``--merge`` (
 ``--json`` file instead of replacing it, for a run split by ``--only``), ``--isolate`` (each case in
 a child process: a sticky CUDA error, or a hang cut at ``--case-timeout``, costs only that case),
 ``--examples DIR`` (upstream's ``examples/``; default ``$TL_UPSTREAM_EXAMPLES``, else the first of
-``{<repo>/../shared, <repo>/shared, <repo>/.gpu}/conformance/upstream/examples``).
+``{<repo>/../shared, <repo>/shared, <repo>/.gpu}/conformance/upstream/examples``), ``--jobs N``
+(build every case first in N concurrent child processes, so the timed pass finds each kernel in the
+compiler's disk cache: a whole table in minutes on a many-core GPU machine), ``--chunk K`` (with
+``--isolate``: K cases per child process, one interpreter start for K; a child that dies has its
+unfinished cases rerun one per child).
 
 Each case (``_upstream_cases.py``) imports the unchanged example module from its folder, builds
 the kernel as the example does, checks it against the example's reference (or torch) on random
@@ -189,11 +193,15 @@ def write_json(path: Path, records: dict, merge: bool) -> None:
     tmp.replace(path)
 
 
+def _blank(c, ident: dict) -> dict:
+    return {**ident, "ms": None, "ref_ms": None, "ok": False, "maxdiff": None, "error": None,
+            "size": c.size, "ref": c.ref}
+
+
 def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool) -> dict:
     """Build, check and time one case in this process; a failure becomes the record's error."""
     import torch
-    rec = {**ident, "ms": None, "ref_ms": None, "ok": False, "maxdiff": None, "error": None,
-           "size": c.size, "ref": c.ref}
+    rec = _blank(c, ident)
     t0 = time.time()
     try:
         mod = load(examples, c.folder, c.module)
@@ -215,33 +223,69 @@ def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool) -> dict:
     return rec
 
 
-def measure_isolated(c, examples: Path, args, ident: dict) -> dict:
-    """One case in a child process of its own (a fresh CUDA context; a hang is cut at
-    --case-timeout): the child writes its record to a temporary JSON file."""
+def _child_cmd(names, examples: Path, args, out: Path) -> list[str]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--names", ",".join(names), "--json", str(out),
+           "--examples", str(examples), "--warmup", str(args.warmup), "--rep", str(args.rep)]
+    return cmd + (["-v"] if args.verbose else [])
+
+
+def measure_isolated(chunk, examples: Path, args, ident: dict) -> dict:
+    """The cases of ``chunk`` in a child process of their own (a fresh CUDA context; a hang is cut
+    at --case-timeout per case): the child writes its records to a temporary JSON file. When the
+    child dies part-way, a chunk of several cases has its unfinished or failed ones rerun one per
+    child, so a sticky CUDA error or a hang costs only its own case. -> {name: record}."""
     import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "case.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--names", c.name, "--json", str(out),
-               "--examples", str(examples), "--warmup", str(args.warmup), "--rep", str(args.rep)]
-        if args.verbose:
-            cmd.append("-v")
-        rec = {**ident, "ms": None, "ref_ms": None, "ok": False, "maxdiff": None, "error": None,
-               "size": c.size, "ref": c.ref}
+        out = Path(tmp) / "chunk.json"
+        timeout = args.case_timeout * len(chunk)
+        err = None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout)
+            proc = subprocess.run(_child_cmd([c.name for c in chunk], examples, args, out),
+                                  capture_output=True, text=True, timeout=timeout)
+            if args.verbose and proc.stderr:
+                sys.stderr.write(proc.stderr)
+            tail = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+            err = f"child process exited {proc.returncode}: {tail[-1].strip() if tail else 'no output'}"
         except subprocess.TimeoutExpired:
-            rec["error"] = f"timed out after {args.case_timeout}s (hang?)"
-            return rec
-        if args.verbose and proc.stderr:
-            sys.stderr.write(proc.stderr)
-        if out.is_file():
-            got = json.loads(out.read_text()).get(c.name)
-            if got:
-                return got
-        tail = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-        rec["error"] = f"child process exited {proc.returncode}: {tail[-1].strip() if tail else 'no output'}"
-        return rec
+            err = f"timed out after {timeout}s (hang?)"
+        got = json.loads(out.read_text()) if out.is_file() else {}
+    records, left = {}, []
+    for c in chunk:
+        if got.get(c.name) and (len(chunk) == 1 or not got[c.name].get("error")):
+            records[c.name] = got[c.name]
+        else:
+            left.append(c)
+    if len(chunk) == 1 or not left:
+        for c in left:
+            records[c.name] = {**_blank(c, ident), "error": err}
+        return records
+    for c in left:   # the child died in one of these: each alone now
+        records.update(measure_isolated([c], examples, args, ident))
+    return records
+
+
+def prebuild(cases, examples: Path, args) -> list[str]:
+    """Build every case's kernel (nvcc included) in ``args.jobs`` concurrent child processes, so the
+    timed pass loads each from the compiler's disk cache. Cases are dealt round-robin; a failure
+    here is only reported (the timed pass records it properly). -> the names that failed."""
+    import subprocess
+    jobs = max(1, min(args.jobs, len(cases)))
+    groups = [cases[i::jobs] for i in range(jobs)]
+    t0 = time.time()
+    print(f"building {len(cases)} cases in {jobs} processes ...", flush=True)
+    procs = []
+    for g in groups:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--compile-only", "--nvcc",
+               "--names", ",".join(c.name for c in g), "--examples", str(examples)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    failed = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        failed += [ln.split()[0] for ln in out.splitlines() if " error: " in ln]
+    print(f"built in {time.time() - t0:.0f}s" + (f"; failed to build: {', '.join(failed)}" if failed else ""),
+          flush=True)
+    return failed
 
 
 def do_run(cases, examples: Path, args) -> int:
@@ -255,19 +299,25 @@ def do_run(cases, examples: Path, args) -> int:
     records = {"_meta": meta}
     print(f"| {'case':34s} | {'ms':>9s} | {'torch ms':>9s} | {'torch/ms':>8s} | check |", flush=True)
     print(f"|{'-' * 36}|{'-' * 11}|{'-' * 11}|{'-' * 10}|-------|", flush=True)
-    for c in cases:
+    if args.jobs > 1:
+        prebuild(cases, examples, args)
+    step = max(1, args.chunk) if args.isolate else 1
+    for i in range(0, len(cases), step):
+        chunk = cases[i:i + step]
         if args.isolate:
-            rec = measure_isolated(c, examples, args, ident)
+            got = measure_isolated(chunk, examples, args, ident)
         else:
-            rec = measure(c, examples, h, ident, args.verbose)
-        if rec.get("error"):
-            print(f"| {c.name:34s} | error: {rec['error']} |", flush=True)
-        else:
-            ratio = rec["ref_ms"] / rec["ms"] if rec.get("ref_ms") and rec.get("ms") else None
-            check = ("ok" if rec["ok"] else "WRONG") + f" {rec['maxdiff']:.2e}"
-            print(f"| {c.name:34s} | {fmt_ms(rec['ms']):>9s} | {fmt_ms(rec.get('ref_ms')):>9s} | "
-                  f"{(f'{ratio:.2f}x' if ratio else '-'):>8s} | {check} |", flush=True)
-        records[c.name] = rec
+            got = {c.name: measure(c, examples, h, ident, args.verbose) for c in chunk}
+        for c in chunk:
+            rec = got[c.name]
+            if rec.get("error"):
+                print(f"| {c.name:34s} | error: {rec['error']} |", flush=True)
+            else:
+                ratio = rec["ref_ms"] / rec["ms"] if rec.get("ref_ms") and rec.get("ms") else None
+                check = ("ok" if rec["ok"] else "WRONG") + f" {rec['maxdiff']:.2e}"
+                print(f"| {c.name:34s} | {fmt_ms(rec['ms']):>9s} | {fmt_ms(rec.get('ref_ms')):>9s} | "
+                      f"{(f'{ratio:.2f}x' if ratio else '-'):>8s} | {check} |", flush=True)
+            records[c.name] = rec
         if args.json:
             write_json(Path(args.json), records, args.merge)
     ok = sum(1 for k, r in records.items() if not k.startswith("_") and r["ok"])
@@ -372,6 +422,10 @@ def main(argv=None) -> int:
     p.add_argument("--isolate", action="store_true",
                    help="run each case in a child process of its own (survives a sticky CUDA error or a hang)")
     p.add_argument("--case-timeout", type=int, default=300, help="with --isolate: seconds per case (default 300)")
+    p.add_argument("--chunk", type=int, default=1, metavar="K",
+                   help="with --isolate: K cases per child process (default 1)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="build every case first in N concurrent processes (default 1: build as measured)")
     p.add_argument("--names", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failing case")
     args = p.parse_args(argv)
@@ -387,6 +441,8 @@ def main(argv=None) -> int:
     if not cases:
         print(f"bench_upstream: no case matches --only {args.only!r} (see --list)", file=sys.stderr)
         return 1
+    if args.compile_only and args.jobs > 1:
+        return 1 if prebuild(cases, examples_dir(args.examples), args) else 0
     if args.compile_only:
         return do_compile_only(cases, examples_dir(args.examples), args.verbose, args.nvcc)
     missing = gpu_missing()

@@ -61,6 +61,32 @@ def test_jit_kernel_builds_every_part(monkeypatch):
     assert len(seen) == 2 and all(p.cubin == b"cubin" for p in art.parts)
 
 
+def test_several_kernels_are_stored_in_the_disk_cache_once_built(monkeypatch, tmp_path):
+    """A multi-kernel function's cubins are built on first launch; the disk cache then holds the
+    whole artifact, so a later compile (another process) neither lowers nor runs nvcc again."""
+    import sys
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILELANG_DISABLE_CACHE", raising=False)
+    built = []
+    monkeypatch.setattr(sys.modules["tilelang.jit.kernel"].nvcc, "compile_cubin",
+                        lambda src, *a, **k: built.append(src) or f"cubin{len(built)}".encode())
+    kernel = tilelang.compile(_split_and_combine(), out_idx=[1], target="sm_90a")
+    assert built == [] and not any(tmp_path.rglob("artifact.json"))   # nothing built, nothing stored
+    kernel.ensure_cubin()
+    assert len(built) == 2
+    entry = next(tmp_path.rglob("artifact.json")).parent
+    assert sorted(f.name for f in entry.iterdir()) == ["artifact.json", "kernel.cu", "part0.cubin", "part1.cubin"]
+
+    again = tilelang.compile(_split_and_combine(), out_idx=[1], target="sm_90a")
+    assert [p.cubin for p in again.artifact.parts] == [b"cubin1", b"cubin2"]   # from the entry
+    again.ensure_cubin()
+    assert len(built) == 2
+    (entry / "part1.cubin").write_bytes(b"damaged")            # a damaged part is a miss, not an error
+    third = tilelang.compile(_split_and_combine(), out_idx=[1], target="sm_90a")
+    assert all(p.cubin is None for p in third.artifact.parts)
+
+
 def test_single_kernel_is_unchanged():
     @T.prim_func
     def one(A: T.Tensor((128,), "float32")):

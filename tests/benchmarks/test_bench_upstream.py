@@ -149,3 +149,43 @@ def test_imports_only_public_tilelang_torch_triton(path):
                 assert name in ("tilelang", "tilelang.language"), f"{path.name}:{node.lineno}: imports {name}"
             if name.startswith("triton"):
                 assert name in ("triton", "triton.testing"), name
+
+
+def test_a_chunk_child_that_dies_has_its_unfinished_and_failed_cases_rerun_alone(monkeypatch, tmp_path):
+    """--isolate --chunk K: one child for K cases; what it did not finish (it died) or finished with
+    an error (a sticky CUDA error spreads to later cases) runs again, each case in a child of its own."""
+    import argparse
+    import subprocess as sp
+    a, b, c = bench.CASES[:3]
+    calls = []
+
+    def fake_run(cmd, **_kw):
+        names = cmd[cmd.index("--names") + 1].split(",")
+        out = Path(cmd[cmd.index("--json") + 1])
+        calls.append(names)
+        if len(names) == 3:     # the chunk: a fine, b failed, the child died before c
+            out.write_text(json.dumps({a.name: _record(1.0, 2.0), b.name: _record(None, None, False, "sticky")}))
+            return sp.CompletedProcess(cmd, -11, "", "Segmentation fault\n")
+        if names == [b.name]:
+            out.write_text(json.dumps({b.name: _record(3.0, 2.0)}))
+            return sp.CompletedProcess(cmd, 0, "", "")
+        return sp.CompletedProcess(cmd, 1, "", "RuntimeError: still broken\n")   # c alone: no record
+
+    monkeypatch.setattr(sp, "run", fake_run)
+    args = argparse.Namespace(case_timeout=10, warmup=1, rep=1, verbose=False)
+    got = bench.measure_isolated([a, b, c], tmp_path, args, {"tilelang_version": "x"})
+    assert calls == [[a.name, b.name, c.name], [b.name], [c.name]]
+    assert got[a.name]["ms"] == 1.0 and got[b.name]["ms"] == 3.0
+    assert got[c.name]["error"] == "child process exited 1: RuntimeError: still broken"
+    assert got[c.name]["size"] == c.size
+
+
+def test_parallel_compile_only_builds_in_child_processes():
+    sys.path.insert(0, str(ROOT / "tests"))
+    from upstream_paths import examples
+    if examples() is None:
+        pytest.skip("upstream's examples are not beside this checkout")
+    proc = _run("--compile-only", "--jobs", "2", "--only", "elementwise_add", "--examples", str(examples()),
+                timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "building 1 cases in 1 processes" in proc.stdout and "built in" in proc.stdout

@@ -64,12 +64,13 @@ def lower_cached(func, compile_args: dict):
 
 def finish(key: str, artifact, func) -> JITKernel:
     """Run nvcc when the artifact has no cubin yet, store it, and wrap it in a JITKernel (an
-    artifact of several kernels builds each part's cubin on first launch, as ``tilelang.compile``)."""
+    artifact of several kernels builds each part's cubin on first launch and is stored then, as
+    with ``tilelang.compile``)."""
     if artifact.cubin is None and not artifact.parts:
         artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
         if cache.enabled():
             cache.store(key, artifact)
-    return JITKernel(artifact, prim_func=func)
+    return JITKernel(artifact, prim_func=func).store_parts_under(key)
 
 
 def reason_of(error: BaseException) -> str:

@@ -101,7 +101,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
     (one backend here: nvcc and the CUDA driver)."""
     with LOWER_LOCK, jit_phase("lower", kernel=_name_of(func), target=str(target)):
         key, artifact = lower_for_compile(func, out_idx, target, pass_configs, compile_flags)
-    if artifact.parts:   # several kernels: each part's cubin is built on first launch
+    if artifact.parts:   # several kernels: each part's cubin is built on first launch, then stored
         pass
     elif artifact.cubin is None:
         if knobs.print_on_compilation():
@@ -114,7 +114,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
         if artifact.cubin is not None and cache.enabled():
             cache.store(key, artifact)
     _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
-    return JITKernel(artifact, prim_func=func)
+    return JITKernel(artifact, prim_func=func).store_parts_under(key)
 
 
 _kernel_module.COMPILE = compile   # JITKernel(prim_func, ...) compiles through it

@@ -13,7 +13,9 @@ Contract:
   ``src/**`` header (.h/.hpp/.cuh), by relative path and content, computed
   once per process.
 - Entry layout: ``<root>/<key[:2]>/<key>/`` holding ``artifact.json`` (with the
-  cubin's sha256), ``kernel.cubin`` and ``kernel.cu`` (for humans).  An entry
+  cubin's sha256), ``kernel.cubin`` and ``kernel.cu`` (for humans); an artifact of
+  several kernels keeps each part's cubin as ``part<i>.cubin`` (its sha256 in the
+  JSON's ``part_cubin_sha256``).  An entry
   is written in a temp dir beside it and renamed into place, so readers never
   see half an entry; if two processes race, the first rename wins.
 - ``load(key)`` returns a KernelArtifact or None and never raises: any broken
@@ -156,15 +158,25 @@ def load(key: str) -> KernelArtifact | None:
         return None
 
 
+def _read_cubin(file: Path, expected: str | None) -> bytes | None:
+    if expected is None:
+        return None
+    cubin = file.read_bytes()
+    if hashlib.sha256(cubin).hexdigest() != expected:
+        raise ValueError(f"{file.name}: hash mismatch")
+    return cubin
+
+
 def _read_entry(path: Path) -> KernelArtifact:
     data = json.loads((path / _JSON).read_text())
-    expected = data.pop("cubin_sha256")
-    cubin = None
-    if expected is not None:
-        cubin = (path / _CUBIN).read_bytes()
-        if hashlib.sha256(cubin).hexdigest() != expected:
-            raise ValueError("cubin hash mismatch")
-    return KernelArtifact.from_dict(data, cubin=cubin)
+    cubin = _read_cubin(path / _CUBIN, data.pop("cubin_sha256"))
+    part_shas = data.pop("part_cubin_sha256", None) or []
+    artifact = KernelArtifact.from_dict(data, cubin=cubin)
+    if len(part_shas) != len(artifact.parts):
+        raise ValueError("part cubins do not match the parts")
+    for i, (part, sha) in enumerate(zip(artifact.parts, part_shas)):
+        part.cubin = _read_cubin(path / f"part{i}.cubin", sha)
+    return artifact
 
 
 def store(key: str, artifact: KernelArtifact) -> Path | None:
@@ -195,6 +207,13 @@ def _write_entry(tmp: Path, artifact: KernelArtifact) -> None:
     if artifact.cubin is not None:
         (tmp / _CUBIN).write_bytes(artifact.cubin)
         data["cubin_sha256"] = hashlib.sha256(artifact.cubin).hexdigest()
+    if artifact.parts:
+        data["part_cubin_sha256"] = []
+        for i, part in enumerate(artifact.parts):
+            if part.cubin is not None:
+                (tmp / f"part{i}.cubin").write_bytes(part.cubin)
+            data["part_cubin_sha256"].append(
+                None if part.cubin is None else hashlib.sha256(part.cubin).hexdigest())
     (tmp / _SOURCE).write_text(artifact.source)
     # the JSON goes last: an entry with a JSON is complete by construction
     (tmp / _JSON).write_text(json.dumps(data, indent=1, sort_keys=True))

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 
 from tilelang.artifact import KernelArtifact
-from tilelang.jit import nvcc
+from tilelang.jit import cache, nvcc
 from tilelang.transform.pass_config import normalize
 
 
@@ -110,6 +110,7 @@ class JITKernel:
         self._plan = None
         self._entry = self._build_and_call
         self._parts = None   # several kernels (artifact.parts): (first with outputs, first, rest)
+        self._parts_key = None   # ... and the disk-cache key to store them under once built
         if artifact.parts:
             self._entry = self._call_parts
             return
@@ -196,6 +197,13 @@ class JITKernel:
                                                 pdl=uses_pdl(art), l2_window=_l2_window(art, len(self._plan.arg_kinds)))
             return self._launcher
 
+    def store_parts_under(self, key: str) -> "JITKernel":
+        """An artifact of several kernels whose cubins are not all built yet is written to the disk
+        cache under ``key`` once ``ensure_cubin`` has built them (a later process loads it whole)."""
+        if self.artifact.parts and any(p.cubin is None for p in self.artifact.parts):
+            self._parts_key = key
+        return self
+
     def ensure_cubin(self) -> bytes:
         """The artifact's cubin, compiling it with nvcc first if it has none."""
         art = self.artifact
@@ -203,6 +211,10 @@ class JITKernel:
             if part.cubin is None:
                 part.cubin = nvcc.compile_cubin(part.source, part.arch, part.compile_flags, self.include_dirs)
         if art.parts:
+            if self._parts_key is not None:
+                key, self._parts_key = self._parts_key, None
+                if cache.enabled():
+                    cache.store(key, art)
             return art.parts[0].cubin
         if art.cubin is None:
             art.cubin = nvcc.compile_cubin(art.source, art.arch, art.compile_flags, self.include_dirs)
