@@ -72,6 +72,41 @@ def shared_accumulator_kernel(dtype="float16"):
     return main
 
 
+def tf32_beside_wgmma_kernel(M=128, N=32, K=64, threads=128):
+    """gdn's chunk_delta_bwd in small: a tf32 gemm with A in registers (no wgmma: float32
+    operands) and a bf16 gemm that alone would take wgmma, whose accumulators one T.Parallel
+    loop adds."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((K, M), "float32"), D: T.Tensor((N, K), "float32"), W: T.Tensor((K, M), "bfloat16"),
+             V: T.Tensor((K, N), "bfloat16"), Out: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            q_s = T.alloc_shared((K, M), "float32")
+            d_s = T.alloc_shared((N, K), "float32")
+            w_s = T.alloc_shared((K, M), "bfloat16")
+            v_s = T.alloc_shared((K, N), "bfloat16")
+            q_f = T.alloc_fragment((K, M), "float32")
+            q_t = T.alloc_fragment((M, K), "float32")
+            acc1 = T.alloc_fragment((M, N), "float32")
+            acc2 = T.alloc_fragment((M, N), "float32")
+            T.copy(Q, q_s)
+            T.copy(D, d_s)
+            T.copy(W, w_s)
+            T.copy(V, v_s)
+            T.copy(q_s, q_f)
+            for i, k in T.Parallel(M, K):
+                q_t[i, k] = q_f[k, i]
+            T.clear(acc1)
+            T.clear(acc2)
+            T.gemm(q_t, d_s, acc1, transpose_B=True)
+            T.gemm(w_s, v_s, acc2, transpose_A=True)
+            for i, j in T.Parallel(M, N):
+                acc2[i, j] = acc2[i, j] + acc1[i, j]
+            T.copy(acc2, Out)
+
+    return main
+
+
 def _calls(src):
     return re.findall(r"tl::(\w*gemm_[sr]s\w*)<([^>]*)>", src)
 
@@ -103,6 +138,18 @@ def test_mixing_can_be_turned_off():
 def test_a_fragment_both_kinds_would_write_keeps_one_kind():
     layouts = _layouts(shared_accumulator_kernel())
     assert [p.kind for p in layouts.gemms.values()] == ["mma", "mma"] and not layouts.mixed
+
+
+def test_a_tf32_gemm_keeps_every_gemm_of_its_kernel_on_mma_sync():
+    """A tf32 gemm (no wgmma: float32 operands) beside a bf16 one, their accumulators added in a
+    T.Parallel loop: the kernel stays on mma.sync. (Session 19 built the mix, the tf32 gemm's
+    warps in the wgmma row order: correct, but gdn's chunk_delta_bwd went from 2.50 to 2.58 ms,
+    so it was not kept; benchmarks/RESULTS.md.)"""
+    layouts = _layouts(tf32_beside_wgmma_kernel())
+    assert [p.kind for p in layouts.gemms.values()] == ["mma", "mma"] and not layouts.mixed
+    assert "16-bit operands only" in layouts.unmixed
+    src = tilelang.lower(tf32_beside_wgmma_kernel(), target="sm_90a").source
+    assert [name for name, _ in _calls(src)] == ["gemm_rs", "gemm_ss"]
 
 
 # ----- generated source --------------------------------------------------------------------------

@@ -105,8 +105,38 @@ def test_fp4_tile_is_not_a_tma_store():
 def test_fp4_act_quant_store(M, N):
     src = _source(_fp4_quant_kernel(M, N))
     calls = _check_fp4_vectors(src)
-    assert len(calls) == 1 and "copy_vec<16>" in calls[0]
-    assert "tl::fp4_store(" in src          # the fragment -> shared nibbles (compare-and-swap)
+    # the fragment -> shared copy moves each thread's 8 nibbles as one 4-byte word (not nibble by
+    # nibble through compare-and-swap), the shared -> global copy 16 bytes a thread
+    assert sorted(_VEC_CALL.search(c).group(2) for c in calls) == ["16", "4"], calls
+    assert "y_local" in next(c for c in calls if "copy_vec<4>" in c)
+    assert "tl::fp4_store(" not in src
+
+
+def _fp4_fragment_kernel(M, N):
+    """fp4 through registers: global -> shared -> fragment -> shared -> B, and fragment -> C."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float4_e2m1fn), B: T.Tensor((M, N), T.float4_e2m1fn),
+             C: T.Tensor((M, N), T.float4_e2m1fn)):
+        with T.Kernel(M // 32, N // 32, threads=128) as (bx, by):
+            s = T.alloc_shared((32, 32), T.float4_e2m1fn)
+            f = T.alloc_fragment((32, 32), T.float4_e2m1fn)
+            t = T.alloc_shared((32, 32), T.float4_e2m1fn)
+            T.copy(A[bx * 32, by * 32], s, disable_tma=True)
+            T.copy(s, f)
+            T.copy(f, t)
+            T.copy(t, B[bx * 32, by * 32], disable_tma=True)
+            T.copy(f, C[bx * 32, by * 32])
+
+    return main
+
+
+def test_fp4_fragment_copies_move_whole_bytes():
+    body = _kernel_text(_source(_fp4_fragment_kernel(64, 256)))
+    assert "fp4_store" not in body, body          # no nibble-by-nibble read-modify-write
+    # shared -> fragment, fragment -> shared, fragment -> global: a thread's 16 nibbles, 8 bytes
+    calls = [ln for ln in body.splitlines() if "(f + 0 / 2)" in ln]
+    assert len(calls) == 3 and all("copy_vec<8>" in c for c in calls), body
 
 
 def _half_copy(N, col0, rows=32, cols=32):

@@ -26,6 +26,19 @@ def test_fp4_tile_copy_round_trips(disable_tma):
     assert torch.equal(a, b)
 
 
+def test_fp4_tile_round_trips_through_a_fragment():
+    import tilelang
+
+    from test_alignment_session11 import _fp4_fragment_kernel
+
+    kernel = tilelang.compile(_fp4_fragment_kernel(64, 256))
+    a = torch.randint(0, 256, (64, 128), dtype=torch.uint8, device="cuda")
+    b, c = torch.zeros_like(a), torch.zeros_like(a)
+    kernel(*(t.view(torch.float4_e2m1fn_x2) for t in (a, b, c)))
+    torch.cuda.synchronize()
+    assert torch.equal(a, b) and torch.equal(a, c)
+
+
 @pytest.mark.parametrize("pad", [0, 4, 1])
 def test_padded_shared_copy(pad):
     import tilelang

@@ -34,3 +34,23 @@ def test_mixed_kernel_matches_torch(dtype, D):
     torch.testing.assert_close(S, K.float() @ Q.float().T, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(dQ, G.float().T @ K.float(), rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(R, Q.float() @ Q.float().T, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("threads", [128, 256])
+def test_tf32_gemm_beside_a_bf16_gemm_matches_torch(threads):
+    """A register-A tf32 gemm whose accumulator is added to a bf16 gemm's (gdn chunk_delta_bwd's
+    shape; both on mma.sync, tests/test_wgmma_mix.py)."""
+    import tilelang
+
+    from test_wgmma_mix import tf32_beside_wgmma_kernel
+
+    kernel = tilelang.compile(tf32_beside_wgmma_kernel(threads=threads))
+    src = kernel.get_kernel_source()
+    assert "tl::gemm_rs" in src
+    torch.manual_seed(0)
+    Q, D = torch.randn(64, 128, device="cuda"), torch.randn(32, 64, device="cuda")
+    W, V = torch.randn(64, 128, device="cuda").bfloat16(), torch.randn(64, 32, device="cuda").bfloat16()
+    out = torch.empty(128, 32, device="cuda")
+    kernel(Q, D, W, V, out)
+    ref = Q.T.double() @ D.T.double() + W.double().T @ V.double()
+    torch.testing.assert_close(out.double(), ref, rtol=2e-2, atol=5e-2)

@@ -701,7 +701,22 @@ def _copy_fragment(lw, src, dst, stmt):
     # (the thread's own register: element ``elem`` of a region lives at register ``base``)
     f_flat = [base + lane if vec > 1 else base]
     guard = _in_bounds(lw, other, o_idx0, od)
-    if frag_side is src:
+    # packed sub-byte elements (fp4) move as whole bytes: CUDA has no vectors of them, and one
+    # element at a time is a read-modify-write of its byte (a compare-and-swap in memory)
+    packed = (bits(src.dtype) < 8 and src.dtype == dst.dtype and vec > 1 and vec * bits(src.dtype) % 8 == 0
+              and scope_of(other.buffer) != FRAGMENT_SCOPE and (frag_side is src or guard is None))
+    if packed:
+        f_ptr = tirx.address_of(tirx.BufferLoad(f_buf, [base]))
+        o_ptr = _ptr(lw, other, o_idx0)
+        nb = _vec_bytes(vec, src.dtype)
+        body = evaluate_extern(f"tl::copy_vec<{nb}>", *((o_ptr, f_ptr) if frag_side is src else (f_ptr, o_ptr)),
+                               span=stmt.span)
+        if frag_side is src and layout.replication > 1:
+            rep = tirx.EQ(layout.replica_index(lw.tid), i32(0))
+            guard = rep if guard is None else tirx.And(rep, guard)
+        if guard is not None:
+            body = tirx.IfThenElse(guard, body, None)
+    elif frag_side is src:
         value = tirx.BufferLoad(f_buf, f_flat)
         if src.dtype != dst.dtype:
             value = tirx.Cast(dst.dtype, value)
