@@ -72,21 +72,22 @@ def shared_accumulator_kernel(dtype="float16"):
     return main
 
 
-def tf32_beside_wgmma_kernel(M=128, N=32, K=64, threads=128):
-    """gdn's chunk_delta_bwd in small: a tf32 gemm with A in registers (no wgmma: float32
-    operands) and a bf16 gemm that alone would take wgmma, whose accumulators one T.Parallel
-    loop adds."""
+def tf32_beside_wgmma_kernel(M=128, N=32, K=64, threads=128, tf32="float32"):
+    """gdn's chunk_delta_bwd in small: a tf32 gemm with A in registers and a bf16 gemm that alone
+    would take wgmma, whose accumulators one T.Parallel loop adds. ``tf32``: the tf32 gemm's
+    operand type, float32 (no wgmma: rounded on mma.sync) or T.tfloat32 (as the example declares
+    them: wgmma, tests/test_tf32_wgmma.py)."""
 
     @T.prim_func
     def main(Q: T.Tensor((K, M), "float32"), D: T.Tensor((N, K), "float32"), W: T.Tensor((K, M), "bfloat16"),
              V: T.Tensor((K, N), "bfloat16"), Out: T.Tensor((M, N), "float32")):
         with T.Kernel(1, threads=threads) as bx:
             q_s = T.alloc_shared((K, M), "float32")
-            d_s = T.alloc_shared((N, K), "float32")
+            d_s = T.alloc_shared((N, K), tf32)
             w_s = T.alloc_shared((K, M), "bfloat16")
             v_s = T.alloc_shared((K, N), "bfloat16")
             q_f = T.alloc_fragment((K, M), "float32")
-            q_t = T.alloc_fragment((M, K), "float32")
+            q_t = T.alloc_fragment((M, K), tf32)
             acc1 = T.alloc_fragment((M, N), "float32")
             acc2 = T.alloc_fragment((M, N), "float32")
             T.copy(Q, q_s)

@@ -30,9 +30,12 @@
 // Types (TA, TB -> TC): half, half -> float; bf16, bf16 -> float;
 // half, half -> half (fp16 accumulation); and, with A and B both in shared
 // memory and both K major (!TRANS_A, TRANS_B), 8-bit floats (e4m3 / e5m2, in
-// any pairing) -> float or half.  K is a multiple of 16 (32 for 8-bit), N a
-// multiple of 8 (of 16 for fp16 accumulation).  Each k-step of each 64-row
-// block is one m64nNk16 (m64nNk32 for 8-bit) instruction for N <= 256 (the
+// any pairing) -> float or half; and, both K major (A in shared memory or
+// registers), float, float -> float as tf32 (the tensor core ignores the low
+// 13 mantissa bits: nothing rounds).  K is a multiple of 16 (32 for 8-bit,
+// 8 for tf32), N a multiple of 8 (of 16 for fp16 accumulation).  Each k-step
+// of each 64-row block is one m64nNk16 (m64nNk32 for 8-bit, m64nNk8 for tf32)
+// instruction for N <= 256 (the
 // widest there is); past
 // 256, N / W instructions of the widest legal width W <= 256 dividing N
 // (wgmma_inst_n; select_wgmma_inst_n in Python), over consecutive W-column
@@ -79,7 +82,11 @@
 // With NWG_N > 1 the N warpgroups of one wm hold the same A elements.
 // For MI = 1 this equals the accumulator layout for N = K: a float C_frag
 // converted element by element to TA is a valid A_frag for the next GEMM
-// (P @ V in attention).  TRANS_A is ignored by the register variants.
+// (P @ V in attention).  For tf32 (one element per register, k-step 8, KI =
+// K / 8) element (r, k) of the 64 x 8 sub-tile (mi, ki) belongs to lane
+// (rr % 8) * 4 + k % 4 at index ((mi * KI + ki) * 2 + k / 4) * 2 + rr / 8:
+// in 32-bit words, the 16-bit layout.  TRANS_A is ignored by the register
+// variants.
 //
 // Compiled for anything but sm_90a the functions trap at run time.
 #pragma once
@@ -144,15 +151,17 @@ template <int M, int N, int K, int NWG, bool TRANS_A, bool TRANS_B, class TA, cl
           class TC, int SWA_OVERRIDE = 0, int SWB_OVERRIDE = 0, int NWG_N = 1>
 struct WgmmaShape {
   static constexpr bool kFp8 = is_fp8_v<TA> && is_fp8_v<TB>;
-  static_assert((is_same_v<TA, TB> && is_16bit_float_v<TA>) || kFp8,
-                "tl::wgmma_gemm: A and B must both be half, both bfloat16 or both 8-bit floats");
-  static_assert(!kFp8 || (!TRANS_A && TRANS_B),
-                "tl::wgmma_gemm: 8-bit operands must both be K major (A M x K, B N x K)");
+  static constexpr bool kTf32 = is_same_v<TA, float> && is_same_v<TB, float>;
+  static_assert((is_same_v<TA, TB> && is_16bit_float_v<TA>) || kFp8 || kTf32,
+                "tl::wgmma_gemm: A and B must both be half, both bfloat16, both 8-bit floats or both "
+                "float (tf32)");
+  static_assert(!(kFp8 || kTf32) || (!TRANS_A && TRANS_B),
+                "tl::wgmma_gemm: 8-bit and tf32 operands must both be K major (A M x K, B N x K)");
   static_assert(is_same_v<TC, float> ||
                     (is_same_v<TC, half> && (is_same_v<TA, half> || kFp8)),
                 "tl::wgmma_gemm: the accumulator is float, or half for half or 8-bit inputs");
   static constexpr int E = sizeof(TA);  // operand element bytes
-  static constexpr int KS = 32 / E;     // K per instruction: k16 (16-bit), k32 (8-bit)
+  static constexpr int KS = 32 / E;     // K per instruction: k16 (16-bit), k32 (8-bit), k8 (tf32)
   static constexpr int kWarpgroupsM = NWG, kWarpgroupsN = NWG_N;
   static_assert(NWG_N >= 1 && N % NWG_N == 0, "tl::wgmma_gemm: N must split evenly over the N warpgroups");
   static constexpr int NW = N / NWG_N;  // columns per warpgroup
@@ -163,7 +172,7 @@ struct WgmmaShape {
   static constexpr int KI = K / KS;   // instruction k-steps
   static_assert(NWG >= 1 && M % NWG == 0 && MW % 64 == 0,
                 "tl::wgmma_gemm: M / NUM_WARPGROUPS_M must be a multiple of 64");
-  static_assert(K % KS == 0, "tl::wgmma_gemm: K must be a multiple of 16 (32 for 8-bit operands)");
+  static_assert(K % KS == 0, "tl::wgmma_gemm: K must be a multiple of 16 (32 for 8-bit, 8 for tf32 operands)");
   static_assert(NW % 8 == 0 && NW >= 8 && kN != 0,
                 "tl::wgmma_gemm: N per warpgroup must be 8, 16, ..., 256 or a multiple of 16 past 256");
   static_assert(is_same_v<TC, float> || NW % 16 == 0,
@@ -270,19 +279,21 @@ TL_DEVICE void warpgroup_coords(uint32_t& wm, uint32_t& wn) {
   }
 }
 
-// Packs pairs of 16-bit values into the 32-bit registers wgmma takes (the
-// lower index in the low half), and back.  memcpy keeps this valid for
-// arrays aligned only to their element size and compiles to nothing when
-// the array already lives in registers.
+// Packs an array into the 32-bit registers wgmma takes, 4 bytes each (two
+// 16-bit values with the lower index in the low half, or one float), and
+// back.  memcpy keeps this valid for arrays aligned only to their element
+// size and compiles to nothing when the array already lives in registers.
 template <int COUNT, class T>
 TL_DEVICE void pack_pairs(uint32_t* dst, const T* src) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16- or 32-bit elements");
 #pragma unroll
-  for (int i = 0; i < COUNT; ++i) memcpy(&dst[i], src + 2 * i, 4);
+  for (int i = 0; i < COUNT; ++i) memcpy(&dst[i], reinterpret_cast<const char*>(src) + 4 * i, 4);
 }
 template <int COUNT, class T>
 TL_DEVICE void unpack_pairs(T* dst, const uint32_t* src) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "16- or 32-bit elements");
 #pragma unroll
-  for (int i = 0; i < COUNT; ++i) memcpy(dst + 2 * i, &src[i], 4);
+  for (int i = 0; i < COUNT; ++i) memcpy(reinterpret_cast<char*>(dst) + 4 * i, &src[i], 4);
 }
 
 template <int COUNT, class R>
@@ -600,15 +611,18 @@ TL_DEVICE void wgmma_fence_accumulator(float* C_frag) {
   detail::fence_regs<COUNT>(C_frag);
 }
 
-// Keeps the COUNT 16-bit values of a register fragment live up to this point
-// (after the wgmma_wait that retires an asynchronous wgmma reading them).
+// Keeps the COUNT 16-bit (or 32-bit, tf32) values of a register fragment live
+// up to this point (after the wgmma_wait that retires an asynchronous wgmma
+// reading them).
 template <int COUNT, typename T>
 TL_DEVICE void wgmma_fence_operand(T* frag) {
-  static_assert(sizeof(T) == 2 && COUNT % 2 == 0, "16-bit fragments of an even size");
-  uint32_t r[COUNT / 2];
-  detail::pack_pairs<COUNT / 2>(r, frag);
-  detail::fence_regs<COUNT / 2>(r);
-  detail::unpack_pairs<COUNT / 2>(frag, r);
+  static_assert((sizeof(T) == 2 && COUNT % 2 == 0) || sizeof(T) == 4,
+                "16-bit fragments of an even size, or 32-bit ones");
+  constexpr int W = COUNT * sizeof(T) / 4;
+  uint32_t r[W];
+  detail::pack_pairs<W>(r, frag);
+  detail::fence_regs<W>(r);
+  detail::unpack_pairs<W>(frag, r);
 }
 
 }  // namespace tl

@@ -5,8 +5,10 @@
 // (both operands in shared memory, through descriptors), ::rs<TA, TNB>(d,
 // a0..a3, desc_b, scale_d) (A in four 32-bit registers) and ::sp<TA, TNB>(d,
 // desc_a, desc_b, metadata, scale_d) (2:4 sparse A, m64nNk32), for m64nNk16 on
-// half / bfloat16 and m64nNk32 on 8-bit floats (e4m3 / e5m2 in any pairing,
-// both operands K major: no transpose immediates).  R is float for f32
+// half / bfloat16, m64nNk32 on 8-bit floats (e4m3 / e5m2 in any pairing) and
+// m64nNk8 on tf32 (T = float: the tensor core reads the top 19 bits of each
+// float; ss and rs), the last two with both operands K major (no transpose
+// immediates).  R is float for f32
 // accumulation and uint32_t (two halves) for f16.  The block-level GEMM built
 // on them is gemm_sm90.h.  Compiled for anything but sm_90a the instructions
 // trap at run time.
@@ -180,15 +182,25 @@ constexpr bool is_fp8_v = is_same_v<T, __nv_fp8_e4m3> || is_same_v<T, __nv_fp8_e
                "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32." TY " {" TL_WG_R4_##Q        \
                "}, %0, %1, %2, 0, p, 1, 1, 0, " #TNB ";\n}\n"                              \
                : "+l"(da), "+l"(db), "+r"(e), "+r"(sd), TL_WG_OPS_##Q(CON, d))
-// 8-bit operands (m64nNk32): both K major, no transpose immediates.
-#define TL_WG_SS8(N, Q, CON, TY)                                                            \
+// 8-bit (m64nNk32) and tf32 (m64nNk8) operands: both K major, no transpose
+// immediates.
+#define TL_WG_SSK(N, Q, CON, TY, KS)                                                        \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                  \
-               "wgmma.mma_async.sync.aligned.m64n" #N "k32." TY " {" TL_WG_R3_##Q           \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k" #KS "." TY " {" TL_WG_R3_##Q      \
                "}, %0, %1, p, 1, 1;\n}\n"                                                   \
                : "+l"(da), "+l"(db), "+r"(sd), TL_WG_OPS_##Q(CON, d))
+#define TL_WG_RSK(N, Q, CON, TY, KS)                                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                  \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k" #KS "." TY " {" TL_WG_R6_##Q      \
+               "}, {%0, %1, %2, %3}, %4, p, 1, 1;\n}\n"                                     \
+               : "+r"(a0), "+r"(a1), "+r"(a2), "+r"(a3), "+l"(db), "+r"(sd),                \
+                 TL_WG_OPS_##Q(CON, d))
+#define TL_WG_SS8(N, Q, CON, TY) TL_WG_SSK(N, Q, CON, TY, 32)
 #else
 #define TL_WG_SS(N, Q, CON, TY, TNA, TNB) sm90_unsupported()
 #define TL_WG_SS8(N, Q, CON, TY) sm90_unsupported()
+#define TL_WG_SSK(N, Q, CON, TY, KS) sm90_unsupported()
+#define TL_WG_RSK(N, Q, CON, TY, KS) sm90_unsupported()
 #define TL_WG_RS(N, Q, CON, TY, TNB) sm90_unsupported()
 #define TL_WG_SP(N, Q, CON, TY, TNB) sm90_unsupported()
 #endif
@@ -225,6 +237,8 @@ struct Wgmma;
         TL_WG_SS_T(N, Q, CON, DT ".f16.f16")                                               \
       } else if constexpr (is_same_v<T, __nv_bfloat16>) {                                  \
         TL_WG_SS_T(N, Q, CON, DT ".bf16.bf16")                                             \
+      } else if constexpr (is_same_v<T, float>) {                                          \
+        TL_WG_SSK(N, Q, CON, DT ".tf32.tf32", 8);                                          \
       } else if constexpr (is_same_v<T, __nv_fp8_e4m3> && is_same_v<TB, __nv_fp8_e4m3>) { \
         TL_WG_SS8(N, Q, CON, DT ".e4m3.e4m3");                                             \
       } else if constexpr (is_same_v<T, __nv_fp8_e4m3>) {                                  \
@@ -250,6 +264,8 @@ struct Wgmma;
                              uint64_t db, int sd) {                                        \
       if constexpr (is_same_v<T, half>) {                                                  \
         TL_WG_RS_T(N, Q, CON, DT ".f16.f16")                                               \
+      } else if constexpr (is_same_v<T, float>) {                                          \
+        TL_WG_RSK(N, Q, CON, DT ".tf32.tf32", 8);                                          \
       } else {                                                                             \
         TL_WG_RS_T(N, Q, CON, DT ".bf16.bf16")                                             \
       }                                                                                    \
@@ -287,6 +303,8 @@ TL_WGMMA_DEFINE(240, 15, uint32_t, "+r", "f16") TL_WGMMA_DEFINE(256, 16, uint32_
 #undef TL_WG_RS
 #undef TL_WG_SS
 #undef TL_WG_SS8
+#undef TL_WG_SSK
+#undef TL_WG_RSK
 #undef TL_WG_SP
 
 }  // namespace detail

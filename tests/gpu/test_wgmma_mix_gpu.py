@@ -37,16 +37,18 @@ def test_mixed_kernel_matches_torch(dtype, D):
 
 
 @pytest.mark.parametrize("threads", [128, 256])
-def test_tf32_gemm_beside_a_bf16_gemm_matches_torch(threads):
+@pytest.mark.parametrize("tf32", ["float32", "tfloat32"])
+def test_tf32_gemm_beside_a_bf16_gemm_matches_torch(threads, tf32):
     """A register-A tf32 gemm whose accumulator is added to a bf16 gemm's (gdn chunk_delta_bwd's
-    shape; both on mma.sync, tests/test_wgmma_mix.py)."""
+    shape): float32 operands keep both gemms on mma.sync, T.tfloat32 ones put both on wgmma
+    (tests/test_wgmma_mix.py, tests/test_tf32_wgmma.py)."""
     import tilelang
 
     from test_wgmma_mix import tf32_beside_wgmma_kernel
 
-    kernel = tilelang.compile(tf32_beside_wgmma_kernel(threads=threads))
+    kernel = tilelang.compile(tf32_beside_wgmma_kernel(threads=threads, tf32=tf32))
     src = kernel.get_kernel_source()
-    assert "tl::gemm_rs" in src
+    assert ("tl::wgmma_gemm_rs" if tf32 == "tfloat32" else "tl::gemm_rs") in src
     torch.manual_seed(0)
     Q, D = torch.randn(64, 128, device="cuda"), torch.randn(32, 64, device="cuda")
     W, V = torch.randn(64, 128, device="cuda").bfloat16(), torch.randn(64, 32, device="cuda").bfloat16()

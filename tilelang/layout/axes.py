@@ -241,18 +241,22 @@ def wgmma_accumulator(M, N, warpgroups, num_threads, name="wgmma accumulator", w
     return _build((M, N), num_threads, axes, name)
 
 
-def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand", warpgroups_n=1):
-    """Register A operand of wgmma: the accumulator layout with N = K (element order per 16-wide
-    k-step), so a converted accumulator feeds the next wgmma unchanged; replicated over the
-    ``warpgroups_n`` warpgroups splitting N (each needs its M warpgroup's whole rows)."""
+def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand", warpgroups_n=1, elem_bytes=2):
+    """Register A operand of wgmma: for 16-bit operands the accumulator layout with N = K
+    (element order per 16-wide k-step), so a converted accumulator feeds the next wgmma unchanged;
+    for tf32 (``elem_bytes`` 4, one element per register, 8-wide k-steps) the same layout in
+    32-bit words: lane ``(r % 8) * 4 + k % 4`` holds columns ``k`` and ``k + 4`` of rows ``r`` and
+    ``r + 8``. Replicated over the ``warpgroups_n`` warpgroups splitting N (each needs its M
+    warpgroup's whole rows)."""
+    P = 2 if int(elem_bytes) == 2 else 1          # elements per 32-bit register
     MW = M // warpgroups
-    MI, KI = MW // 64, K // 16
+    MI, KI = MW // 64, K // (8 * P)
     axes = [
-        Axis("lane_c", THREAD, 4, 1, 1, 2), Axis("lane_r", THREAD, 8, 4, 0, 1),
+        Axis("lane_c", THREAD, 4, 1, 1, P), Axis("lane_r", THREAD, 8, 4, 0, 1),
         Axis("warp", THREAD, 4, 32, 0, 16), Axis("warpgroup", THREAD, warpgroups, 128, 0, MW),
         Axis("warpgroup_n", THREAD, warpgroups_n, 128 * warpgroups, None),
-        Axis("c2", LOCAL, 2, 1, 1, 1), Axis("h", LOCAL, 2, 2, 0, 8), Axis("kh", LOCAL, 2, 4, 1, 8),
-        Axis("ki", LOCAL, KI, 8, 1, 16), Axis("mi", LOCAL, MI, 8 * KI, 0, 64),
+        Axis("c2", LOCAL, P, 1, 1, 1), Axis("h", LOCAL, 2, P, 0, 8), Axis("kh", LOCAL, 2, 2 * P, 1, 4 * P),
+        Axis("ki", LOCAL, KI, 4 * P, 1, 8 * P), Axis("mi", LOCAL, MI, 4 * P * KI, 0, 64),
     ]
     return _build((M, K), num_threads, axes, name)
 

@@ -179,8 +179,16 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
             return f"K={K} is not a multiple of 32 (8-bit wgmma's k-step)"
         if da != db and is_wgmma_gemm(stmt):
             return f"T.wgmma_gemm takes one 8-bit type for both operands, got {da} and {db} (T.gemm takes mixed ones)"
+    elif da == db == "float32" and dc == "float32" and a.buffer in info.tfloat32 and b.buffer in info.tfloat32:
+        # m64nNk8 on tf32, as upstream: operands declared T.tfloat32 (float32 ones stay on mma.sync,
+        # which rounds them to tf32), both K-major; A in shared memory or in registers
+        if trans_a or not bool(int(args[4].value)):
+            return "tf32 wgmma reads both operands K-major (A as M x K, B as N x K: transpose_B=True)"
+        if K % 8:
+            return f"K={K} is not a multiple of 8 (tf32 wgmma's k-step)"
     elif da != db or (da, dc) not in WGMMA_DTYPES:
-        return f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation, got {da}->{dc}"
+        return (f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation (or "
+                f"T.tfloat32 ones), got {da}->{dc}")
     if T % 128:
         return f"{T} threads are not whole warpgroups"
     wg = T // 128
@@ -191,7 +199,7 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
     if region is not None and region.first % (128 * wg):
         return (f"its thread region starts at thread {region.first}, not at a multiple of its {wg} "
                 f"warpgroup(s)")
-    if K % 16:
+    if K % (8 if da == "float32" else 16):
         return f"N={N} / K={K} out of wgmma's range"
     for r in (a, b):
         if scope_of(r.buffer) in SHARED_SCOPES:
@@ -547,8 +555,10 @@ class _Inference:
         if targets.gemm_uses_fma(str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype),
                                  self.arch or "sm_90a"):
             return self.plan_gemm_fma(stmt, a, b, c, M, N, K, trans_a, trans_b)
-        if K % 16:
-            raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of 16 for mma.sync", span)
+        step = 8 if str(a.buffer.dtype) == "float32" else 16     # tf32's k-step is 8 on both paths
+        if K % step:
+            raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of {step} for "
+                                f"{'wgmma' if stmt in self.wgmma_gemms else 'mma.sync'}", span)
         if scope_of(c.buffer) != FRAGMENT_SCOPE:
             raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
         line = span_line(span)
@@ -564,7 +574,8 @@ class _Inference:
             self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T, warpgroups_n=wgn), span,
                         f"T.gemm (line {line}, wgmma)")
             if scope_of(a.buffer) == FRAGMENT_SCOPE:
-                self.assign(a.buffer, _operand_a(wgmma_operand_a(M, K, wg, self.T, warpgroups_n=wgn), trans_a), span,
+                layout = wgmma_operand_a(M, K, wg, self.T, warpgroups_n=wgn, elem_bytes=nbytes(str(a.buffer.dtype)))
+                self.assign(a.buffer, _operand_a(layout, trans_a), span,
                             f"T.gemm A operand (line {line}, wgmma)")
         else:
             wm, wn = warp_partition(M, N, self.T // 32, policy, span)
