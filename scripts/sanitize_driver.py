@@ -20,6 +20,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
                in the second
+    gemm_tf32 / gemm_tf32_rs  C = A B^T through tf32 wgmma (T.tfloat32 tiles), 256^3, tiles
+               128x128x32, 3 stages, 128 threads; A read from shared memory / from registers
     fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
 
@@ -109,8 +111,33 @@ def run_fa(causal: bool, pass_configs=None, sms: int | None = None) -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
+def run_tf32(a_in_registers: bool) -> str:
+    import torch
+
+    import tilelang
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_tf32_wgmma import tf32_matmul
+
+    M, N, K = 256, 256, 256
+    kernel = tilelang.compile(tf32_matmul(M, N, K, 128, 128, 32, a_in_registers=a_in_registers))
+    log(f"  compiled {kernel.name}: tf32 wgmma {'rs' if a_in_registers else 'ss'}, {K // 32} K iterations, 3 stages")
+    torch.manual_seed(0)
+    a, b = torch.randn(M, K), torch.randn(N, K)
+    c = torch.empty(M, N, device="cuda")
+    kernel(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    got, ref = c.cpu().double(), a.double() @ b.double().T
+    err = ((got - ref).abs().max() / ref.abs().max()).item()
+    if not err < 5e-3:
+        raise AssertionError(f"relative error {err:.3g}")
+    return f"relative error {err:.3g}"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "gemm_tf32": lambda: run_tf32(False),
+    "gemm_tf32_rs": lambda: run_tf32(True),
     "gemm_persistent": lambda: run_gemm(sms=2),
     "gemm_tma_epilogue": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True),
     "gemm_cluster": lambda: run_gemm(pass_configs={"tl.cluster_multicast": True}),

@@ -1126,7 +1126,7 @@ class _Inference:
                 "TL0002", f"T.wgmma_gemm() requires Hopper WGMMA lowering, but constraints were not satisfied"
                 f"{what}. Got target={self.arch}, {desc}: {why}.", span or g.span,
                 notes=["use T.gemm, which falls back to mma.sync, or make the gemm fit wgmma (sm_90a, "
-                       "16-bit operands, M a multiple of 64 per warpgroup, shared B)"])
+                       "16-bit, 8-bit or T.tfloat32 operands, M a multiple of 64 per warpgroup, shared B)"])
 
     def run(self) -> Layouts:
         consumers, inner, gemms, sparse = [], set(), [], []
