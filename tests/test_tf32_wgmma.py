@@ -18,6 +18,8 @@ from tilelang.layout.axes import wgmma_operand_a
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 
+from test_wgmma_mix import tf32_beside_wgmma_kernel
+
 try:
     HAVE_NVCC = bool(nvcc.find_nvcc())
 except Exception:  # noqa: BLE001 - no toolchain: source checks only
@@ -102,20 +104,12 @@ def test_register_a_layout_is_the_16_bit_one_in_words():
             assert divmod(int(t16[tid, 2 * reg + 1]), 2 * K) == (r, 2 * k + 1)
 
 
-def _beside_kernel():
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_wgmma_mix import tf32_beside_wgmma_kernel
-    return tf32_beside_wgmma_kernel(tf32=T.tfloat32)
-
-
 def test_gdn_shaped_kernel_puts_every_gemm_on_wgmma():
     """gdn chunk_delta_bwd in small, its tf32 gemm declared T.tfloat32 as the example does: both
     gemms take wgmma (their accumulators share one layout), none is left on mma.sync."""
-    _, layouts = _plans(_beside_kernel())
+    _, layouts = _plans(tf32_beside_wgmma_kernel(tf32=T.tfloat32))
     assert [p.kind for p in layouts.gemms.values()] == ["wgmma", "wgmma"] and not layouts.mixed
-    src = tilelang.lower(_beside_kernel(), "sm_90a").source
+    src = tilelang.lower(tf32_beside_wgmma_kernel(tf32=T.tfloat32), "sm_90a").source
     assert "tl::wgmma_gemm_rs<128, 32, 64, 1, false, true" in src and "tl::gemm_" not in src
 
 

@@ -146,6 +146,12 @@ def _least_padding_vector(widest: int, total: int, threads: int) -> int:
     return best
 
 
+def gemm_k_step(dtype: str) -> int:
+    """The K a T.gemm must be a multiple of, on either tensor-core path: 8 for float32 (tf32's
+    m16n8k8 / m64nNk8), 16 otherwise (8-bit wgmma checks its own 32)."""
+    return 8 if dtype == "float32" else 16
+
+
 def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> str | None:
     """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
     those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands (8-bit or T.tfloat32 ones K-major), warpgroups splitting M into 64-row
@@ -167,26 +173,23 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
     K = ash[0] if trans_a else ash[-1]
     da, db, dc = str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype)
     fp8 = da in WGMMA_FP8 and db in WGMMA_FP8
+    # tf32 (m64nNk8), as upstream: operands declared T.tfloat32 (float32 ones stay on mma.sync,
+    # which rounds them to tf32); A in shared memory or in registers
+    tf32 = da == db == dc == "float32" and a.buffer in info.tfloat32 and b.buffer in info.tfloat32
+    if fp8 and dc not in ("float32", "float16"):
+        return f"8-bit wgmma accumulates in float32 (or float16), got {dc}"
+    if (fp8 or tf32) and (trans_a or not bool(int(args[4].value))):
+        return (f"{'8-bit' if fp8 else 'tf32'} wgmma reads both operands K-major (A as M x K, B as N x K: "
+                "transpose_B=True)")
     if fp8:
-        # m64nNk32 on 8-bit floats (any e4m3 / e5m2 pairing): both operands K-major in shared memory
-        if dc not in ("float32", "float16"):
-            return f"8-bit wgmma accumulates in float32 (or float16), got {dc}"
-        if trans_a or not bool(int(args[4].value)):
-            return "8-bit wgmma reads both operands K-major (A as M x K, B as N x K: transpose_B=True)"
+        # m64nNk32 on 8-bit floats (any e4m3 / e5m2 pairing): A in shared memory too
         if scope_of(a.buffer) not in SHARED_SCOPES:
             return "an 8-bit wgmma A operand must be in shared memory"
         if K % 32:
             return f"K={K} is not a multiple of 32 (8-bit wgmma's k-step)"
         if da != db and is_wgmma_gemm(stmt):
             return f"T.wgmma_gemm takes one 8-bit type for both operands, got {da} and {db} (T.gemm takes mixed ones)"
-    elif da == db == "float32" and dc == "float32" and a.buffer in info.tfloat32 and b.buffer in info.tfloat32:
-        # m64nNk8 on tf32, as upstream: operands declared T.tfloat32 (float32 ones stay on mma.sync,
-        # which rounds them to tf32), both K-major; A in shared memory or in registers
-        if trans_a or not bool(int(args[4].value)):
-            return "tf32 wgmma reads both operands K-major (A as M x K, B as N x K: transpose_B=True)"
-        if K % 8:
-            return f"K={K} is not a multiple of 8 (tf32 wgmma's k-step)"
-    elif da != db or (da, dc) not in WGMMA_DTYPES:
+    elif not tf32 and (da != db or (da, dc) not in WGMMA_DTYPES):
         return (f"wgmma needs float16/bfloat16 operands with float32 (or float16) accumulation (or "
                 f"T.tfloat32 ones), got {da}->{dc}")
     if T % 128:
@@ -199,8 +202,8 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
     if region is not None and region.first % (128 * wg):
         return (f"its thread region starts at thread {region.first}, not at a multiple of its {wg} "
                 f"warpgroup(s)")
-    if K % (8 if da == "float32" else 16):
-        return f"N={N} / K={K} out of wgmma's range"
+    if K % gemm_k_step(da):
+        return f"K={K} is not a multiple of {gemm_k_step(da)} (wgmma's k-step for {da})"
     for r in (a, b):
         if scope_of(r.buffer) in SHARED_SCOPES:
             shape = [const_int(x) for x in r.buffer.shape]
@@ -555,7 +558,7 @@ class _Inference:
         if targets.gemm_uses_fma(str(a.buffer.dtype), str(b.buffer.dtype), str(c.buffer.dtype),
                                  self.arch or "sm_90a"):
             return self.plan_gemm_fma(stmt, a, b, c, M, N, K, trans_a, trans_b)
-        step = 8 if str(a.buffer.dtype) == "float32" else 16     # tf32's k-step is 8 on both paths
+        step = gemm_k_step(str(a.buffer.dtype))
         if K % step:
             raise LoweringError("TL0101", f"T.gemm K={K} must be a multiple of {step} for "
                                 f"{'wgmma' if stmt in self.wgmma_gemms else 'mma.sync'}", span)
