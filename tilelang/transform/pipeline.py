@@ -18,7 +18,10 @@ consumer. Output (S >= 2):
 When the consumers first read the staged tiles (typically copies into registers) and the rest of
 the body never touches them, a stage is free as soon as every thread has read it: the tile S
 iterations ahead goes into it there, so S tiles (not S-1) are in flight while the rest computes
-(``_lower_early_release``; upstream's schedule of such loops).
+(``_lower_early_release``; upstream's schedule of such loops; by default only where every producer
+is a plain cp.async copy, ``tl.enable_pipeline_early_release``). A global -> register ``T.copy``
+among the leading register reads (a gemv's slice of x) is issued at the top of such an iteration,
+before the wait, so its latency overlaps it (``early_loads``).
 
 The shared buffers written by producers get S copies (``pipelined_loop.plan_stages``; the
 producers and consumers are those of ``pipelined_loop.PipelinedLoop``). Trip counts of 1, 2 or
@@ -80,6 +83,7 @@ def lower_pipelined(lw, loop):
     S, producers, consumers = pl.stages, list(pl.producers), list(pl.consumers)
     staged = pl.staged
     split_groups = lw.configs.get("tl.enable_pipeline_split_groups")
+    gathered = False
     if pl.gathers and lw.ws is None and lw.role_block is None and lw.configs.get(GATHERS_KEY) is not False:
         # gathered T.Parallel copies are producers too (cp.async, ``lower_gather``), in body order;
         # such a loop takes the split-group schedule unless the config is set False (upstream's
@@ -88,7 +92,7 @@ def lower_pipelined(lw, loop):
         producers = [s for s in body_list(loop) if any(s.same_as(a) for a in ahead)]
         consumers = [c for c in consumers if not any(c.same_as(g) for g in pl.gathers)]
         staged = [produced_buffer(p) for p in producers]
-        split_groups = split_groups is not False
+        split_groups, gathered = split_groups is not False, True
     guard = pl.guard    # (a guarded body takes the plain schedule below, or none)
     if guard is not None and (S < 2 or lw.ws is not None or lw.role_block is not None):
         return _plain(lw, loop)
@@ -103,11 +107,15 @@ def lower_pipelined(lw, loop):
     if gemm is not None:
         return _lower_async_wgmma(lw, loop, S, producers, gemm)
     # a body that reads every staged tile first and then computes without them is the early
-    # release's (one group per iteration, all waited for at the top); it also satisfies
-    # ``_producer_uses`` (tiles done with before the last consumer), so it is decided first
-    # (both schedules are opt-in: measured slower than the plain one on the H200, session 13)
-    split = (early_release_split(lw, staged, consumers)
-             if guard is None and lw.configs.get("tl.enable_pipeline_early_release") else None)
+    # release's (one group per iteration, all waited for at the top; by default when its
+    # producers are plain cp.async copies: no gathers, no converting copies, which load
+    # synchronously and leave nothing in flight to gain); it also satisfies ``_producer_uses`` (tiles
+    # done with before the last consumer), so it is decided first (per-tile groups are opt-in:
+    # RESULTS.md, sessions 13-14)
+    early_release = lw.configs.get("tl.enable_pipeline_early_release")
+    if early_release is None:   # (the default; True also takes gathers and converting copies)
+        early_release = not gathered and all(map(_asynchronous, producers))
+    split = early_release_split(lw, staged, consumers) if guard is None and early_release else None
     uses = (_producer_uses(lw, producers, consumers)
             if guard is None and split is None and split_groups else None)
     if uses is not None:
@@ -117,7 +125,10 @@ def lower_pipelined(lw, loop):
     commit = evaluate_extern("tl::cp_async_commit")
     produce, bufs = _producer_fn(lw, loop, producers, guard)
     if split is not None:
-        return _lower_early_release(lw, loop, S, produce, bufs, consumers[:split], consumers[split:], commit)
+        early, rest = early_loads(consumers)
+        readers = [c for c in consumers[:split] if any(c.same_as(r) for r in rest)]
+        rest = [c for c in consumers[split:] if any(c.same_as(r) for r in rest)]
+        return _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, early)
 
     prologue, nxt = _prefetch(lw, loop, produce, S - 1, S, commit)
     j = k - start
@@ -135,6 +146,16 @@ def lower_pipelined(lw, loop):
                 thread_sync.region_sync(lw)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+
+def _asynchronous(producer) -> bool:
+    """Whether a producer ``T.copy`` can go through cp.async (or TMA): global to shared, one dtype
+    (a converting copy loads into registers and stores, synchronously)."""
+    if op_name(producer) != "copy":
+        return False
+    src, dst = decode_region(producer.value.args[0]), decode_region(producer.value.args[1])
+    return (scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES
+            and str(src.buffer.dtype) == str(dst.buffer.dtype))
 
 
 def early_release_split(lw, staged, consumers):
@@ -158,7 +179,7 @@ def early_release_split(lw, staged, consumers):
     return last + 1
 
 
-def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
+def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, early=()):
     """The schedule of a loop whose consumers read the staged tiles first (typically copies into
     registers) and then compute without them: the stage is free once every thread has read it, so
     the tile S iterations ahead goes into it right there, and S tiles (not S-1) are in flight
@@ -166,6 +187,7 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
 
         prologue: tiles 0 .. S-1 into stages 0 .. S-1, each committed
         for k in [0, n):
+            early(iteration k)                            # global -> register loads (early_loads)
             cp.async.wait_group(S-1); __syncthreads()     # tile k has landed, for every thread
             readers(iteration k) reading stage k % S
             __syncthreads()                               # nobody still reads stage k % S
@@ -184,11 +206,63 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit):
         lw.stage[b] = tirx.floormod(j, i32(S))
     read = thread_sync.lower_sequence(lw, readers)
     lw.stage = saved_stage
-    compute = thread_sync.lower_sequence(lw, rest)
-    body = seq([evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), read,
-                thread_sync.region_sync(lw), nxt, commit, compute])
+    compute = thread_sync.lower_sequence(lw, rest) if rest else None
+    body = seq([_lower_early(lw, early), evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw),
+                read, thread_sync.region_sync(lw), nxt, commit, compute])
     new_loop = tirx.For(k, start, lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+
+_REGISTER_SCOPES = ("local", "local.fragment", "local.var")
+_ALL_SCOPES = ("global",) + tuple(SHARED_SCOPES) + _REGISTER_SCOPES
+
+
+def _copy_ends(stmt):
+    """(source scope, destination scope) of a ``T.copy`` statement, or None for anything else."""
+    if op_name(stmt) != "copy":
+        return None
+    args = stmt.value.args
+    return scope_of(decode_region(args[0]).buffer), scope_of(decode_region(args[1]).buffer)
+
+
+def early_loads(consumers):
+    """(early, rest): the consumers' global -> register ``T.copy``s that can be issued at the top of
+    an early-release iteration, before its wait and barrier, and the other consumers in order.
+
+    Such a copy (a gemv's ``T.copy(x[k * bn], x_frag)``) otherwise follows the refill, and unless
+    ptxas moves it up, its load latency is paid in every iteration (the value is used right away);
+    issued first, it overlaps the wait. (Not done in the plain schedule: there the load measured
+    slower at the top, ptxas spreading the register reads over the computation.) Hoisted only over a leading run of
+    staged shared -> register copies (nothing that computes), and only when nothing before it in
+    the body touches its destination or writes what it reads (its source, the buffers its indices
+    load), and no statement of the body writes its global source."""
+    global_writes = set()
+    for c in consumers:
+        global_writes |= thread_sync.buffer_rw(c, ("global",))[1]
+    early, touched, written, allocs = [], set(), set(), {}
+    for stmt in consumers:
+        if isinstance(stmt, tirx.AllocBuffer):      # a declaration: moves with its copy
+            allocs[stmt.buffer] = stmt
+            continue
+        ends = _copy_ends(stmt)
+        if ends is None:
+            break
+        reads, writes = thread_sync.buffer_rw(stmt, _ALL_SCOPES)
+        if ends[0] == "global" and ends[1] in _REGISTER_SCOPES:
+            src, dst = decode_region(stmt.value.args[0]).buffer, decode_region(stmt.value.args[1]).buffer
+            if src not in global_writes and not (reads | writes) & written and not writes & touched:
+                early += ([allocs[dst]] if dst in allocs else []) + [stmt]
+                continue
+        if ends[0] not in SHARED_SCOPES or ends[1] not in _REGISTER_SCOPES:
+            break
+        touched |= reads | writes
+        written |= writes
+    rest = [c for c in consumers if not any(c.same_as(e) for e in early)]
+    return early, rest
+
+
+def _lower_early(lw, early):
+    return thread_sync.lower_sequence(lw, early) if early else None
 
 
 def _producer_fn(lw, loop, producers, guard=None):
