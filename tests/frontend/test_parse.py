@@ -113,3 +113,40 @@ def test_kernel_thread_count_checked():
                 pass
 
     assert "1024" in info.value.message
+
+
+_TEXT_KERNEL = '''
+import tilelang.language as T
+
+@T.prim_func
+def main(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[i] = A[i] * 2
+'''
+
+
+def test_a_kernel_without_source_text_says_why():
+    """Code from stdin, ``python -c`` or exec() of a string keeps no source for inspect: the error
+    names the kernel, where it came from and what to do, instead of inspect's bare OSError."""
+    import pytest
+
+    ns = {}
+    with pytest.raises(OSError) as info:
+        exec(compile(_TEXT_KERNEL, "<typed-in>", "exec"), ns)
+    text = str(info.value)
+    assert "'main'" in text and "<typed-in>" in text and "source text" in text and ".py file" in text
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_exec_with_the_text_in_linecache_parses():
+    import linecache
+
+    name = "<kernel-text-test>"
+    linecache.cache[name] = (len(_TEXT_KERNEL), None, _TEXT_KERNEL.splitlines(True), name)
+    try:
+        ns = {}
+        exec(compile(_TEXT_KERNEL, name, "exec"), ns)
+        assert "B[" in tilelang.lower(ns["main"], "sm_90a").source
+    finally:
+        linecache.cache.pop(name, None)

@@ -403,7 +403,15 @@ def _add_unit_step(node):
 def function_ast(func):
     """(FunctionDef with the user's absolute lines and columns, file name)."""
     file = inspect.getsourcefile(func) or inspect.getfile(func)
-    lines, first = inspect.getsourcelines(func)
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except OSError as err:
+        where = getattr(getattr(func, "__code__", None), "co_filename", None) or file
+        raise OSError(
+            f"cannot read the source of '{getattr(func, '__qualname__', func)}' (defined in {where}): TileLang "
+            "parses a kernel from its source text, which Python does not keep for code read from stdin, "
+            "given to `python -c` or run through exec() of a string. Put the kernel in a .py file (or, "
+            "with exec, compile the text under a file name registered in linecache).") from err
     src = "".join(lines)
     indent = len(lines[0]) - len(lines[0].lstrip())
     tree = ast.parse(textwrap.dedent(src))
