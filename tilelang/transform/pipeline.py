@@ -232,10 +232,10 @@ def early_loads(consumers):
     Such a copy (a gemv's ``T.copy(x[k * bn], x_frag)``) otherwise follows the refill, and unless
     ptxas moves it up, its load latency is paid in every iteration (the value is used right away);
     issued first, it overlaps the wait. (Not done in the plain schedule: there the load measured
-    slower at the top, ptxas spreading the register reads over the computation.) Hoisted only over a leading run of
-    staged shared -> register copies (nothing that computes), and only when nothing before it in
-    the body touches its destination or writes what it reads (its source, the buffers its indices
-    load), and no statement of the body writes its global source."""
+    slower at the top, ptxas spreading the register reads over the computation.) Hoisted only
+    over a leading run of staged shared -> register copies (nothing that computes), and only when
+    nothing before it in the body touches its destination or writes what it reads (its source, the
+    buffers its indices load), and no statement of the body writes its global source."""
     global_writes = set()
     for c in consumers:
         global_writes |= thread_sync.buffer_rw(c, ("global",))[1]
