@@ -22,6 +22,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                in the second
     gemm_tf32 / gemm_tf32_rs  C = A B^T through tf32 wgmma (T.tfloat32 tiles), 256^3, tiles
                128x128x32, 3 stages, 128 threads; A read from shared memory / from registers
+    gemv_er    y = A x, fp16, 512 x 640, 128x128 tiles, 3 stages, 256 threads: the early-release
+               pipeline (each stage refilled right after its registers are read, x's slice loaded
+               before the wait), 5 K iterations, not a multiple of the 3 stages
     fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
 
@@ -134,8 +137,30 @@ def run_tf32(a_in_registers: bool) -> str:
     return f"relative error {err:.3g}"
 
 
+def run_gemv_er() -> str:
+    import torch
+
+    import tilelang
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_pipeline_early_release import _gemv
+
+    M, N = 512, 640
+    kernel = tilelang.compile(_gemv(M=M, N=N, stages=3))
+    log(f"  compiled {kernel.name}: early-release pipeline, {N // 128} K iterations, 3 stages")
+    torch.manual_seed(0)
+    a, x = torch.randn(M, N, dtype=torch.float16), torch.randn(N, dtype=torch.float16)
+    o = torch.empty(M, device="cuda", dtype=torch.float16)
+    kernel(a.cuda(), x.cuda(), o)
+    torch.cuda.synchronize()
+    got, ref = o.cpu().float(), (a.float() * x.float()).sum(1)
+    torch.testing.assert_close(got, ref, atol=0.25, rtol=2e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "gemv_er": run_gemv_er,
     "gemm_tf32": lambda: run_tf32(False),
     "gemm_tf32_rs": lambda: run_tf32(True),
     "gemm_persistent": lambda: run_gemm(sms=2),
