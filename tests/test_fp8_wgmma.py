@@ -21,9 +21,15 @@ SM90 = "cuda -arch=sm_90a"
 
 
 def fp8_matmul(M, N, K, block_M=128, block_N=128, block_K=64, a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
-               out_dtype="float32", accum="float32", threads=128, stages=3, trans_b=True):
+               out_dtype="float32", accum="float32", threads=128, stages=3, trans_b=True, global_dtype=None,
+               a_in_registers=False):
+    """C = A B^T (or A B): a pipelined GEMM with tiles of ``a_dtype`` / ``b_dtype``, A and B of those
+    types in global memory too unless ``global_dtype`` names theirs (tests/test_tf32_wgmma.py: float32
+    tensors, T.tfloat32 tiles); ``a_in_registers``: A goes from its shared tile to a fragment first."""
+
     @T.prim_func
-    def main(A: T.Tensor((M, K), a_dtype), B: T.Tensor((N, K) if trans_b else (K, N), b_dtype),
+    def main(A: T.Tensor((M, K), global_dtype or a_dtype),
+             B: T.Tensor((N, K) if trans_b else (K, N), global_dtype or b_dtype),
              C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_s = T.alloc_shared((block_M, block_K), a_dtype)
@@ -36,7 +42,12 @@ def fp8_matmul(M, N, K, block_M=128, block_N=128, block_K=64, a_dtype="float8_e4
                     T.copy(B[bx * block_N, k * block_K], B_s)
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=trans_b)
+                if a_in_registers:
+                    A_f = T.alloc_fragment((block_M, block_K), a_dtype)
+                    T.copy(A_s, A_f)
+                    T.gemm(A_f, B_s, C_l, transpose_B=trans_b)
+                else:
+                    T.gemm(A_s, B_s, C_l, transpose_B=trans_b)
             T.copy(C_l, C[by * block_M, bx * block_N])
 
     return main

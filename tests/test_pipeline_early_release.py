@@ -228,8 +228,10 @@ def test_the_global_vector_load_is_issued_before_the_wait():
 def _gemv_variant(kind):
     """_gemv with the x copy placed where it may not move above the wait: after a computation
     ("after_compute"), into a fragment an earlier register read filled ("dst_touched"), or from a
-    vector the body writes ("src_written")."""
+    vector the body writes ("src_written"); or with A staged as float32 ("converting": its
+    producer converts, loading through registers instead of cp.async)."""
     M = N = 1024
+    staged = T.float32 if kind == "converting" else T.float16
 
     @T.prim_func
     def main(a: T.Tensor((M, N), T.float16), x: T.Tensor((N,), T.float16), o: T.Tensor((M,), T.float16)):
@@ -237,7 +239,7 @@ def _gemv_variant(kind):
             acc = T.alloc_reducer(128, T.float32, replication="all")
             T.clear(acc)
             for kn in T.Pipelined(N // 128, num_stages=2):
-                a_smem = T.alloc_shared((128, 128), T.float16)
+                a_smem = T.alloc_shared((128, 128), staged)
                 T.copy(a[bm * 128, kn * 128], a_smem)
                 a_frag = T.alloc_fragment((128, 128), T.float16)
                 x_frag = T.alloc_fragment(128, T.float16)
@@ -270,23 +272,7 @@ def test_a_converting_producer_keeps_the_plain_schedule_by_default():
     """A float16 -> float32 producer loads through registers (no cp.async): nothing would be in
     flight during the rest of the body, so the default keeps the plain schedule; an explicit True
     still takes the early release."""
-    M = N = 1024
-
-    @T.prim_func
-    def main(a: T.Tensor((M, N), T.float16), o: T.Tensor((M,), T.float32)):
-        with T.Kernel(M // 128, threads=256) as bm:
-            acc = T.alloc_reducer(128, T.float32, replication="all")
-            T.clear(acc)
-            for kn in T.Pipelined(N // 128, num_stages=2):
-                a_smem = T.alloc_shared((128, 128), T.float32)
-                T.copy(a[bm * 128, kn * 128], a_smem)
-                a_frag = T.alloc_fragment((128, 128), T.float32)
-                T.copy(a_smem, a_frag)
-                for i, j in T.Parallel(128, 128):
-                    acc[i] += a_frag[i, j]
-            T.finalize_reducer(acc)
-            T.copy(acc, o[bm * 128])
-
+    main = _gemv_variant("converting")
     default = _body(tilelang.lower(main, "sm_90a").source)
     assert "tl::cp_async_gs" not in default
     loop = _loop(default)

@@ -18,6 +18,7 @@ from tilelang.layout.axes import wgmma_operand_a
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 
+from test_fp8_wgmma import fp8_matmul
 from test_wgmma_mix import tf32_beside_wgmma_kernel
 
 try:
@@ -28,32 +29,10 @@ except Exception:  # noqa: BLE001 - no toolchain: source checks only
 
 def tf32_matmul(M, N, K, block_M=128, block_N=128, block_K=32, a_dtype=T.tfloat32, b_dtype=T.tfloat32,
                 threads=128, stages=3, trans_b=True, a_in_registers=False):
-    """C = A B^T (or A B) in float32 through tf32 tensor cores; ``a_in_registers``: A goes from its
-    shared tile to a fragment first (the register-A wgmma)."""
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), T.float32), B: T.Tensor((N, K) if trans_b else (K, N), T.float32),
-             C: T.Tensor((M, N), T.float32)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), a_dtype)
-            B_s = T.alloc_shared((block_N, block_K) if trans_b else (block_K, block_N), b_dtype)
-            A_f = T.alloc_fragment((block_M, block_K), a_dtype)
-            C_l = T.alloc_fragment((block_M, block_N), T.float32)
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                if trans_b:
-                    T.copy(B[bx * block_N, k * block_K], B_s)
-                else:
-                    T.copy(B[k * block_K, bx * block_N], B_s)
-                if a_in_registers:
-                    T.copy(A_s, A_f)
-                    T.gemm(A_f, B_s, C_l, transpose_B=trans_b)
-                else:
-                    T.gemm(A_s, B_s, C_l, transpose_B=trans_b)
-            T.copy(C_l, C[by * block_M, bx * block_N])
-
-    return main
+    """C = A B^T (or A B) in float32 through tf32 tensor cores (float32 tensors, tiles of
+    ``a_dtype`` / ``b_dtype``); ``a_in_registers``: the register-A wgmma."""
+    return fp8_matmul(M, N, K, block_M, block_N, block_K, a_dtype, b_dtype, T.float32, T.float32, threads, stages,
+                      trans_b, global_dtype=T.float32, a_in_registers=a_in_registers)
 
 
 def _plans(func, arch="sm_90a"):

@@ -42,8 +42,8 @@ from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import const_int, evaluate_extern, map_stmts, seq, walk_stmts
-from tilelang.transform.kernel import (FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest, op_name,
-                                       parallel_nest, scope_of)
+from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest,
+                                       op_name, parallel_nest, scope_of)
 from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, shared_rw
 
@@ -52,7 +52,6 @@ DISABLE_KEY = "tl.disable_attention_schedule"
 # addresses live across the first gemm, and a body whose fragments already fill the register file
 # (128x128 tiles on one warpgroup: S, O and P take 320 of 255) then spills twice as much.
 REGISTER_BUDGET = 200
-_ALL_SCOPES = ("global", "shared", "shared.dyn", "local", "local.fragment", "local.var")
 _USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_partial", "mbarrier")
 
 
@@ -217,7 +216,7 @@ def _rewrite(loop):
     for s in stmts:
         global_writes |= buffer_rw(s, ("global",))[1]
         if not any(s is stmts[i] for i in moved):
-            written |= buffer_rw(s, _ALL_SCOPES)[1]
+            written |= buffer_rw(s, ALL_SCOPES)[1]
     for i in moved:
         src, dst = decode_region(stmts[i].value.args[0]), decode_region(stmts[i].value.args[1])
         if src.buffer in global_writes or not _whole_vectors(src, dst):

@@ -20,6 +20,8 @@ from tilelang.tir_utils import ExprRewriter, children, const_int, i32, seq, simp
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
+REGISTER_SCOPES = ("local", FRAGMENT_SCOPE, "local.var")   # a thread's own registers
+ALL_SCOPES = ("global",) + SHARED_SCOPES + REGISTER_SCOPES
 SAFE_VALUE_ATTR = "tl.safe_value"   # T.annotate_safe_value (tilelang.language.annotate)
 CUDA_SOURCE_ATTR = "tl.cuda_source_kernel"   # T.CUDASourceCodeKernel (tilelang.language.source_kernel)
 

@@ -154,8 +154,8 @@ def gemm_k_step(dtype: str) -> int:
 
 def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> str | None:
     """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
-    those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands (8-bit or T.tfloat32 ones K-major), warpgroups splitting M into 64-row
-    multiples (or, where M is too small, N too: ``wgmma_split``) with every thread of the block
+    those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands (8-bit or T.tfloat32 ones K-major),
+    warpgroups splitting M into 64-row multiples (or, where M is too small, N too: ``wgmma_split``) with every thread of the block
     (of its thread region, ``region``, which must start at a multiple of its warpgroups) taking
     part, N <= 256 per warpgroup (wider: ``_wide_n_blocker``), whole 2-D shared operands (in a thread
     region or a T.wgmma_gemm also one stage of a staged buffer, or slabs of one:

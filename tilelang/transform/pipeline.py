@@ -74,7 +74,8 @@ from tvm import tirx
 from tilelang.language._ops import is_tl_call
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
 from tilelang.transform import thread_sync
-from tilelang.transform.kernel import SHARED_SCOPES, decode_region, op_name, scope_of
+from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPES, decode_region, op_name,
+                                       scope_of)
 from tilelang.transform.pipelined_loop import GATHERS_KEY, PipelinedLoop, body_list, produced_buffer
 
 
@@ -207,14 +208,11 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, earl
     read = thread_sync.lower_sequence(lw, readers)
     lw.stage = saved_stage
     compute = thread_sync.lower_sequence(lw, rest) if rest else None
-    body = seq([_lower_early(lw, early), evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw),
+    issue = thread_sync.lower_sequence(lw, early) if early else None
+    body = seq([issue, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw),
                 read, thread_sync.region_sync(lw), nxt, commit, compute])
     new_loop = tirx.For(k, start, lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
-
-
-_REGISTER_SCOPES = ("local", "local.fragment", "local.var")
-_ALL_SCOPES = ("global",) + tuple(SHARED_SCOPES) + _REGISTER_SCOPES
 
 
 def _copy_ends(stmt):
@@ -247,22 +245,18 @@ def early_loads(consumers):
         ends = _copy_ends(stmt)
         if ends is None:
             break
-        reads, writes = thread_sync.buffer_rw(stmt, _ALL_SCOPES)
-        if ends[0] == "global" and ends[1] in _REGISTER_SCOPES:
+        reads, writes = thread_sync.buffer_rw(stmt, ALL_SCOPES)
+        if ends[0] == "global" and ends[1] in REGISTER_SCOPES:
             src, dst = decode_region(stmt.value.args[0]).buffer, decode_region(stmt.value.args[1]).buffer
             if src not in global_writes and not (reads | writes) & written and not writes & touched:
                 early += ([allocs[dst]] if dst in allocs else []) + [stmt]
                 continue
-        if ends[0] not in SHARED_SCOPES or ends[1] not in _REGISTER_SCOPES:
+        if ends[0] not in SHARED_SCOPES or ends[1] not in REGISTER_SCOPES:
             break
         touched |= reads | writes
         written |= writes
     rest = [c for c in consumers if not any(c.same_as(e) for e in early)]
     return early, rest
-
-
-def _lower_early(lw, early):
-    return thread_sync.lower_sequence(lw, early) if early else None
 
 
 def _producer_fn(lw, loop, producers, guard=None):
