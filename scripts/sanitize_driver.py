@@ -25,6 +25,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     gemv_er    y = A x, fp16, 512 x 640, 128x128 tiles, 3 stages, 256 threads: the early-release
                pipeline (each stage refilled right after its registers are read, x's slice loaded
                before the wait), 5 K iterations, not a multiple of the 3 stages
+    zero_stage the zero-stage recurrence of tests/test_early_loads_zero_stage.py (4 steps, K, G
+               and Dv loaded at the top of each step, each waited for before its first reader)
     fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
 
@@ -158,9 +160,37 @@ def run_gemv_er() -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
+def run_zero_stage() -> str:
+    import torch
+
+    import tilelang
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_early_loads_zero_stage as z
+    from test_early_loads_zero_stage_gpu import _reference
+
+    kernel = tilelang.compile(z.recurrence())
+    log(f"  compiled {kernel.name}: {z.S // 64} steps, three loads at the top of each")
+    torch.manual_seed(0)
+    K = (torch.randn(z.B, z.S, z.D) * 0.1).bfloat16()
+    G = torch.rand(z.B, z.S, 2) * -0.5
+    Dv = (torch.randn(z.S, z.D) * 0.1).bfloat16()
+    Idx = torch.arange(z.S // 64, dtype=torch.int32)
+    O = torch.empty(z.B, z.S, z.D, device="cuda")
+    H = torch.empty(z.B, z.D, z.D, device="cuda")
+    kernel(K.cuda(), G.cuda(), Dv.cuda(), Idx.cuda(), O, H)
+    torch.cuda.synchronize()
+    o_ref, h_ref = _reference(K, G, Dv, Idx, "plain")
+    torch.testing.assert_close(H.cpu(), h_ref, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(O.cpu(), o_ref, atol=2e-2, rtol=2e-2)
+    return f"max |diff| {(H.cpu() - h_ref).abs().max().item():.3g}"
+
+
 KERNELS = {
     "gemm": run_gemm,
     "gemv_er": run_gemv_er,
+    "zero_stage": run_zero_stage,
     "gemm_tf32": lambda: run_tf32(False),
     "gemm_tf32_rs": lambda: run_tf32(True),
     "gemm_persistent": lambda: run_gemm(sms=2),

@@ -1,31 +1,34 @@
-"""Early tile loads in one-stage attention loops (issue 20).
+"""Early tile loads in one-stage attention loops and zero-stage recurrences (issues 18, 20).
 
-``T.Pipelined(n, num_stages=1)`` is left alone by the software pipeliner and by warp
-specialisation (both need two stages), so each ``T.copy`` of its body loads its tile with cp.async
-and waits for it on the spot. In an attention body
+``T.Pipelined(n, num_stages=1)`` (or ``num_stages=0``) is left alone by the software pipeliner
+and by warp specialisation (both need two stages), so each ``T.copy`` of its body loads its tile
+with cp.async and waits for it on the spot. In an attention body
 
     copy K -> K_s;  mask;  S = Q K_s^T;  softmax;  rescale O;  copy V -> V_s;  O += P V_s
 
-the V tile is then fetched only after the softmax, and its latency is exposed every iteration.
-This pass issues the loads at the top of the body instead, one cp.async group each, and has each
-one waited for just before the first statement that touches its tile:
+the V tile is then fetched only after the softmax, and its latency is exposed every iteration;
+in a chunked recurrence (gdn's ``chunk_delta_bwd``: six tiles per step of a 512-step loop) each
+step pays one global round trip per tile, one after another. This pass issues the loads at the
+top of the body instead, one cp.async group each, and has each one waited for just before the
+first statement that touches its tile:
 
     async K;  async V;  mask;  wait<1>;  S = Q K_s^T;  softmax;  rescale O;  wait<0>;  O += P V_s
 
 so V arrives while S = Q K^T and the softmax run. ``thread_sync`` places the barriers (after each
 wait, before the readers; at the loop's end, before the next iteration's loads overwrite the tiles).
 
-Applies (all of): a ``T.Pipelined`` loop of exactly one stage, on sm_80 or later, without
+Applies to a ``T.Pipelined`` loop of zero or one stage, on sm_80 or later, without
 ``tl.disable_async_copy`` / ``tl.disable_attention_schedule`` / ``tl.enable_pipeline_split_groups``
 (whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's
-tiles); its body's top level holds at least
-two gemms and at least two global-to-shared ``T.copy`` producers (``pipelined_loop``'s: their
-regions read nothing the body defines), at least one of them first touched after the body's first
-gemm (otherwise nothing would overlap); each moved copy's tile is touched by no top-level statement
-before its original place, its source tensor is written nowhere in the loop, and its rows are
-whole 16-byte vectors (cp.async's unit: the copy lowers the same way, only without its own wait).
-Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own are left
-alone. Anything else is unchanged: only attention-shaped loops are rewritten.
+tiles), whose body's top level holds at least two gemms and whose live fragments
+(``_loop_fragment_registers``) fit ``REGISTER_BUDGET``. The loads moved are its global-to-shared
+``T.copy`` producers (``pipelined_loop``'s: their regions read nothing the body defines) whose
+tile no earlier top-level statement touches, whose source tensor is written nowhere in the loop,
+whose region reads no buffer the body writes and whose rows cp.async moves without a wait of
+their own (elements of 4 bytes or more, or whole 16-byte vectors: ``_whole_vectors``); the
+others stay where they are. At least two must move, one of them first touched after the body's
+first gemm (otherwise nothing would overlap). Kernels with ``T.annotate_safe_value``, user
+barriers or cp.async calls of their own are left alone.
 
 Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
 tensor inside a ``T.Parallel`` (attention backward's dQ accumulation) becomes the tile-level
@@ -41,16 +44,17 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import const_int, evaluate_extern, map_stmts, seq, walk_stmts
+from tilelang.tir_utils import analyzer, const_int, evaluate_extern, map_stmts, seq, walk_stmts
 from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest,
                                        op_name, parallel_nest, scope_of)
-from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined
+from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined, num_stages
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, shared_rw
 
 DISABLE_KEY = "tl.disable_attention_schedule"
-# Fragment registers per thread above which the kernel is left as written: the early loads keep
-# addresses live across the first gemm, and a body whose fragments already fill the register file
-# (128x128 tiles on one warpgroup: S, O and P take 320 of 255) then spills twice as much.
+# Live fragment registers per thread (``_loop_fragment_registers``) above which a loop is left as
+# written: the early loads keep addresses live across the first gemm, and a body whose fragments
+# already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
+# then spills twice as much.
 REGISTER_BUDGET = 200
 _USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_partial", "mbarrier")
 
@@ -62,10 +66,15 @@ def schedule(func, arch, configs=None):
         return func
     if configs.get("tl.enable_pipeline_split_groups"):
         return func   # the pipeliner refills each tile for the next iteration instead (deeper)
-    if _has_user_sync(func.body) or _fragment_registers(func.body) > REGISTER_BUDGET:
+    if _has_user_sync(func.body):
         return func
+    threads = _threads(func.body)
 
     def on_loop(loop):
+        if not is_pipelined(loop) or num_stages(loop) > 1:
+            return loop
+        if _loop_fragment_registers(func.body, loop, threads) > REGISTER_BUDGET:
+            return loop
         new = _rewrite(loop)
         return loop if new is None else new
 
@@ -152,26 +161,66 @@ def _tile_atomic(loop):
     return tirx.Evaluate(ir.Call(get_op("atomic"), [d, s, ir.StringImm("add")], ret_ty="handle"), span=loop.span)
 
 
-def _fragment_registers(body) -> float:
-    """32-bit registers per thread that the kernel's fragments take (their elements spread over
-    the block's threads); unknown shapes count as too many."""
-    threads, frag_bytes = 1, 0
+def _threads(body) -> float:
+    """Threads of the block (nan when unknown)."""
+    threads = 1
 
     def visit(s):
-        nonlocal threads, frag_bytes
+        nonlocal threads
         if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent" \
                 and str(s.node.thread_tag).startswith("threadIdx"):
             n = const_int(s.value)
-            threads *= n if n else float("nan")      # unknown: the comparison below fails, kept as written
-        elif isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == FRAGMENT_SCOPE:
+            threads *= n if n else float("nan")
+
+    walk_stmts(body, visit)
+    return threads
+
+
+def _fragment_bytes(body) -> dict:
+    """Bytes of each fragment the kernel allocates (unknown shapes: too many)."""
+    out = {}
+
+    def visit(s):
+        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == FRAGMENT_SCOPE:
             size = 1
             for d in s.buffer.shape:
                 size *= const_int(d) if const_int(d) is not None else 1 << 20
-            frag_bytes += size * nbytes(str(s.buffer.dtype))
+            out[s.buffer] = size * nbytes(str(s.buffer.dtype))
 
     walk_stmts(body, visit)
-    regs = frag_bytes / 4 / threads
+    return out
+
+
+def _fragment_registers(body) -> float:
+    """32-bit registers per thread that all the kernel's fragments take (their elements spread
+    over the block's threads); unknown shapes count as too many."""
+    regs = sum(_fragment_bytes(body).values()) / 4 / _threads(body)
     return regs if regs == regs else float("inf")
+
+
+def _loop_fragment_registers(body, loop, threads) -> float:
+    """The most 32-bit registers per thread that the fragments live at one top-level statement of
+    ``loop`` take: a fragment the kernel also touches outside the loop (an accumulator, a running
+    maximum) is live through the whole body, one touched only inside from its first to its last
+    statement. Unknown shapes or thread counts count as too many."""
+    sizes = _fragment_bytes(body)
+    stmts = body_list(loop)
+    outside = set().union(*buffer_rw(map_stmts(body, pre=lambda s: _NOP if s.same_as(loop) else None),
+                                     (FRAGMENT_SCOPE,)))
+    span = {}
+    for k, s in enumerate(stmts):
+        for b in set().union(*buffer_rw(s, (FRAGMENT_SCOPE,))):
+            lo, _ = span.get(b, (k, k))
+            span[b] = (lo, k)
+    peak = 0.0
+    for k in range(len(stmts)):
+        live = sum(sizes.get(b, 1 << 20) for b, (lo, hi) in span.items() if b in outside or lo <= k <= hi)
+        peak = max(peak, live)
+    regs = peak / 4 / threads
+    return regs if regs == regs else float("inf")
+
+
+_NOP = tirx.Evaluate(tirx.IntImm("int32", 0))
 
 
 def _sm(arch) -> int:
@@ -204,31 +253,29 @@ def _rewrite(loop):
     if not is_pipelined(loop):
         return None
     pipe = PipelinedLoop.of(loop)
-    if pipe.stages != 1:
+    if pipe.stages > 1:
         return None
     stmts = body_list(loop)
     gemms = [i for i, s in enumerate(stmts) if op_name(s) == "gemm"]
-    moved = [i for i, s in enumerate(stmts) if op_name(s) == "copy" and _flag(s) in (0, 1)
-             and any(s.same_as(p) for p in pipe.producers)]
-    if len(gemms) < 2 or len(moved) < 2:
+    if len(gemms) < 2:
         return None
-    global_writes, written = set(), set()
+    candidates = [i for i, s in enumerate(stmts) if op_name(s) == "copy" and _flag(s) in (0, 1)
+                  and any(s.same_as(p) for p in pipe.producers)]
+    global_writes, bound = set(), set()
     for s in stmts:
         global_writes |= buffer_rw(s, ("global",))[1]
-        if not any(s is stmts[i] for i in moved):
-            written |= buffer_rw(s, ALL_SCOPES)[1]
-    for i in moved:
-        src, dst = decode_region(stmts[i].value.args[0]), decode_region(stmts[i].value.args[1])
-        if src.buffer in global_writes or not _whole_vectors(src, dst):
-            return None
-        if _loads_any(stmts[i].value.args[0], written):
-            return None     # its rows are chosen by a value this iteration computes
-        for j in range(i):
-            if j in moved:
-                continue
-            r, w = shared_rw(stmts[j])
-            if dst.buffer in r or dst.buffer in w:
-                return None     # the tile is in use before its copy: it cannot be loaded earlier
+        if isinstance(s, (tirx.Bind, tirx.LetStmt)):
+            bound.add(s.var)
+    moved = []
+    for i in candidates:
+        written = set()
+        for j, s in enumerate(stmts):
+            if j != i and j not in moved:
+                written |= buffer_rw(s, ALL_SCOPES)[1]
+        if _movable(stmts, i, moved, global_writes, written, bound):
+            moved.append(i)
+    if len(moved) < 2:
+        return None
     # where each tile is first touched after the loads
     rest = [i for i in range(len(stmts)) if i not in moved]
     first = {}
@@ -259,6 +306,29 @@ def _rewrite(loop):
                     annotations=loop.annotations, step=loop.step, span=loop.span)
 
 
+def _movable(stmts, i, moved, global_writes, written, bound) -> bool:
+    """Whether copy ``stmts[i]`` may be issued at the top of the body, after the copies ``moved``
+    (all before it): its source is written nowhere in the loop, its rows are whole vectors, its
+    region reads nothing the body computes (a buffer it writes, a scalar it binds), and no
+    statement before it touches its tile."""
+    from tilelang.tir_utils import uses_vars
+
+    region = stmts[i].value.args[0]
+    src, dst = decode_region(region), decode_region(stmts[i].value.args[1])
+    if src.buffer in global_writes or not _whole_vectors(src, dst):
+        return False
+    if _loads_any(region, written) or (bound and uses_vars(region, list(bound))):
+        return False     # its rows are chosen by a value this iteration computes
+    for j in range(i):
+        r, w = shared_rw(stmts[j])
+        if j in moved:
+            if decode_region(stmts[j].value.args[1]).buffer.same_as(dst.buffer):
+                return False    # two loads of one tile: the later one must wait for the reads between
+        elif dst.buffer in r or dst.buffer in w:
+            return False     # the tile is in use before its copy: it cannot be loaded earlier
+    return True
+
+
 def _loads_any(expr, buffers) -> bool:
     found = []
 
@@ -274,14 +344,20 @@ def _loads_any(expr, buffers) -> bool:
 
 
 def _whole_vectors(src, dst) -> bool:
-    """Rows of whole 16-byte vectors on both sides, starting on a vector: the copy then lowers to
-    16-byte cp.async with or without its own wait (the forced form fails on narrower runs)."""
+    """cp.async can move the copy without its own wait (the forced form, ``T.async_copy``, fails
+    on runs under 4 bytes): elements of 4 bytes or more, or rows of whole 16-byte vectors on both
+    sides, starting on a vector (a start such as ``bx * 32`` proven a multiple by the analyzer)."""
     if src.dtype != dst.dtype or scope_of(src.buffer) != "global" or len(src.buffer.shape) < 1:
         return False
     size = nbytes(str(src.dtype))
+    if size >= 4:
+        return True
     row = const_int(src.buffer.shape[-1])
     inner = const_int(src.extents[-1]) if src.extents else None
-    start = const_int(src.starts[-1]) if src.starts else None
-    if row is None or inner is None or start is None or src.buffer.strides:
+    if row is None or inner is None or not src.starts or src.buffer.strides:
         return False
-    return (row * size) % 16 == 0 and (inner * size) % 16 == 0 and (start * size) % 16 == 0
+    vec = 16 // size if 16 % size == 0 else 0
+    if not vec:
+        return False
+    ms = analyzer().modular_set(src.starts[-1])
+    return row % vec == 0 and inner % vec == 0 and ms.coeff % vec == 0 and ms.base % vec == 0

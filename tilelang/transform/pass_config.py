@@ -131,9 +131,10 @@ EFFECTS = {
                                         "each loading half of it with TMA multicast (correct; measured within 1-2 % "
                                         "of the default, not faster)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
-    PassConfigKey.TL_DISABLE_ATTENTION_SCHEDULE: "a one-stage T.Pipelined attention loop keeps each T.copy "
-                                                 "where it is written (loaded and waited for on the spot) instead "
-                                                 "of issuing the K and V loads together at the top of the body",
+    PassConfigKey.TL_DISABLE_ATTENTION_SCHEDULE: "a T.Pipelined loop of one or zero stages with two gemms "
+                                                 "(attention, chunked recurrences) keeps each T.copy where it is "
+                                                 "written (loaded and waited for on the spot) instead of issuing "
+                                                 "its tile loads together at the top of the body",
     PassConfigKey.TL_ENABLE_WGMMA_SPLIT_N: "sm_90a, default True: when M cannot be split into 64-row blocks over "
         "the block's warpgroups (M=64 on 256 threads), the warpgroups split N instead and the gemm takes wgmma "
         "(False: such kernels use mma.sync, as before session 13); a plan that would not fit shared memory "
