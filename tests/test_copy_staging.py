@@ -239,16 +239,16 @@ def test_copies_under_an_if_wait_inside_it():
 
 
 def test_a_call_handed_a_shared_pointer_waits_for_every_copy():
-    """thread_sync._passes_shared_pointers: a statement that passes shared memory by address may
+    """thread_sync.passes_shared_pointers: a statement that passes shared memory by address may
     read any tile, so the copies in flight are waited for before it."""
     from tvm import tirx
 
-    from tilelang.transform.thread_sync import _passes_shared_pointers
+    from tilelang.transform.thread_sync import passes_shared_pointers
 
     b = tirx.decl_buffer((64,), "float16", "b", scope="shared.dyn")
     loc = tirx.decl_buffer((8,), "float16", "l", scope="local")
     call = tirx.call_extern("int32", "f", tirx.address_of(tirx.BufferLoad(b, [0])))
-    assert _passes_shared_pointers(tirx.Evaluate(call))
-    assert not _passes_shared_pointers(tirx.Evaluate(tirx.call_extern("int32", "f", tirx.address_of(tirx.BufferLoad(loc, [0])))))
+    assert passes_shared_pointers(tirx.Evaluate(call))
+    assert not passes_shared_pointers(tirx.Evaluate(tirx.call_extern("int32", "f", tirx.address_of(tirx.BufferLoad(loc, [0])))))
     ptr = b.access_ptr("r")
-    assert _passes_shared_pointers(tirx.Evaluate(tirx.call_extern("int32", "f", ptr)))
+    assert passes_shared_pointers(tirx.Evaluate(tirx.call_extern("int32", "f", ptr)))

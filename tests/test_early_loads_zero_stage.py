@@ -30,7 +30,8 @@ S, D, B = 256, 64, 4
 def recurrence(variant="plain", stages=0, big_tail=False):
     """h (64 x 32 per block, carried) over S / 64 steps: v = K h, scaled by exp(G) (a strided
     4-byte column), O = v; h += K^T Dv (Dv's columns start at bv * 32). ``variant``: "touched"
-    (K_s read before K's copy), "indexed" (Dv's rows chosen by Idx[i], read in the step)."""
+    (K_s read before K's copy), "indexed" (Dv's rows chosen by Idx[i], read in the step),
+    "pointer" (a call handed h_s by address right after Dv's copy: IR only)."""
     @T.prim_func
     def k(K: T.Tensor((B, S, D), "bfloat16"), G: T.Tensor((B, S, 2), "float32"),
           Dv: T.Tensor((S, D), "bfloat16"), Idx: T.Tensor((S // 64,), "int32"),
@@ -61,6 +62,8 @@ def recurrence(variant="plain", stages=0, big_tail=False):
                     T.copy(Dv[row * 64:(row + 1) * 64, bv * 32:(bv + 1) * 32], D_s)
                 else:
                     T.copy(Dv[i * 64:(i + 1) * 64, bv * 32:(bv + 1) * 32], D_s)
+                if variant == "pointer":
+                    T.evaluate(T.call_extern("int32", "opaque_read", T.address_of(h_s[0, 0])))
                 T.gemm(K_s, D_s, h, transpose_A=True)
             if big_tail:
                 T.clear(tail)
@@ -116,6 +119,13 @@ def test_rows_chosen_in_the_step_stay():
     copies = _async_copies(recurrence("indexed"))
     assert copies is not None
     assert [c.split("T.tl_region(")[1].split("[")[0] for c in copies] == ["K", "G"]       # not Dv
+
+
+def test_a_call_given_shared_memory_by_address_waits_for_the_loads_before_it():
+    # what the call reads through the pointer is unknown: Dv's tile lands before it, not before the gemm
+    func = recurrence("pointer")
+    text = str(attention_schedule.schedule(func, "sm_90a", {}).body)
+    assert text.index("tl::cp_async_wait<0>") < text.index("opaque_read") < text.index("tl_gemm(T.tl_region(K_s[0, 0], 1, 64, 64), T.tl_region(D_s")
 
 
 def test_two_or_more_stages_are_the_pipeliner_s():

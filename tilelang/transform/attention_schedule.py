@@ -26,8 +26,10 @@ tiles), whose body's top level holds at least two gemms and whose live fragments
 tile no earlier top-level statement touches, whose source tensor is written nowhere in the loop,
 whose region reads no buffer the body writes and whose rows cp.async moves without a wait of
 their own (elements of 4 bytes or more, or whole 16-byte vectors: ``_whole_vectors``); the
-others stay where they are. At least two must move, one of them first touched after the body's
-first gemm (otherwise nothing would overlap). Kernels with ``T.annotate_safe_value``, user
+others stay where they are. A buffer and its views (same data pointer) count as one, and a
+statement that hands shared memory to a call by address counts as touching every tile. At least
+two must move, one of them first touched after the body's first gemm (otherwise nothing would
+overlap). Kernels with ``T.annotate_safe_value``, user
 barriers or cp.async calls of their own are left alone.
 
 Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
@@ -44,11 +46,12 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import analyzer, const_int, evaluate_extern, map_stmts, seq, walk_stmts
+from tilelang.tir_utils import analyzer, const_int, evaluate_extern, map_stmts, seq, uses_vars, walk_stmts
 from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest,
                                        op_name, parallel_nest, scope_of)
 from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined, num_stages
-from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, shared_rw
+from tilelang.transform.thread_sync import (as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers,
+                                            shared_rw)
 
 DISABLE_KEY = "tl.disable_attention_schedule"
 # Live fragment registers per thread (``_loop_fragment_registers``) above which a loop is left as
@@ -281,7 +284,7 @@ def _rewrite(loop):
     first = {}
     for i in moved:
         dst = decode_region(stmts[i].value.args[1]).buffer
-        first[i] = next((j for j in rest if j > i and dst in set().union(*shared_rw(stmts[j]))), None)
+        first[i] = next((j for j in rest if j > i and _touches_tile(stmts[j], dst)), None)
     if not any(f is not None and f > gemms[0] for f in first.values()):
         return None
     # issue all loads first (in their order), then wait before each first toucher for the groups
@@ -311,22 +314,30 @@ def _movable(stmts, i, moved, global_writes, written, bound) -> bool:
     (all before it): its source is written nowhere in the loop, its rows are whole vectors, its
     region reads nothing the body computes (a buffer it writes, a scalar it binds), and no
     statement before it touches its tile."""
-    from tilelang.tir_utils import uses_vars
-
     region = stmts[i].value.args[0]
     src, dst = decode_region(region), decode_region(stmts[i].value.args[1])
-    if src.buffer in global_writes or not _whole_vectors(src, dst):
-        return False
+    if _touches(global_writes, src.buffer) or not _whole_vectors(src, dst):
+        return False     # (a view of a tensor the loop writes counts as that tensor)
     if _loads_any(region, written) or (bound and uses_vars(region, list(bound))):
         return False     # its rows are chosen by a value this iteration computes
     for j in range(i):
-        r, w = shared_rw(stmts[j])
         if j in moved:
-            if decode_region(stmts[j].value.args[1]).buffer.same_as(dst.buffer):
+            if _touches({decode_region(stmts[j].value.args[1]).buffer}, dst.buffer):
                 return False    # two loads of one tile: the later one must wait for the reads between
-        elif dst.buffer in r or dst.buffer in w:
+        elif _touches_tile(stmts[j], dst.buffer):
             return False     # the tile is in use before its copy: it cannot be loaded earlier
     return True
+
+
+def _touches(buffers, buf) -> bool:
+    """Whether one of ``buffers`` is ``buf`` or a view of its memory (same data pointer)."""
+    return any(b.same_as(buf) or b.data.same_as(buf.data) for b in buffers)
+
+
+def _touches_tile(stmt, buf) -> bool:
+    """Whether ``stmt`` reads or writes the shared tile ``buf``; a statement that hands shared
+    memory to a call by address may reach any tile, so it counts as touching all of them."""
+    return _touches(set().union(*shared_rw(stmt)), buf) or passes_shared_pointers(stmt)
 
 
 def _loads_any(expr, buffers) -> bool:

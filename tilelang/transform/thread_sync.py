@@ -408,7 +408,7 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
     for k, s in enumerate(stmts):
         if inflight:
             r, w = shared_rw(s)     # (a buffer sharing bytes with the tile is in its alias set)
-            if _passes_shared_pointers(s):      # (what a pointer reaches is unknown: all of them)
+            if passes_shared_pointers(s):      # (what a pointer reaches is unknown: all of them)
                 need = list(range(len(inflight)))
             else:
                 need = [i for i, (_, b) in enumerate(inflight) if _widen({b}, alias) & (r | w)]
@@ -448,7 +448,7 @@ def _shared_by_address(e) -> list:
     return out
 
 
-def _passes_shared_pointers(stmt) -> bool:
+def passes_shared_pointers(stmt) -> bool:
     """Whether ``stmt`` hands shared memory to something by address, which may read any of it."""
     import tvm_ffi
 
