@@ -188,3 +188,17 @@ def test_upstream_chunk_delta_bwd_registers_no_spill():
     src = lower(_upstream_delta_bwd(), target="sm_90a", out_idx=[-3, -2, -1]).source
     info = next(iter(nvcc.ptxas_info(src, "sm_90a", []).values()))
     assert info.spill_stores == 0 and info.spill_loads == 0
+
+
+def test_the_pipeline_hover_says_which_loads_move_and_why_the_others_stay():
+    from tilelang.analysis.summary import summarize
+
+    moved = summarize(recurrence(), "sm_90a")["pipelines"][0]["mechanism"]
+    assert "the loads of `K_s`, `G_s`, `D_s` are issued together at the top of each iteration" in moved
+    stay = summarize(recurrence("touched"), "sm_90a")["pipelines"][0]["mechanism"]
+    assert "the loads of `G_s`, `D_s`" in stay
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if "h[r, c] += K_s[r, c]" in text) - 1      # (its T.Parallel nest)
+    assert f"`K_s` is loaded where written (line {line} touches the tile before the copy)" in stay
+    off = summarize(recurrence(), "sm_90a", {attention_schedule.DISABLE_KEY: True})["pipelines"][0]["mechanism"]
+    assert off.startswith("not pipelined (num_stages < 2)")

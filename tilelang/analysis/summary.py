@@ -85,7 +85,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
         for buf in planned[0].pipe.staged:
             if buf.name in out["buffers"]:
                 out["buffers"][buf.name]["stages"] = planned[0].ring
-    out["pipelines"] = _pipelines(info, planned)
+    out["pipelines"] = _pipelines(info, planned, _early_loads(k, arch))
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
@@ -315,15 +315,18 @@ def _explain_mma(info, layouts, gemms) -> None:
                                   f"kernel keeps its gemms on one kind: {layouts.unmixed}")
 
 
-def _pipelines(info, planned=(None, None, None)) -> list:
+def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
     from tilelang.transform.pipelined_loop import pipelined_loops
 
     out = []
     ws, why_not, lw = planned
+    early = {_line(span): (moved, stay) for span, moved, stay in early_loads}
     for pl in pipelined_loops(info.body):
         s, stages = pl.loop, pl.stages
         producers = [buf.name for buf in pl.staged]
         mechanism = _mechanism(stages, producers)
+        if stages < 2 and producers:
+            mechanism = _early_loads_text(early.get(_line(s.span))) or mechanism
         if lw is not None and producers and _async_wgmma_loop(lw, pl):
             mechanism = (f"cp.async (16-byte global-to-shared copies) into a ring of {stages} stages, issued "
                          f"{stages - 2} iterations ahead, feeding asynchronous wgmma with one group in flight "
@@ -384,6 +387,17 @@ def _warp_specialised(k, out=None):
         return None, None, None
 
 
+def _early_loads(k, arch) -> list:
+    """``attention_schedule.planned_loads`` of the checked kernel ([] when it fails: the plain
+    description then)."""
+    from tilelang.transform import attention_schedule
+
+    try:
+        return attention_schedule.planned_loads(k.func, arch, dict(k.ctx.pass_configs))
+    except Exception:  # noqa: BLE001 - hover text only
+        return []
+
+
 def _async_wgmma_loop(lw, pl) -> bool:
     """The loop is lowered as cp.async-fed asynchronous wgmma (``PipelinedLoop.async_wgmma``), not
     warp-specialised."""
@@ -412,6 +426,22 @@ def _overlap_text(ws) -> str:
                  "first gemm retired")
     return text + ("; the consumer warpgroups do not wait for each other inside the loop (FlashAttention-3's "
                    "intra-warpgroup overlap; tl.disable_wgmma_overlap turns it off)")
+
+
+def _early_loads_text(plan) -> str | None:
+    """What ``transform.attention_schedule`` does to a loop of fewer than two stages: ``plan`` is
+    (tiles loaded at the top of the body, (tile, why) for those loaded where written), or None
+    (left alone)."""
+    if plan is None:
+        return None
+    moved, stay = plan
+    names = ", ".join(f"`{n}`" for n in moved)
+    text = (f"not software-pipelined (num_stages < 2); the loads of {names} are issued together at the top of "
+            "each iteration as cp.async groups, each waited for just before the first statement that touches "
+            "its tile, so they arrive under the work before it")
+    for name, why in stay:
+        text += f"; `{name}` is loaded where written ({why})"
+    return text + " (tl.disable_attention_schedule turns this off)"
 
 
 def _mechanism(stages: int, producers: list) -> str:

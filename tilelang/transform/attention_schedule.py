@@ -39,6 +39,8 @@ atomics.
 
 Contract: ``schedule(func, arch, configs)`` returns the rewritten function, or ``func`` itself
 when nothing applies; the engine calls it at the start of ``analyze_kernel`` (engine/pipeline.py).
+``planned_loads(func, arch, configs)`` says, for the hover (analysis/summary.py), which tiles each
+rewritten loop loads at its top and why the others stay.
 """
 
 from __future__ import annotations
@@ -65,24 +67,60 @@ _USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_parti
 def schedule(func, arch, configs=None):
     configs = configs or {}
     func = tile_atomics(func, arch)
-    if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
+    loop_ok = _loop_filter(func, arch, configs)
+    if loop_ok is None:
         return func
-    if configs.get("tl.enable_pipeline_split_groups"):
-        return func   # the pipeliner refills each tile for the next iteration instead (deeper)
-    if _has_user_sync(func.body):
-        return func
-    threads = _threads(func.body)
 
     def on_loop(loop):
-        if not is_pipelined(loop) or num_stages(loop) > 1:
-            return loop
-        if _loop_fragment_registers(func.body, loop, threads) > REGISTER_BUDGET:
-            return loop
-        new = _rewrite(loop)
+        new = _rewrite(loop) if loop_ok(loop) else None
         return loop if new is None else new
 
     body = map_stmts(func.body, loop=on_loop)
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def planned_loads(func, arch, configs=None) -> list:
+    """For the hover: (span of the loop, tiles it issues at its top, (tile, why) for each tile it
+    leaves in place) for each ``T.Pipelined`` loop of ``func`` (as written) that ``schedule``
+    rewrites; tiles by buffer name, in body order."""
+    configs = configs or {}
+    func = tile_atomics(func, arch)
+    loop_ok = _loop_filter(func, arch, configs)
+    out = []
+    if loop_ok is None:
+        return out
+
+    def visit(s):
+        if isinstance(s, tirx.For) and loop_ok(s):
+            plan = _plan(s)
+            if plan is not None:
+                stmts, moved, _, _, why = plan
+                producers = PipelinedLoop.of(s).producers
+                staged = [i for i, x in enumerate(stmts) if any(x.same_as(p) for p in producers)]
+                name = {i: decode_region(stmts[i].value.args[1]).buffer.name for i in staged}
+                out.append((s.span, [name[i] for i in staged if i in moved],
+                            [(name[i], why.get(i) or "it is no plain T.copy") for i in staged if i not in moved]))
+
+    walk_stmts(func.body, visit)
+    return out
+
+
+def _loop_filter(func, arch, configs):
+    """The test a loop of ``func`` must pass before ``_plan`` looks at it, or None when the kernel
+    as a whole is left alone (``schedule``'s conditions)."""
+    if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
+        return None
+    if configs.get("tl.enable_pipeline_split_groups"):
+        return None   # the pipeliner refills each tile for the next iteration instead (deeper)
+    if _has_user_sync(func.body):
+        return None
+    threads = _threads(func.body)
+
+    def ok(loop):
+        return (is_pipelined(loop) and num_stages(loop) <= 1
+                and _loop_fragment_registers(func.body, loop, threads) <= REGISTER_BUDGET)
+
+    return ok
 
 
 def tile_atomics(func, arch):
@@ -251,8 +289,11 @@ def _flag(stmt) -> int:
     return const_int(args[3]) if len(args) > 3 and const_int(args[3]) is not None else 0
 
 
-def _rewrite(loop):
-    """The loop with its producers issued early, or None when it is not attention-shaped."""
+def _plan(loop):
+    """(the body's top-level statements, the indices of the copies to issue at its top, {each
+    such index: the index of the first statement touching its tile, or None}, the indices of the
+    other statements, {index of each producer copy considered: why it stays, or None}), or None
+    when the loop is left as written."""
     if not is_pipelined(loop):
         return None
     pipe = PipelinedLoop.of(loop)
@@ -269,13 +310,14 @@ def _rewrite(loop):
         global_writes |= buffer_rw(s, ("global",))[1]
         if isinstance(s, (tirx.Bind, tirx.LetStmt)):
             bound.add(s.var)
-    moved = []
+    moved, why = [], {}
     for i in candidates:
         written = set()
         for j, s in enumerate(stmts):
             if j != i and j not in moved:
                 written |= buffer_rw(s, ALL_SCOPES)[1]
-        if _movable(stmts, i, moved, global_writes, written, bound):
+        why[i] = _blocker(stmts, i, moved, global_writes, written, bound)
+        if why[i] is None:
             moved.append(i)
     if len(moved) < 2:
         return None
@@ -287,6 +329,15 @@ def _rewrite(loop):
         first[i] = next((j for j in rest if j > i and _touches_tile(stmts[j], dst)), None)
     if not any(f is not None and f > gemms[0] for f in first.values()):
         return None
+    return stmts, moved, first, rest, why
+
+
+def _rewrite(loop):
+    """The loop with its producers issued early, or None when nothing moves (``_plan``)."""
+    plan = _plan(loop)
+    if plan is None:
+        return None
+    stmts, moved, first, rest, _ = plan
     # issue all loads first (in their order), then wait before each first toucher for the groups
     # issued up to its tile: wait<n> keeps the n latest groups in flight
     order = list(moved)
@@ -309,24 +360,31 @@ def _rewrite(loop):
                     annotations=loop.annotations, step=loop.step, span=loop.span)
 
 
-def _movable(stmts, i, moved, global_writes, written, bound) -> bool:
-    """Whether copy ``stmts[i]`` may be issued at the top of the body, after the copies ``moved``
-    (all before it): its source is written nowhere in the loop, its rows are whole vectors, its
-    region reads nothing the body computes (a buffer it writes, a scalar it binds), and no
-    statement before it touches its tile."""
+def _blocker(stmts, i, moved, global_writes, written, bound) -> str | None:
+    """Why copy ``stmts[i]`` cannot be issued at the top of the body, after the copies ``moved``
+    (all before it), or None when it can: its source must be written nowhere in the loop, its rows
+    be whole vectors, its region read nothing the body computes (a buffer it writes, a scalar it
+    binds), and no statement before it touch its tile."""
     region = stmts[i].value.args[0]
     src, dst = decode_region(region), decode_region(stmts[i].value.args[1])
-    if _touches(global_writes, src.buffer) or not _whole_vectors(src, dst):
-        return False     # (a view of a tensor the loop writes counts as that tensor)
+    if _touches(global_writes, src.buffer):     # (a view of a tensor the loop writes counts as that tensor)
+        return f"the loop writes '{src.buffer.name}'"
+    if not _whole_vectors(src, dst):
+        return "its rows are no whole 16-byte cp.async vectors"
     if _loads_any(region, written) or (bound and uses_vars(region, list(bound))):
-        return False     # its rows are chosen by a value this iteration computes
+        return "its rows depend on a value the iteration computes"
     for j in range(i):
         if j in moved:
             if _touches({decode_region(stmts[j].value.args[1]).buffer}, dst.buffer):
-                return False    # two loads of one tile: the later one must wait for the reads between
+                return "an earlier copy loads the same tile"     # (the later one must wait for the reads between)
         elif _touches_tile(stmts[j], dst.buffer):
-            return False     # the tile is in use before its copy: it cannot be loaded earlier
-    return True
+            return f"line {_span_line(stmts[j])} touches the tile before the copy"
+    return None
+
+
+def _span_line(stmt):
+    span = getattr(stmt, "span", None)
+    return getattr(span, "line", "?") if span is not None else "?"
 
 
 def _touches(buffers, buf) -> bool:
