@@ -29,8 +29,8 @@ their own (elements of 4 bytes or more, or whole 16-byte vectors: ``_whole_vecto
 others stay where they are. A buffer and its views (same data pointer) count as one, and a
 statement that hands shared memory to a call by address counts as touching every tile. At least
 two must move, one of them first touched after the body's first gemm (otherwise nothing would
-overlap). Kernels with ``T.annotate_safe_value``, user
-barriers or cp.async calls of their own are left alone.
+overlap). Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own
+are left alone.
 
 Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
 tensor inside a ``T.Parallel`` (attention backward's dQ accumulation) becomes the tile-level
@@ -230,13 +230,6 @@ def _fragment_bytes(body) -> dict:
 
     walk_stmts(body, visit)
     return out
-
-
-def _fragment_registers(body) -> float:
-    """32-bit registers per thread that all the kernel's fragments take (their elements spread
-    over the block's threads); unknown shapes count as too many."""
-    regs = sum(_fragment_bytes(body).values()) / 4 / _threads(body)
-    return regs if regs == regs else float("inf")
 
 
 def _loop_fragment_registers(body, loop, threads) -> float:
