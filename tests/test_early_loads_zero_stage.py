@@ -31,7 +31,8 @@ def recurrence(variant="plain", stages=0, big_tail=False):
     """h (64 x 32 per block, carried) over S / 64 steps: v = K h, scaled by exp(G) (a strided
     4-byte column), O = v; h += K^T Dv (Dv's columns start at bv * 32). ``variant``: "touched"
     (K_s read before K's copy), "indexed" (Dv's rows chosen by Idx[i], read in the step),
-    "pointer" (a call handed h_s by address right after Dv's copy: IR only)."""
+    "pointer" (a call handed h_s by address right after Dv's copy: IR only), "view" (K_s read
+    through a T.view of it before K's copy)."""
     @T.prim_func
     def k(K: T.Tensor((B, S, D), "bfloat16"), G: T.Tensor((B, S, 2), "float32"),
           Dv: T.Tensor((S, D), "bfloat16"), Idx: T.Tensor((S // 64,), "int32"),
@@ -44,6 +45,7 @@ def recurrence(variant="plain", stages=0, big_tail=False):
             G_s = T.alloc_shared((64,), "float32")
             v = T.alloc_fragment((64, 32), "float32")
             tail = T.alloc_fragment((128, 256) if big_tail else (1,), "float32")
+            K_v = T.view(K_s, (64, 32), "float32")
             T.clear(h)
             T.clear(K_s)
             for i in T.Pipelined(S // 64, num_stages=stages):
@@ -51,6 +53,9 @@ def recurrence(variant="plain", stages=0, big_tail=False):
                 if variant == "touched":
                     for r, c in T.Parallel(64, 32):
                         h[r, c] += K_s[r, c]
+                if variant == "view":
+                    for r, c in T.Parallel(64, 32):
+                        h[r, c] += K_v[r, c]
                 T.copy(K[b, i * 64:(i + 1) * 64, :], K_s)
                 T.gemm(K_s, h_s, v, clear_accum=True)
                 T.copy(G[b, i * 64:(i + 1) * 64, 1], G_s)
@@ -111,6 +116,12 @@ def test_the_loop_issues_all_loads_before_its_first_gemm(arch):
 
 def test_a_tile_touched_before_its_copy_stays():
     copies = _async_copies(recurrence("touched"))
+    assert copies is not None
+    assert [c.split("T.tl_region(")[1].split("[")[0] for c in copies] == ["G", "Dv"]      # not K
+
+
+def test_a_tile_touched_through_a_view_before_its_copy_stays():
+    copies = _async_copies(recurrence("view"))
     assert copies is not None
     assert [c.split("T.tl_region(")[1].split("[")[0] for c in copies] == ["G", "Dv"]      # not K
 

@@ -327,6 +327,35 @@ def span_line(span):
     return getattr(span, "line", "?") or "?"
 
 
+def data_buffer(expr):
+    """The buffer whose data pointer ``expr`` is (``B.data``), else None."""
+    if isinstance(expr, ir.Call) and getattr(expr.op, "name", None) == "tirx.buffer_data" and expr.args:
+        return expr.args[0]
+    return None
+
+
+def buffer_roots(body) -> dict:
+    """buffer -> the allocation it views (``decl_buffer(data=B.data)`` views B), for the
+    buffers declared over another buffer's data."""
+    parent = {}
+
+    def on_stmt(s):
+        if isinstance(s, tirx.DeclBuffer):
+            base = data_buffer(getattr(s, "data", None))
+            if base is not None and not base.same_as(s.buffer):
+                parent[s.buffer] = base
+
+    walk_stmts(body, on_stmt)
+
+    def root(b):
+        seen = 0
+        while b in parent and seen < 64:
+            b, seen = parent[b], seen + 1
+        return b
+
+    return {b: root(b) for b in parent}
+
+
 def map_stmts(stmt, pre: Callable | None = None, loop: Callable | None = None):
     """``stmt`` rewritten: a statement for which ``pre(s)`` is not None is replaced by that (and not
     entered); every ``For`` is replaced by ``loop(for)`` after its body (innermost first). Only the

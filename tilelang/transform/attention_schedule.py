@@ -26,7 +26,7 @@ tiles), whose body's top level holds at least two gemms and whose live fragments
 tile no earlier top-level statement touches, whose source tensor is written nowhere in the loop,
 whose region reads no buffer the body writes and whose rows cp.async moves without a wait of
 their own (elements of 4 bytes or more, or whole 16-byte vectors: ``_whole_vectors``); the
-others stay where they are. A buffer and its views (same data pointer) count as one, and a
+others stay where they are. A buffer and its views (``T.view``) count as one, and a
 statement that hands shared memory to a call by address counts as touching every tile. At least
 two must move, one of them first touched after the body's first gemm (otherwise nothing would
 overlap). Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own
@@ -48,12 +48,12 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import analyzer, const_int, evaluate_extern, map_stmts, seq, uses_vars, walk_stmts
-from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, decode_region, is_parallel_nest,
-                                       op_name, parallel_nest, scope_of)
+from tilelang.tir_utils import (analyzer, buffer_roots, const_int, evaluate_extern, map_stmts, seq, span_line,
+                                tensor_loads, uses_vars, walk_stmts)
+from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, SHARED_SCOPES, decode_region,
+                                       is_parallel_nest, op_name, parallel_nest, scope_of)
 from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined, num_stages
-from tilelang.transform.thread_sync import (as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers,
-                                            shared_rw)
+from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
 
 DISABLE_KEY = "tl.disable_attention_schedule"
 # Live fragment registers per thread (``_loop_fragment_registers``) above which a loop is left as
@@ -71,8 +71,10 @@ def schedule(func, arch, configs=None):
     if loop_ok is None:
         return func
 
+    roots = buffer_roots(func.body)
+
     def on_loop(loop):
-        new = _rewrite(loop) if loop_ok(loop) else None
+        new = _rewrite(loop, roots) if loop_ok(loop) else None
         return loop if new is None else new
 
     body = map_stmts(func.body, loop=on_loop)
@@ -90,9 +92,11 @@ def planned_loads(func, arch, configs=None) -> list:
     if loop_ok is None:
         return out
 
+    roots = buffer_roots(func.body)
+
     def visit(s):
         if isinstance(s, tirx.For) and loop_ok(s):
-            plan = _plan(s)
+            plan = _plan(s, roots)
             if plan is not None:
                 stmts, moved, _, _, why = plan
                 producers = PipelinedLoop.of(s).producers
@@ -114,11 +118,11 @@ def _loop_filter(func, arch, configs):
         return None   # the pipeliner refills each tile for the next iteration instead (deeper)
     if _has_user_sync(func.body):
         return None
-    threads = _threads(func.body)
+    threads, sizes = _threads(func.body), _fragment_bytes(func.body)
 
     def ok(loop):
         return (is_pipelined(loop) and num_stages(loop) <= 1
-                and _loop_fragment_registers(func.body, loop, threads) <= REGISTER_BUDGET)
+                and _loop_fragment_registers(func.body, loop, threads, sizes) <= REGISTER_BUDGET)
 
     return ok
 
@@ -232,12 +236,13 @@ def _fragment_bytes(body) -> dict:
     return out
 
 
-def _loop_fragment_registers(body, loop, threads) -> float:
+def _loop_fragment_registers(body, loop, threads, sizes=None) -> float:
     """The most 32-bit registers per thread that the fragments live at one top-level statement of
     ``loop`` take: a fragment the kernel also touches outside the loop (an accumulator, a running
     maximum) is live through the whole body, one touched only inside from its first to its last
-    statement. Unknown shapes or thread counts count as too many."""
-    sizes = _fragment_bytes(body)
+    statement. Unknown shapes or thread counts count as too many. ``sizes``: ``_fragment_bytes``
+    of ``body``, when already known."""
+    sizes = _fragment_bytes(body) if sizes is None else sizes
     stmts = body_list(loop)
     outside = set().union(*buffer_rw(map_stmts(body, pre=lambda s: _NOP if s.same_as(loop) else None),
                                      (FRAGMENT_SCOPE,)))
@@ -282,11 +287,12 @@ def _flag(stmt) -> int:
     return const_int(args[3]) if len(args) > 3 and const_int(args[3]) is not None else 0
 
 
-def _plan(loop):
+def _plan(loop, roots):
     """(the body's top-level statements, the indices of the copies to issue at its top, {each
     such index: the index of the first statement touching its tile, or None}, the indices of the
     other statements, {index of each producer copy considered: why it stays, or None}), or None
-    when the loop is left as written."""
+    when the loop is left as written. ``roots``: ``buffer_roots`` of the function (a view and
+    the buffer it views count as one)."""
     if not is_pipelined(loop):
         return None
     pipe = PipelinedLoop.of(loop)
@@ -298,18 +304,12 @@ def _plan(loop):
         return None
     candidates = [i for i, s in enumerate(stmts) if op_name(s) == "copy" and _flag(s) in (0, 1)
                   and any(s.same_as(p) for p in pipe.producers)]
-    global_writes, bound = set(), set()
-    for s in stmts:
-        global_writes |= buffer_rw(s, ("global",))[1]
-        if isinstance(s, (tirx.Bind, tirx.LetStmt)):
-            bound.add(s.var)
+    access = _Accesses(stmts, roots)
+    bound = {s.var for s in stmts if isinstance(s, (tirx.Bind, tirx.LetStmt))}
     moved, why = [], {}
     for i in candidates:
-        written = set()
-        for j, s in enumerate(stmts):
-            if j != i and j not in moved:
-                written |= buffer_rw(s, ALL_SCOPES)[1]
-        why[i] = _blocker(stmts, i, moved, global_writes, written, bound)
+        written = set().union(*(access.writes[j] for j in range(len(stmts)) if j != i and j not in moved))
+        why[i] = _blocker(stmts, i, moved, access, written, bound)
         if why[i] is None:
             moved.append(i)
     if len(moved) < 2:
@@ -319,15 +319,15 @@ def _plan(loop):
     first = {}
     for i in moved:
         dst = decode_region(stmts[i].value.args[1]).buffer
-        first[i] = next((j for j in rest if j > i and _touches_tile(stmts[j], dst)), None)
+        first[i] = next((j for j in rest if j > i and access.touches_tile(j, dst)), None)
     if not any(f is not None and f > gemms[0] for f in first.values()):
         return None
     return stmts, moved, first, rest, why
 
 
-def _rewrite(loop):
+def _rewrite(loop, roots):
     """The loop with its producers issued early, or None when nothing moves (``_plan``)."""
-    plan = _plan(loop)
+    plan = _plan(loop, roots)
     if plan is None:
         return None
     stmts, moved, first, rest, _ = plan
@@ -353,56 +353,52 @@ def _rewrite(loop):
                     annotations=loop.annotations, step=loop.step, span=loop.span)
 
 
-def _blocker(stmts, i, moved, global_writes, written, bound) -> str | None:
+def _blocker(stmts, i, moved, access, written, bound) -> str | None:
     """Why copy ``stmts[i]`` cannot be issued at the top of the body, after the copies ``moved``
     (all before it), or None when it can: its source must be written nowhere in the loop, its rows
     be whole vectors, its region read nothing the body computes (a buffer it writes, a scalar it
-    binds), and no statement before it touch its tile."""
+    binds), and no statement before it touch its tile. ``access``: the body's ``_Accesses``."""
     region = stmts[i].value.args[0]
     src, dst = decode_region(region), decode_region(stmts[i].value.args[1])
-    if _touches(global_writes, src.buffer):     # (a view of a tensor the loop writes counts as that tensor)
+    if access.root(src.buffer) in access.global_writes:
         return f"the loop writes '{src.buffer.name}'"
     if not _whole_vectors(src, dst):
         return "its rows are no whole 16-byte cp.async vectors"
-    if _loads_any(region, written) or (bound and uses_vars(region, list(bound))):
+    if access.loads_any(region, written) or (bound and uses_vars(region, list(bound))):
         return "its rows depend on a value the iteration computes"
+    tile = access.root(dst.buffer)
     for j in range(i):
         if j in moved:
-            if _touches({decode_region(stmts[j].value.args[1]).buffer}, dst.buffer):
+            if access.root(decode_region(stmts[j].value.args[1]).buffer).same_as(tile):
                 return "an earlier copy loads the same tile"     # (the later one must wait for the reads between)
-        elif _touches_tile(stmts[j], dst.buffer):
-            return f"line {_span_line(stmts[j])} touches the tile before the copy"
+        elif access.touches_tile(j, dst.buffer):
+            return f"line {span_line(stmts[j].span)} touches the tile before the copy"
     return None
 
 
-def _span_line(stmt):
-    span = getattr(stmt, "span", None)
-    return getattr(span, "line", "?") if span is not None else "?"
+class _Accesses:
+    """What each top-level statement of a loop body reads and writes, walked once; a view counts
+    as the buffer it views (``roots``)."""
 
+    def __init__(self, stmts, roots):
+        self.roots = roots
+        rw = [buffer_rw(s, ALL_SCOPES) for s in stmts]
+        self.writes = [{self.root(b) for b in w} for _, w in rw]
+        self.global_writes = {b for w in self.writes for b in w if scope_of(b) == "global"}
+        self.shared = [{self.root(b) for b in r | w if scope_of(b) in SHARED_SCOPES} for r, w in rw]
+        self.by_address = [passes_shared_pointers(s) for s in stmts]
 
-def _touches(buffers, buf) -> bool:
-    """Whether one of ``buffers`` is ``buf`` or a view of its memory (same data pointer)."""
-    return any(b.same_as(buf) or b.data.same_as(buf.data) for b in buffers)
+    def root(self, buf):
+        return self.roots.get(buf, buf)
 
+    def touches_tile(self, j, buf) -> bool:
+        """Whether statement j reads or writes the shared tile ``buf``; one that hands shared
+        memory to a call by address may reach any tile, so it counts as touching all of them."""
+        return self.by_address[j] or self.root(buf) in self.shared[j]
 
-def _touches_tile(stmt, buf) -> bool:
-    """Whether ``stmt`` reads or writes the shared tile ``buf``; a statement that hands shared
-    memory to a call by address may reach any tile, so it counts as touching all of them."""
-    return _touches(set().union(*shared_rw(stmt)), buf) or passes_shared_pointers(stmt)
-
-
-def _loads_any(expr, buffers) -> bool:
-    found = []
-
-    def visit(e):
-        if isinstance(e, ir.TensorLoad) and (e.source in buffers or getattr(e.source, "data", None) in
-                                              {getattr(b, "data", None) for b in buffers}):
-            found.append(e)
-        return None
-
-    import tvm_ffi
-    tvm_ffi.structural_walk(expr, [(ir.TensorLoad, visit)], order="pre")
-    return bool(found)
+    def loads_any(self, expr, buffers) -> bool:
+        """Whether ``expr`` reads one of ``buffers`` (roots)."""
+        return any(self.root(e.source) in buffers for e in tensor_loads(expr))
 
 
 def _whole_vectors(src, dst) -> bool:

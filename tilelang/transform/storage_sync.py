@@ -30,7 +30,7 @@ import tvm
 from tvm import ir, tirx
 
 from tilelang.language._ops import get_op
-from tilelang.tir_utils import any_expr, map_stmts, seq, walk_stmts
+from tilelang.tir_utils import any_expr, buffer_roots, data_buffer, map_stmts, seq, walk_stmts
 from tilelang.transform.kernel import scope_of
 from tilelang.transform.thread_sync import buffer_rw, conflict, plan_sequence
 
@@ -53,35 +53,6 @@ tirx.op.register_intrin_lowering(ATOMIC_ADD_ELEM, target="cuda", f=_lower_atomic
 
 
 # ----------------------------------------------------------------------- accesses
-def _data_buffer(expr):
-    """The buffer whose data pointer ``expr`` is (``B.data``), else None."""
-    if isinstance(expr, ir.Call) and getattr(expr.op, "name", None) == "tirx.buffer_data" and expr.args:
-        return expr.args[0]
-    return None
-
-
-def _buffer_roots(body) -> dict:
-    """buffer -> the allocation it views (``decl_buffer(data=B.data)`` views B), for the
-    buffers declared over another buffer's data."""
-    parent = {}
-
-    def on_stmt(s):
-        if isinstance(s, tirx.DeclBuffer):
-            base = _data_buffer(getattr(s, "data", None))
-            if base is not None and not base.same_as(s.buffer):
-                parent[s.buffer] = base
-
-    walk_stmts(body, on_stmt)
-
-    def root(b):
-        seen = 0
-        while b in parent and seen < 64:
-            b, seen = parent[b], seen + 1
-        return b
-
-    return {b: root(b) for b in parent}
-
-
 def _statement_rw(stmt, scope: str, roots: dict):
     """(reads, writes): the allocations of ``scope`` buffers that ``stmt`` touches."""
     reads, writes = buffer_rw(stmt, (scope,))
@@ -90,7 +61,7 @@ def _statement_rw(stmt, scope: str, roots: dict):
 
     def on_call(e):
         if isinstance(e, ir.Call) and getattr(e.op, "name", None) == "tirx.tvm_access_ptr" and len(e.args) >= 5:
-            buf, mask = _data_buffer(e.args[1]), e.args[4]
+            buf, mask = data_buffer(e.args[1]), e.args[4]
             if buf is not None and scope_of(buf) == scope:
                 bits = int(mask.value) if isinstance(mask, tirx.IntImm) else 3
                 if bits & 1:
@@ -130,7 +101,7 @@ def insert_storage_syncs(body, scope: str = "shared"):
     if scope not in SYNC_SCOPES:
         raise ValueError(f"ThreadSync: storage scope must be one of {SYNC_SCOPES}, got {scope!r}")
     divergent = _thread_dependent_vars(body)
-    roots = _buffer_roots(body)
+    roots = buffer_roots(body)
 
     def rw(s):
         return _statement_rw(s, scope, roots)
