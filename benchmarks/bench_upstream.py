@@ -23,7 +23,8 @@ unfinished cases rerun one per child).
 Each case (``_upstream_cases.py``) imports the unchanged example module from its folder, builds
 the kernel as the example does, checks it against the example's reference (or torch) on random
 inputs and times the kernel and a torch reference with ``triton.testing.do_bench`` (median, after
-a warm-up call). A case that fails prints ``error: <first line>`` and the run goes on.
+a warm-up call), torch seeded with ``SEED`` before each case, so that both compilers see the same
+inputs and the same workload where it is random (the fp8 indexer's sequence ranges). A case that fails prints ``error: <first line>`` and the run goes on.
 The JSON maps each case name to ``{ms, ref_ms, ok, maxdiff, error, tilelang_version,
 tilelang_path, ...}`` (plus ``_meta``). Without a CUDA GPU a measuring run says so and exits 2.
 
@@ -49,6 +50,7 @@ if str(HERE) not in sys.path:
 from _upstream_cases import CASES, load  # noqa: E402
 
 EXIT_NO_GPU = 2
+SEED = 0                # torch.manual_seed before each case (``measure``)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -207,6 +209,7 @@ def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool) -> dict:
         mod = load(examples, c.folder, c.module)
         kernel = c.build(mod)
         rec["build_s"] = round(time.time() - t0, 2)
+        torch.manual_seed(SEED)     # the same inputs (and, where random, workloads) for both compilers
         rec.update(c.run(mod, kernel, h))
     except BaseException as e:  # noqa: BLE001 - one case's failure must not end the run
         if isinstance(e, KeyboardInterrupt):

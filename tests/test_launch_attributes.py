@@ -333,3 +333,182 @@ def test_single_wave_launch_bound_in_the_source():
 def test_single_wave_launch_bound_can_be_turned_off():
     art = tilelang.lower(_doubling(8), "sm_90a", pass_configs={"tl.disable_single_wave_launch_bound": True})
     assert "__launch_bounds__(128)" in art.kernel_source
+
+
+def _gemv(blocks, steps=32):
+    """y = A x, one row per thread: each of ``steps`` iterations loads 8 halves of A and of x into
+    registers (the upstream gemv's shape)."""
+    n, k = blocks * 128, steps * 8
+
+    @T.prim_func
+    def main(A: T.Tensor((n, k), T.float16), x: T.Tensor((k,), T.float16), y: T.Tensor((n,), T.float32)):
+        with T.Kernel(blocks, threads=128) as bx:
+            a = T.alloc_local((8,), T.float16)
+            xv = T.alloc_local((8,), T.float16)
+            acc = T.alloc_local((1,), T.float32)
+            tx = T.thread_binding(0, 128, thread="threadIdx.x")
+            acc[0] = 0.0
+            for ko in T.serial(steps):
+                for v in T.vectorized(8):
+                    a[v] = A[bx * 128 + tx, ko * 8 + v]
+                for v in T.vectorized(8):
+                    xv[v] = x[ko * 8 + v]
+                for v in T.serial(8):
+                    acc[0] += T.cast(a[v], T.float32) * T.cast(xv[v], T.float32)
+            y[bx * 128 + tx] = acc[0]
+
+    return main
+
+
+def _shared_scan(blocks):
+    """A loop that reads shared memory only (its global loads sit outside any loop): a row's
+    running sum, as gdn's cumsum computes it."""
+    n = blocks * 64
+
+    @T.prim_func
+    def main(G: T.Tensor((n,), T.float32), H: T.Tensor((n,), T.float32)):
+        with T.Kernel(blocks, threads=128) as bx:
+            s = T.alloc_shared((64,), T.float32)
+            T.copy(G[bx * 64], s)
+            T.cumsum(s, dim=0)
+            T.copy(s, H[bx * 64])
+
+    return main
+
+
+def test_a_register_streaming_kernel_declares_one_block_per_sm():
+    """engine/lower.register_streaming: a gemv (global loads into registers in a loop, no shared
+    tiles or tensor cores) over many waves is declared __launch_bounds__(T, 1); a kernel whose
+    loop reads shared memory only, or a pipelined GEMM, keeps (T); the pass config turns it off."""
+    many = 4096     # blocks: many waves, so the single-wave bound does not apply
+    assert "__launch_bounds__(128, 1)" in tilelang.lower(_gemv(many), "sm_90a").kernel_source
+    assert "__launch_bounds__(128, 1)" in tilelang.lower(_gemv(many), "sm_80").kernel_source
+    off = tilelang.lower(_gemv(many), "sm_90a", pass_configs={"tl.disable_streaming_launch_bound": True})
+    assert "__launch_bounds__(128)" in off.kernel_source
+    assert "__launch_bounds__(128)" in tilelang.lower(_gemv(many, steps=1), "sm_90a").kernel_source   # no loop
+    assert "__launch_bounds__(128)" in tilelang.lower(_shared_scan(many), "sm_90a").kernel_source
+    assert "__launch_bounds__(128)" in tilelang.lower(_doubling(8192), "sm_90a").kernel_source
+
+
+def test_a_pipelined_gemm_is_not_register_streaming():
+    M = N = K = 1024
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // 64, M // 64, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), T.float16)
+            B_s = T.alloc_shared((32, 64), T.float16)
+            C_f = T.alloc_fragment((64, 64), T.float32)
+            T.clear(C_f)
+            for k in T.Pipelined(K // 32, num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    import re
+
+    assert "__launch_bounds__(128)" in tilelang.lower(gemm, "sm_80").kernel_source
+    # (sm_90a: warp-specialised, two blocks per SM: (256, 2))
+    assert not re.search(r"__launch_bounds__\(\d+, 1\)", tilelang.lower(gemm, "sm_90a").kernel_source)
+
+
+def test_repeated_barriers_are_dropped():
+    """thread_sync.drop_repeated_barriers: T.cumsum on a shared tile opens and closes with a
+    barrier of its own next to the ones the sequence plan puts there; back to back, one of each
+    pair goes (gdn's cumsum had three in a row, then two)."""
+    import re
+
+    src = tilelang.lower(_shared_scan(4), "sm_90a").kernel_source
+    body = src[src.index("{", src.index("__global__")):]
+    assert not re.search(r"__syncthreads\(\);\s*__syncthreads\(\);", body)
+    assert body.count("__syncthreads();") == 2      # after the load, after the scan
+
+
+def test_repeated_barrier_rules_on_plain_tir():
+    """B; B -> B; B; fence; B -> fence; B; fence; fence -> fence; a barrier apart from another by
+    a store stays; a named barrier is not the block barrier."""
+    from tvm import tirx
+
+    from tilelang.tir_utils import evaluate_extern, seq
+    from tilelang.transform.thread_sync import drop_repeated_barriers
+
+    def B():
+        return evaluate_extern("__syncthreads")
+
+    def F():
+        return evaluate_extern("tl::fence_proxy_async")
+
+    def N():
+        return evaluate_extern("tl::named_barrier_sync", 1, 256)
+
+    buf = tirx.decl_buffer((4,), "float32", "s", scope="shared")
+    store = tirx.BufferStore(buf, tirx.FloatImm("float32", 0.0), [tirx.IntImm("int32", 0)])
+
+    def names(stmt):
+        out = []
+
+        def flat(s):
+            if isinstance(s, tirx.SeqStmt):
+                for x in s.seq:
+                    flat(x)
+            elif isinstance(s, tirx.Evaluate):
+                out.append({"__syncthreads": "B", "tl::fence_proxy_async": "F"}.get(str(s.value.args[0].value), "N"))
+            else:
+                out.append("S")
+
+        flat(stmt)
+        return "".join(out)
+
+    assert names(drop_repeated_barriers(seq([store, B(), seq([B(), store]), B()]))) == "SBSB"
+    assert names(drop_repeated_barriers(seq([store, B(), F(), B(), store]))) == "SFBS"
+    assert names(drop_repeated_barriers(seq([store, F(), B(), F(), B()]))) == "SFB"
+    assert names(drop_repeated_barriers(seq([store, B(), N(), B()]))) == "SBNB"
+    assert names(drop_repeated_barriers(seq([store, N(), N()]))) == "SN"
+
+
+def _clean_rows(block_k=256, threads=128):
+    """Upstream's clean_logits_ in small: each block writes -inf over a row's columns outside
+    [lo, hi), walking the row in chunks of ``block_k`` with a loop per thread; the row length is
+    dynamic, so the last chunk may overhang it."""
+    n = T.dynamic("n")
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def clean(L: T.Tensor((m, n), T.float32), Lo: T.Tensor((m,), T.int32), Hi: T.Tensor((m,), T.int32)):
+        with T.Kernel(m, threads=threads) as bx:
+            tx = T.thread_binding(0, threads, thread="threadIdx.x")
+            lo = Lo[bx]
+            hi = Hi[bx]
+            for c in T.serial(T.ceildiv(n, block_k)):
+                for k in T.serial(block_k // threads):
+                    idx = c * block_k + k * threads + tx
+                    if idx < lo or idx >= hi:
+                        L[bx, idx] = -T.infinity(T.float32)
+
+    return clean
+
+
+def test_a_store_outside_t_parallel_is_guarded():
+    """lower_tile_ops.global_guard: a global store that a thread's own loop can carry past the
+    row's end (a dynamic length) is skipped there, as upstream's safe-memory-access pass does;
+    a store the analyzer proves in bounds (the row's first element, an `if` that already
+    checks) gets no guard; tl.disable_safe_memory_access drops it."""
+    import re
+
+    src = tilelang.lower(_clean_rows(), "sm_90a").kernel_source
+    assert re.search(r"if \(\(\(\(c \* 256\) \+ \(k \* 128\)\) \+ \(\(int\)threadIdx\.x\)\) < n\) \{\s*L\[", src), src
+    off = tilelang.lower(_clean_rows(), "sm_90a", pass_configs={"tl.disable_safe_memory_access": True})
+    assert "< n)" not in off.kernel_source
+
+    @T.prim_func
+    def first(L: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(64, threads=32) as bx:
+            tx = T.thread_binding(0, 32, thread="threadIdx.x")
+            for k in T.serial(2):
+                if k * 32 + tx < 32:
+                    L[bx, k * 32 + tx] = 1.0
+
+    body = tilelang.lower(first, "sm_90a").kernel_source
+    body = body[body.index("__global__"):]
+    assert body.count("if (") == 1, body       # the user's own check (simplified), not a second one

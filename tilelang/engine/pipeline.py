@@ -20,7 +20,7 @@ from tilelang import targets
 from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.wide_index import widen_large_tensors
-from tilelang.transform import attention_schedule, stage_epilogue, user_ws
+from tilelang.transform import attention_schedule, stage_epilogue, thread_sync, user_ws
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -84,7 +84,7 @@ def _lower(st):
         lw_m, body_m = _lower_once(st, st.info, layouts)
         if lw_m.smem_bytes < lw.smem_bytes:
             st.layouts, lw, body = layouts, lw_m, body_m
-    st.lowered = st.func.with_body(unroll_vector_loops_with_locals(body))
+    st.lowered = st.func.with_body(unroll_vector_loops_with_locals(thread_sync.drop_repeated_barriers(body)))
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup

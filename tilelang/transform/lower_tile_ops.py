@@ -23,6 +23,8 @@ Every new statement carries the span of the user statement it came from.
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import tvm
@@ -256,13 +258,17 @@ class Lowerer:
         indices = [rw.visit(i) for i in indices]
         target, idx = rw.element(buf, indices)
         store = tirx.BufferStore(target, value, idx, span=span)
-        guard = self.global_guard(buf, indices) if loop is not None else None
+        # (outside T.Parallel a vector index, T.Ramp, is the user's own vector access: unguarded)
+        scalar = loop is not None or not any("x" in dtype_of(i) for i in indices)
+        guard = self.global_guard(buf, indices) if scalar else None
         return store if guard is None else tirx.IfThenElse(guard, store, None, span=span)
 
     def global_guard(self, buf, indices):
-        """Inside T.Parallel, an element of a global tensor the analyzer cannot prove in bounds is
-        guarded (stores skipped, loads read 0): tiles that overhang a tensor stay safe, as
-        upstream's safe-memory-access pass makes them."""
+        """An element of a global tensor the analyzer cannot prove in bounds is guarded: inside
+        T.Parallel stores are skipped and loads read 0 (tiles that overhang a tensor stay safe),
+        elsewhere stores are skipped (a thread's own loop past a row's end: upstream's
+        clean_logits_ over a dynamic row length), as upstream's safe-memory-access pass makes
+        them. The conditions of enclosing ``if``s are known (``lower_if``)."""
         if scope_of(buf) != "global" or self.configs.get("tl.disable_safe_memory_access"):
             return None
         conds = []
@@ -281,6 +287,10 @@ class Lowerer:
         return out
 
     def prove(self, cond) -> bool:
+        assumed = getattr(self, "assumed", None)
+        if assumed:     # the T.assume conditions lowered so far (``lower``)
+            with self.an.constraint_scope(functools.reduce(tirx.And, assumed)):
+                return bool(self.an.can_prove(cond))
         return bool(self.an.can_prove(cond))
 
     def bind_loop(self, var, extent):
@@ -300,7 +310,12 @@ class Lowerer:
         if isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value):
             return self.lower_op(stmt)
         if isinstance(stmt, tirx.Evaluate):
-            return tirx.Evaluate(self.rewrite(stmt.value), span=stmt.span)
+            value = self.rewrite(stmt.value)
+            if isinstance(value, tirx.Call) and value.args and str(getattr(value.args[0], "value", "")) == "tl::assume":
+                cond = value.args[1]    # (the user's promise also spares the bounds guards it implies)
+                cond = cond.value if isinstance(cond, tirx.Cast) else cond
+                self.__dict__.setdefault("assumed", []).append(cond)
+            return tirx.Evaluate(value, span=stmt.span)
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)
         if isinstance(stmt, (tirx.For, tirx.While)):
@@ -336,15 +351,22 @@ class Lowerer:
         """An `if`. Under a condition on the thread index (``thread_conds``: all enclosing ones)
         a barrier the compiler needs is a named barrier over the threads they select, or none
         where they select no warp-aligned range (``thread_regions.guarded_sync``)."""
+        cond = self.rewrite(stmt.condition)
         if not uses_vars(stmt.condition, self.thread_vars):
-            other = self.lower(stmt.else_case) if stmt.else_case is not None else None
-            return tirx.IfThenElse(self.rewrite(stmt.condition), seq([self.lower(stmt.then_case)]), other,
-                                   span=stmt.span)
+            other = None
+            if stmt.else_case is not None:
+                with self.an.constraint_scope(tirx.Not(cond)):
+                    other = self.lower(stmt.else_case)
+            with self.an.constraint_scope(cond):
+                then = self.lower(stmt.then_case)
+            return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
         other = None
         if stmt.else_case is not None:
-            other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
-        then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
-        return tirx.IfThenElse(self.rewrite(stmt.condition), seq([then]), other, span=stmt.span)
+            with self.an.constraint_scope(tirx.Not(cond)):
+                other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
+        with self.an.constraint_scope(cond):
+            then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
+        return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
 
     def lower_branch(self, body, cond, span):
         """A branch of an `if` on the thread index, ``cond`` holding in it; a thread region

@@ -38,6 +38,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA_MIX = "tl.disable_wgmma_mix"
     TL_DISABLE_DEFERRED_COPY_WAIT = "tl.disable_deferred_copy_wait"
     TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND = "tl.disable_single_wave_launch_bound"
+    TL_DISABLE_STREAMING_LAUNCH_BOUND = "tl.disable_streaming_launch_bound"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
@@ -172,13 +173,17 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND: "a kernel whose constant grid is one wave (at most one block "
                                                        "per SM) of at most 128 threads a block is declared "
                                                        "__launch_bounds__(T) instead of (T, 1)",
+    PassConfigKey.TL_DISABLE_STREAMING_LAUNCH_BOUND: "a kernel that streams global memory through registers in a "
+                                                     "loop (a gemv: no tensor cores, cp.async or TMA) is declared "
+                                                     "__launch_bounds__(T) instead of (T, 1)",
     PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
                                            "warp-specialised loop with several gemms (attention's Q) is loaded "
                                            "by the consumers with cp.async instead of by the TMA producer "
                                            "(which, in a persistent kernel, loads the next tile's during the "
                                            "epilogue)",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
-                                                 "accessed inside T.Parallel (tile copies stay guarded)",
+                                                 "accessed inside T.Parallel and on stores to them elsewhere "
+                                                 "(tile copies stay guarded)",
     PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: "every shared buffer gets bytes of its own: buffers whose "
                                                   "lifetimes do not overlap no longer share them",
     PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",

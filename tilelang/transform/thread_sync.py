@@ -127,6 +127,64 @@ def sync_stmt(lw=None, writes=None):
     return fenced(lw, sync, writes)
 
 
+_BARRIERS = ("__syncthreads", "tl::named_barrier_sync")
+
+
+def _barrier_call(stmt):
+    """The call of a block or named barrier statement, or None."""
+    v = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    if isinstance(v, tirx.Call) and getattr(v.op, "name", "") == "tirx.call_extern" and v.args \
+            and str(getattr(v.args[0], "value", "")) in _BARRIERS:
+        return v
+    return None
+
+
+def _is_fence(stmt) -> bool:
+    v = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    return isinstance(v, tirx.Call) and getattr(v.op, "name", "") == "tirx.call_extern" and bool(v.args) \
+        and str(getattr(v.args[0], "value", "")) == "tl::fence_proxy_async"
+
+
+def drop_repeated_barriers(stmt):
+    """``stmt`` without the barriers that repeat the same barrier with nothing in between (across
+    nested sequences) but ``fence.proxy.async``: a tile op that opens or closes with a barrier of
+    its own (``T.cumsum``), or a TMA store's fenced barrier, next to the one the sequence plan puts
+    there. Of ``B; B`` one goes; of ``B; fence; B`` the first (a thread's fence orders its own
+    earlier writes, before or after the first barrier alike, and the second barrier publishes
+    them); of ``fence; fence`` one."""
+    import tvm
+
+    from tilelang.tir_utils import map_stmts
+
+    def flat(st):
+        return [x for y in st.seq for x in flat(y)] if isinstance(st, tirx.SeqStmt) else [st]
+
+    def pre(st):
+        if not isinstance(st, tirx.SeqStmt):
+            return None
+        out = []
+        for x in flat(st):
+            x = drop_repeated_barriers(x)
+            if _is_fence(x) and out and _is_fence(out[-1]):
+                continue                # fence; fence
+            b = _barrier_call(x)
+            if b is not None:
+                j = len(out) - 1
+                while j >= 0 and _is_fence(out[j]):
+                    j -= 1
+                prev = _barrier_call(out[j]) if j >= 0 else None
+                if prev is not None and tvm.ir.structural_equal(b, prev):
+                    if j == len(out) - 1:
+                        continue        # B; B
+                    del out[j]          # B; fence; B
+                    if 0 < j < len(out) and _is_fence(out[j - 1]) and _is_fence(out[j]):
+                        del out[j]      # (fence; B; fence; B)
+            out.append(x)
+        return seq(out)
+
+    return map_stmts(stmt, pre=pre)
+
+
 def fenced(lw, sync, writes=None):
     """``sync`` preceded by ``fence.proxy.async`` where ``needs_fence``."""
     if needs_fence(lw, writes):
