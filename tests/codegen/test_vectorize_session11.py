@@ -223,3 +223,22 @@ def test_min_max_and_byte_arithmetic_stay_within_what_tvm_prints():
     assert "*(int4*)(B + " in _kernel_text(_source(copy8, "sm_90a"))          # a byte copy: 16 at a time
     add8 = _kernel_text(_source(bytes_, "sm_90a"))
     assert "int4" not in add8 and "char4" not in add8                          # byte arithmetic: serial
+
+
+def test_a_load_of_the_stored_tensor_elsewhere_keeps_the_loop_serial():
+    """vectorize_parallel: a store whose value reads the stored tensor at another element (lane k
+    would read what lane j < k stores first, in the serial loop) stays scalar; reading it at the
+    stored element itself vectorises. (The check compared ``Buffer.data``, a fresh call on each
+    access in apache-tvm 0.27, and never fired.)"""
+
+    def kernel(shift):
+        @T.prim_func
+        def main(A: T.Tensor((1024 + 4,), T.float32)):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(1024):
+                    A[i + shift] = A[i] + 1.0
+
+        return main
+
+    assert "float4" not in _kernel_text(_source(kernel(4), "sm_90a"))
+    assert "*(float4*)(A + " in _kernel_text(_source(kernel(0), "sm_90a"))

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import (any_expr, children, const_int, evaluate_extern, flatten, i32, map_stmts, seq,
-                                tensor_loads, uses_vars, walk_stmts)
+from tilelang.tir_utils import (any_expr, buffer_roots, children, const_int, evaluate_extern, flatten, i32,
+                                map_stmts, seq, tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, LoweringError, decode_region, is_parallel_nest, scope_of
 
 WS_ATTR = "tl.ws"
@@ -457,8 +457,17 @@ def _stage_plan(info, loop, arch):
 
     visit(info.body)
     # a view (T.view / T.reshape) of a shared buffer the loop touches hides who touches its bytes
+    # (``Buffer.data`` is a fresh call on each access in apache-tvm 0.27: views are found through
+    # the DeclBuffers that declare them over another buffer's data)
+    parents = buffer_roots(info.body)
+
+    def root(x):
+        while x in parents:
+            x = parents[x]
+        return x
+
     for b in [b for b in roles.access if scope_of(b) != "global"]:
-        other = next((x for x in every if x.data.same_as(b.data) and not x.same_as(b)), None)
+        other = next((x for x in every if root(x).same_as(root(b)) and not x.same_as(b)), None)
         if other is not None:
             return f"'{b.name}' and '{other.name}' are views of the same shared memory"
     if outside:

@@ -184,8 +184,8 @@ def _width(store, v, n, an, conds=()) -> int:
     loads = _data_loads(store.value)
     accesses = [(store.buffer, list(store.indices), True)] + [(ld.source, list(ld.indices), False) for ld in loads]
     nested = [ld for ld in tensor_loads(store.value) if not any(ld.same_as(d) for d in loads)]
-    if any(ld.source.data.same_as(store.buffer.data) for ld in nested) or any(
-            ld.source.data.same_as(store.buffer.data) for i in store.indices for ld in tensor_loads(i)):
+    if any(ld.source.same_as(store.buffer) for ld in nested) or any(
+            ld.source.same_as(store.buffer) for i in store.indices for ld in tensor_loads(i)):
         return 1    # (the stored buffer read inside an index or a guard: its lanes' order would matter)
     if not any(_scope(b) == "global" or _scope(b).startswith("shared") for b, _, _ in accesses):
         return 1
@@ -206,7 +206,7 @@ def _width(store, v, n, an, conds=()) -> int:
         return 1
     for (buf, _, _), (flat, _) in zip(accesses[1:], flats[1:]):
         # a load of the stored buffer at another element: lane k may need lane j's store (j < k)
-        if buf.data.same_as(store.buffer.data) and not an.can_prove(flat == flats[0][0]):
+        if buf.same_as(store.buffer) and not an.can_prove(flat == flats[0][0]):
             return 1
     w = min(_VECTOR_BYTES * 8 // widest, lanes)
     while w > 1 and n % w:
@@ -230,7 +230,7 @@ def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
         store = store.then_case
     if not isinstance(store, tirx.BufferStore) or getattr(store, "predicate", None) is not None:
         return None
-    if any(ld.source.data.same_as(store.buffer.data) for g in guards for ld in tensor_loads(g.condition)):
+    if any(ld.source.same_as(store.buffer) for g in guards for ld in tensor_loads(g.condition)):
         return None     # (tested once per vector, a guard must not read what the lanes store)
     # the outermost guards up to the first that depends on v go around the loop; that one and
     # every guard inside it stay in their order around the vector (a condition the outer ones
