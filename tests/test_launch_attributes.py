@@ -512,3 +512,21 @@ def test_a_store_outside_t_parallel_is_guarded():
     body = tilelang.lower(first, "sm_90a").kernel_source
     body = body[body.index("__global__"):]
     assert body.count("if (") == 1, body       # the user's own check (simplified), not a second one
+
+
+def test_an_assumption_holds_in_its_branch_only():
+    """A T.assume inside an `if` spares the guard of a store after it in that branch, not of one
+    after the `if` (lower_tile_ops: the assumptions of a branch or loop end with it)."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def k(A: T.Tensor((N,), T.float32), lo: T.int32, flag: T.int32):
+        with T.Kernel(1, threads=32):
+            if flag > 0:
+                T.assume(lo >= 0 and lo < N)
+                A[lo] = 1.0
+            A[lo] = 2.0
+
+    body = tilelang.lower(k, "sm_80").kernel_source
+    body = body[body.index("__global__"):]
+    assert body.count("if ((0 <= lo) && (lo < N))") == 1, body     # the store after the `if` only

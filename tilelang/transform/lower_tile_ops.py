@@ -24,7 +24,6 @@ Every new statement carries the span of the user statement it came from.
 from __future__ import annotations
 
 import functools
-
 import math
 
 import tvm
@@ -298,6 +297,16 @@ class Lowerer:
 
     # ----- statements --------------------------------------------------------------------
     def lower(self, stmt):
+        if isinstance(stmt, (tirx.IfThenElse, tirx.For, tirx.While)):
+            # a T.assume inside holds there only: the assumptions go back to the enclosing ones
+            saved = list(getattr(self, "assumed", ()))
+            try:
+                return self._lower_stmt(stmt)
+            finally:
+                self.assumed = saved
+        return self._lower_stmt(stmt)
+
+    def _lower_stmt(self, stmt):
         if isinstance(stmt, tirx.SeqStmt):
             return thread_sync.lower_sequence(self, list(stmt.seq))
         if isinstance(stmt, tirx.AllocBuffer):
