@@ -24,7 +24,8 @@ Each case (``_upstream_cases.py``) imports the unchanged example module from its
 the kernel as the example does, checks it against the example's reference (or torch) on random
 inputs and times the kernel and a torch reference with ``triton.testing.do_bench`` (median, after
 a warm-up call), torch seeded with ``SEED`` before each case, so that both compilers see the same
-inputs and the same workload where it is random (the fp8 indexer's sequence ranges). A case that fails prints ``error: <first line>`` and the run goes on.
+inputs and the same workload where it is random (the fp8 indexer's sequence ranges). A case that
+fails prints ``error: <first line>`` and the run goes on.
 The JSON maps each case name to ``{ms, ref_ms, ok, maxdiff, error, tilelang_version,
 tilelang_path, ...}`` (plus ``_meta``). Without a CUDA GPU a measuring run says so and exits 2.
 

@@ -190,38 +190,14 @@ def run_zero_stage() -> str:
 def run_streaming() -> str:
     """Session 23: a register-streaming gemv (``__launch_bounds__(T, 1)``), a shared-memory cumsum
     whose repeated barriers were dropped, and a per-thread loop whose stores past a dynamic row's
-    end are skipped (tests/test_launch_attributes.py)."""
-    import torch
+    end are skipped: tests/gpu/test_launch_streaming_gpu.py's checks, run here."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_launch_streaming_gpu as g
 
-    import tilelang
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    import test_launch_attributes as la
-
-    torch.manual_seed(0)
-    gemv = tilelang.compile(la._gemv(8, 32))
-    A = torch.randn(8 * 128, 256, dtype=torch.float16, device="cuda")
-    x = torch.randn(256, dtype=torch.float16, device="cuda")
-    y = torch.empty(8 * 128, device="cuda")
-    gemv(A, x, y)
-    scan = tilelang.compile(la._shared_scan(8))
-    G = torch.randn(8 * 64, device="cuda")
-    H = torch.empty_like(G)
-    scan(G, H)
-    clean = tilelang.compile(la._clean_rows())
-    L = torch.randn(5, 1000, device="cuda")
-    lo = torch.full((4,), 100, dtype=torch.int32, device="cuda")
-    hi = torch.full((4,), 900, dtype=torch.int32, device="cuda")
-    want = L.clone()
-    want[:4, :100] = float("-inf")
-    want[:4, 900:] = float("-inf")
-    clean(L[:4], lo, hi)
-    torch.cuda.synchronize()
-    log(f"  compiled {gemv.name}, {scan.name}, {clean.name}")
-    torch.testing.assert_close(y, A.float() @ x.float(), atol=2e-2, rtol=2e-3)
-    torch.testing.assert_close(H, G.view(8, 64).cumsum(1).view(-1), atol=1e-4, rtol=1e-4)
-    assert torch.equal(L, want)
-    return "gemv, cumsum and row clean match"
+    g.test_streaming_gemv({})
+    g.test_shared_cumsum()
+    g.test_stores_past_the_row_are_skipped(1000)
+    return "gemv, cumsum and row clean match torch"
 
 
 KERNELS = {

@@ -257,6 +257,15 @@ def evaluate_extern(name: str, *args, dtype: str = "void", span=None):
     return tirx.Evaluate(call, span=span)
 
 
+def extern_name(node) -> "str | None":
+    """The function a ``call_extern`` calls (an ``Evaluate`` of one, or the call), else None."""
+    v = node.value if isinstance(node, tirx.Evaluate) else node
+    if isinstance(v, tirx.Call) and getattr(v.op, "name", "") in ("tirx.call_extern", "tirx.call_pure_extern") \
+            and v.args:
+        return str(getattr(v.args[0], "value", ""))
+    return None
+
+
 def loop(var_name: str, extent, body_fn: Callable, kind=None, annotations=None, span=None):
     """Build ``for v in range(extent): body_fn(v)``; extent 1 inlines the body with v = 0."""
     if const_int(extent) == 1:

@@ -24,8 +24,9 @@ from tilelang.engine.pipeline import PASSES
 from tilelang.instrumentation import (abort_open_passes, compile_pass_instrumentation, create_pass_instruments,
                                       current_compile_pass_instrumentation, instrumentation_requested, pass_pipeline)
 from tilelang.language.builtins import kernel_compile_flags, kernel_pass_configs, with_min_blocks_per_sm
-from tilelang.tir_utils import any_expr, const_int
-from tilelang.transform.kernel import LoweringError, analyze_kernel, compile_error, source_kernel, split_kernels
+from tilelang.tir_utils import any_expr, const_int, extern_name, tvm_ffi_walk, walk_stmts
+from tilelang.transform.kernel import (LoweringError, analyze_kernel, compile_error, scope_of, source_kernel,
+                                      split_kernels)
 from tilelang.transform.pass_config import normalize, nvcc_flags
 from tilelang.transform.pointer_ops import lower_pointer_ops
 from tilelang.tools.pass_timing import create_pass_timing_tool, pass_profile_requested
@@ -214,7 +215,7 @@ def _lower_parts(func, split, arch, kname, configs, out_idx) -> KernelArtifact:
 def _reject_unsaturated_rs(func) -> None:
     """``T.cast(round="rs", sat=False)``: stochastic rounding (cvt.rs) always saturates."""
     from tilelang.language.tir.ir import RS_NOSAT_SUFFIX
-    from tilelang.tir_utils import children, walk_stmts
+    from tilelang.tir_utils import children
 
     def nosat(e):
         name = e.args[0].value if (isinstance(e, tirx.Call) and e.args and isinstance(e.args[0], tirx.StringImm)) else ""
@@ -478,19 +479,9 @@ _LOOP_SYNC_CALLS = ("sync", "barrier", "fence", "atomic", "shfl")
 
 def _call_names(node) -> list:
     """The names of the calls in ``node``: a ``call_extern``'s function, else the op's name."""
-    from tilelang.tir_utils import tvm_ffi_walk
-
     names = []
-
-    def on(n):
-        if isinstance(n, tirx.Call):
-            op = getattr(n.op, "name", "")
-            if op in ("tirx.call_extern", "tirx.call_pure_extern") and n.args:
-                names.append(str(getattr(n.args[0], "value", "")))
-            else:
-                names.append(op)
-
-    tvm_ffi_walk(node, on)
+    tvm_ffi_walk(node, lambda n: names.append(extern_name(n) or getattr(n.op, "name", ""))
+                 if isinstance(n, tirx.Call) else None)
     return names
 
 
@@ -506,9 +497,6 @@ def register_streaming(func) -> bool:
     16.7-17.4 us; the split-K gemvs 18.4 -> 17.2-18.0 us). Kernels with shared-memory tiles or
     tensor cores lost with the minimum (splitk_gemm 445 -> 546 us, varlen attention 6 %), and so
     did a kernel whose loads sit outside any loop (gdn_cumsum 24.5 -> 26 us): those keep ``(T)``."""
-    from tilelang.tir_utils import tvm_ffi_walk, walk_stmts
-    from tilelang.transform.kernel import scope_of
-
     if any(any(k in n for k in _STAGING_CALLS) for n in _call_names(func.body)):
         return False
     found = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import const_int, dtype_of, eval_int, evaluate_extern, seq, walk_stmts
+from tilelang.tir_utils import const_int, dtype_of, eval_int, evaluate_extern, extern_name, seq, walk_stmts
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
@@ -132,17 +132,11 @@ _BARRIERS = ("__syncthreads", "tl::named_barrier_sync")
 
 def _barrier_call(stmt):
     """The call of a block or named barrier statement, or None."""
-    v = stmt.value if isinstance(stmt, tirx.Evaluate) else None
-    if isinstance(v, tirx.Call) and getattr(v.op, "name", "") == "tirx.call_extern" and v.args \
-            and str(getattr(v.args[0], "value", "")) in _BARRIERS:
-        return v
-    return None
+    return stmt.value if isinstance(stmt, tirx.Evaluate) and extern_name(stmt) in _BARRIERS else None
 
 
 def _is_fence(stmt) -> bool:
-    v = stmt.value if isinstance(stmt, tirx.Evaluate) else None
-    return isinstance(v, tirx.Call) and getattr(v.op, "name", "") == "tirx.call_extern" and bool(v.args) \
-        and str(getattr(v.args[0], "value", "")) == "tl::fence_proxy_async"
+    return isinstance(stmt, tirx.Evaluate) and extern_name(stmt) == "tl::fence_proxy_async"
 
 
 def drop_repeated_barriers(stmt):

@@ -459,15 +459,9 @@ def _stage_plan(info, loop, arch):
     # a view (T.view / T.reshape) of a shared buffer the loop touches hides who touches its bytes
     # (``Buffer.data`` is a fresh call on each access in apache-tvm 0.27: views are found through
     # the DeclBuffers that declare them over another buffer's data)
-    parents = buffer_roots(info.body)
-
-    def root(x):
-        while x in parents:
-            x = parents[x]
-        return x
-
+    roots = buffer_roots(info.body)
     for b in [b for b in roles.access if scope_of(b) != "global"]:
-        other = next((x for x in every if root(x).same_as(root(b)) and not x.same_as(b)), None)
+        other = next((x for x in every if roots.get(x, x).same_as(roots.get(b, b)) and not x.same_as(b)), None)
         if other is not None:
             return f"'{b.name}' and '{other.name}' are views of the same shared memory"
     if outside:
