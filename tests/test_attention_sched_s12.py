@@ -141,7 +141,7 @@ def test_not_attention_shaped_is_left_alone():
 
     loops = []
     walk_stmts(big.body, lambda s: loops.append(s) if is_pipelined(s) else None)
-    regs = attention_schedule._loop_fragment_registers(big.body, loops[0], attention_schedule._threads(big.body))
+    regs = attention_schedule.loop_fragment_registers(big.body, loops[0], attention_schedule._threads(big.body))
     assert regs > attention_schedule.REGISTER_BUDGET
     assert attention_schedule.schedule(big, "sm_90a", {}).same_as(big)
 

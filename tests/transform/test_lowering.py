@@ -384,6 +384,58 @@ def test_a_thread_folds_its_row_into_four_independent_partial_results():
     assert "_part" not in short and "r_red[u] = T.max(r_red[u], x[" in short
 
 
+def _one_stage_attention(block_M, dim, block_N=128, threads=128, S=1024):
+    """Upstream's one-stage flash attention body (S = Q K^T, online softmax, O += P V)."""
+    @T.prim_func
+    def kernel(Q: T.Tensor((S, dim), "float16"), K: T.Tensor((S, dim), "float16"),
+               V: T.Tensor((S, dim), "float16"), O: T.Tensor((S, dim), "float16")):
+        with T.Kernel(S // block_M, threads=threads) as bx:
+            Q_s = T.alloc_shared((block_M, dim), "float16")
+            K_s = T.alloc_shared((block_N, dim), "float16")
+            V_s = T.alloc_shared((block_N, dim), "float16")
+            s = T.alloc_fragment((block_M, block_N), "float32")
+            p = T.alloc_fragment((block_M, block_N), "float16")
+            o = T.alloc_fragment((block_M, dim), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            l = T.alloc_fragment((block_M,), "float32")
+            r = T.alloc_fragment((block_M,), "float32")
+            T.copy(Q[bx * block_M, 0], Q_s)
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float32"))
+            for k in T.Pipelined(S // block_N, num_stages=1):
+                T.copy(K[k * block_N, 0], K_s)
+                T.gemm(Q_s, K_s, s, transpose_B=True, clear_accum=True)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2((s[i, j] - m[i]) * 0.125)
+                T.reduce_sum(s, r, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * T.exp2((m_prev[i] - m[i]) * 0.125) + r[i]
+                for i, j in T.Parallel(block_M, dim):
+                    o[i, j] *= T.exp2((m_prev[i] - m[i]) * 0.125)
+                T.copy(s, p)
+                T.copy(V[k * block_N, 0], V_s)
+                T.gemm(p, V_s, o)
+            for i, j in T.Parallel(block_M, dim):
+                o[i, j] /= l[i]
+            T.copy(o, O[bx * block_M, 0])
+    return kernel
+
+
+def test_fold_keeps_one_chain_per_row_where_the_loop_fragments_overflow_the_register_file():
+    """128x128 attention tiles on one warpgroup: S, P and O take 320 registers a thread inside the
+    loop, so each of a thread's four rows folds as one chain (four chains in all, no partials to
+    spill); with 64-row tiles (two rows a thread, 160 registers) each row keeps four partials."""
+    big = lowered_text(_one_stage_attention(128, 128), "sm_90a")
+    assert "m_part: T.float32" in big and "r_part: T.float32" in big
+    assert "m_part = T.max(m_part, s[" in big and "m_part = T.alloc_local((4,))" not in big
+    small = lowered_text(_one_stage_attention(64, 128), "sm_90a")
+    assert "m_part = T.alloc_local((4,))" in small and "r_part = T.alloc_local((4,))" in small
+
+
 @pytest.mark.parametrize("order", ["row", "col"])
 def test_swizzled_blocks_walk_panels_in_launch_order(order):
     """T.use_swizzle(panel, order): every block index once, and the blocks launched one after

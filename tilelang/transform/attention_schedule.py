@@ -21,7 +21,7 @@ Applies to a ``T.Pipelined`` loop of zero or one stage, on sm_80 or later, witho
 ``tl.disable_async_copy`` / ``tl.disable_attention_schedule`` / ``tl.enable_pipeline_split_groups``
 (whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's
 tiles), whose body's top level holds at least two gemms and whose live fragments
-(``_loop_fragment_registers``) fit ``REGISTER_BUDGET``. The loads moved are its global-to-shared
+(``loop_fragment_registers``) fit ``REGISTER_BUDGET``. The loads moved are its global-to-shared
 ``T.copy`` producers (``pipelined_loop``'s: their regions read nothing the body defines) whose
 tile no earlier top-level statement touches, whose source tensor is written nowhere in the loop,
 whose region reads no buffer the body writes and whose rows cp.async moves without a wait of
@@ -56,7 +56,7 @@ from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipel
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
 
 DISABLE_KEY = "tl.disable_attention_schedule"
-# Live fragment registers per thread (``_loop_fragment_registers``) above which a loop is left as
+# Live fragment registers per thread (``loop_fragment_registers``) above which a loop is left as
 # written: the early loads keep addresses live across the first gemm, and a body whose fragments
 # already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
 # then spills twice as much.
@@ -122,7 +122,7 @@ def _loop_filter(func, arch, configs):
 
     def ok(loop):
         return (is_pipelined(loop) and num_stages(loop) <= 1
-                and _loop_fragment_registers(func.body, loop, threads, sizes) <= REGISTER_BUDGET)
+                and loop_fragment_registers(func.body, loop, threads, sizes) <= REGISTER_BUDGET)
 
     return ok
 
@@ -236,7 +236,7 @@ def _fragment_bytes(body) -> dict:
     return out
 
 
-def _loop_fragment_registers(body, loop, threads, sizes=None) -> float:
+def loop_fragment_registers(body, loop, threads, sizes=None) -> float:
     """The most 32-bit registers per thread that the fragments live at one top-level statement of
     ``loop`` take: a fragment the kernel also touches outside the loop (an accumulator, a running
     maximum) is live through the whole body, one touched only inside from its first to its last

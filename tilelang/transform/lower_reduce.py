@@ -31,6 +31,7 @@ from tilelang.language.intrinsics import _packed as packed_call  # T.add2 & co.:
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt, walk_stmts
 from tilelang.transform import thread_sync
+from tilelang.transform.attention_schedule import loop_fragment_registers
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, buffer_accesses, decode_region,
                                        is_parallel_nest, op_name, scope_of)
 
@@ -59,6 +60,25 @@ _NAN_OPS = {
 
 # Independent partial results per output register in a thread's fold (a power of two).
 FOLD_LANES = 4
+# Live fragment registers per thread in the loop around a reduction (32-bit words, as
+# ``attention_schedule.loop_fragment_registers`` counts them) above which the register file is
+# oversubscribed: the fold then keeps FOLD_LANES independent chains in all, not per output register
+# (``_fold_lanes``).
+FOLD_REGISTER_BUDGET = 255
+
+
+def _fold_lanes(lw, n_out: int) -> int:
+    """Independent partial results per output register. FOLD_LANES shortens each dependency chain
+    while registers are to spare. In a loop whose live fragments already exceed the register file
+    (a 128x128 attention tile on one warpgroup: S, P and O take 320 registers of 255) every extra
+    partial is one more spill, and ``n_out`` output registers are ``n_out`` independent chains
+    already: the lanes shrink to FOLD_LANES // n_out (at least one)."""
+    loops = getattr(lw, "loops", None)
+    if n_out <= 1 or not loops:
+        return FOLD_LANES
+    if loop_fragment_registers(lw.info.body, loops[-1], lw.T) <= FOLD_REGISTER_BUDGET:
+        return FOLD_LANES
+    return max(1, FOLD_LANES // n_out)
 
 
 def _init(kind, dtype):
@@ -133,23 +153,24 @@ def lower_reduce(lw, stmt):
         value = tirx.abs(value)
     stmts = [tirx.AllocBuffer(acc)]
     pair = _pair_fold(lw, kind, dtype, str(src.buffer.dtype), nan, fadd2, kept, red)
+    lanes = _fold_lanes(lw, n_out)
     if pair is not None:
         stmts.append(_for(u, n_out, _fold_pairs(pair, src_local, src_index, u, n_red, combine, acc,
-                                                 dst.buffer.name)))
-    elif n_red >= 2 * FOLD_LANES:
-        # FOLD_LANES independent partial results, combined as a tree at the end: dependency
-        # chains of n_red / FOLD_LANES instead of n_red (a softmax row of 32 registers: 10 dependent
+                                                 dst.buffer.name, lanes)))
+    elif n_red >= 2 * lanes:
+        # ``lanes`` independent partial results, combined as a tree at the end: dependency
+        # chains of n_red / lanes instead of n_red (a softmax row of 32 registers: 10 dependent
         # FMNMX instead of 32)
-        part = tirx.decl_buffer((FOLD_LANES,), dtype, f"{dst.buffer.name}_part", scope="local")
-        lane = tirx.floormod(w, i32(FOLD_LANES))
+        part = tirx.decl_buffer((lanes,), dtype, f"{dst.buffer.name}_part", scope="local")
+        lane = tirx.floormod(w, i32(lanes))
         w0 = tirx.Var("w0", "int32")
-        first = tirx.For(w0, i32(0), i32(FOLD_LANES), tirx.ForKind.SERIAL,
+        first = tirx.For(w0, i32(0), i32(lanes), tirx.ForKind.SERIAL,
                          tirx.BufferStore(part, substitute(value, {w: w0}), [w0]),
                          annotations={"pragma_unroll": True})
-        rest = tirx.For(w, i32(FOLD_LANES), i32(n_red - FOLD_LANES), tirx.ForKind.SERIAL,
+        rest = tirx.For(w, i32(lanes), i32(n_red - lanes), tirx.ForKind.SERIAL,
                         tirx.BufferStore(part, combine(tirx.BufferLoad(part, [lane]), value), [lane]),
                         annotations={"pragma_unroll": True})
-        level = [tirx.BufferLoad(part, [i32(i)]) for i in range(FOLD_LANES)]
+        level = [tirx.BufferLoad(part, [i32(i)]) for i in range(lanes)]
         while len(level) > 1:
             level = [combine(level[i], level[i + 1]) for i in range(0, len(level), 2)]
         stmts.append(_for(u, n_out, seq([tirx.AllocBuffer(part), first, rest,
@@ -219,13 +240,13 @@ def _pair_fold(lw, kind, dtype, src_dtype, nan, fadd2, kept, red):
     return (f"{dtype}x2", lambda a, b: packed_call(name, a, b), kind in ("abssum", "absmax"))
 
 
-def _fold_pairs(pair, src_local, src_index, u, n_red, combine, acc, name):
-    """Fold output register ``u`` two registers at a time into ``acc[u]``: from 8 registers on,
-    ``FOLD_LANES / 2`` independent pair partials combined as a tree (the scalar fold's chain
-    length), then the two lanes of the last pair."""
+def _fold_pairs(pair, src_local, src_index, u, n_red, combine, acc, name, lanes=FOLD_LANES):
+    """Fold output register ``u`` two registers at a time into ``acc[u]``: from ``2 * lanes``
+    registers on, ``lanes / 2`` independent pair partials combined as a tree (the scalar fold's
+    chain length), then the two lanes of the last pair."""
     vtype, combine2, absolute = pair
     n_pairs = n_red // 2
-    parts = FOLD_LANES // 2 if n_red >= 2 * FOLD_LANES else 1
+    parts = max(1, lanes // 2) if n_red >= 2 * lanes else 1
     part = tirx.decl_buffer((parts,), vtype, f"{name}_pack", scope="local")
 
     def load(k):

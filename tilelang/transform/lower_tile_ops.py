@@ -77,6 +77,7 @@ class Lowerer:
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
         self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
+        self.loops = []           # ... those of them that are `for` loops, outer to inner (as written)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
@@ -330,6 +331,9 @@ class Lowerer:
         if isinstance(stmt, (tirx.For, tirx.While)):
             repeats = not (isinstance(stmt, tirx.For) and const_int(self.rewrite(stmt.extent)) == 1)
             self.loop_depth += repeats
+            pushed = repeats and isinstance(stmt, tirx.For)
+            if pushed:
+                self.loops.append(stmt)
             try:
                 if isinstance(stmt, tirx.For):
                     return self.lower_for(stmt)
@@ -338,6 +342,8 @@ class Lowerer:
                                   span=stmt.span)
             finally:
                 self.loop_depth -= repeats
+                if pushed:
+                    self.loops.pop()
         if isinstance(stmt, tirx.BufferStore):
             return self.store(stmt.buffer, list(stmt.indices), stmt.value, span=stmt.span)
         if isinstance(stmt, tirx.IfThenElse):
