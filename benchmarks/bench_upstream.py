@@ -11,8 +11,10 @@ Run it once with ours and once with upstream's wheel (separate processes: both a
 Other modes: ``--list`` (the cases and their sizes), ``--only SUBSTR[,SUBSTR...]`` (a subset),
 ``--compile-only`` (build every case's kernel, no GPU needed; ``--nvcc`` also runs nvcc where the
 kernel object defers it, as ours does for multi-kernel functions), ``--merge`` (update an existing
-``--json`` file instead of replacing it, for a run split by ``--only``), ``--isolate`` (each case in
-a child process: a sticky CUDA error, or a hang cut at ``--case-timeout``, costs only that case),
+``--json`` file instead of replacing it, for a run split by ``--only``), ``--skip NAME[,NAME...]``
+(leave cases out), ``--budget S`` (start no case after S seconds, for a device's command limit) and ``--resume`` (measure only the cases the
+``--json`` file lacks, merging), ``--isolate`` (each case in a child process: a sticky CUDA error,
+or a hang, cut when ``--case-timeout`` passes with no case finished, costs only that case),
 ``--examples DIR`` (upstream's ``examples/``; default ``$TL_UPSTREAM_EXAMPLES``, else the first of
 ``{<repo>/../shared, <repo>/shared, <repo>/.gpu}/conformance/upstream/examples``), ``--jobs N``
 (build every case first in N concurrent child processes, so the timed pass finds each kernel in the
@@ -233,31 +235,51 @@ def _child_cmd(names, examples: Path, args, out: Path) -> list[str]:
     return cmd + (["-v"] if args.verbose else [])
 
 
-def measure_isolated(chunk, examples: Path, args, ident: dict) -> dict:
-    """The cases of ``chunk`` in a child process of their own (a fresh CUDA context; a hang is cut
-    at --case-timeout per case): the child writes its records to a temporary JSON file. When the
-    child dies part-way, a chunk of several cases has its unfinished or failed ones rerun one per
-    child, so a sticky CUDA error or a hang costs only its own case. -> {name: record}."""
+def run_child(cmd, out: Path, case_timeout: float, verbose: bool = False):
+    """Run a measuring child that records each finished case in ``out`` (JSON). It is killed when
+    ``case_timeout`` seconds pass with no new case recorded, so a hang costs one case's timeout, not
+    the whole chunk's. -> (returncode or None when killed, one-line error or None)."""
     import subprocess
+    import tempfile
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+        seen, deadline = None, time.monotonic() + case_timeout
+        while proc.poll() is None:
+            time.sleep(0.5)
+            stamp = out.stat().st_mtime_ns if out.is_file() else None
+            if stamp != seen:
+                seen, deadline = stamp, time.monotonic() + case_timeout
+            elif time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                return None, f"timed out: no case finished in {case_timeout:g}s (hang?)"
+        log.seek(0)
+        text = log.read()
+    if verbose and text:
+        sys.stderr.write(text)
+    tail = [ln for ln in text.splitlines() if ln.strip()]
+    return proc.returncode, f"child process exited {proc.returncode}: {tail[-1].strip() if tail else 'no output'}"
+
+
+def measure_isolated(chunk, examples: Path, args, ident: dict) -> dict:
+    """The cases of ``chunk`` in a child process of their own (a fresh CUDA context; the child is
+    cut when --case-timeout passes without a case finishing). When the child dies part-way, a chunk
+    of several cases has its unfinished or failed ones rerun one per child, so a sticky CUDA error
+    or a hang costs only its own case. -> {name: record}."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "chunk.json"
-        timeout = args.case_timeout * len(chunk)
-        err = None
-        try:
-            proc = subprocess.run(_child_cmd([c.name for c in chunk], examples, args, out),
-                                  capture_output=True, text=True, timeout=timeout)
-            if args.verbose and proc.stderr:
-                sys.stderr.write(proc.stderr)
-            tail = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-            err = f"child process exited {proc.returncode}: {tail[-1].strip() if tail else 'no output'}"
-        except subprocess.TimeoutExpired:
-            err = f"timed out after {timeout}s (hang?)"
+        rc, err = run_child(_child_cmd([c.name for c in chunk], examples, args, out), out, args.case_timeout,
+                            args.verbose)
         got = json.loads(out.read_text()) if out.is_file() else {}
+    # a child cut for a hang stopped in the first case it had not recorded: that one is not run again
+    hung = next((c.name for c in chunk if c.name not in got), None) if rc is None else None
     records, left = {}, []
     for c in chunk:
         if got.get(c.name) and (len(chunk) == 1 or not got[c.name].get("error")):
             records[c.name] = got[c.name]
+        elif c.name == hung and len(chunk) > 1:
+            records[c.name] = {**_blank(c, ident), "error": err}
         else:
             left.append(c)
     if len(chunk) == 1 or not left:
@@ -306,7 +328,13 @@ def do_run(cases, examples: Path, args) -> int:
     if args.jobs > 1:
         prebuild(cases, examples, args)
     step = max(1, args.chunk) if args.isolate else 1
+    start = time.monotonic()
     for i in range(0, len(cases), step):
+        if args.budget is not None and time.monotonic() - start > args.budget:
+            rest = [c.name for c in cases[i:]]
+            print(f"budget of {args.budget:g}s spent: {len(rest)} case(s) not started "
+                  f"(run again with --resume to measure them): {', '.join(rest)}", flush=True)
+            break
         chunk = cases[i:i + step]
         if args.isolate:
             got = measure_isolated(chunk, examples, args, ident)
@@ -430,6 +458,11 @@ def main(argv=None) -> int:
                    help="with --isolate: K cases per child process (default 1)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="build every case first in N concurrent processes (default 1: build as measured)")
+    p.add_argument("--skip", metavar="NAME", help="leave out these cases (exact names, comma-separated)")
+    p.add_argument("--budget", type=float, metavar="S",
+                   help="start no case after S seconds (a device's command limit); the rest: --resume")
+    p.add_argument("--resume", action="store_true",
+                   help="with --json: measure only the cases that file does not hold yet, and merge")
     p.add_argument("--names", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failing case")
     args = p.parse_args(argv)
@@ -440,8 +473,23 @@ def main(argv=None) -> int:
     if args.names:   # exact names (what --isolate gives each child)
         wanted = set(args.names.split(","))
         cases = [c for c in CASES if c.name in wanted]
+    if args.skip:
+        unknown = set(args.skip.split(",")) - {c.name for c in CASES}
+        if unknown:
+            print(f"bench_upstream: --skip names no case: {', '.join(sorted(unknown))} (see --list)", file=sys.stderr)
+            return 1
+        cases = [c for c in cases if c.name not in set(args.skip.split(","))]
     if args.list:
         return do_list(cases)
+    if args.resume:
+        if not args.json:
+            print("bench_upstream: --resume needs --json (the file of the run to continue)", file=sys.stderr)
+            return 1
+        done = set(json.loads(Path(args.json).read_text())) if Path(args.json).is_file() else set()
+        cases, args.merge = [c for c in cases if c.name not in done], True
+        if not cases:
+            print(f"bench_upstream: {args.json} holds every selected case already")
+            return 0
     if not cases:
         print(f"bench_upstream: no case matches --only {args.only!r} (see --list)", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,29 +156,95 @@ def test_a_chunk_child_that_dies_has_its_unfinished_and_failed_cases_rerun_alone
     """--isolate --chunk K: one child for K cases; what it did not finish (it died) or finished with
     an error (a sticky CUDA error spreads to later cases) runs again, each case in a child of its own."""
     import argparse
-    import subprocess as sp
     a, b, c = bench.CASES[:3]
     calls = []
 
-    def fake_run(cmd, **_kw):
+    def fake_child(cmd, out, case_timeout, verbose=False):
         names = cmd[cmd.index("--names") + 1].split(",")
-        out = Path(cmd[cmd.index("--json") + 1])
         calls.append(names)
         if len(names) == 3:     # the chunk: a fine, b failed, the child died before c
             out.write_text(json.dumps({a.name: _record(1.0, 2.0), b.name: _record(None, None, False, "sticky")}))
-            return sp.CompletedProcess(cmd, -11, "", "Segmentation fault\n")
+            return -11, "child process exited -11: Segmentation fault"
         if names == [b.name]:
             out.write_text(json.dumps({b.name: _record(3.0, 2.0)}))
-            return sp.CompletedProcess(cmd, 0, "", "")
-        return sp.CompletedProcess(cmd, 1, "", "RuntimeError: still broken\n")   # c alone: no record
+            return 0, "child process exited 0: done"
+        return 1, "child process exited 1: RuntimeError: still broken"   # c alone: no record
 
-    monkeypatch.setattr(sp, "run", fake_run)
+    monkeypatch.setattr(bench, "run_child", fake_child)
     args = argparse.Namespace(case_timeout=10, warmup=1, rep=1, verbose=False)
     got = bench.measure_isolated([a, b, c], tmp_path, args, {"tilelang_version": "x"})
     assert calls == [[a.name, b.name, c.name], [b.name], [c.name]]
     assert got[a.name]["ms"] == 1.0 and got[b.name]["ms"] == 3.0
     assert got[c.name]["error"] == "child process exited 1: RuntimeError: still broken"
     assert got[c.name]["size"] == c.size
+
+
+def test_a_chunk_child_cut_for_a_hang_does_not_run_the_hung_case_again(monkeypatch, tmp_path):
+    """A child killed because no case finished within --case-timeout stopped in the first case it
+    had not recorded: that case gets the timeout as its error, the ones after it run alone."""
+    import argparse
+    a, b, c = bench.CASES[:3]
+    calls = []
+
+    def fake_child(cmd, out, case_timeout, verbose=False):
+        names = cmd[cmd.index("--names") + 1].split(",")
+        calls.append(names)
+        if len(names) == 3:     # a done, then b hangs
+            out.write_text(json.dumps({a.name: _record(1.0, 2.0)}))
+            return None, "timed out: no case finished in 10s (hang?)"
+        out.write_text(json.dumps({names[0]: _record(5.0, 2.0)}))
+        return 0, "child process exited 0: done"
+
+    monkeypatch.setattr(bench, "run_child", fake_child)
+    args = argparse.Namespace(case_timeout=10, warmup=1, rep=1, verbose=False)
+    got = bench.measure_isolated([a, b, c], tmp_path, args, {"tilelang_version": "x"})
+    assert calls == [[a.name, b.name, c.name], [c.name]]
+    assert got[b.name]["error"] == "timed out: no case finished in 10s (hang?)" and got[c.name]["ms"] == 5.0
+
+
+def test_run_child_kills_a_child_that_records_nothing_for_the_case_timeout(tmp_path):
+    """run_child's clock restarts with every case the child records: a child that records one case
+    quickly and then hangs is killed one case timeout later, and its record is kept."""
+    out = tmp_path / "chunk.json"
+    script = (f"import json, time, pathlib; p = pathlib.Path({str(out)!r}); time.sleep(1.0); "
+              "p.write_text(json.dumps({'a': 1})); time.sleep(60)")
+    start = time.monotonic()
+    rc, err = bench.run_child([sys.executable, "-c", script], out, case_timeout=2.5)
+    assert rc is None and err == "timed out: no case finished in 2.5s (hang?)"
+    assert 3.0 < time.monotonic() - start < 20 and json.loads(out.read_text()) == {"a": 1}
+    rc, err = bench.run_child([sys.executable, "-c", "print('fine')"], tmp_path / "none.json", case_timeout=30)
+    assert rc == 0 and err == "child process exited 0: fine"
+
+
+def test_budget_stops_starting_cases_and_resume_measures_only_the_rest(monkeypatch, tmp_path, capsys):
+    """--budget S: no case starts after S seconds (what ran is in --json); --resume then measures only
+    the cases that file lacks and merges them in."""
+    import torch
+    names = [c.name for c in bench.CASES]
+    picked = [c for c in bench.CASES if sum(c.name in n for n in names) == 1][:3]   # --only matches substrings
+    measured = []
+
+    def fake_measure(c, examples, h, ident, verbose):
+        measured.append(c.name)
+        time.sleep(0.3)
+        return {**bench._blank(c, ident), "ms": 1.0, "ref_ms": 2.0, "ok": True, "maxdiff": 0.0}
+
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    monkeypatch.setattr(bench, "gpu_missing", lambda: None)
+    monkeypatch.setattr(bench, "examples_dir", lambda arg: tmp_path)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "fake GPU")
+    out = tmp_path / "run.json"
+    only = ",".join(c.name for c in picked)
+    assert bench.main(["--only", only, "--json", str(out), "--budget", "0.1"]) == 0
+    assert "case(s) not started (run again with --resume" in capsys.readouterr().out
+    first = [n for n in json.loads(out.read_text()) if not n.startswith("_")]
+    assert 1 <= len(first) < 3 and measured == first
+    measured.clear()
+    assert bench.main(["--only", only, "--json", str(out), "--resume"]) == 0
+    assert set(measured) == {c.name for c in picked} - set(first)
+    assert {n for n in json.loads(out.read_text()) if not n.startswith("_")} == {c.name for c in picked}
+    assert bench.main(["--only", only, "--json", str(out), "--resume"]) == 0
+    assert "holds every selected case already" in capsys.readouterr().out
 
 
 def test_parallel_compile_only_builds_in_child_processes():
