@@ -41,6 +41,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_STREAMING_LAUNCH_BOUND = "tl.disable_streaming_launch_bound"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
+    TL_ENABLE_WS_EARLY_RELEASE = "tl.enable_ws_early_release"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
@@ -159,6 +160,11 @@ EFFECTS = {
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "
         "loading with cp.async on the spot; correct by construction, not yet measured on the GPU",
+    PassConfigKey.TL_ENABLE_WS_EARLY_RELEASE: "experimental (sm_90a): in a warp-specialised loop whose body is more "
+        "than one gemm (block-scaled fp8 GEMM, attention backward), each consumer warp gives its ring slot back "
+        "right after the last statement that reads a staged tile (a synchronous gemm, a T.Parallel nest, a "
+        "reduction or a copy into registers) instead of at the end of the body, so the producer refills it "
+        "while the rest of the body runs (upstream's schedule); not yet measured on the GPU",
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",

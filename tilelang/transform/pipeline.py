@@ -167,13 +167,13 @@ def early_release_split(lw, staged, consumers):
     if getattr(lw, "ws", None) is not None or getattr(lw, "role_block", None) is not None:
         return None
     alias = getattr(lw, "smem_alias", None) or {}
-    staged = thread_sync._widen(set(staged), alias)
+    staged = thread_sync.widen(set(staged), alias)
     last = None
     for idx, stmt in enumerate(consumers):
         if thread_sync._async_landing(stmt, [])[1] or thread_sync._has_async_wait(stmt):
             return None
         r, w = thread_sync.shared_rw(stmt)
-        if thread_sync._widen(r | w, alias) & staged:
+        if thread_sync.widen(r | w, alias) & staged:
             last = idx
     if last is None or last + 1 >= len(consumers):
         return None

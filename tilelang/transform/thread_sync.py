@@ -198,7 +198,7 @@ def needs_fence(lw, writes=None) -> bool:
         return True
     readers = async_read_buffers(lw)
     alias = getattr(lw, "smem_alias", None) or {}
-    return bool(_widen(set(writes), alias) & readers) or any(b not in _known_shared(lw) for b in writes)
+    return bool(widen(set(writes), alias) & readers) or any(b not in _known_shared(lw) for b in writes)
 
 
 def async_read_buffers(lw):
@@ -232,7 +232,7 @@ def async_read_buffers(lw):
     import tvm_ffi
     walk_stmts(lw.info.body, on_stmt)
     tvm_ffi.structural_walk(lw.info.body, [(ir.Expr, on_expr)], order="pre")
-    lw._async_readers = _widen(found, getattr(lw, "smem_alias", None) or {})
+    lw._async_readers = widen(found, getattr(lw, "smem_alias", None) or {})
     return lw._async_readers
 
 
@@ -253,7 +253,7 @@ def region_sync(lw):
     return guarded if guarded is not None else evaluate_extern("__syncthreads")
 
 
-def _widen(bufs, alias):
+def widen(bufs, alias):
     """A set of buffers plus every buffer sharing bytes with one of them (``smem_plan``)."""
     out = set(bufs)
     for b in bufs:
@@ -284,7 +284,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
         landed, in_flight = _async_landing(s, in_flight)
         direct_r, direct = r, w | landed
         if alias:
-            r, w, landed = _widen(r, alias), _widen(w, alias), _widen(landed, alias)
+            r, w, landed = widen(r, alias), widen(w, alias), widen(landed, alias)
         if r or w:
             touching += 1
         # (this statement's buffers with their aliases against the pending ones as named: two
@@ -463,7 +463,7 @@ def _place_waits(lw, stmts, planned, lowered, deferred):
             if passes_shared_pointers(s):      # (what a pointer reaches is unknown: all of them)
                 need = list(range(len(inflight)))
             else:
-                need = [i for i, (_, b) in enumerate(inflight) if _widen({b}, alias) & (r | w)]
+                need = [i for i, (_, b) in enumerate(inflight) if widen({b}, alias) & (r | w)]
             if need:
                 last = max(need)
                 wait(len(inflight) - 1 - last)
@@ -539,7 +539,7 @@ def _wraps_same_owner(lw, stmts, syncs, owners) -> bool:
         for k in ks:
             r, w = (set(), set()) if user_ws.is_ws(stmts[k]) else shared_rw(stmts[k])
             if alias:
-                r, w = _widen(r, alias), _widen(w, alias)
+                r, w = widen(r, alias), widen(w, alias)
             if _async_landing(stmts[k], [])[1] or _has_async_wait(stmts[k]):
                 return None
             if r or w:

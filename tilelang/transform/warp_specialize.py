@@ -86,16 +86,20 @@ from dataclasses import dataclass, field
 from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (const_int, evaluate_extern, flatten, has_load, i32, seq, substitute_stmt, tensor_loads,
-                                tvm_ffi_walk, uses_vars, walk_stmts)
+from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
+                                substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import pipeline, smem_plan, thread_sync, tma
-from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name, scope_of
+from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, is_parallel_nest, op_name, scope_of
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
 PRODUCER_THREADS = 128
 # opt-in: a one-stage general loop body (attention at num_stages=1) runs warp-specialised with a
 # full / empty pair per tile group (``_lower_windows``) instead of keeping the cp.async path
 SINGLE_STAGE_KEY = "tl.enable_ws_single_stage"
+# opt-in until measured: a general consumer body releases its stage right after the last statement
+# that reads a staged tile instead of at the end of the body (``_early_release_at``)
+EARLY_RELEASE_KEY = "tl.enable_ws_early_release"
+EARLY_RELEASE_DEFAULT = False     # the key's value where a kernel does not set it
 
 
 @dataclass
@@ -665,6 +669,40 @@ def _reader_windows(consumers, staged) -> dict:
     return out
 
 
+_RELEASE_MARKER = "tl_ws_stage_release_here"   # a placeholder statement, replaced once lowered
+
+
+def _is_marker(stmt) -> bool:
+    return isinstance(stmt, tirx.Evaluate) and extern_name(stmt.value) == _RELEASE_MARKER
+
+
+def _early_release_at(lw, consumers):
+    """Where a general consumer body may give its stage back (``tl.enable_ws_early_release``): the
+    index right after the last statement that touches a staged tile, when statements follow it (the
+    producer then refills the slot while they run: deepgemm's scaling after its wgmma, attention
+    backward's dQ product and atomics after dK's gemm), else None. That last statement must finish
+    its reads when it returns: a synchronous gemm (the general body's wgmma end with
+    ``wgmma.wait_group 0``), a ``T.Parallel`` nest, a reduction, or a copy into registers; a copy
+    to global or shared memory (TMA, cp.async) might still be reading, so the release stays at the
+    end of the body."""
+    staged = {decode_region(p.value.args[1]).buffer for p, _ in lw.ws.producers}
+    # (a buffer that shares a staged tile's bytes counts as that tile)
+    windows = _reader_windows(consumers, thread_sync.widen(staged, getattr(lw, "smem_alias", None) or {}))
+    if not windows:
+        return None
+    last = max(hi for _, hi in windows.values())
+    if last == len(consumers) - 1:
+        return None
+    c = consumers[last]
+    name = op_name(c) if isinstance(c, tirx.Evaluate) else None
+    if name == "copy":
+        dst = decode_region(c.value.args[1]).buffer
+        synchronous = scope_of(dst) in (FRAGMENT_SCOPE, "local")
+    else:
+        synchronous = name in ("gemm", "reduce") or is_parallel_nest(c)
+    return last + 1 if synchronous else None
+
+
 def _single_stage_blocker(lw, producers, consumers) -> str | None:
     """Why a one-stage general loop body cannot run warp-specialised with a barrier pair per
     tile group (``_lower_windows``), or None. The body is lowered in pieces between the waits and
@@ -880,10 +918,16 @@ def lower_loop(lw, loop):
             consumer = [_lower_windows(lw, loop, consumers, base, lane0)] + head_release(lw)
             lw.stage = saved_stage
         else:
-            body = thread_sync.lower_loop_body(lw, consumers)
-            lw.stage = saved_stage
             release = tirx.IfThenElse(lane0, _arrive_empty(ws, cstage, lane), None)
-            consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body, release]),
+            at = _early_release_at(lw, consumers) if lw.configs.get(EARLY_RELEASE_KEY, EARLY_RELEASE_DEFAULT) else None
+            if at is None:
+                body = seq([thread_sync.lower_loop_body(lw, consumers), release])
+            else:   # lowered whole (its barriers as before), the marker then becomes the release
+                marker = evaluate_extern(_RELEASE_MARKER)
+                body = thread_sync.lower_loop_body(lw, consumers[:at] + [marker] + consumers[at:])
+                body = map_stmts(body, pre=lambda st: release if _is_marker(st) else None)
+            lw.stage = saved_stage
+            consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
         consumer = head_wait(lw) + consumer
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
