@@ -148,7 +148,7 @@ def test_registers_are_counted_per_loop():
     # a 128 x 256 fragment used only after the loop: the kernel's total is over the budget, the
     # loop's live fragments are not
     func = recurrence(big_tail=True)
-    total = sum(attention_schedule._fragment_bytes(func.body).values()) / 4 / attention_schedule._threads(func.body)
+    total = sum(attention_schedule.fragment_bytes(func.body).values()) / 4 / attention_schedule._threads(func.body)
     assert total > attention_schedule.REGISTER_BUDGET
     assert _async_copies(func) is not None
 

@@ -20,7 +20,7 @@ from tilelang import targets
 from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.wide_index import widen_large_tensors
-from tilelang.transform import attention_schedule, stage_epilogue, thread_sync, user_ws
+from tilelang.transform import attention_schedule, stage_epilogue, thread_sync, user_ws, widen_threads
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -33,6 +33,7 @@ from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loo
 def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
+    st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads
 

@@ -118,7 +118,7 @@ def _loop_filter(func, arch, configs):
         return None   # the pipeliner refills each tile for the next iteration instead (deeper)
     if _has_user_sync(func.body):
         return None
-    threads, sizes = _threads(func.body), _fragment_bytes(func.body)
+    threads, sizes = _threads(func.body), fragment_bytes(func.body)
 
     def ok(loop):
         return (is_pipelined(loop) and num_stages(loop) <= 1
@@ -221,7 +221,7 @@ def _threads(body) -> float:
     return threads
 
 
-def _fragment_bytes(body) -> dict:
+def fragment_bytes(body) -> dict:
     """Bytes of each fragment the kernel allocates (unknown shapes: too many)."""
     out = {}
 
@@ -240,9 +240,9 @@ def loop_fragment_registers(body, loop, threads, sizes=None) -> float:
     """The most 32-bit registers per thread that the fragments live at one top-level statement of
     ``loop`` take: a fragment the kernel also touches outside the loop (an accumulator, a running
     maximum) is live through the whole body, one touched only inside from its first to its last
-    statement. Unknown shapes or thread counts count as too many. ``sizes``: ``_fragment_bytes``
+    statement. Unknown shapes or thread counts count as too many. ``sizes``: ``fragment_bytes``
     of ``body``, when already known."""
-    sizes = _fragment_bytes(body) if sizes is None else sizes
+    sizes = fragment_bytes(body) if sizes is None else sizes
     stmts = body_list(loop)
     outside = set().union(*buffer_rw(map_stmts(body, pre=lambda s: _NOP if s.same_as(loop) else None),
                                      (FRAGMENT_SCOPE,)))

@@ -42,6 +42,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_WS_EARLY_RELEASE = "tl.enable_ws_early_release"
+    TL_ENABLE_THREAD_WIDENING = "tl.enable_thread_widening"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
@@ -160,6 +161,10 @@ EFFECTS = {
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "
         "loading with cp.async on the spot; correct by construction, not yet measured on the GPU",
+    PassConfigKey.TL_ENABLE_THREAD_WIDENING: "experimental (sm_90a): a kernel of 128 threads whose T.Pipelined loop "
+        "of two or more gemms keeps more fragments live than a thread's 255 registers (upstream's one-stage 128x128 "
+        "attention: 320) runs on 256 threads, two warpgroups of m64 wgmma, when nothing in it depends on the thread "
+        "count (transform/widen_threads.py); not yet measured on the GPU",
     PassConfigKey.TL_ENABLE_WS_EARLY_RELEASE: "experimental (sm_90a): in a warp-specialised loop whose body is more "
         "than one gemm (block-scaled fp8 GEMM, attention backward), each consumer warp gives its ring slot back "
         "right after the last statement that reads a staged tile (a synchronous gemm, a T.Parallel nest, a "
