@@ -6,6 +6,9 @@
 #   bash benchmarks/upstream_table.sh build [N]   # every case built by both, N processes each (~2 min)
 #   bash benchmarks/upstream_table.sh ours        # timed pass with ours -> $OUT/ours.json (~6 min)
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
+#   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' [ROUNDS]
+#                      # ours on CASES (bench_upstream --only) without and with those pass configs
+#                      # (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -13,7 +16,7 @@
 # upstream. Compare anywhere: python3 benchmarks/bench_upstream.py --compare ours.json upstream.json
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step=${1:?usage: upstream_table.sh build [N] | ours | upstream}
+step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS [ROUNDS]}
 OUT=${OUT:-/tmp/upstream-table}
 mkdir -p "$OUT" ~/tables
 
@@ -54,8 +57,22 @@ ours|upstream)
     cp ~/tables/"$step".json "$OUT/"
     tail -4 "$OUT/$step.log"
     ;;
+ab)
+    cases=${2:?ab needs the cases (bench_upstream --only)}
+    configs=${3:?ab needs the pass configs, a JSON object}
+    source ~/tl-env.sh
+    for ((r = 1; r <= ${4:-2}; r++)); do
+        for side in off on; do
+            [ "$side" = on ] && export TILELANG_PASS_CONFIGS="$configs" || unset TILELANG_PASS_CONFIGS
+            python3 benchmarks/bench_upstream.py --isolate --only "$cases" --json "$OUT/ab-$side-$r.json" \
+                > "$OUT/ab-$side-$r.log" 2>&1
+            echo "== $side, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$side-$r.log" | grep -v '| case'
+        done
+    done
+    unset TILELANG_PASS_CONFIGS
+    ;;
 *)
-    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream)" >&2
+    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS [ROUNDS])" >&2
     exit 2
     ;;
 esac

@@ -116,6 +116,7 @@ class Environment:
     TILELANG_DEFAULT_TARGET = EnvVar("TILELANG_DEFAULT_TARGET", "auto")
     TILELANG_DEFAULT_EXECUTION_BACKEND = EnvVar("TILELANG_EXECUTION_BACKEND", "auto")
     TILELANG_DEFAULT_VERBOSE = EnvVar("TILELANG_VERBOSE", "0")
+    TILELANG_PASS_CONFIGS = EnvVar("TILELANG_PASS_CONFIGS", "")   # JSON pass configs for every kernel
 
     @property
     def CUDA_HOME(self) -> str:  # noqa: N802 - upstream's name

@@ -52,6 +52,9 @@ KNOBS: dict[str, tuple[str, str, str]] = {
                            "(tilelang.utils.pass_diff_hook)"),
     "TILELANG_PASS_DIFF_OUTPUT": ("path", "tmp/pass_diff_output", "directory of the TILELANG_PASS_DIFF HTML reports"),
     "TILELANG_AUTO_TUNING_CPU_COUNTS": ("int", "-1", "autotuner compile threads (-1 or 0: one per usable CPU)"),
+    "TILELANG_PASS_CONFIGS": ("json", "", "a JSON object of pass configs applied to every kernel of the process "
+                              "under the kernel's own (e.g. '{\"tl.enable_thread_widening\": true}'); part of "
+                              "each kernel's cache key, like any pass config"),
     "CUDA_HOME": ("path", "", "CUDA toolkit root (CUDA_PATH is read too)"),
 }
 
@@ -243,6 +246,22 @@ def autotune_cpu_count() -> int:
         return int(text) if text else -1
     except ValueError:
         raise ValueError(f"TILELANG_AUTO_TUNING_CPU_COUNTS must be an integer, got {text!r}") from None
+
+
+def pass_configs() -> dict:
+    """TILELANG_PASS_CONFIGS: a JSON object of pass config keys -> values ({} when unset or empty)."""
+    import json
+    text = (raw("TILELANG_PASS_CONFIGS") or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"TILELANG_PASS_CONFIGS must be a JSON object, e.g. '{{\"tl.disable_tma_lower\": true}}' "
+                         f"({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"TILELANG_PASS_CONFIGS must be a JSON object of pass configs, got {type(value).__name__}")
+    return value
 
 
 def describe() -> str:

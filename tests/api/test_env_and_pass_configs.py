@@ -140,3 +140,31 @@ def test_disable_tma_lower_is_deprecated_as_upstream_says():
     with pytest.warns(DeprecationWarning, match=r"tl.disable_tma_lower.*v0.1.10.*disable_tma=True"):
         out = normalize({PassConfigKey.TL_DISABLE_TMA_LOWER: True})
     assert out == {"tl.disable_tma_lower": True}
+
+
+def test_pass_configs_from_the_environment_apply_under_the_kernels_own(monkeypatch):
+    """TILELANG_PASS_CONFIGS: pass configs for every kernel the process builds (how one turns a key
+    on for code one cannot edit, e.g. upstream's examples); a kernel's own pass_configs win, the
+    result is part of the cache key, and a malformed value is an error naming the variable."""
+    import tilelang.language as T
+    from tilelang.jit import lower_for_compile, with_context_configs
+
+    monkeypatch.setenv("TILELANG_PASS_CONFIGS", '{"tl.disable_tma_lower": true, "tl.disable_wgmma": true}')
+    merged = with_context_configs({"tl.disable_wgmma": False})
+    assert merged["tl.disable_tma_lower"] is True and merged["tl.disable_wgmma"] is False
+    assert env.TILELANG_PASS_CONFIGS.startswith("{")
+
+    @T.prim_func
+    def add(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(256):
+                B[i] = A[i] + 1.0
+
+    key_on, _ = lower_for_compile(add, target="cuda -arch=sm_90a")
+    monkeypatch.delenv("TILELANG_PASS_CONFIGS")
+    key_off, _ = lower_for_compile(add, target="cuda -arch=sm_90a")
+    assert key_on != key_off
+    for bad, message in (("{not json", "must be a JSON object, e.g."), ("[1, 2]", "must be a JSON object of pass configs, got list")):
+        monkeypatch.setenv("TILELANG_PASS_CONFIGS", bad)
+        with pytest.raises(ValueError, match=f"TILELANG_PASS_CONFIGS {message}"):
+            knobs.pass_configs()

@@ -50,10 +50,12 @@ def _normalize_out_idx(out_idx, func=None):
 
 def with_context_configs(pass_configs) -> dict:
     """``pass_configs`` over the ``tl.*`` configs of the entered ``tvm.transform.PassContext``s
-    (upstream-style ``with PassContext(config={"tl.disable_tma_lower": True}): tilelang.lower(f)``)."""
+    (upstream-style ``with PassContext(config={"tl.disable_tma_lower": True}): tilelang.lower(f)``),
+    over those of ``TILELANG_PASS_CONFIGS`` (every kernel of the process)."""
+    from tilelang import knobs
     from tilelang.tvm_compat import tl_configs
 
-    return {**tl_configs(), **dict(pass_configs or {})}
+    return {**knobs.pass_configs(), **tl_configs(), **dict(pass_configs or {})}
 
 
 @hide_internal_frames
