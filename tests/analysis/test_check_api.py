@@ -153,3 +153,37 @@ def test_addresses_given_to_an_extern_call_are_neither_uninitialised_reads_nor_u
 
     codes = [d.code for d in check(kernel, "sm_90a")]
     assert "TL0401" not in codes and "TL0403" not in codes
+
+
+def test_the_same_kernel_text_in_two_files_is_located_in_each_file(tmp_path):
+    """Code objects compare equal across files when their text and lines are (CPython leaves the
+    file name out of ``==``): the frontend's per-code cache must still give each file's kernel its
+    own spans, or an editor's unsaved copy of a file reports its errors in the file on disk."""
+    import importlib.util
+
+    text = (
+        "import tilelang.language as T\n"
+        "def make():\n"
+        "    @T.prim_func\n"
+        "    def kernel(A: T.Tensor((256, 256), 'float16'), B: T.Tensor((256, 256), 'float16')):\n"
+        "        with T.Kernel(4, threads=128) as bx:\n"
+        "            S = T.alloc_shared((64, 64), 'float16')\n"
+        "            F = T.alloc_fragment((64, 64), 'float32')\n"
+        "            T.copy(A[bx * 64, 0], S)\n"
+        "            T.gemm(S, S, F)\n"
+        "            T.copy(F, B[bx * 64, 0])\n"
+        "    return kernel\n"
+    )
+    files = []
+    for name in ("first", "second"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(f"same_text_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        files.append((str(path), module.make()))
+    assert files[0][1].body is not None
+    for path, func in files:
+        diags = check(func, "sm_90a")
+        assert diags and all(d.span.file == path for d in diags if d.span is not None), \
+            [(d.code, d.span and d.span.file) for d in diags]

@@ -20,15 +20,22 @@ from tvm.tirx.script import builder as T
 from .builder import Builder, _active, current
 from .rewrite import ANNOTATION_CODES, rewrite
 
-_PROGRAMS = weakref.WeakKeyDictionary()   # code object -> Rewritten (dropped with the function)
+# code object -> {file name: Rewritten} (dropped with the function). Code objects compare equal
+# across files (CPython leaves co_filename out of ``==`` and ``hash``): the same kernel text at the
+# same line in two files (an editor's unsaved copy, a copied example) is one key, so the file name
+# picks the entry, or the second file's kernel would carry the first one's spans.
+_PROGRAMS = weakref.WeakKeyDictionary()
 
 
 def program(func):
-    """The rewritten form of ``func`` (cached per function object)."""
-    key = func.__code__
-    entry = _PROGRAMS.get(key)
+    """The rewritten form of ``func`` (cached per code object and file)."""
+    code = func.__code__
+    by_file = _PROGRAMS.get(code)
+    if by_file is None:
+        by_file = _PROGRAMS[code] = {}
+    entry = by_file.get(code.co_filename)
     if entry is None:
-        entry = _PROGRAMS[key] = rewrite(func)
+        entry = by_file[code.co_filename] = rewrite(func)
     return entry
 
 
