@@ -209,7 +209,7 @@ def _message(err) -> str:
 
 def _position(err, rw):
     """(file, line, col, end_line, end_col) of the deepest traceback entry in rewritten code."""
-    files = {p.file for p in _PROGRAMS.values()} | {rw.file}
+    files = {p.file for by_file in _PROGRAMS.values() for p in by_file.values()} | {rw.file}
     found = None
     tb = err.__traceback__
     while tb is not None:
