@@ -200,8 +200,30 @@ def run_streaming() -> str:
     return "gemv, cumsum and row clean match torch"
 
 
+def run_widened() -> str:
+    """Session 24, opt-in: upstream's one-stage 128x128 attention widened to 256 threads
+    (``tl.enable_thread_widening``): tests/gpu/test_widen_threads_gpu.py's check, run here."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_widen_threads_gpu as g
+
+    g.test_one_stage_attention({"tl.enable_thread_widening": True})
+    return "widened one-stage attention matches torch"
+
+
+def run_ws_early_release() -> str:
+    """Session 24, opt-in: a block-scaled GEMM whose consumers give the ring slot back right after
+    the wgmma (``tl.enable_ws_early_release``): tests/gpu/test_ws_early_release_gpu.py's check."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_ws_early_release_gpu as g
+
+    g.test_scaled_gemm({"tl.enable_ws_early_release": True}, False)
+    return "early-release scaled GEMM matches torch"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "widened": run_widened,
+    "ws_early_release": run_ws_early_release,
     "streaming": run_streaming,
     "gemv_er": run_gemv_er,
     "zero_stage": run_zero_stage,
