@@ -670,6 +670,7 @@ def _reader_windows(consumers, staged) -> dict:
 
 
 _RELEASE_MARKER = "tl_ws_stage_release_here"   # a placeholder statement, replaced once lowered
+_NOP = tirx.Evaluate(tirx.IntImm("int32", 0))
 
 
 def _is_marker(stmt) -> bool:
@@ -923,9 +924,12 @@ def lower_loop(lw, loop):
             if at is None:
                 body = seq([thread_sync.lower_loop_body(lw, consumers), release])
             else:   # lowered whole (its barriers as before), the marker then becomes the release
-                marker = evaluate_extern(_RELEASE_MARKER)
-                body = thread_sync.lower_loop_body(lw, consumers[:at] + [marker] + consumers[at:])
-                body = map_stmts(body, pre=lambda st: release if _is_marker(st) else None)
+                lowered = flatten([thread_sync.lower_loop_body(lw, consumers[:at] + [evaluate_extern(_RELEASE_MARKER)]
+                                                               + consumers[at:])])
+                if sum(map(_is_marker, lowered)) == 1:   # where every warp passes (not under a branch)
+                    body = seq([release if _is_marker(st) else st for st in lowered])
+                else:                                    # else at the end, as without the key
+                    body = seq([map_stmts(seq(lowered), pre=lambda st: _NOP if _is_marker(st) else None), release])
             lw.stage = saved_stage
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
