@@ -12,15 +12,15 @@ Other modes: ``--list`` (the cases and their sizes), ``--only SUBSTR[,SUBSTR...]
 ``--compile-only`` (build every case's kernel, no GPU needed; ``--nvcc`` also runs nvcc where the
 kernel object defers it, as ours does for multi-kernel functions), ``--merge`` (update an existing
 ``--json`` file instead of replacing it, for a run split by ``--only``), ``--skip NAME[,NAME...]``
-(leave cases out), ``--budget S`` (start no case after S seconds, for a device's command limit) and ``--resume`` (measure only the cases the
-``--json`` file lacks, merging), ``--isolate`` (each case in a child process: a sticky CUDA error,
-or a hang, cut when ``--case-timeout`` passes with no case finished, costs only that case),
-``--examples DIR`` (upstream's ``examples/``; default ``$TL_UPSTREAM_EXAMPLES``, else the first of
-``{<repo>/../shared, <repo>/shared, <repo>/.gpu}/conformance/upstream/examples``), ``--jobs N``
-(build every case first in N concurrent child processes, so the timed pass finds each kernel in the
-compiler's disk cache: a whole table in minutes on a many-core GPU machine), ``--chunk K`` (with
-``--isolate``: K cases per child process, one interpreter start for K; a child that dies has its
-unfinished cases rerun one per child).
+(leave cases out), ``--budget S`` (start no case after S seconds, for a device's command limit) and
+``--resume`` (measure only the cases the ``--json`` file lacks, merging), ``--isolate`` (each case
+in a child process: a sticky CUDA error, or a hang, cut when ``--case-timeout`` passes with no case
+finished, costs only that case), ``--examples DIR`` (upstream's ``examples/``; default
+``$TL_UPSTREAM_EXAMPLES``, else the first of ``{<repo>/../shared, <repo>/shared,
+<repo>/.gpu}/conformance/upstream/examples``), ``--jobs N`` (build every case first in N concurrent
+child processes, so the timed pass finds each kernel in the compiler's disk cache: a whole table in
+minutes on a many-core GPU machine), ``--chunk K`` (with ``--isolate``: K cases per child process,
+one interpreter start for K; a child that dies has its unfinished cases rerun one per child).
 
 Each case (``_upstream_cases.py``) imports the unchanged example module from its folder, builds
 the kernel as the example does, checks it against the example's reference (or torch) on random

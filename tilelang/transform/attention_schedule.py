@@ -61,6 +61,7 @@ DISABLE_KEY = "tl.disable_attention_schedule"
 # already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
 # then spills twice as much.
 REGISTER_BUDGET = 200
+REGISTER_FILE = 255        # 32-bit registers a thread may hold (sm_80 and later)
 _USER_SYNC = ("__syncthreads", "cp_async", "named_barrier", "__sync_thread_partial", "mbarrier")
 
 

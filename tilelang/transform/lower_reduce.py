@@ -31,7 +31,7 @@ from tilelang.language.intrinsics import _packed as packed_call  # T.add2 & co.:
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt, walk_stmts
 from tilelang.transform import thread_sync
-from tilelang.transform.attention_schedule import loop_fragment_registers
+from tilelang.transform.attention_schedule import REGISTER_FILE, loop_fragment_registers
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, buffer_accesses, decode_region,
                                        is_parallel_nest, op_name, scope_of)
 
@@ -64,7 +64,7 @@ FOLD_LANES = 4
 # ``attention_schedule.loop_fragment_registers`` counts them) above which the register file is
 # oversubscribed: the fold then keeps FOLD_LANES independent chains in all, not per output register
 # (``_fold_lanes``).
-FOLD_REGISTER_BUDGET = 255
+FOLD_REGISTER_BUDGET = REGISTER_FILE
 
 
 def _fold_lanes(lw, n_out: int) -> int:

@@ -35,14 +35,14 @@ from tvm import tirx
 
 from tilelang import targets
 from tilelang.tir_utils import const_int, uses_vars, walk_stmts
-from tilelang.transform.attention_schedule import REGISTER_BUDGET, fragment_bytes, loop_fragment_registers
+from tilelang.transform.attention_schedule import (REGISTER_BUDGET, REGISTER_FILE, fragment_bytes,
+                                                   loop_fragment_registers)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, decode_region, is_parallel_nest, op_name, scope_of
 from tilelang.transform.pipelined_loop import body_list, is_pipelined
 
 KEY = "tl.enable_thread_widening"
 WIDEN_DEFAULT = False       # the key's value where a kernel does not set it
 FROM, TO = 128, 256
-REGISTER_FILE = 255         # 32-bit registers a thread may hold
 _TILE_OPS = ("copy", "fill", "gemm", "reduce", "cumsum")
 
 
