@@ -18,6 +18,7 @@ Nothing in this module imports tvm, torch or anything else from tilelang.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -250,7 +251,6 @@ def autotune_cpu_count() -> int:
 
 def pass_configs() -> dict:
     """TILELANG_PASS_CONFIGS: a JSON object of pass config keys -> values ({} when unset or empty)."""
-    import json
     text = (raw("TILELANG_PASS_CONFIGS") or "").strip()
     if not text:
         return {}

@@ -562,8 +562,7 @@ def _host_asserts(func, params, symbols) -> list:
     found = []
 
     def visit(node):
-        if (isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tirx.call_extern" and node.args
-                and isinstance(node.args[0], tirx.StringImm) and node.args[0].value == "tl::assume"):
+        if extern_name(node) == "tl::assume":
             found.append(node.args[1])
         return False
 

@@ -73,10 +73,12 @@ def _fold_lanes(lw, n_out: int) -> int:
     (a 128x128 attention tile on one warpgroup: S, P and O take 320 registers of 255) every extra
     partial is one more spill, and ``n_out`` output registers are ``n_out`` independent chains
     already: the lanes shrink to FOLD_LANES // n_out (at least one)."""
-    loops = getattr(lw, "loops", None)
-    if n_out <= 1 or not loops:
+    if n_out <= 1 or not lw.loops:
         return FOLD_LANES
-    if loop_fragment_registers(lw.info.body, loops[-1], lw.T) <= FOLD_REGISTER_BUDGET:
+    loop = lw.loops[-1]
+    if loop not in lw.loop_words:
+        lw.loop_words[loop] = loop_fragment_registers(lw.info.body, loop, lw.T)
+    if lw.loop_words[loop] <= FOLD_REGISTER_BUDGET:
         return FOLD_LANES
     return max(1, FOLD_LANES // n_out)
 

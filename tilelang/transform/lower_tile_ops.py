@@ -32,8 +32,8 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, has_load, i32, map_stmts, seq,
-                                simplify, substitute_stmt, uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
+                                seq, simplify, substitute_stmt, uses_vars, walk_stmts)
 from tilelang.transform import (lower_copy, lower_gather, lower_im2col, lower_print, lower_reduce, pipeline,
                                 pipelined_loop, smem_plan, thread_sync, user_barriers, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
@@ -78,6 +78,8 @@ class Lowerer:
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
         self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
         self.loops = []           # ... those of them that are `for` loops, outer to inner (as written)
+        self.assumed = []         # T.assume conditions holding at the statement being lowered (``lower``)
+        self.loop_words = {}      # loop -> its live fragment words a thread (lower_reduce._fold_lanes)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
@@ -287,9 +289,8 @@ class Lowerer:
         return out
 
     def prove(self, cond) -> bool:
-        assumed = getattr(self, "assumed", None)
-        if assumed:     # the T.assume conditions lowered so far (``lower``)
-            with self.an.constraint_scope(functools.reduce(tirx.And, assumed)):
+        if self.assumed:
+            with self.an.constraint_scope(functools.reduce(tirx.And, self.assumed)):
                 return bool(self.an.can_prove(cond))
         return bool(self.an.can_prove(cond))
 
@@ -300,7 +301,7 @@ class Lowerer:
     def lower(self, stmt):
         if isinstance(stmt, (tirx.IfThenElse, tirx.For, tirx.While)):
             # a T.assume inside holds there only: the assumptions go back to the enclosing ones
-            saved = list(getattr(self, "assumed", ()))
+            saved = list(self.assumed)
             try:
                 return self._lower_stmt(stmt)
             finally:
@@ -321,10 +322,10 @@ class Lowerer:
             return self.lower_op(stmt)
         if isinstance(stmt, tirx.Evaluate):
             value = self.rewrite(stmt.value)
-            if isinstance(value, tirx.Call) and value.args and str(getattr(value.args[0], "value", "")) == "tl::assume":
+            if extern_name(value) == "tl::assume":
                 cond = value.args[1]    # (the user's promise also spares the bounds guards it implies)
                 cond = cond.value if isinstance(cond, tirx.Cast) else cond
-                self.__dict__.setdefault("assumed", []).append(cond)
+                self.assumed.append(cond)
             return tirx.Evaluate(value, span=stmt.span)
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)

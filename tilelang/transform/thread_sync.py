@@ -24,7 +24,8 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import const_int, dtype_of, eval_int, evaluate_extern, extern_name, seq, walk_stmts
+from tilelang.tir_utils import (const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, map_stmts,
+                                seq, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 
@@ -146,18 +147,11 @@ def drop_repeated_barriers(stmt):
     there. Of ``B; B`` one goes; of ``B; fence; B`` the first (a thread's fence orders its own
     earlier writes, before or after the first barrier alike, and the second barrier publishes
     them); of ``fence; fence`` one."""
-    import tvm
-
-    from tilelang.tir_utils import map_stmts
-
-    def flat(st):
-        return [x for y in st.seq for x in flat(y)] if isinstance(st, tirx.SeqStmt) else [st]
-
     def pre(st):
         if not isinstance(st, tirx.SeqStmt):
             return None
         out = []
-        for x in flat(st):
+        for x in flatten([st]):
             x = drop_repeated_barriers(x)
             if _is_fence(x) and out and _is_fence(out[-1]):
                 continue                # fence; fence
@@ -167,7 +161,7 @@ def drop_repeated_barriers(stmt):
                 while j >= 0 and _is_fence(out[j]):
                     j -= 1
                 prev = _barrier_call(out[j]) if j >= 0 else None
-                if prev is not None and tvm.ir.structural_equal(b, prev):
+                if prev is not None and ir.structural_equal(b, prev):
                     if j == len(out) - 1:
                         continue        # B; B
                     del out[j]          # B; fence; B
