@@ -129,7 +129,7 @@ def make_cases(only):
     if not only or "empty" in only:
         a = torch.zeros(1, device=dev)
         k = empty()
-        cases["empty"] = (lambda: k(a), lambda: a.zero_(), None)
+        cases["empty"] = (lambda k=k, a=a: k(a), lambda a=a: a.zero_(), None)   # k is rebound below
     for name, dt in (("row_f32", torch.float32), ("row_f16", torch.float16)):
         if only and name not in only:
             continue

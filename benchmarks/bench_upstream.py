@@ -226,6 +226,7 @@ def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool) -> dict:
         except Exception:  # noqa: BLE001 - a sticky CUDA error shows in the next case too
             pass
         torch.cuda.empty_cache()
+        rec["wall_s"] = round(time.time() - t0, 2)   # load, build, check and timing together
     return rec
 
 

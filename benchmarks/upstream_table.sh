@@ -8,7 +8,8 @@
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' [ROUNDS]
 #                      # ours on CASES (bench_upstream --only) without and with those pass configs
-#                      # (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
+#                      # (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json;
+#                      # each side's kernels built first in JOBS (8) processes
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -64,7 +65,8 @@ ab)
     for ((r = 1; r <= ${4:-2}; r++)); do
         for side in off on; do
             [ "$side" = on ] && export TILELANG_PASS_CONFIGS="$configs" || unset TILELANG_PASS_CONFIGS
-            python3 benchmarks/bench_upstream.py --isolate --only "$cases" --json "$OUT/ab-$side-$r.json" \
+            python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" --only "$cases" \
+                --json "$OUT/ab-$side-$r.json" \
                 > "$OUT/ab-$side-$r.log" 2>&1
             echo "== $side, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$side-$r.log" | grep -v '| case'
         done

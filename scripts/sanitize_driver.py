@@ -201,22 +201,23 @@ def run_streaming() -> str:
 
 
 def run_widened() -> str:
-    """Session 24, opt-in: upstream's one-stage 128x128 attention widened to 256 threads
+    """Session 24 (default since 25): upstream's one-stage 128x128 attention widened to 256 threads
     (``tl.enable_thread_widening``): tests/gpu/test_widen_threads_gpu.py's check, run here."""
     sys.path.insert(0, str(ROOT / "tests" / "gpu"))
     import test_widen_threads_gpu as g
 
-    g.test_one_stage_attention({"tl.enable_thread_widening": True})
+    g.test_one_stage_attention({})      # widened by default
     return "widened one-stage attention matches torch"
 
 
 def run_ws_early_release() -> str:
-    """Session 24, opt-in: a block-scaled GEMM whose consumers give the ring slot back right after
-    the wgmma (``tl.enable_ws_early_release``): tests/gpu/test_ws_early_release_gpu.py's check."""
+    """Session 24 (default since 25): a block-scaled GEMM whose consumers give the ring slot back
+    right after the wgmma (``tl.enable_ws_early_release``): tests/gpu/test_ws_early_release_gpu.py's
+    check."""
     sys.path.insert(0, str(ROOT / "tests" / "gpu"))
     import test_ws_early_release_gpu as g
 
-    g.test_scaled_gemm({"tl.enable_ws_early_release": True}, False)
+    g.test_scaled_gemm({}, False)       # early release by default
     return "early-release scaled GEMM matches torch"
 
 

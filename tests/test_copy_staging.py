@@ -14,8 +14,8 @@ from tilelang.transform import lower_copy
 SM90 = "cuda -arch=sm_90a"
 
 
-def source(func, target=SM90):
-    return tilelang.compile(func, target=target).get_kernel_source()
+def source(func, target=SM90, **configs):
+    return tilelang.compile(func, target=target, pass_configs=configs).get_kernel_source()
 
 
 def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128):
@@ -63,7 +63,8 @@ def loop_part(src):
 
 
 def test_register_heavy_loop_copies_use_cp_async():
-    src = source(attention_like(128, 1))
+    # (on 128 threads as written: thread widening would give it two warpgroups)
+    src = source(attention_like(128, 1), **{"tl.enable_thread_widening": False})
     body = loop_part(src)
     # K and V: 16 vectors a thread on top of 320+ fragment registers -> cp.async, waited at once
     assert body.count("tl::cp_async_gs") == 2 and "copy_vec" not in body

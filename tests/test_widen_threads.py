@@ -1,4 +1,4 @@
-"""Opt-in thread widening (``tl.enable_thread_widening``, transform/widen_threads.py): upstream's
+"""Thread widening (``tl.enable_thread_widening``, on by default; transform/widen_threads.py): upstream's
 one-stage 128x128 attention written for 128 threads, whose S, P and O need 320 registers a thread,
 runs on 256 (two warpgroups, m64 wgmma each, 160 registers, no spills); kernels whose meaning
 depends on the thread count, that fit anyway, or that a second warpgroup cannot split keep 128."""
@@ -23,7 +23,8 @@ def source(func, arch="sm_90a", **configs):
 
 
 def test_a_loop_that_would_spill_runs_on_two_warpgroups():
-    src = source(_one_stage_attention(128, 128), **{KEY: True})
+    src = source(_one_stage_attention(128, 128))     # on by default
+    assert src == source(_one_stage_attention(128, 128), **{KEY: True})
     assert "__launch_bounds__(256" in src
     assert "tl::wgmma_gemm_ss<128, 128, 128, 2," in src and "tl::wgmma_gemm_rs<128, 128, 128, 2," in src
     assert "float s[64];" in src and "float o[64];" in src        # half the rows per thread
@@ -31,12 +32,12 @@ def test_a_loop_that_would_spill_runs_on_two_warpgroups():
     assert "tl::cp_async_wait<1>();" in src
 
 
-def test_without_the_key_the_kernel_keeps_its_threads():
-    src = source(_one_stage_attention(128, 128))
+def test_switched_off_the_kernel_keeps_its_threads():
+    src = source(_one_stage_attention(128, 128), **{KEY: False})
     assert "__launch_bounds__(128" in src and "float s[128];" in src
 
 
-@pytest.mark.parametrize("case", ["fits", "rows64", "thread_index", "scalar_atomic", "sm80"])
+@pytest.mark.parametrize("case", ["fits", "rows64", "thread_index", "scalar_atomic", "sm80", "ws_single_stage"])
 def test_kernels_that_must_keep_their_thread_count(case):
     arch = "sm_80" if case == "sm80" else "sm_90a"
     if case == "fits":
@@ -45,7 +46,8 @@ def test_kernels_that_must_keep_their_thread_count(case):
         func = _one_stage_attention(64, 512)                  # 64-row gemms (O: 256 words): no m64 per warpgroup
     else:
         func = _attention_with(case) if case in ("thread_index", "scalar_atomic") else _one_stage_attention(128, 128)
-    out = widen_threads.widen(func, arch, {KEY: True})
+    configs = {KEY: True, "tl.enable_ws_single_stage": case == "ws_single_stage"}
+    out = widen_threads.widen(func, arch, configs)
     assert out.same_as(func)
 
 
@@ -88,3 +90,17 @@ def test_the_widened_function_differs_only_in_its_thread_extent():
     text, wide = func.script(), out.script()
     assert text.replace("threads=128", "threads=256") == wide or \
         text.replace('"threadIdx.x", 128', '"threadIdx.x", 256') == wide
+
+
+def test_the_checker_and_the_hover_describe_the_widened_launch():
+    from tilelang.analysis.summary import summarize
+    from tilelang_lsp import hover
+
+    func = _one_stage_attention(128, 128)
+    launch = summarize(func, "sm_90a")["launch"]
+    assert launch["num_threads"] == 256 and launch["written_threads"] == 128
+    text = hover.kernel_markdown(summarize(func, "sm_90a"), "f()", None)
+    assert "**256 threads**" in text and "written for 128 threads, launched with 256" in text
+    off = summarize(func, "sm_90a", {KEY: False})["launch"]
+    assert off["num_threads"] == 128 and "written_threads" not in off
+    assert "thread widening" not in hover.kernel_markdown(summarize(func, "sm_90a", {KEY: False}), "f()", None)

@@ -1,8 +1,9 @@
-"""Opt-in early stage release in a warp-specialised general loop body (``tl.enable_ws_early_release``,
-``warp_specialize._early_release_at``): each consumer warp gives its ring slot back right after
-the last statement that reads a staged tile (a synchronous wgmma here) instead of at the end of the
-body, so the producer refills the slot while the rest of the body runs (DeepGEMM's block-scaled
-accumulation, upstream's schedule). Without the key the release stays at the end of the body."""
+"""Early stage release in a warp-specialised general loop body (``tl.enable_ws_early_release``, on
+by default; ``warp_specialize._early_release_at``): each consumer warp gives its ring slot back
+right after the last statement that reads a staged tile (a synchronous wgmma here) instead of at the
+end of the body, so the producer refills the slot while the rest of the body runs (DeepGEMM's
+block-scaled accumulation, upstream's schedule). With the key false the release stays at the end of
+the body."""
 
 import re
 
@@ -59,19 +60,21 @@ def release_and_gemm(src):
     return loop, arrives[0], loop.index("wgmma_gemm_ss")
 
 
-def test_default_releases_the_stage_at_the_end_of_the_body():
-    loop, arrive, gemm = release_and_gemm(source(scaled_gemm()))
-    assert "tma_load" in source(scaled_gemm())     # warp-specialised: a TMA producer feeds the ring
+def test_switched_off_the_stage_goes_back_at_the_end_of_the_body():
+    src = source(scaled_gemm(), **{KEY: False})
+    loop, arrive, gemm = release_and_gemm(src)
+    assert "tma_load" in src                       # warp-specialised: a TMA producer feeds the ring
     assert arrive > loop.index("S[")               # after the scaling that follows the gemm
 
 
 def test_early_release_gives_the_stage_back_after_the_last_read_of_a_staged_tile():
-    src = source(scaled_gemm(), **{KEY: True})
+    src = source(scaled_gemm())                    # on by default
+    assert src == source(scaled_gemm(), **{KEY: True})
     loop, arrive, gemm = release_and_gemm(src)
     assert gemm < arrive < loop.index("S[")        # right after the wgmma, before the scaling
     assert "tl_ws_stage_release_here" not in src
     # the same code otherwise: only the release moved
-    base = source(scaled_gemm())
+    base = source(scaled_gemm(), **{KEY: False})
     strip = lambda s: re.sub(r"cse_v\d+", "v", re.sub(r"\s*if \(\(\(\(int\)threadIdx.x\) % 32\) == 0\) \{\s*"
                                                       r"tl::mbarrier_arrive\([^;]*;\s*\}", "", s))
     assert strip(src) == strip(base)

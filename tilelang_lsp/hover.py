@@ -212,6 +212,10 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
     regs = compiled.get("registers") if compiled else None
     lines = [f"**T.Kernel** · grid {grid} · **{threads} threads** ({threads // 32} warps)", "",
              "- shared memory: " + budget_line(summary)]
+    if launch.get("written_threads"):
+        lines.append(f"- thread widening: written for {launch['written_threads']} threads, launched with {threads} "
+                     "(two warpgroups share the loop's fragments, which would not fit one thread's 255 registers "
+                     "with " + f"{launch['written_threads']}; tl.enable_thread_widening=False keeps them)")
     if any(p.get("warp_specialized") for p in summary.get("pipelines", [])):
         lines.append(f"- warp-specialised: the block runs **{threads + 128} threads**, a TMA producer warpgroup "
                      f"after the {threads} consumer threads")

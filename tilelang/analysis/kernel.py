@@ -27,6 +27,7 @@ class Kernel:
     allocs: dict = field(default_factory=dict)     # buffer -> AllocBuffer statement
     nests: list = field(default_factory=list)      # outermost For of every T.Parallel nest
     siblings: list = field(default_factory=list)   # KernelInfo of the other kernels one prim_func launches
+    written_threads: int | None = None   # the thread count as written, where the compiler widens it
 
     @classmethod
     def build(cls, func, info, arch, ctx) -> "Kernel":

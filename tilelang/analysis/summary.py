@@ -6,7 +6,8 @@ checks and the hovers read one analysis per build and cannot disagree. ``summari
 pass_configs)`` runs that analysis first (the Run lens, tests). The result::
 
     {"arch", "gpu", "smem_limit", "smem_total", "error": str|None,
-     "launch":    {"line", "grid": [str], "threads": [int], "num_threads"},
+     "launch":    {"line", "grid": [str], "threads": [int], "num_threads",
+                   "written_threads"?: int (the count as written, where the compiler widens it)},
      "buffers":   {name: {"scope", "shape", "dtype", "bytes", "stages", "line",
                           "swizzle"?: str, "fragment"?: {...},
                           "live"?: [first, last] top-level statement (shared buffers),
@@ -73,7 +74,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     info, layouts = k.info, k.layouts
     if layouts is None:
         out["error"] = "layout inference failed (see the diagnostics)"
-    out["launch"] = _launch(k.func, info)
+    out["launch"] = _widened(k, _launch(k.func, info))
     _buffers(info, layouts, out, reuse=not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse"))
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
@@ -167,6 +168,13 @@ def _launch(func, info) -> dict:
             grid[tag] = _int_or_text(extent)
     return {"line": _line(getattr(func.body, "span", None)), "grid": list(grid.values()),
             "threads": [t for t in info.threads], "num_threads": info.num_threads}
+
+
+def _widened(k, launch: dict) -> dict:
+    """``launch`` plus ``written_threads`` where the compiler widens the kernel's threads."""
+    if k.written_threads is not None:
+        launch["written_threads"] = k.written_threads
+    return launch
 
 
 def _buffers(info, layouts, out, reuse: bool = True) -> None:
