@@ -178,6 +178,14 @@ TL_DEVICE void sync_threads() { __syncthreads(); }
 // output tiles (the launcher sizes that grid to the device's SM count).
 TL_DEVICE int num_blocks() { return static_cast<int>(gridDim.x); }
 
+// The value itself.  The generated code binds an integer that divides by a
+// run-time value through it, so that TVM's simplifier keeps the binding
+// instead of repeating the division at every use (tilelang/codegen/kept_binds.py).
+template <class T>
+TL_DEVICE T opaque(T v) {
+  return v;
+}
+
 // Positive infinity of T.  Integer types have no infinity, so they get their
 // largest value, which is the identity that max/min reductions need.
 template <class T>
