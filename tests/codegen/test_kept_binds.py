@@ -59,6 +59,9 @@ def test_swizzled_block_indices_are_computed_once_before_the_pipelined_loops():
     assert "S[((bx_swz * 4) + ko)]" in loop
     assert not re.search(r"[/%] \(", loop)      # no division by the panel width in the loop
     assert "(bx_swz * 128)" in src and "(by_swz * 64)" in src   # the producer's TMA coordinates
+    # tl.disable_kept_binds: TVM substitutes the binding, the loop divides again
+    off = tilelang.lower(_scaled_gemm(3), "sm_90a", pass_configs={"tl.disable_kept_binds": True}).source
+    assert "tl::opaque" not in off and re.search(r"[/%] \(", _consumer_loop(off))
 
 
 @pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")

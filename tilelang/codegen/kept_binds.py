@@ -1,6 +1,7 @@
 """Integer bindings that divide by a run-time value stay bindings in the CUDA.
 
-Contract. ``keep_dividing_binds(func)`` returns ``func`` with the value of every integer ``Bind``
+Contract. ``keep_dividing_binds(func)`` (engine/pipeline._emit, before ``emit_cuda``, unless
+``tl.disable_kept_binds``) returns ``func`` with the value of every integer ``Bind``
 that still divides (or takes a remainder) by a non-constant once simplified under the launch
 extents wrapped in ``tl::opaque`` (an identity, ``src/tl/common.h``); every other statement is
 left as it is. apache-tvm's simplifier substitutes each pure integer binding into the statements
@@ -22,6 +23,7 @@ from tvm import tirx
 from tilelang.tir_utils import any_expr, dtype_of, map_stmts, walk_stmts
 
 OPAQUE = "tl::opaque"
+KEPT_BINDS_OFF = "tl.disable_kept_binds"     # pass config: leave every binding to TVM (engine/pipeline._emit)
 _DIVISIONS = (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
 
 

@@ -19,6 +19,7 @@ from tvm import tirx
 from tilelang import targets
 from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
+from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
 from tilelang.codegen.wide_index import widen_large_tensors
 from tilelang.transform import attention_schedule, stage_epilogue, thread_sync, user_ws, widen_threads
 from tilelang.tir_utils import any_expr
@@ -117,6 +118,8 @@ def _solved_symbols(func):
 def _emit(st):
     # (tensors of 2**31 elements or more: 64-bit element offsets, codegen/wide_index.py)
     func, maps = widen_large_tensors(_solved_symbols(st.lowered)), [t["name"] for t in st.tensormaps]
+    if not st.pass_configs.get(KEPT_BINDS_OFF):   # a division by a run-time value computed once
+        func = keep_dividing_binds(func)
     st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims)
     if any(arg.startswith("cse_v") for _, arg in st.cuda.args):
         # TVM's CSE computed part of a loop bound on the host: build without it

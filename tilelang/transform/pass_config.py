@@ -43,6 +43,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_WS_EARLY_RELEASE = "tl.enable_ws_early_release"
     TL_ENABLE_THREAD_WIDENING = "tl.enable_thread_widening"
+    TL_DISABLE_KEPT_BINDS = "tl.disable_kept_binds"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
@@ -172,6 +173,9 @@ EFFECTS = {
         "T.Parallel nest, a reduction or a copy into registers) instead of at the end of the body, so the producer "
         "refills it while the rest of the body runs (upstream's schedule; attention backward 1-2 % faster on an "
         "H200)",
+    PassConfigKey.TL_DISABLE_KEPT_BINDS: "an integer binding whose value divides by a run-time value (T.use_swizzle's "
+        "block indices) is left to TVM's simplifier, which repeats the division at every use, inside pipelined loops "
+        "too, instead of computing it once (codegen/kept_binds.py)",
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",
