@@ -5,7 +5,9 @@
   examples/flash_attention.py: the warp-specialised, overlapped schedule with the causal mask
   unswitched off the diagonal.
 - transform/attention_schedule.py: a one-stage ``T.Pipelined`` attention loop issues its K and V
-  loads together at the top of the body (two cp.async groups), waiting for each before its gemm;
+  loads together at the top of the body (two cp.async groups), waiting for each before its gemm
+  (with ``tl.enable_pipeline_split_groups`` False; by default it refills each tile for the next
+  iteration instead, tests/transform/test_one_stage_refill.py);
   anything not attention-shaped (one gemm, two stages, fragments filling the register file, user
   cp.async) is left alone.
 - thread_sync: a ``T.async_copy`` tile counts as written where ``T.ptx_wait_group`` retires it.
@@ -28,6 +30,7 @@ from tilelang.transform import attention_schedule
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM_FA = ROOT.parent / "shared" / "conformance" / "upstream" / "examples" / "flash_attention"
 FAST = {"tl.enable_fast_math": True}
+NO_REFILL = {"tl.enable_pipeline_split_groups": False}
 
 
 def _upstream(module):
@@ -81,8 +84,10 @@ def _bshd_upstream(bm, bn, threads, causal=False):
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_one_stage_attention_issues_k_and_v_together(arch, causal):
+    # (by default such a loop refills each tile for the next iteration instead:
+    # tests/transform/test_one_stage_refill.py; split groups off keeps this schedule)
     func = _bshd_upstream(64, 64, 128, causal)
-    loop = _loop(_src(func, arch))
+    loop = _loop(_src(func, arch, **NO_REFILL))
     first_gemm = loop.index("gemm_")        # tl::wgmma_gemm_ss / tl::gemm_ss
     # both loads committed before the first gemm; K retired first (V still in flight), then V
     assert loop[:first_gemm].count("tl::cp_async_commit()") == 2
@@ -102,7 +107,7 @@ def test_one_stage_attention_issues_k_and_v_together(arch, causal):
 
 def test_one_stage_attention_the_ir_rewrite():
     func = _bshd_upstream(64, 64, 128)
-    new = attention_schedule.schedule(func, "sm_90a", {})
+    new = attention_schedule.schedule(func, "sm_90a", NO_REFILL)
     assert not new.same_as(func)
     text = str(new.body)
     # both copies carry the T.async_copy flag (3) at the top of the loop body
@@ -179,7 +184,7 @@ def test_one_stage_attention_registers_no_spill():
     from tilelang.jit import nvcc
 
     func = _bshd_upstream(64, 64, 128)
-    for configs in ({}, {"tl.disable_attention_schedule": True}):
+    for configs in ({}, NO_REFILL, {"tl.disable_attention_schedule": True}):
         info = next(iter(nvcc.ptxas_info(_src(func, **configs), "sm_90a", ["--use_fast_math"]).values()))
         assert info.spill_stores == 0 and info.spill_loads == 0
         assert info.registers <= 168

@@ -328,7 +328,7 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
 
     out = []
     ws, why_not, lw = planned
-    early = {_line(span): (moved, stay) for span, moved, stay in early_loads}
+    early = {_line(span): (moved, stay, refill) for span, moved, stay, refill in early_loads}
     for pl in pipelined_loops(info.body):
         s, stages = pl.loop, pl.stages
         producers = [buf.name for buf in pl.staged]
@@ -438,12 +438,17 @@ def _overlap_text(ws) -> str:
 
 def _early_loads_text(plan) -> str | None:
     """What ``transform.attention_schedule`` does to a loop of fewer than two stages: ``plan`` is
-    (tiles loaded at the top of the body, (tile, why) for those loaded where written), or None
-    (left alone)."""
+    (tiles loaded ahead, (tile, why) for those loaded where written, whether they are refilled for
+    the next iteration), or None (left alone)."""
     if plan is None:
         return None
-    moved, stay = plan
+    moved, stay, refill = plan
     names = ", ".join(f"`{n}`" for n in moved)
+    if refill:
+        return (f"one stage: each of {names} is its own cp.async group, waited for just before the first "
+                "statement that touches its tile and loaded again for the next iteration right after the last "
+                "one, so it arrives under the rest of this iteration and the start of the next "
+                "(tl.enable_pipeline_split_groups=False loads them at the top of each iteration instead)")
     text = (f"not software-pipelined (num_stages < 2); the loads of {names} are issued together at the top of "
             "each iteration as cp.async groups, each waited for just before the first statement that touches "
             "its tile, so they arrive under the work before it")

@@ -32,6 +32,18 @@ two must move, one of them first touched after the body's first gemm (otherwise 
 overlap). Kernels with ``T.annotate_safe_value``, user barriers or cp.async calls of their own
 are left alone.
 
+A one-stage loop whose every producer moves goes one step further when the software pipeliner
+can take it (``_refill_filter``): instead of the rewrite above it is marked
+``pipelined_loop.REFILL_ATTR``, and ``pipeline._lower_split_groups`` gives each tile a cp.async
+group of its own, waited for before its first use and loaded again for the next iteration right
+after its last (upstream's schedule at num_stages=1, its TMA producer refilling K once S = Q K^T
+is done):
+
+    K(0); V(0); loop: wait K;  S = Q K^T;  sync;  K(k+1);  softmax;  wait V;  O += P V;  sync;  V(k+1)
+
+so K's latency hides under the softmax and P V of the iteration before, not only V's under
+S = Q K^T. ``tl.enable_pipeline_split_groups`` False keeps the rewrite above.
+
 Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
 tensor inside a ``T.Parallel`` (attention backward's dQ accumulation) becomes the tile-level
 atomic add it spells (``tile_atomics``), which packs each thread's column pairs into vector
@@ -40,7 +52,7 @@ atomics.
 Contract: ``schedule(func, arch, configs)`` returns the rewritten function, or ``func`` itself
 when nothing applies; the engine calls it at the start of ``analyze_kernel`` (engine/pipeline.py).
 ``planned_loads(func, arch, configs)`` says, for the hover (analysis/summary.py), which tiles each
-rewritten loop loads at its top and why the others stay.
+rewritten or marked loop loads ahead and why the others stay.
 """
 
 from __future__ import annotations
@@ -52,10 +64,15 @@ from tilelang.tir_utils import (analyzer, buffer_roots, const_int, evaluate_exte
                                 tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_ATTR, SHARED_SCOPES, decode_region,
                                        is_parallel_nest, op_name, parallel_nest, scope_of)
-from tilelang.transform.pipelined_loop import PipelinedLoop, body_list, is_pipelined, num_stages
+from tilelang.transform.layout_inference import is_wgmma_gemm
+from tilelang.transform.pass_config import PassConfigKey
+from tilelang.transform.pipelined_loop import (REFILL_ATTR, PipelinedLoop, body_list, is_pipelined, num_stages,
+                                               plain_consumer)
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
 
 DISABLE_KEY = "tl.disable_attention_schedule"
+SPLIT_GROUPS_KEY = PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS.value
+WS_SINGLE_STAGE_KEY = PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE.value
 # Live fragment registers per thread (``loop_fragment_registers``) above which a loop is left as
 # written: the early loads keep addresses live across the first gemm, and a body whose fragments
 # already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
@@ -73,19 +90,27 @@ def schedule(func, arch, configs=None):
         return func
 
     roots = buffer_roots(func.body)
+    refill_ok = _refill_filter(func, configs)
 
     def on_loop(loop):
-        new = _rewrite(loop, roots) if loop_ok(loop) else None
-        return loop if new is None else new
+        plan = _plan(loop, roots) if loop_ok(loop) else None
+        if plan is None:
+            return loop
+        if refill_ok(loop, plan):
+            return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, loop.body,
+                            thread_binding=loop.thread_binding, annotations={**loop.annotations, REFILL_ATTR: 1},
+                            step=loop.step, span=loop.span)
+        return _rewrite(loop, plan)
 
     body = map_stmts(func.body, loop=on_loop)
     return func if body.same_as(func.body) else func.with_body(body)
 
 
 def planned_loads(func, arch, configs=None) -> list:
-    """For the hover: (span of the loop, tiles it issues at its top, (tile, why) for each tile it
-    leaves in place) for each ``T.Pipelined`` loop of ``func`` (as written) that ``schedule``
-    rewrites; tiles by buffer name, in body order."""
+    """For the hover: (span of the loop, tiles it issues ahead, (tile, why) for each tile it
+    leaves in place, whether they are refilled for the next iteration instead of issued at the top)
+    for each ``T.Pipelined`` loop of ``func`` (as written) that ``schedule`` rewrites or marks;
+    tiles by buffer name, in body order."""
     configs = configs or {}
     func = tile_atomics(func, arch)
     loop_ok = _loop_filter(func, arch, configs)
@@ -94,6 +119,7 @@ def planned_loads(func, arch, configs=None) -> list:
         return out
 
     roots = buffer_roots(func.body)
+    refill_ok = _refill_filter(func, configs)
 
     def visit(s):
         if isinstance(s, tirx.For) and loop_ok(s):
@@ -104,7 +130,8 @@ def planned_loads(func, arch, configs=None) -> list:
                 staged = [i for i, x in enumerate(stmts) if any(x.same_as(p) for p in producers)]
                 name = {i: decode_region(stmts[i].value.args[1]).buffer.name for i in staged}
                 out.append((s.span, [name[i] for i in staged if i in moved],
-                            [(name[i], why.get(i) or "it is no plain T.copy") for i in staged if i not in moved]))
+                            [(name[i], why.get(i) or "it is no plain T.copy") for i in staged if i not in moved],
+                            refill_ok(s, plan)))
 
     walk_stmts(func.body, visit)
     return out
@@ -115,7 +142,7 @@ def _loop_filter(func, arch, configs):
     as a whole is left alone (``schedule``'s conditions)."""
     if configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _sm(arch) < 80:
         return None
-    if configs.get("tl.enable_pipeline_split_groups"):
+    if configs.get(SPLIT_GROUPS_KEY):
         return None   # the pipeliner refills each tile for the next iteration instead (deeper)
     if _has_user_sync(func.body):
         return None
@@ -126,6 +153,41 @@ def _loop_filter(func, arch, configs):
                 and loop_fragment_registers(func.body, loop, threads, sizes) <= REGISTER_BUDGET)
 
     return ok
+
+
+def _refill_filter(func, configs):
+    """The test a loop that ``_plan`` rewrites must pass to be marked ``REFILL_ATTR`` instead: one
+    stage (zero-stage loops keep their step's loads in the step), ``tl.enable_pipeline_split_groups``
+    not False, no one-stage warp specialisation asked for, the loop under no condition (on the
+    thread index or a T.ws role: the pipeliner refills only plainly lowered loops), every producer
+    moved, the tiles first touched at different statements, and every other statement a plain
+    consumer (``pipelined_loop.plain_consumer``: the conditions of ``pipeline._producer_uses``,
+    so that the pipeliner takes the loop)."""
+    if configs.get(SPLIT_GROUPS_KEY) is False or configs.get(WS_SINGLE_STAGE_KEY):
+        return lambda loop, plan: False
+    guarded = _guarded_loops(func.body)
+
+    def ok(loop, plan):
+        stmts, moved, first, _, _ = plan
+        pipe = PipelinedLoop.of(loop)
+        return (num_stages(loop) == 1 and not any(loop.same_as(g) for g in guarded)
+                and pipe.guard is None and len(moved) == len(pipe.producers)
+                and len(set(first.values())) == len(moved) and None not in first.values()
+                and all(plain_consumer(x, is_wgmma_gemm) for i, x in enumerate(stmts) if i not in moved))
+
+    return ok
+
+
+def _guarded_loops(body) -> list:
+    """The ``T.Pipelined`` loops of ``body`` under an ``if`` or a ``T.ws`` block."""
+    out = []
+
+    def visit(s):
+        if isinstance(s, tirx.IfThenElse) or (isinstance(s, tirx.AttrStmt) and str(s.attr_key) == "tl.ws"):
+            walk_stmts(s, lambda t: out.append(t) if is_pipelined(t) else None)
+
+    walk_stmts(body, visit)
+    return out
 
 
 def tile_atomics(func, arch):
@@ -326,11 +388,8 @@ def _plan(loop, roots):
     return stmts, moved, first, rest, why
 
 
-def _rewrite(loop, roots):
-    """The loop with its producers issued early, or None when nothing moves (``_plan``)."""
-    plan = _plan(loop, roots)
-    if plan is None:
-        return None
+def _rewrite(loop, plan):
+    """The loop with its producers issued early (``plan``: its ``_plan``)."""
     stmts, moved, first, rest, _ = plan
     # issue all loads first (in their order), then wait before each first toucher for the groups
     # issued up to its tile: wait<n> keeps the n latest groups in flight

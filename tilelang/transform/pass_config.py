@@ -156,8 +156,9 @@ EFFECTS = {
         "-> 0.030 ms, gdn_chunk_fwd_o 0.44 -> 0.41 ms), slower on a body that reads every tile first "
         "(gemv_alloc_reducer 0.030 -> 0.043 ms) and on one-stage 128x128 attention on one warpgroup "
         "(mha_fwd_bshd 9.3 -> 13.2 ms); off by default until upstream's example and unit tiers have run with it, "
-        "except for loops with gathered T.Parallel copies (sparse attention: upstream's schedule of them), "
-        "where only False turns it off",
+        "except for loops with gathered T.Parallel copies (sparse attention: upstream's schedule of them) and "
+        "one-stage loops whose fragments fit the attention schedule's register budget (attention at "
+        "num_stages=1: K of k+1 loads under the softmax and P V of k), where only False turns it off",
     PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "

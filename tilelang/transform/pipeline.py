@@ -71,12 +71,12 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, walk_stmts
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
 from tilelang.transform import thread_sync
 from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPES, decode_region, op_name,
                                        scope_of)
-from tilelang.transform.pipelined_loop import GATHERS_KEY, PipelinedLoop, body_list, produced_buffer
+from tilelang.transform.pipelined_loop import (GATHERS_KEY, REFILL_ATTR, PipelinedLoop, body_list,
+                                               plain_consumer, produced_buffer)
 
 
 def lower_pipelined(lw, loop):
@@ -97,8 +97,10 @@ def lower_pipelined(lw, loop):
     guard = pl.guard    # (a guarded body takes the plain schedule below, or none)
     if guard is not None and (S < 2 or lw.ws is not None or lw.role_block is not None):
         return _plain(lw, loop)
-    if guard is None and S == 1 and producers and lw.configs.get("tl.enable_pipeline_split_groups"):
-        # one stage: each tile is refilled (for the next iteration) right after its last use
+    if guard is None and S == 1 and producers and (lw.configs.get("tl.enable_pipeline_split_groups")
+                                                   or REFILL_ATTR in loop.annotations):
+        # one stage: each tile is refilled (for the next iteration) right after its last use (by
+        # default where attention_schedule marked the loop)
         uses = _producer_uses(lw, producers, consumers)
         if uses is not None:
             return _lower_split_groups(lw, loop, 1, producers, consumers, uses)
@@ -370,28 +372,12 @@ def _producer_uses(lw, producers, consumers):
 def _plain_consumer(lw, stmt) -> bool:
     """Whether ``stmt``'s shared-memory accesses all happen within it, and it issues no cp.async
     group of its own (see ``_producer_uses``)."""
-    ok = [True]
 
-    def visit(s):
-        if not ok[0] or not isinstance(s, tirx.Evaluate):
-            return
-        if not is_tl_call(s.value):
-            ok[0] = False       # a raw call: its accesses are not known
-            return
-        name = op_name(s)
-        if name == "gemm":
-            plan = lw.layouts.gemms.get(s)
-            ok[0] = plan is not None and not plan.no_wait
-        elif name == "copy":
-            args = s.value.args
-            src, dst = decode_region(args[0]), decode_region(args[1])
-            # (a global -> shared copy may be a cp.async group of its own; T.async_copy stays in flight)
-            ok[0] = not (scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES)
-        elif name not in ("fill", "reduce", "cumsum", "atomic", "annotate_layout"):
-            ok[0] = False
+    def in_flight(gemm):
+        plan = lw.layouts.gemms.get(gemm)
+        return plan is None or plan.no_wait
 
-    walk_stmts(stmt, visit)
-    return ok[0]
+    return plain_consumer(stmt, in_flight)
 
 
 def _produce_one(lw, loop, producer, iteration, stage):

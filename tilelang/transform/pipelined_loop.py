@@ -19,6 +19,7 @@ One home for what every reader of such a loop must agree on: the software pipeli
   otherwise; warp specialisation takes a guarded GEMM main loop whose ``c`` reads global memory
   only (its ring slots counted: ``warp_specialize._TileCounter``), the other schedules leave a
   guarded loop alone;
+* ``REFILL_ATTR`` on the loop: a one-stage loop the software pipeliner refills tile by tile;
 * ``gathers``: top-level ``T.Parallel`` nests that copy a gathered global tile into shared memory
   (``S[i, d] = KV[Indices[i], d]``, ``gather_width``), which the software pipeliner issues
   ahead as cp.async like the producers (S >= 2). They stay in ``consumers`` too: warp
@@ -39,6 +40,12 @@ from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import ExprRewriter, any_expr, const_int, tensor_loads, uses_vars, walk_stmts
 from tilelang.transform.kernel import (SHARED_SCOPES, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
+
+
+# Set by ``attention_schedule`` on a one-stage loop that the software pipeliner is to lower with
+# per-tile cp.async groups, each tile refilled for the next iteration right after its last use
+# (``pipeline._lower_split_groups`` with S = 1).
+REFILL_ATTR = "tl.refill_next_iteration"
 
 
 def is_pipelined(stmt) -> bool:
@@ -157,6 +164,32 @@ class _Inline(ExprRewriter):
 def _thread_scalar(buf) -> bool:
     """A one-element per-thread buffer (``x = T.alloc_var(...)``, a scalar assigned in the body)."""
     return scope_of(buf) in ("local", "local.var") and [const_int(x) for x in buf.shape] == [1]
+
+
+def plain_consumer(stmt, in_flight) -> bool:
+    """Whether ``stmt``'s shared-memory accesses all happen within it and it issues no cp.async
+    group of its own: its calls are tile ops among gemm, fill, reduce, cumsum, atomic,
+    annotate_layout and copies other than global -> shared (which may be cp.async groups; a
+    ``T.async_copy`` stays in flight), no raw calls; ``in_flight(gemm)`` says whether a gemm is
+    left running past its statement (an asynchronous wgmma)."""
+    ok = [True]
+
+    def visit(s):
+        if not ok[0] or not isinstance(s, tirx.Evaluate):
+            return
+        name = op_name(s)
+        if name is None:
+            ok[0] = False       # a raw call: its accesses are not known
+        elif name == "gemm":
+            ok[0] = not in_flight(s)
+        elif name == "copy":
+            src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+            ok[0] = not (scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES)
+        elif name not in ("fill", "reduce", "cumsum", "atomic", "annotate_layout"):
+            ok[0] = False
+
+    walk_stmts(stmt, visit)
+    return ok[0]
 
 
 def produced_buffer(stmt):
