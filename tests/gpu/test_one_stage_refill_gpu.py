@@ -1,5 +1,5 @@
-"""One-stage attention refilling K and V for the next iteration after their last use (the default
-since session 25) and with the loads at the top of each iteration (split groups off), against
+"""One-stage attention refilling K and V for the next iteration after their last use
+(``tl.enable_one_stage_refill``, opt-in) and with the loads at the top of each iteration, against
 torch's SDPA: bench_launch.py's attention and upstream's example_mha_fwd_bshd at 64x64 tiles,
 causal and not (tests/transform/test_one_stage_refill.py checks the generated code on CPU)."""
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from upstream_paths import examples as upstream_examples  # noqa: E402
 
-CONFIGS = [{}, {"tl.enable_pipeline_split_groups": False}]
+CONFIGS = [{"tl.enable_one_stage_refill": True}, {}]
 
 
 @pytest.mark.parametrize("configs", CONFIGS)
@@ -30,7 +30,7 @@ def test_bench_launch_attention_matches_sdpa(configs):
     func = build_kernels()[2].get_prim_func(2, 4, 512, 64)
     kernel = tilelang.compile(func, out_idx=[3], pass_configs=configs)
     src = kernel.get_kernel_source()
-    assert ("if (kb < 7)" in src) == (not configs)
+    assert ("if (kb < 7)" in src) == bool(configs)
     q, k, v = (torch.randn(2, 4, 512, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     torch.testing.assert_close(kernel(q, k, v).float(), F.scaled_dot_product_attention(q, k, v).float(),
                                rtol=1e-2, atol=1e-2)

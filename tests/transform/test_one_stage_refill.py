@@ -1,11 +1,13 @@
 """One-stage attention loops refill each tile for the next iteration right after its last use
-(session 25; transform/attention_schedule.py marks the loop, pipeline._lower_split_groups lowers it).
+(session 25, opt-in: ``tl.enable_one_stage_refill``; transform/attention_schedule.py marks the loop,
+pipeline._lower_split_groups lowers it).
 
 bench_launch.py's attention (B2 H4 S512 D64, 64x64 tiles, 128 threads, num_stages=1) loaded K and
 V at the top of every iteration, so each iteration waited out K's full latency before S = Q K^T;
 upstream's TMA producer loads K(k+1) as soon as S = Q K^T of k is done (H200: 8.81 against 6.89 us
 kernel time). Now K(k+1) is issued after the first gemm and V(k+1) after the second, each its own
-cp.async group; ``tl.enable_pipeline_split_groups`` False gives back the loads at the top.
+cp.async group; without the key (or with ``tl.enable_pipeline_split_groups`` False) the loads stay
+at the top.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from tilelang.tir_utils import walk_stmts
 from tilelang.transform import attention_schedule
 from tilelang.transform.pipelined_loop import REFILL_ATTR, is_pipelined
 
-NO_REFILL = {"tl.enable_pipeline_split_groups": False}
+REFILL = {"tl.enable_one_stage_refill": True}
+NO_REFILL = {}
 
 
 def _attention(stages=1, guarded=False, raw_call=False):
@@ -69,7 +72,7 @@ def _attention(stages=1, guarded=False, raw_call=False):
 def _marked(func, configs=None):
     """Whether ``attention_schedule.schedule`` marks the kernel's pipelined loop for the refill
     (else: whether it rewrote it with the loads at the top, None when it left it alone)."""
-    new = attention_schedule.schedule(func, "sm_90a", configs or {})
+    new = attention_schedule.schedule(func, "sm_90a", {**REFILL, **(configs or {})})
     loops = []
     walk_stmts(new.body, lambda s: loops.append(s) if is_pipelined(s) else None)
     if REFILL_ATTR in loops[0].annotations:
@@ -79,7 +82,7 @@ def _marked(func, configs=None):
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_one_stage_attention_refills_k_after_the_first_gemm(arch):
-    src = tilelang.lower(_attention(), target=arch).source
+    src = tilelang.lower(_attention(), target=arch, pass_configs=REFILL).source
     head, loop = src.split("for (int kb = 0; kb < 8; ++kb)", 1)
     # K(0) and V(0) in flight before the loop, each its own group
     assert head.count("tl::cp_async_commit();") == 2
@@ -94,7 +97,7 @@ def test_one_stage_attention_refills_k_after_the_first_gemm(arch):
     assert loop[:first].count("tl::cp_async_wait<1>();") == 1
     assert loop[k_next:second].count("tl::cp_async_wait<1>();") == 1
     assert "tl::cp_async_wait<0>();" in loop[v_next:]       # after the loop
-    # split groups off: both tiles loaded at the top of each iteration, as before session 25
+    # without the key: both tiles loaded at the top of each iteration
     before = tilelang.lower(_attention(), target=arch, pass_configs=NO_REFILL).source
     top = before.split("for (int kb = 0; kb < 8; ++kb)", 1)[1]
     assert "if (kb < 7)" not in top and top.index("V[") < top.index("gemm_ss")
@@ -102,18 +105,19 @@ def test_one_stage_attention_refills_k_after_the_first_gemm(arch):
 
 def test_the_loop_is_marked_not_rewritten():
     func = _attention()
-    new = attention_schedule.schedule(func, "sm_90a", {})
+    new = attention_schedule.schedule(func, "sm_90a", REFILL)
     loops = []
     walk_stmts(new.body, lambda s: loops.append(s) if is_pipelined(s) else None)
     assert REFILL_ATTR in loops[0].annotations and "tl_copy(" in str(loops[0].body)
     assert ", 0, 3)" not in str(loops[0].body)           # no T.async_copy: the pipeliner issues them
-    plan = attention_schedule.planned_loads(func, "sm_90a", {})
+    plan = attention_schedule.planned_loads(func, "sm_90a", REFILL)
     assert [(moved, refill) for _, moved, _, refill in plan] == [(["k", "v"], True)]
 
 
 def test_what_keeps_the_loads_at_the_top():
     assert _marked(_attention()) is True
-    assert _marked(_attention(), NO_REFILL) is False
+    assert _marked(_attention(), {"tl.enable_one_stage_refill": False}) is False
+    assert _marked(_attention(), {"tl.enable_pipeline_split_groups": False}) is False
     # one-stage warp specialisation asked for: left to it as before
     assert _marked(_attention(), {"tl.enable_ws_single_stage": True}) is False
     # zero stages: each step keeps its own loads

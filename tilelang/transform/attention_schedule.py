@@ -42,7 +42,9 @@ is done):
     K(0); V(0); loop: wait K;  S = Q K^T;  sync;  K(k+1);  softmax;  wait V;  O += P V;  sync;  V(k+1)
 
 so K's latency hides under the softmax and P V of the iteration before, not only V's under
-S = Q K^T. ``tl.enable_pipeline_split_groups`` False keeps the rewrite above.
+S = Q K^T. Opt-in (``tl.enable_one_stage_refill``) until measured on the GPU: it changes 16 of
+the 85 bench kernels (the widened BSHD attention, varlen, sparse MLA / DSV4 forward, the forward
+kernels of the attention backward cases, fusedmoe).
 
 Before that, on sm_90+, an element-by-element ``T.atomic_add`` of a whole fragment into a global
 tensor inside a ``T.Parallel`` (attention backward's dQ accumulation) becomes the tile-level
@@ -73,6 +75,9 @@ from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_co
 DISABLE_KEY = "tl.disable_attention_schedule"
 SPLIT_GROUPS_KEY = PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS.value
 WS_SINGLE_STAGE_KEY = PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE.value
+# opt-in until measured on the GPU: one-stage loops refilled per tile (``_refill_filter``)
+REFILL_KEY = PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL.value
+REFILL_DEFAULT = False
 # Live fragment registers per thread (``loop_fragment_registers``) above which a loop is left as
 # written: the early loads keep addresses live across the first gemm, and a body whose fragments
 # already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
@@ -156,14 +161,15 @@ def _loop_filter(func, arch, configs):
 
 
 def _refill_filter(func, configs):
-    """The test a loop that ``_plan`` rewrites must pass to be marked ``REFILL_ATTR`` instead: one
-    stage (zero-stage loops keep their step's loads in the step), ``tl.enable_pipeline_split_groups``
-    not False, no one-stage warp specialisation asked for, the loop under no condition (on the
+    """The test a loop that ``_plan`` rewrites must pass to be marked ``REFILL_ATTR`` instead:
+    ``tl.enable_one_stage_refill`` (``REFILL_DEFAULT`` otherwise), one stage (zero-stage loops keep
+    their step's loads in the step), ``tl.enable_pipeline_split_groups`` not False, no one-stage warp specialisation asked for, the loop under no condition (on the
     thread index or a T.ws role: the pipeliner refills only plainly lowered loops), every producer
     moved, the tiles first touched at different statements, and every other statement a plain
     consumer (``pipelined_loop.plain_consumer``: the conditions of ``pipeline._producer_uses``,
     so that the pipeliner takes the loop)."""
-    if configs.get(SPLIT_GROUPS_KEY) is False or configs.get(WS_SINGLE_STAGE_KEY):
+    if not configs.get(REFILL_KEY, REFILL_DEFAULT) or configs.get(SPLIT_GROUPS_KEY) is False \
+            or configs.get(WS_SINGLE_STAGE_KEY):
         return lambda loop, plan: False
     guarded = _guarded_loops(func.body)
 

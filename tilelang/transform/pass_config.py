@@ -46,6 +46,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_KEPT_BINDS = "tl.disable_kept_binds"
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
+    TL_ENABLE_ONE_STAGE_REFILL = "tl.enable_one_stage_refill"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -148,6 +149,11 @@ EFFECTS = {
         "global -> register copies issued before the wait (upstream's schedule of such loops; upstream's "
         "gemv_alloc_reducer 0.0297 -> 0.0264 ms on the H200). On by default where every producer is a plain "
         "cp.async copy; True also takes converting and gathered producers, False keeps the plain schedule",
+    PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL: "experimental (cp.async pipelines): a one-stage T.Pipelined loop "
+        "whose tiles are all plain loads first used at different statements (attention at num_stages=1) loads "
+        "K(0) and V(0) before the loop and each tile for the next iteration right after its last reader (K after "
+        "S = Q K^T, V after O += P V), one cp.async group per tile, instead of both at the top of each iteration "
+        "(transform/attention_schedule.py); not yet measured on the GPU",
     PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS: "opt-in (cp.async pipelines): each staged tile of a T.Pipelined "
         "body whose consumers use the tiles at different statements gets its own cp.async group, waited for "
         "just before its first use and reissued right after its last (upstream's schedule of attention-style "
