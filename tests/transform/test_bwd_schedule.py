@@ -99,6 +99,26 @@ def test_lse_and_delta_are_bulk_loads_of_the_warp_specialised_loop():
     assert f"tl::mbarrier_arrive_expect_tx((&(((uint64_t*)smem)" in prod and ", 16896);" in prod
 
 
+def _consumer_loop(src):
+    """The consumers' main loop of the warp-specialised kernel, up to its closing brace."""
+    body = src[src.index("} else {"):]
+    body = body[body.index("for (int k = "):]
+    return body[:body.index("\n    }\n")]
+
+
+def test_the_consumers_meet_before_ds_is_stored_not_after_the_dq_atomics():
+    """The barrier that keeps an iteration's store into dsT_shared from overwriting what the
+    previous iteration's dq gemm reads goes right before that store (upstream's place, next to the
+    barrier publishing it), not at the end of the body: the dQ atomics run on into the next
+    iteration instead of every consumer waiting there for the slowest (``lower_loop_body``)."""
+    body = _consumer_loop(source(bwd_kernel()))
+    after_dk = body[body.rindex("tl::wgmma_gemm_rs<"):]
+    store = after_dk.index("*(half2*)(((half*)smem)")
+    assert after_dk[:store].count("tl::named_barrier_sync(1, 128);") == 1
+    assert after_dk[store:after_dk.index("tl::wgmma_gemm_ss<")].count("tl::named_barrier_sync(1, 128);") == 1
+    assert "named_barrier_sync" not in body[body.rindex("tl::atomic_addx2("):]
+
+
 def test_element_atomics_of_a_fragment_become_vector_atomics():
     src = source(bwd_kernel())
     assert "tl::atomic_add(" not in src

@@ -1,7 +1,7 @@
 """Barrier insertion: a ``__syncthreads()`` wherever one statement's shared-memory accesses can
 race with an earlier statement's (read-after-write, write-after-read, write-after-write between
-different statements), and at the end of a loop body when the next iteration's first accesses
-race with this iteration's last ones.
+different statements), and in a loop body whose next iteration's first accesses race with this
+iteration's last ones, before the first statement of the body that races with them.
 
 The analysis runs on the tile-level statements: a tile op's operands say which shared buffers it
 reads and writes. It is conservative: two statements touching the same buffer are assumed to use
@@ -255,14 +255,16 @@ def widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
+def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, head=None):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
     accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
     ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
     for thread-level TIR); ``owners(k)``: ``thread_elements`` of statement k (None: unknown), to
     skip a barrier between statements whose common elements each belong to one thread.
     ``written``: a dict given by the caller, filled with barrier index -> the buffers written
-    since the previous barrier (as the statements name them, without aliases: ``needs_fence``)."""
+    since the previous barrier (as the statements name them, without aliases: ``needs_fence``).
+    ``head``: a list given by the caller, filled with (k, reads, writes) of each statement before
+    the first barrier (with aliases: the accesses made before the first barrier are their union)."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
@@ -294,6 +296,8 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None):
         if head_open:
             head_r |= r
             head_w |= w | landed
+            if head is not None:
+                head.append((k, r, w | landed))
         pend_r |= r
         pend_w |= w | landed
         own_r, own_w = own_r | direct_r, own_w | direct
@@ -355,21 +359,22 @@ def _async_landing(stmt, in_flight):
 
 
 def lower_sequence(lw, stmts):
-    return _lower_planned(lw, stmts)[0]
+    return seq(_lower_planned(lw, stmts)[0])
 
 
 def lower_sequence_written(lw, stmts):
     """(``lower_sequence``'s result, the shared buffers written after its last barrier): what a
     barrier the caller puts after it publishes (``sync_stmt``'s ``writes``)."""
-    lowered, _, _, written, _ = _lower_planned(lw, stmts)
-    return lowered, written
+    lowered, _, _, written, _, _ = _lower_planned(lw, stmts)
+    return seq(lowered), written
 
 
 def _lower_planned(lw, stmts):
-    """(the lowered sequence with its barriers, the plan: ``plan_sequence``'s result, the owners
-    function, the buffers written after the last barrier, the statements planned: ``stmts`` with
-    the waits of deferred copies). Statements are lowered before the final plan is made, so that
-    it can use how they were lowered (``thread_elements``).
+    """(the lowered statements with the barriers of the plan, a list; the plan:
+    ``plan_sequence``'s result; the owners function; the buffers written after the last barrier;
+    the statements planned: ``stmts`` with the waits of deferred copies; ``plan_sequence``'s
+    ``head``, whose statement k is the list's item k). Statements are lowered before the final
+    plan is made, so that it can use how they were lowered (``thread_elements``).
 
     A ``T.copy`` of this sequence that the lowering makes a lone cp.async (``lower_copy``: its
     registers are not to spare) is committed without its wait: one ``cp_async_wait<n>`` goes
@@ -404,15 +409,15 @@ def _lower_planned(lw, stmts):
     if deferred:
         stmts, planned, lowered, origin = _place_waits(lw, stmts, planned, lowered, deferred)
     owners = _owners_fn(lw, stmts)
-    written = {}
-    plan = plan_sequence(planned, alias, owners=owners, written=written)
+    written, head = {}, []
+    plan = plan_sequence(planned, alias, owners=owners, written=written, head=head)
     out = []
     for k, s in enumerate(lowered):
         if k in plan[0]:
             o = origin[k]
             out.append(fenced(lw, syncs[o], written[k]) if o is not None and o in syncs else sync_stmt(lw, written[k]))
         out.append(s)
-    return seq(out), plan, owners, written["end"], stmts
+    return out, plan, owners, written["end"], stmts, head
 
 
 def _may_defer_waits(lw, stmts) -> bool:
@@ -505,18 +510,25 @@ def passes_shared_pointers(stmt) -> bool:
 
 
 def lower_loop_body(lw, body):
-    """A loop body (statement or list of statements) with its barriers, plus one at the end when
-    the next iteration's first accesses race with this iteration's last ones."""
+    """A loop body (statement or list of statements) with its barriers, plus one when the next
+    iteration's first accesses race with this iteration's last ones: just before the first
+    statement of the body that races with them (upstream's placement), not at the end of the
+    body. The statements before it and the last ones of the previous iteration (atomics to global
+    memory, say) then run without waiting for the slowest thread, and where that statement comes
+    right before the body's first barrier (a tile written, then read by other threads) the two
+    barriers meet the threads at one point of the iteration instead of two."""
     if isinstance(body, list):
         stmts = body
     else:
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-    lowered, plan, owners, tail_written, stmts = _lower_planned(lw, stmts)
+    lowered, plan, owners, tail_written, stmts, head = _lower_planned(lw, stmts)
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan
     if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w) \
             and not _wraps_same_owner(lw, stmts, syncs, owners):
-        lowered = seq([lowered, sync_stmt(lw, tail_written)])
-    return lowered
+        # (before the first barrier: no barrier of the plan precedes it in ``lowered``)
+        first = next(k for k, r, w in head if conflict(r, w, tail_r, tail_w))
+        lowered.insert(first, sync_stmt(lw, tail_written))
+    return seq(lowered)
 
 
 def _wraps_same_owner(lw, stmts, syncs, owners) -> bool:
