@@ -116,8 +116,7 @@ def test_one_stage_gemm_loop_uses_cp_async():
             T.copy(C_l, C[by * 128, bx * 128])
     body = loop_part(source(main))
     assert body.count("tl::cp_async_gs") == 2 and "copy_vec" not in body
-    wait = body.index("tl::cp_async_wait<0>();")
-    assert wait < body.index("__syncthreads();", wait) < body.index("wgmma_gemm")
+    assert body.index("tl::cp_async_wait<0>();") < body.index("__syncthreads();") < body.index("wgmma_gemm")
 
 
 def test_disable_async_copy_keeps_plain_copies():

@@ -88,9 +88,8 @@ def test_fragment_read_by_a_let_is_replicated(arch):
 def test_loop_of_one_compound_statement_syncs_before_the_next_iteration(arch):
     src = _kernel_body(tilelang.lower(_blocksparse_copy(), arch).source)
     loop = src[src.index("for (int i = 0; i < 8; ++i)"):]
-    # the copy into A_shared must wait for the previous iteration's store out of it: the barrier
-    # goes before the compound statement (``thread_sync.lower_loop_body``)
-    assert re.search(r"\n    __syncthreads\(\);\n    if \(0 <= a\) \{", loop), loop
+    # the next iteration's copy into A_shared must wait for this iteration's store out of it
+    assert re.search(r"\n    }\n    __syncthreads\(\);\n  }\n", loop), loop
 
 
 def test_scalar_written_fragment_is_replicated():

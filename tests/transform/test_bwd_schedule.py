@@ -111,7 +111,7 @@ def test_the_consumers_meet_before_ds_is_stored_not_after_the_dq_atomics():
     previous iteration's dq gemm reads goes right before that store (upstream's place, next to the
     barrier publishing it), not at the end of the body: the dQ atomics run on into the next
     iteration instead of every consumer waiting there for the slowest (``lower_loop_body``)."""
-    body = _consumer_loop(source(bwd_kernel()))
+    body = _consumer_loop(source(bwd_kernel(), **{"tl.enable_loop_head_barrier": True}))
     after_dk = body[body.rindex("tl::wgmma_gemm_rs<"):]
     store = after_dk.index("*(half2*)(((half*)smem)")
     assert after_dk[:store].count("tl::named_barrier_sync(1, 128);") == 1

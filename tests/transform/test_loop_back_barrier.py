@@ -1,12 +1,13 @@
-"""Where the barrier of a loop's back edge goes (``thread_sync.lower_loop_body``): just before the
-first statement of the body that races with the previous iteration's last ones, as upstream's
-ThreadSync places it, not at the end of the body. CPU only: the generated CUDA is inspected."""
+"""Where the barrier of a loop's back edge goes (``thread_sync.lower_loop_body``) with
+``tl.enable_loop_head_barrier`` (opt-in): just before the first statement of the body that races
+with the previous iteration's last ones, as upstream's ThreadSync places it, not at the end of the
+body. CPU only: the generated CUDA is inspected."""
 
 import tilelang
 import tilelang.language as T
 
 TARGET = "cuda -arch=sm_90a"
-CONFIGS = {"tl.disable_tma_lower": True}
+CONFIGS = {"tl.disable_tma_lower": True, "tl.enable_loop_head_barrier": True}
 
 
 def two_tiles(n=512, threads=128):
@@ -53,3 +54,9 @@ def test_the_loop_back_barrier_goes_before_the_first_statement_racing_with_the_l
     assert body[into_s1:into_s2].count("__syncthreads();") == 1
     assert body.count("__syncthreads();") == 3
     assert not body.rstrip().endswith("__syncthreads();")
+
+
+def test_without_the_key_the_loop_back_barrier_ends_the_body():
+    configs = {"tl.disable_tma_lower": True}
+    body = _loop_body(tilelang.compile(two_tiles(), target=TARGET, pass_configs=configs).get_kernel_source())
+    assert body.rstrip().endswith("__syncthreads();") and body.count("__syncthreads();") == 3

@@ -1,7 +1,8 @@
 """Barrier insertion: a ``__syncthreads()`` wherever one statement's shared-memory accesses can
 race with an earlier statement's (read-after-write, write-after-read, write-after-write between
 different statements), and in a loop body whose next iteration's first accesses race with this
-iteration's last ones, before the first statement of the body that races with them.
+iteration's last ones, at its end (or, with ``tl.enable_loop_head_barrier``, before the first
+statement of the body that races with them).
 
 The analysis runs on the tile-level statements: a tile op's operands say which shared buffers it
 reads and writes. It is conservative: two statements touching the same buffer are assumed to use
@@ -509,11 +510,16 @@ def passes_shared_pointers(stmt) -> bool:
     return bool(found)
 
 
+# opt-in until measured on the GPU: the loop-back barrier before the first racing statement
+HEAD_BARRIER_KEY = "tl.enable_loop_head_barrier"
+HEAD_BARRIER_DEFAULT = False
+
+
 def lower_loop_body(lw, body):
     """A loop body (statement or list of statements) with its barriers, plus one when the next
-    iteration's first accesses race with this iteration's last ones: just before the first
-    statement of the body that races with them (upstream's placement), not at the end of the
-    body. The statements before it and the last ones of the previous iteration (atomics to global
+    iteration's first accesses race with this iteration's last ones: at the end of the body, or
+    with ``tl.enable_loop_head_barrier`` just before the first statement of the body that races
+    with them (upstream's placement). The statements before it and the last ones of the previous iteration (atomics to global
     memory, say) then run without waiting for the slowest thread, and where that statement comes
     right before the body's first barrier (a tile written, then read by other threads) the two
     barriers meet the threads at one point of the iteration instead of two."""
@@ -525,9 +531,12 @@ def lower_loop_body(lw, body):
     syncs, (tail_r, tail_w), (head_r, head_w), touching = plan
     if (touching > 1 or _touching_leaves(stmts) > 1) and conflict(head_r, head_w, tail_r, tail_w) \
             and not _wraps_same_owner(lw, stmts, syncs, owners):
-        # (before the first barrier: no barrier of the plan precedes it in ``lowered``)
-        first = next(k for k, r, w in head if conflict(r, w, tail_r, tail_w))
-        lowered.insert(first, sync_stmt(lw, tail_written))
+        if lw.configs.get(HEAD_BARRIER_KEY, HEAD_BARRIER_DEFAULT):
+            # (before the first barrier: no barrier of the plan precedes it in ``lowered``)
+            first = next(k for k, r, w in head if conflict(r, w, tail_r, tail_w))
+            lowered.insert(first, sync_stmt(lw, tail_written))
+        else:
+            lowered.append(sync_stmt(lw, tail_written))
     return seq(lowered)
 
 
