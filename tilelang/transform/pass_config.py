@@ -47,6 +47,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_PIPELINE_EARLY_RELEASE = "tl.enable_pipeline_early_release"
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_ENABLE_ONE_STAGE_REFILL = "tl.enable_one_stage_refill"
+    TL_ENABLE_LOOP_HEAD_BARRIER = "tl.enable_loop_head_barrier"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -149,6 +150,11 @@ EFFECTS = {
         "global -> register copies issued before the wait (upstream's schedule of such loops; upstream's "
         "gemv_alloc_reducer 0.0297 -> 0.0264 ms on the H200). On by default where every producer is a plain "
         "cp.async copy; True also takes converting and gathered producers, False keeps the plain schedule",
+    PassConfigKey.TL_ENABLE_LOOP_HEAD_BARRIER: "experimental: the barrier of a loop's back edge (the next iteration "
+        "would overwrite shared memory this one still reads) goes just before the first statement of the body that "
+        "races with the previous iteration's last ones, as upstream places it, instead of at the end of the body "
+        "(attention backward: the dQ atomics no longer hold the consumers at the end of each iteration; "
+        "transform/thread_sync.py); not yet measured on the GPU",
     PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL: "experimental (cp.async pipelines): a one-stage T.Pipelined loop "
         "whose tiles are all plain loads first used at different statements (attention at num_stages=1) loads "
         "K(0) and V(0) before the loop and each tile for the next iteration right after its last reader (K after "
