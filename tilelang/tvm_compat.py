@@ -55,6 +55,8 @@ import sys
 import threading
 import types
 
+from tilelang import knobs
+
 __all__ = ["install"]
 
 
@@ -190,12 +192,16 @@ def tl_configs() -> dict:
 
 
 def tl_configs_key() -> tuple:
-    """``tl_configs()`` as a hashable key, ``()`` outside any PassContext (cheap: the launch path
-    of eager kernels asks on every call)."""
+    """``tl_configs()`` as a hashable key, plus the text of ``TILELANG_PASS_CONFIGS`` when set
+    (both go under a kernel's own configs: ``jit.with_context_configs``), ``()`` outside any
+    PassContext and without the variable (cheap: the launch path of eager kernels asks on every
+    call)."""
+    env = knobs.raw("TILELANG_PASS_CONFIGS")
+    env = (("TILELANG_PASS_CONFIGS", env),) if env else ()
     stack = getattr(_ENTERED, "stack", ())
     if not stack:
-        return ()
-    return tuple(sorted((str(k), repr(v)) for k, v in tl_configs().items()))
+        return env
+    return tuple(sorted((str(k), repr(v)) for k, v in tl_configs().items())) + env
 
 
 _REGISTERED: set = set()

@@ -168,3 +168,27 @@ def test_pass_configs_from_the_environment_apply_under_the_kernels_own(monkeypat
         monkeypatch.setenv("TILELANG_PASS_CONFIGS", bad)
         with pytest.raises(ValueError, match=f"TILELANG_PASS_CONFIGS {message}"):
             knobs.pass_configs()
+
+
+def test_a_jit_factory_builds_again_when_the_environments_pass_configs_change(monkeypatch, tmp_path):
+    """The in-memory kernels of a @tilelang.jit factory are keyed by TILELANG_PASS_CONFIGS too (as
+    the disk cache is): a process that changes it gets kernels built under the new configs."""
+    import tilelang.language as T
+
+    @tilelang.jit
+    def scale(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(n):
+                    A[i] = A[i] * 2.0
+        return main
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILELANG_PASS_CONFIGS", raising=False)
+    plain = scale(256)
+    monkeypatch.setenv("TILELANG_PASS_CONFIGS", '{"tl.disable_kept_binds": true}')
+    other = scale(256)
+    assert other is not plain and other is scale(256)
+    monkeypatch.delenv("TILELANG_PASS_CONFIGS")
+    assert scale(256) is plain
