@@ -6,10 +6,11 @@
 #   bash benchmarks/upstream_table.sh build [N]   # every case built by both, N processes each (~2 min)
 #   bash benchmarks/upstream_table.sh ours        # timed pass with ours -> $OUT/ours.json (~6 min)
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
-#   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' [ROUNDS]
-#                      # ours on CASES (bench_upstream --only) without and with those pass configs
-#                      # (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json;
-#                      # each side's kernels built first in JOBS (8) processes
+#   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
+#                      # ours on CASES (bench_upstream --only) without pass configs and with each
+#                      # object (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
+#                      # (off, on / on1, on2, ...; in $OUT/ab.tgz when more than 8 files); each
+#                      # side's kernels built first in JOBS (8) processes
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -17,7 +18,7 @@
 # upstream. Compare anywhere: python3 benchmarks/bench_upstream.py --compare ours.json upstream.json
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS [ROUNDS]}
+step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS]}
 OUT=${OUT:-/tmp/upstream-table}
 mkdir -p "$OUT" ~/tables
 
@@ -60,21 +61,33 @@ ours|upstream)
     ;;
 ab)
     cases=${2:?ab needs the cases (bench_upstream --only)}
-    configs=${3:?ab needs the pass configs, a JSON object}
+    shift 2
+    sides=(off) rounds=2
+    for a in "$@"; do   # pass-config objects, one side each, and optionally a round count
+        case $a in
+        \{*) sides+=("$a") ;;
+        *[!0-9]* | '') echo "upstream_table.sh ab: '$a' is neither a JSON object nor a round count" >&2; exit 2 ;;
+        *) rounds=$a ;;
+        esac
+    done
+    [ ${#sides[@]} -gt 1 ] || { echo "upstream_table.sh ab needs at least one JSON object of pass configs" >&2; exit 2; }
     source ~/tl-env.sh
-    for ((r = 1; r <= ${4:-2}; r++)); do
-        for side in off on; do
-            [ "$side" = on ] && export TILELANG_PASS_CONFIGS="$configs" || unset TILELANG_PASS_CONFIGS
+    for ((r = 1; r <= rounds; r++)); do
+        for ((i = 0; i < ${#sides[@]}; i++)); do
+            [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" || unset TILELANG_PASS_CONFIGS
+            tag=$([ "$i" -gt 0 ] && echo "on$([ ${#sides[@]} -gt 2 ] && echo "$i")" || echo off)
             python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" --only "$cases" \
-                --json "$OUT/ab-$side-$r.json" \
-                > "$OUT/ab-$side-$r.log" 2>&1
-            echo "== $side, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$side-$r.log" | grep -v '| case'
+                --json "$OUT/ab-$tag-$r.json" > "$OUT/ab-$tag-$r.log" 2>&1
+            echo "== $tag${TILELANG_PASS_CONFIGS:+ $TILELANG_PASS_CONFIGS}, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$tag-$r.log" | grep -v '| case'
         done
     done
     unset TILELANG_PASS_CONFIGS
+    if [ $(( ${#sides[@]} * rounds * 2 )) -gt 8 ]; then   # the device returns 8 files at most
+        tar czf "$OUT/ab.tgz" -C "$OUT" $(cd "$OUT" && ls ab-*) && rm -f "$OUT"/ab-*.json "$OUT"/ab-*.log
+    fi
     ;;
 *)
-    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS [ROUNDS])" >&2
+    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS])" >&2
     exit 2
     ;;
 esac
