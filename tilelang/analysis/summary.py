@@ -448,7 +448,7 @@ def _early_loads_text(plan) -> str | None:
         return (f"one stage: each of {names} is its own cp.async group, waited for just before the first "
                 "statement that touches its tile and loaded again for the next iteration right after the last "
                 "one, so it arrives under the rest of this iteration and the start of the next "
-                "(tl.enable_pipeline_split_groups=False loads them at the top of each iteration instead)")
+                "(tl.enable_one_stage_refill, opt-in; without it they load at the top of each iteration)")
     text = (f"not software-pipelined (num_stages < 2); the loads of {names} are issued together at the top of "
             "each iteration as cp.async groups, each waited for just before the first statement that touches "
             "its tile, so they arrive under the work before it")

@@ -99,8 +99,8 @@ def lower_pipelined(lw, loop):
         return _plain(lw, loop)
     if guard is None and S == 1 and producers and (lw.configs.get("tl.enable_pipeline_split_groups")
                                                    or REFILL_ATTR in loop.annotations):
-        # one stage: each tile is refilled (for the next iteration) right after its last use (by
-        # default where attention_schedule marked the loop)
+        # one stage: each tile is refilled (for the next iteration) right after its last use (also
+        # where attention_schedule marked the loop: tl.enable_one_stage_refill)
         uses = _producer_uses(lw, producers, consumers)
         if uses is not None:
             return _lower_split_groups(lw, loop, 1, producers, consumers, uses)
