@@ -163,11 +163,12 @@ def _loop_filter(func, arch, configs):
 def _refill_filter(func, configs):
     """The test a loop that ``_plan`` rewrites must pass to be marked ``REFILL_ATTR`` instead:
     ``tl.enable_one_stage_refill`` (``REFILL_DEFAULT`` otherwise), one stage (zero-stage loops keep
-    their step's loads in the step), ``tl.enable_pipeline_split_groups`` not False, no one-stage warp specialisation asked for, the loop under no condition (on the
-    thread index or a T.ws role: the pipeliner refills only plainly lowered loops), every producer
-    moved, the tiles first touched at different statements, and every other statement a plain
-    consumer (``pipelined_loop.plain_consumer``: the conditions of ``pipeline._producer_uses``,
-    so that the pipeliner takes the loop)."""
+    their step's loads in the step), ``tl.enable_pipeline_split_groups`` not False, no one-stage
+    warp specialisation asked for, the loop under no condition (on the thread index or a T.ws
+    role: the pipeliner refills only plainly lowered loops), every producer moved, the tiles first
+    touched at different statements, and every other statement a plain consumer
+    (``pipelined_loop.plain_consumer``: the conditions of ``pipeline._producer_uses``, so that the
+    pipeliner takes the loop)."""
     if not configs.get(REFILL_KEY, REFILL_DEFAULT) or configs.get(SPLIT_GROUPS_KEY) is False \
             or configs.get(WS_SINGLE_STAGE_KEY):
         return lambda loop, plan: False
