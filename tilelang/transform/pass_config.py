@@ -48,6 +48,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_PIPELINE_SPLIT_GROUPS = "tl.enable_pipeline_split_groups"
     TL_ENABLE_ONE_STAGE_REFILL = "tl.enable_one_stage_refill"
     TL_ENABLE_LOOP_HEAD_BARRIER = "tl.enable_loop_head_barrier"
+    TL_ENABLE_ATOMIC_LINE_STAGING = "tl.enable_atomic_line_staging"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -155,6 +156,11 @@ EFFECTS = {
         "races with the previous iteration's last ones, as upstream places it, instead of at the end of the body "
         "(attention backward: the dQ atomics no longer hold the consumers at the end of each iteration; "
         "transform/thread_sync.py); not yet measured on the GPU",
+    PassConfigKey.TL_ENABLE_ATOMIC_LINE_STAGING: "experimental (sm_90+): a whole float32 fragment added into a "
+        "float32 global tensor with a tile T.atomic_add (attention backward's dQ) goes through a per-warp "
+        "shared-memory staging region (__syncwarp only, no block barrier) and is read back row-contiguously into "
+        "red.global.add.v4.f32, so each warp instruction adds whole 128-byte lines instead of 8 rows x 32 bytes "
+        "(transform/atomic_staging.py); not yet measured on the GPU",
     PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL: "experimental (cp.async pipelines): a one-stage T.Pipelined loop "
         "whose tiles are all plain loads first used at different statements (attention at num_stages=1) loads "
         "K(0) and V(0) before the loop and each tile for the next iteration right after its last reader (K after "
