@@ -519,10 +519,10 @@ def lower_loop_body(lw, body):
     """A loop body (statement or list of statements) with its barriers, plus one when the next
     iteration's first accesses race with this iteration's last ones: at the end of the body, or
     with ``tl.enable_loop_head_barrier`` just before the first statement of the body that races
-    with them (upstream's placement). The statements before it and the last ones of the previous iteration (atomics to global
-    memory, say) then run without waiting for the slowest thread, and where that statement comes
-    right before the body's first barrier (a tile written, then read by other threads) the two
-    barriers meet the threads at one point of the iteration instead of two."""
+    with them (upstream's placement). The statements before it and the last ones of the previous
+    iteration (atomics to global memory, say) then run without waiting for the slowest thread, and
+    where that statement comes right before the body's first barrier (a tile written, then read by
+    other threads) the two barriers meet the threads at one point of the iteration instead of two."""
     if isinstance(body, list):
         stmts = body
     else:
