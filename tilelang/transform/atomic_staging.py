@@ -42,7 +42,7 @@ LINE = 32               # float32 elements per 128-byte line
 VEC = 4                 # float32 lanes of one red.global.add.v4.f32
 BLOCK_BYTES = 24 * 1024     # staging bytes per block at most; a larger fragment goes in rounds
 PADS = (0, 4, 8, 12, 16, 20, 24, 28)    # row paddings tried (floats; 16-byte rows)
-SM_BYTES = 228 * 1024   # shared memory of an sm_90 SM (two blocks of a block pair share it)
+RESERVED = 1024         # shared memory the driver keeps per resident block
 
 
 def lower_atomic(lw, stmt):
@@ -150,8 +150,9 @@ def _fits(lw, size) -> bool:
     if not lw.scratch_fits(size):
         return False
     if (getattr(lw, "min_blocks_per_sm", None) or 1) > 1:     # a block pair shares the SM's bytes
+        spec = targets.gpu_spec(lw.arch)
         end = -(-lw.smem_bytes // 128) * 128 + size
-        return 2 * (end + 1024) <= SM_BYTES
+        return spec is not None and 2 * (end + RESERVED) <= spec["smem_per_sm"]
     return True
 
 
@@ -179,12 +180,17 @@ def _pad(layout, shape, r):
 
 def _numeric_slot(shape, lane, reg, r, stride):
     """Staging word of lane ``lane``'s register ``reg`` (ints): ``_writes``' address, evaluated."""
-    rows = shape[3]
-    row, col = _staged_row(rows, lambda a: lane if a.kind != LOCAL else reg), 0
-    for a in shape[0] + shape[1]:
-        if a not in rows:
-            col += ((lane if a.kind != LOCAL else reg) // a.stride) % a.extent * a.coef
-    return (row % r) * stride + col
+    def value_of(a):
+        return lane if a.kind != LOCAL else reg
+
+    return (_staged_row(shape[3], value_of) % r) * stride + _staged_col(shape, value_of)
+
+
+def _digit(a, v):
+    """Axis ``a``'s digit of the lane or register index ``v`` (int or expression)."""
+    if isinstance(v, int):
+        return (v // a.stride) % a.extent
+    return tirx.floormod(tirx.floordiv(v, i32(a.stride)), i32(a.extent))
 
 
 def _staged_row(rows, value_of):
@@ -192,14 +198,18 @@ def _staged_row(rows, value_of):
     ``value_of(axis)`` is the lane (thread axes) or register (local axes) index, int or expression."""
     out, scale = 0, 1
     for a in rows:
-        v = value_of(a)
-        if isinstance(v, int):
-            digit = (v // a.stride) % a.extent
-        else:
-            digit = tirx.floormod(tirx.floordiv(v, i32(a.stride)), i32(a.extent))
-        out = out + digit * scale
+        out = out + _digit(a, value_of(a)) * scale
         scale *= a.extent
     return out
+
+
+def _staged_col(shape, value_of):
+    """The column in the warp's staged row: the in-warp digits of the last dimension's axes."""
+    col = 0
+    for a in shape[0] + shape[1]:
+        if a not in shape[3]:
+            col = col + _digit(a, value_of(a)) * a.coef
+    return col
 
 
 def _write_vector(regs, shape):
@@ -238,17 +248,16 @@ def _emit(lw, layout, src, dst, sd, dd, shape, plan, stmt):
 
 def _writes(lw, layout, src, shape, r, stride, k, stage, region, stmt):
     """Round ``k``: each thread stores its registers of the round's rows into the warp's region."""
-    lanes, regs, _, rows, _ = shape
+    _, regs, _, rows, _ = shape
     vec = _write_vector(regs, shape)
     w, lane = tirx.Var("w", "int32"), tirx.Var("l", "int32")
     lw.bind_loop(w, layout.local_size // vec)
     base = w * vec
-    row = _staged_row(rows, lambda a: lw.tid if a.kind != LOCAL else base)
-    col = i32(0)
-    for a in lanes + regs:
-        if a not in rows:
-            col = col + tirx.floormod(tirx.floordiv(lw.tid if a.kind != LOCAL else base, i32(a.stride)),
-                                      i32(a.extent)) * a.coef
+
+    def value_of(a):
+        return lw.tid if a.kind != LOCAL else base
+
+    row, col = _staged_row(rows, value_of), _staged_col(shape, value_of)
     at = simplify(region + (row - k * r) * stride + col + lane)
     store = tirx.BufferStore(stage, tirx.BufferLoad(lw.frag[src.buffer], [base + lane]), [at], span=stmt.span)
     body = lower_copy._lanes(lane, vec, store)
