@@ -29,6 +29,12 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                and Dv loaded at the top of each step, each waited for before its first reader)
     fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
+    refill     bench_launch's one-stage attention (B2 H4 S512 D64) with K and V refilled after
+               their last reader (tl.enable_one_stage_refill)
+    bwd_head_barrier / bwd_line_staging  upstream's mha_bwd_bshd and gqa_sink_bwd_bhsd (S256 D64,
+               2 and 4 heads) with the loop-back barrier at the loop head / dQ's atomics staged
+               through shared memory by whole lines (tl.enable_loop_head_barrier /
+               tl.enable_atomic_line_staging); their main() checks against torch on the GPU
 
 Prints ``RESULT <kernel> PASS ...`` or ``RESULT <kernel> FAIL <reason>`` per kernel; exits 1 when
 any kernel failed, 0 otherwise.
@@ -221,8 +227,56 @@ def run_ws_early_release() -> str:
     return "early-release scaled GEMM matches torch"
 
 
+def run_refill() -> str:
+    """Session 25 (opt-in ``tl.enable_one_stage_refill``): a one-stage attention whose K and V tiles
+    are refilled for the next iteration right after their last reader: bench_launch's attention
+    (B2 H4 S512 D64, 64x64 tiles), checked against SDPA on the CPU (cuDNN's SDPA on the GPU
+    overflows synccheck's barrier tracking)."""
+    import torch
+    import torch.nn.functional as F
+
+    import tilelang
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_launch import build_kernels
+
+    func = build_kernels()[2].get_prim_func(2, 4, 512, 64)
+    kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_one_stage_refill": True})
+    if "if (kb < 7)" not in kernel.get_kernel_source():
+        raise AssertionError("the kernel was not refilled (no 'if (kb < 7)' refill guard in its CUDA)")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 512, 64, dtype=torch.float16) for _ in range(3))
+    out = kernel(q.cuda(), k.cuda(), v.cuda())
+    torch.cuda.synchronize()
+    got = out.cpu().float()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
+def run_bwd(config: str) -> str:
+    """Session 25 (opt-in): upstream's attention backward examples (mha_bwd_bshd, gqa_sink_bwd_bhsd)
+    at small shapes with the loop-head barrier or line-staged dQ atomics
+    (tests/gpu/test_bwd_schedules_gpu.py); their main() checks against torch's autograd."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_bwd_schedules_gpu as g
+
+    os.environ["TILELANG_PASS_CONFIGS"] = json.dumps(g.CONFIGS[config])
+    try:
+        for case in [("flash_attention", "example_mha_bwd_bshd"), ("attention_sink", "example_gqa_sink_bwd_bhsd")]:
+            g.run_example(*case, **{**g.CASES[case], "H": 2 * g.CASES[case].get("groups", 1)})
+    finally:
+        del os.environ["TILELANG_PASS_CONFIGS"]
+    return f"mha_bwd_bshd and gqa_sink_bwd_bhsd ({config}) match torch"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "refill": run_refill,
+    "bwd_head_barrier": lambda: run_bwd("head_barrier"),
+    "bwd_line_staging": lambda: run_bwd("line_staging"),
     "widened": run_widened,
     "ws_early_release": run_ws_early_release,
     "streaming": run_streaming,

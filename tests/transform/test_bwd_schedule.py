@@ -202,3 +202,44 @@ def test_summary_names_the_bulk_loaded_tiles():
     assert len(ws) == 1
     assert "one 1-D bulk copy each, no tensor map" in ws[0]["mechanism"]
     assert "`lse_s`" in ws[0]["mechanism"] or "`lse_shared`" in ws[0]["mechanism"]
+
+
+def _before_release(body):
+    """The statement in front of the consumers' release of their ring slot."""
+    at = body.index("tl::mbarrier_arrive((&")
+    return body[:body.rindex("if (", 0, at)].rstrip().rsplit("\n", 1)[-1].strip()
+
+
+def test_lane_zero_gives_the_slot_back_once_its_warp_converged():
+    """Early release (on by default): lane 0 of each warp arrives on the slot's empty barrier right
+    after dK's gemm, and every lane of the warp has read lse and Delta from that slot with plain
+    loads; a ``__syncwarp()`` in front orders those reads before the arrive, so the producer's next
+    bulk copy into the slot cannot race with them (``warp_specialize.fence_warp_releases``; session
+    26's racecheck reported exactly that race without it). Released at the end of the body, after
+    the loop-back barrier, the slot needs no fence."""
+    assert _before_release(_consumer_loop(source(bwd_kernel()))) == "__syncwarp();"
+    late = _consumer_loop(source(bwd_kernel(), **{"tl.enable_ws_early_release": False}))
+    assert "__syncwarp" not in late
+    assert _before_release(late) == "tl::named_barrier_sync(1, 128);"
+
+
+def test_a_gemm_loop_releases_without_a_fence():
+    """A consumer that reads its slot only through wgmma (an address, not a load) gives it back
+    with no ``__syncwarp()``."""
+
+    @T.prim_func
+    def gemm(A: T.Tensor((512, 512), T.float16), B: T.Tensor((512, 512), T.float16),
+             C: T.Tensor((512, 512), T.float16)):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            a = T.alloc_shared((128, 64), T.float16)
+            b = T.alloc_shared((64, 128), T.float16)
+            c = T.alloc_fragment((128, 128), T.float32)
+            T.clear(c)
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 128, k * 64], a)
+                T.copy(B[k * 64, bx * 128], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[by * 128, bx * 128])
+
+    src = source(gemm)
+    assert "tl::mbarrier_arrive((&" in src and "__syncwarp" not in src

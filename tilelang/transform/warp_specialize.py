@@ -83,7 +83,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tvm import tirx
+from tvm import ir, tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
@@ -935,6 +935,7 @@ def lower_loop(lw, loop):
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
         consumer = head_wait(lw) + consumer
+    consumer = [fence_warp_releases(c) for c in consumer]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
@@ -1003,6 +1004,66 @@ def head_release(lw, end_of_tile=False) -> list:
         return []
     lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
     return [tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), None)]
+
+
+_ARRIVES = ("tl::mbarrier_arrive", "tl::mbarrier_arrive_cluster")
+_WARP_ORDERED = thread_sync._BARRIERS + ("__syncwarp",)
+
+
+def _is_lane_release(st) -> bool:
+    """A warp's release of a ring slot or the heads by its releasing lanes:
+    ``if <lane test>: mbarrier_arrive(...)``."""
+    return isinstance(st, tirx.IfThenElse) and st.else_case is None and \
+        isinstance(st.then_case, tirx.Evaluate) and extern_name(st.then_case) in _ARRIVES
+
+
+def _reads_shared(st) -> bool:
+    """Whether ``st`` reads shared memory with plain loads (a wgmma operand's ``&smem[...]`` is an
+    address, not a read)."""
+    addressed, loads = [], []
+
+    def visit(e):
+        if isinstance(e, tirx.Call) and getattr(e.op, "name", "") == "tirx.address_of":
+            addressed.extend(e.args)
+        elif isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+            loads.append(e)
+
+    tvm_ffi_walk(st, visit)
+    return any(not any(ld.same_as(a) for a in addressed) for ld in loads)
+
+
+def fence_warp_releases(stmt):
+    """``stmt`` with a ``__syncwarp()`` in front of each lane release (``_is_lane_release``) that
+    plain shared-memory reads of the warp's other lanes precede with no barrier in between
+    (attention backward's lse and Delta rows, read by every lane, and the slot given back by lane
+    0 under early release): the arrive's release then orders those reads too, which the CUDA
+    memory model (and compute-sanitizer's racecheck) asks for; the lanes run converged there, so
+    it costs an instruction. Walked in program order; a loop's body is walked twice, its entry
+    state the loop's own end state."""
+
+    def go(st, dirty):
+        if isinstance(st, tirx.SeqStmt):
+            parts = []
+            for x in st.seq:
+                x, dirty = go(x, dirty)
+                parts.append(x)
+            return seq(parts), dirty
+        if _is_lane_release(st):
+            return (seq([evaluate_extern("__syncwarp"), st]) if dirty else st), False
+        if isinstance(st, tirx.Evaluate) and extern_name(st) in _WARP_ORDERED:
+            return st, False
+        if isinstance(st, tirx.For):
+            _, end = go(st.body, dirty)
+            body, end = go(st.body, dirty or end)
+            return tirx.For(st.loop_var, st.min, st.extent, st.kind, body, thread_binding=st.thread_binding,
+                            annotations=st.annotations, step=st.step, span=st.span), end
+        if isinstance(st, tirx.IfThenElse):
+            then, d1 = go(st.then_case, dirty or _reads_shared(st.condition))
+            other, d2 = (None, dirty) if st.else_case is None else go(st.else_case, dirty)
+            return tirx.IfThenElse(st.condition, then, other, span=st.span), d1 or d2
+        return st, dirty or _reads_shared(st)
+
+    return go(stmt, False)[0]
 
 
 def _arrive_empty(ws, stage, lane, group=0):
