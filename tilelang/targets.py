@@ -36,6 +36,7 @@ _SM_COUNTS = {80: 108, 90: 132, 100: 148}
 
 FP8 = ("float8_e4m3fn", "float8_e5m2")
 INT8 = ("int8", "uint8")
+INT4 = ("int4", "uint4")    # packed two to a byte; mma.sync m16n8k64 (tl::gemm_ss on their bytes)
 
 
 def parse_arch(arch: str) -> int:
@@ -81,6 +82,8 @@ def _accumulators(a: str, cc: int) -> tuple[tuple[str, ...], str | None]:
         return ("float64",), None if cc >= 80 else "fp64 mma needs sm_80 or newer"
     if a in INT8:
         return ("int32",), None if cc >= 75 else "int8 mma needs sm_75 or newer"
+    if a in INT4:
+        return ("int32",), None if cc >= 80 else "int4 mma needs sm_80 or newer"
     if a in FP8:
         return ("float32",), None if cc >= 89 else "fp8 mma needs sm_89 (Ada) or sm_90 (Hopper)"
     return (), f"the tensor cores have no instruction for {a} operands"
@@ -94,7 +97,7 @@ def mma_problem(a: str, b: str, c: str, arch: str) -> tuple[str, str] | None:
     """
     cc = parse_arch(arch)
     mixed_fp8 = a in FP8 and b in FP8
-    if a != b and not mixed_fp8 and not (a in INT8 and b in INT8):
+    if a != b and not mixed_fp8 and not (a in INT8 and b in INT8) and not (a in INT4 and b in INT4):
         return "B", f"A is {a} but B is {b}: both operands of one mma must have the same type"
     accums, reason = _accumulators(a, cc)
     if reason is not None:
@@ -132,6 +135,8 @@ def mma_k_granularity(dtype: str) -> int:
     """The K extent one mma instruction consumes for operands of ``dtype`` (16 for 16-bit types)."""
     if dtype in INT8 or dtype in FP8:
         return 32
+    if dtype in INT4:
+        return 64
     if dtype == "float32":
         return 8
     if dtype == "float64":

@@ -19,6 +19,11 @@
 //   bf16, bf16   -> float   m16n8k16, KS = 16
 //   half, half   -> half    m16n8k16, KS = 16 (fp16 accumulation)
 //   int8/uint8   -> int     m16n8k32, KS = 32
+//   s4x2/u4x2    -> int     m16n8k64, KS = 32 bytes = 64 int4 elements (the
+//                           caller passes K, LDA, LDB in bytes, both operands
+//                           K-major; gemm_ss's PACK: A's code (1: int4, 2:
+//                           uint4) + 4 * B's, the pointers are then read as
+//                           bytes of two elements)
 //   float, float -> float   m16n8k8 on tf32, KS = 8 (inputs are rounded to
 //                           tf32 with round-to-nearest, ties away from zero,
 //                           except an operand whose bit in TF32 is set)
@@ -68,6 +73,29 @@
 #include "common.h"
 
 namespace tl {
+
+// A byte of a packed int4 / uint4 tile (two elements, element 2i in the low
+// nibble): the element type gemm_ss multiplies int4 operands as (Mma below).
+struct s4x2_t {
+  int8_t bits;
+};
+struct u4x2_t {
+  uint8_t bits;
+};
+namespace detail {
+// The operand of gemm_ss's PACK code (0: as given, 1: int4, 2: uint4) seen as
+// its bytes.
+template <int CODE, class T>
+TL_DEVICE auto packed4(const T* p) {
+  if constexpr (CODE == 1) {
+    return reinterpret_cast<const s4x2_t*>(p);
+  } else if constexpr (CODE == 2) {
+    return reinterpret_cast<const u4x2_t*>(p);
+  } else {
+    return p;
+  }
+}
+}  // namespace detail
 
 namespace detail {
 
@@ -293,6 +321,43 @@ template <>
 struct Mma<uint8_t, int8_t, int> : MmaInt8<uint8_t, int8_t> {};
 template <>
 struct Mma<uint8_t, uint8_t, int> : MmaInt8<uint8_t, uint8_t> {};
+
+// int4 / uint4 operands: the bytes that hold them, two elements each (element
+// 2i in the low nibble), go through the int8 path unchanged (ldmatrix on
+// K-contiguous rows, 32 bytes of K per mma) and multiply with m16n8k64: its
+// A and B fragments are the m16n8k32 int8 ones with every byte two elements.
+// gemm_ss's PACK gives the operand pointers this element type.
+template <class TA, class TB>
+struct MmaInt4 {
+  static constexpr int kK = 32;   // bytes of K: 64 elements
+  static TL_DEVICE void run(int* c, const uint32_t* a, const uint32_t* b) {
+    constexpr bool sa = detail::is_same_v<TA, s4x2_t>;
+    constexpr bool sb = detail::is_same_v<TB, s4x2_t>;
+#define TL_MMA_I4(TYPES)                                                   \
+  asm("mma.sync.aligned.m16n8k64.row.col.s32." TYPES                       \
+      ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" \
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                     \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+    if constexpr (sa && sb) {
+      TL_MMA_I4("s4.s4");
+    } else if constexpr (sa) {
+      TL_MMA_I4("s4.u4");
+    } else if constexpr (sb) {
+      TL_MMA_I4("u4.s4");
+    } else {
+      TL_MMA_I4("u4.u4");
+    }
+#undef TL_MMA_I4
+  }
+};
+template <>
+struct Mma<s4x2_t, s4x2_t, int> : MmaInt4<s4x2_t, s4x2_t> {};
+template <>
+struct Mma<s4x2_t, u4x2_t, int> : MmaInt4<s4x2_t, u4x2_t> {};
+template <>
+struct Mma<u4x2_t, s4x2_t, int> : MmaInt4<u4x2_t, s4x2_t> {};
+template <>
+struct Mma<u4x2_t, u4x2_t, int> : MmaInt4<u4x2_t, u4x2_t> {};
 
 template <>
 struct Mma<float, float, float> {
@@ -536,22 +601,27 @@ TL_DEVICE void warp_coords(int warp, int& wm, int& wn) {
 // as they are instead of being rounded every k-step.
 template <int M, int N, int K, int WARP_M, int WARP_N, bool TRANS_A,
           bool TRANS_B, bool CLEAR_ACCUM, int LDA, int LDB, int CA = 0, int CB = 0,
-          int SA = 0, int SB = 0, int TF32 = 0, typename TA, typename TB, typename TC>
+          int SA = 0, int SB = 0, int TF32 = 0, int PACK = 0, typename TA, typename TB, typename TC>
 TL_DEVICE void gemm_ss(const TA* A, const TB* B, TC* C) {
-  using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  int wm, wn;
-  detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
-  if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
-  const detail::SmemA<Shape, TA, LDA, TRANS_A, CA, SA, !(TF32 & 1)> sa(A, wm, lane);
-  const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB, !(TF32 & 2)> sb(B, wn, lane);
+  if constexpr (PACK != 0) {   // int4 / uint4 operands (A: PACK & 3, B: PACK >> 2): their bytes
+    gemm_ss<M, N, K, WARP_M, WARP_N, TRANS_A, TRANS_B, CLEAR_ACCUM, LDA, LDB, CA, CB, SA, SB, TF32>(
+        detail::packed4<(PACK & 3)>(A), detail::packed4<(PACK >> 2)>(B), C);
+  } else {
+    using Shape = detail::GemmShape<M, N, K, WARP_M, WARP_N, TA, TB, TC>;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    int wm, wn;
+    detail::warp_coords<WARP_M>(detail::warp_id(), wm, wn);
+    if constexpr (CLEAR_ACCUM) detail::clear_accum<Shape>(C);
+    const detail::SmemA<Shape, TA, LDA, TRANS_A, CA, SA, !(TF32 & 1)> sa(A, wm, lane);
+    const detail::SmemB<Shape, TB, LDB, TRANS_B, CB, SB, !(TF32 & 2)> sb(B, wn, lane);
 #pragma unroll
-  for (int ki = 0; ki < Shape::KI; ++ki) {
-    uint32_t a[Shape::MI][4];
-    uint32_t b[Shape::NI][2];
-    sa.load(a, ki);
-    sb.load(b, ki);
-    detail::mma_tile<Shape, TA, TB, TC>(C, a, b);
+    for (int ki = 0; ki < Shape::KI; ++ki) {
+      uint32_t a[Shape::MI][4];
+      uint32_t b[Shape::NI][2];
+      sa.load(a, ki);
+      sb.load(b, ki);
+      detail::mma_tile<Shape, TA, TB, TC>(C, a, b);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 """Shared-memory layouts: row-major with an XOR swizzle of 16-byte chunks.
 
 The formula must match ``tl::swizzle_offset`` in ``src/tl/gemm_sm80.h``: with ``E`` bytes per
-element, ``V = 16 / E`` elements per chunk and ``NC = LD / V`` chunks per row, rows whose length
+element, ``V = 16 / E`` elements per chunk (sub-byte elements, ``elem_bits``: ``V = 128 / bits``,
+so a packed int4 tile is laid out as the bytes holding it, two elements to a byte) and ``NC = LD / V`` chunks per row, rows whose length
 is not a multiple of 32 bytes are not swizzled; otherwise ``S = min(largest power of two dividing
 NC, 8)`` and the chunk index ``c / V`` is XORed with ``(r / (8 / S)) % S``. Eight consecutive rows
 then put the same logical chunk in eight different bank groups, so ldmatrix (eight rows, one chunk
@@ -36,6 +37,11 @@ class SharedLayout:
     swizzle: bool = True
     slab: bool = False      # wgmma operand layout (sm_90a): columns cut into swizzle-wide slabs
     slab_bytes: int = 0     # slab width in bytes (T.wgmma_gemm K slices); 0: the widest dividing a row
+    elem_bits: int = 0      # a sub-byte element's width (int4: 4; elem_bytes is then 1); 0: 8 * elem_bytes
+
+    @property
+    def bits(self) -> int:
+        return self.elem_bits or 8 * self.elem_bytes
 
     @property
     def ld(self) -> int:
@@ -60,15 +66,15 @@ class SharedLayout:
             return 1
         if self.slab:
             return self.slab_width * self.elem_bytes // 16
-        if (self.ld * self.elem_bytes) % 32 != 0:
+        if (self.ld * self.bits) % 256 != 0:
             return 1
-        nc = self.ld * self.elem_bytes // 16
+        nc = self.ld * self.bits // 128
         s = nc & -nc
         return min(s, 8)
 
     @property
     def vector(self) -> int:
-        return max(1, 16 // self.elem_bytes)
+        return max(1, 128 // self.bits)
 
     def offset(self, indices):
         """Element offset of ``indices`` (row-major, swizzled in the last two dims)."""

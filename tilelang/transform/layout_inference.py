@@ -33,7 +33,7 @@ import numpy as np
 import tvm
 from tvm import ir, tirx
 
-from tilelang.language.dtypes import nbytes
+from tilelang.language.dtypes import bits as dtype_bits, nbytes
 from tilelang.layout import unpack_layout_expr
 from tilelang.layout import (CustomSharedLayout, Fragment, LayoutError, SharedLayout, default_fragment, drop_dim,
                              mma_accumulator, mma_operand_a, project)
@@ -148,8 +148,8 @@ def _least_padding_vector(widest: int, total: int, threads: int) -> int:
 
 def gemm_k_step(dtype: str) -> int:
     """The K a T.gemm must be a multiple of, on either tensor-core path: 8 for float32 (tf32's
-    m16n8k8 / m64nNk8), 16 otherwise (8-bit wgmma checks its own 32)."""
-    return 8 if dtype == "float32" else 16
+    m16n8k8 / m64nNk8), 64 for int4 (m16n8k64), 16 otherwise (8-bit wgmma checks its own 32)."""
+    return 8 if dtype == "float32" else 64 if dtype in targets.INT4 else 16
 
 
 def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> str | None:
@@ -564,6 +564,12 @@ class _Inference:
                                 f"{'wgmma' if stmt in self.wgmma_gemms else 'mma.sync'}", span)
         if scope_of(c.buffer) != FRAGMENT_SCOPE:
             raise LoweringError("TL0002", "T.gemm accumulates into a fragment (T.alloc_fragment)", span)
+        if str(a.buffer.dtype) in targets.INT4 and (trans_a or not trans_b or scope_of(a.buffer) not in SHARED_SCOPES
+                                                    or scope_of(b.buffer) not in SHARED_SCOPES):
+            raise LoweringError(
+                "TL0102", "an int4 T.gemm reads both operands from shared memory, K-major (A as M x K, B as N x K "
+                f"with transpose_B=True): ldmatrix moves their bytes, two elements each; got transpose_A={trans_a}, "
+                f"transpose_B={trans_b}, A in {scope_of(a.buffer)}, B in {scope_of(b.buffer)}", span)
         line = span_line(span)
         if stmt in self.wgmma_gemms:
             split = wgmma_split(M, N, self.T // 128, trans_b, str(c.buffer.dtype), nbytes(str(b.buffer.dtype)),
@@ -702,10 +708,9 @@ class _Inference:
         have = self.out.shared.get(buf)
         if not slab_bytes and isinstance(have, SharedLayout) and have.slab_bytes:
             slab_bytes = have.slab_bytes    # a T.wgmma_gemm K slice chose the slab width
-        if slab_bytes:
-            self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes)
-        else:
-            self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab)
+        bits = dtype_bits(str(buf.dtype))
+        self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes,
+                                            bits if bits < 8 else 0)
 
     def check_subtile(self, region, span, mma=False):
         """A gemm on part of a swizzled buffer must start where the XOR pattern restarts (an
@@ -728,7 +733,7 @@ class _Inference:
         if isinstance(have, SharedLayout) and have.slab_bytes:
             return      # slabs a gemm's slice chose (plan_gemm), not an annotation
         if have is not None and (isinstance(have, CustomSharedLayout) or have.group != SharedLayout(
-                have.shape, have.elem_bytes, True).group):
+                have.shape, have.elem_bytes, True, elem_bits=have.elem_bits).group):
             raise LoweringError("TL0201", f"'{buf.name}' is a T.gemm operand, which needs the swizzled shared "
                                 f"layout, but T.annotate_layout gave it {have.describe()}", span,
                                 notes=["Drop the annotation (gemm operands are swizzled automatically) or use "

@@ -680,13 +680,19 @@ class Lowerer:
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
         else:
             ldb, sb = self._mma_rows(b.buffer)
-            common = f"{plan.M}, {plan.N}, {plan.K}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            k = plan.K
             b_ptr, cb = self._column_subtile(b, b_ptr)
+            pack = _packed_int4(a.buffer, b.buffer)
+            if pack:   # int4: tl::gemm_ss on the operands' bytes (K, rows in bytes)
+                k, ldb = k // 2, ldb // 2
+            common = f"{plan.M}, {plan.N}, {k}, {plan.warp_m}, {plan.warp_n}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
             tf32 = (self._holds_tf32(a.buffer) | 2 * self._holds_tf32(b.buffer),)
             if a_shared:
                 lda, sa = self._mma_rows(a.buffer)
                 a_ptr, ca = self._column_subtile(a, a_ptr)
-                tail = _defaulted_tail((ca, cb), (sa, sb), tf32)
+                if pack:
+                    lda //= 2
+                tail = _defaulted_tail((ca, cb), (sa, sb), tf32, (pack,))
                 make = lambda cl: evaluate_extern(f"tl::{plan.entry}gemm_ss<{common}, {cl}, {lda}, {ldb}{tail}>", a_ptr,
                                                   b_ptr, c_ptr, span=stmt.span)
             else:
@@ -1096,6 +1102,16 @@ def find_swizzle(body):
 def _elems(buf) -> int:
     return math.prod(const_int(s) for s in buf.shape)
 
+
+
+def _packed_int4(a, b) -> int:
+    """``tl::gemm_ss``'s PACK for an int4 / uint4 gemm (A's code, 1 int4 or 2 uint4, plus 4 times
+    B's: the operands are multiplied as the bytes holding them, two elements each, with mma.sync
+    m16n8k64), else 0."""
+    code = {"int4": 1, "uint4": 2}
+    if str(a.dtype) in code and str(b.dtype) in code:
+        return code[str(a.dtype)] + 4 * code[str(b.dtype)]
+    return 0
 
 
 def _defaulted_tail(*groups) -> str:
