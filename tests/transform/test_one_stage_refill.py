@@ -118,8 +118,8 @@ def test_what_keeps_the_loads_at_the_top():
     assert _marked(_attention()) is True
     assert _marked(_attention(), {"tl.enable_one_stage_refill": False}) is False
     assert _marked(_attention(), {"tl.enable_pipeline_split_groups": False}) is False
-    # one-stage warp specialisation asked for: left to it as before
-    assert _marked(_attention(), {"tl.enable_ws_single_stage": True}) is False
+    # one-stage warp specialisation asked for (sm_90a): left alone, its TMA producer loads the tiles
+    assert _marked(_attention(), {"tl.enable_ws_single_stage": True}) is None
     # zero stages: each step keeps its own loads
     assert _marked(_attention(stages=0)) is False
     # a raw call in the body: the pipeliner cannot see what it touches

@@ -20,7 +20,8 @@ wait, before the readers; at the loop's end, before the next iteration's loads o
 Applies to a ``T.Pipelined`` loop of zero or one stage, on sm_80 or later, without
 ``tl.disable_async_copy`` / ``tl.disable_attention_schedule`` / ``tl.enable_pipeline_split_groups``
 (whose one-stage schedule, ``pipeline._lower_split_groups``, also prefetches the next iteration's
-tiles), whose body's top level holds at least two gemms and whose live fragments
+tiles) and, on sm_90+, without ``tl.enable_ws_single_stage`` (the loads it would move go to a TMA
+producer warpgroup instead: its ``T.async_copy`` would keep the loop off that schedule), whose body's top level holds at least two gemms and whose live fragments
 (``loop_fragment_registers``) fit ``REGISTER_BUDGET``. The loads moved are its global-to-shared
 ``T.copy`` producers (``pipelined_loop``'s: their regions read nothing the body defines) whose
 tile no earlier top-level statement touches, whose source tensor is written nowhere in the loop,
@@ -149,6 +150,8 @@ def _loop_filter(func, arch, configs):
         return None
     if configs.get(SPLIT_GROUPS_KEY):
         return None   # the pipeliner refills each tile for the next iteration instead (deeper)
+    if configs.get(WS_SINGLE_STAGE_KEY) and _sm(arch) >= 90:
+        return None   # asked for: a TMA producer warpgroup loads each tile (warp_specialize._lower_windows)
     if _has_user_sync(func.body):
         return None
     threads, sizes = _threads(func.body), fragment_bytes(func.body)
