@@ -82,7 +82,9 @@ struct s4x2_t {
 struct u4x2_t {
   uint8_t bits;
 };
+
 namespace detail {
+
 // The operand of gemm_ss's PACK code (0: as given, 1: int4, 2: uint4) seen as
 // its bytes.
 template <int CODE, class T>
@@ -95,9 +97,6 @@ TL_DEVICE auto packed4(const T* p) {
     return p;
   }
 }
-}  // namespace detail
-
-namespace detail {
 
 // Parameters of the XOR swizzle for a stored matrix with row stride LD
 // elements of E bytes.  A 16-byte chunk holds V elements and a row holds NC

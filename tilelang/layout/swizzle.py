@@ -2,11 +2,12 @@
 
 The formula must match ``tl::swizzle_offset`` in ``src/tl/gemm_sm80.h``: with ``E`` bytes per
 element, ``V = 16 / E`` elements per chunk (sub-byte elements, ``elem_bits``: ``V = 128 / bits``,
-so a packed int4 tile is laid out as the bytes holding it, two elements to a byte) and ``NC = LD / V`` chunks per row, rows whose length
-is not a multiple of 32 bytes are not swizzled; otherwise ``S = min(largest power of two dividing
-NC, 8)`` and the chunk index ``c / V`` is XORed with ``(r / (8 / S)) % S``. Eight consecutive rows
-then put the same logical chunk in eight different bank groups, so ldmatrix (eight rows, one chunk
-each) and 16-byte cp.async stores are conflict free.
+so a packed int4 tile is laid out as the bytes holding it, two elements to a byte) and
+``NC = LD / V`` chunks per row, rows whose length is not a multiple of 32 bytes are not swizzled;
+otherwise ``S = min(largest power of two dividing NC, 8)`` and the chunk index ``c / V`` is XORed
+with ``(r / (8 / S)) % S``. Eight consecutive rows then put the same logical chunk in eight
+different bank groups, so ldmatrix (eight rows, one chunk each) and 16-byte cp.async stores are
+conflict free.
 
 ``slab=True`` is the wgmma operand layout of sm_90a (``tl::wgmma_smem_offset`` in
 ``src/tl/gemm_sm90.h``, docs/hopper.md): the row is cut into slabs of ``SW`` bytes (128, 64 or 32,

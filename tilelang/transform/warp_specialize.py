@@ -1052,13 +1052,14 @@ def fence_warp_releases(stmt):
             return (seq([evaluate_extern("__syncwarp"), st]) if dirty else st), False
         if isinstance(st, tirx.Evaluate) and extern_name(st) in _WARP_ORDERED:
             return st, False
-        if isinstance(st, tirx.For):
+        if isinstance(st, tirx.For):     # (after it: its end state, or its entry state if it ran no iteration)
             _, end = go(st.body, dirty)
             body, end = go(st.body, dirty or end)
             return tirx.For(st.loop_var, st.min, st.extent, st.kind, body, thread_binding=st.thread_binding,
-                            annotations=st.annotations, step=st.step, span=st.span), end
+                            annotations=st.annotations, step=st.step, span=st.span), end or dirty
         if isinstance(st, tirx.IfThenElse):
-            then, d1 = go(st.then_case, dirty or _reads_shared(st.condition))
+            dirty = dirty or _reads_shared(st.condition)
+            then, d1 = go(st.then_case, dirty)
             other, d2 = (None, dirty) if st.else_case is None else go(st.else_case, dirty)
             return tirx.IfThenElse(st.condition, then, other, span=st.span), d1 or d2
         return st, dirty or _reads_shared(st)
