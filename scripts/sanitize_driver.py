@@ -31,6 +31,7 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
     refill     bench_launch's one-stage attention (B2 H4 S512 D64) with K and V refilled after
                their last reader (tl.enable_one_stage_refill)
+    early_prologue  the same with K(0) and V(0) issued before Q's copy (tl.enable_early_prologue)
     bwd        upstream's mha_bwd_bshd and gqa_sink_bwd_bhsd (S256 D64, 2 and 4 heads) as compiled by
                default: the warp-specialised backward whose consumers give a slot of lse / Delta
                rows back early (the race session 26 found and fenced); their main() checks
@@ -230,7 +231,7 @@ def run_ws_early_release() -> str:
     return "early-release scaled GEMM matches torch"
 
 
-def run_refill() -> str:
+def run_refill(early_prologue: bool = False) -> str:
     """Session 25 (opt-in ``tl.enable_one_stage_refill``): a one-stage attention whose K and V tiles
     are refilled for the next iteration right after their last reader: bench_launch's attention
     (B2 H4 S512 D64, 64x64 tiles), checked against SDPA on the CPU (cuDNN's SDPA on the GPU
@@ -244,7 +245,8 @@ def run_refill() -> str:
     from bench_launch import build_kernels
 
     func = build_kernels()[2].get_prim_func(2, 4, 512, 64)
-    kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_one_stage_refill": True})
+    configs = {"tl.enable_one_stage_refill": True, **({"tl.enable_early_prologue": True} if early_prologue else {})}
+    kernel = tilelang.compile(func, out_idx=[3], pass_configs=configs)
     if "if (kb < 7)" not in kernel.get_kernel_source():
         raise AssertionError("the kernel was not refilled (no 'if (kb < 7)' refill guard in its CUDA)")
     torch.manual_seed(0)
@@ -278,6 +280,7 @@ def run_bwd(config: str) -> str:
 KERNELS = {
     "gemm": run_gemm,
     "refill": run_refill,
+    "early_prologue": lambda: run_refill(early_prologue=True),
     "bwd": lambda: run_bwd("default"),
     "bwd_head_barrier": lambda: run_bwd("head_barrier"),
     "bwd_line_staging": lambda: run_bwd("line_staging"),

@@ -1,7 +1,7 @@
 """One-stage attention refilling K and V for the next iteration after their last use
 (``tl.enable_one_stage_refill``, opt-in) and with the loads at the top of each iteration, against
 torch's SDPA: bench_launch.py's attention and upstream's example_mha_fwd_bshd at 64x64 tiles,
-causal and not (tests/transform/test_one_stage_refill.py checks the generated code on CPU)."""
+causal and not, also with the first tiles' loads moved in front of Q's (``tl.enable_early_prologue``) (tests/transform/test_one_stage_refill.py checks the generated code on CPU)."""
 
 import sys
 from pathlib import Path
@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from upstream_paths import examples as upstream_examples  # noqa: E402
 
-CONFIGS = [{"tl.enable_one_stage_refill": True}, {}]
+CONFIGS = [{"tl.enable_one_stage_refill": True}, {},
+           {"tl.enable_one_stage_refill": True, "tl.enable_early_prologue": True}]
 
 
 @pytest.mark.parametrize("configs", CONFIGS)

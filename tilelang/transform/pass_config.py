@@ -49,6 +49,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_ONE_STAGE_REFILL = "tl.enable_one_stage_refill"
     TL_ENABLE_LOOP_HEAD_BARRIER = "tl.enable_loop_head_barrier"
     TL_ENABLE_ATOMIC_LINE_STAGING = "tl.enable_atomic_line_staging"
+    TL_ENABLE_EARLY_PROLOGUE = "tl.enable_early_prologue"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
@@ -157,6 +158,10 @@ EFFECTS = {
         "(attention backward: the dQ atomics no longer hold the consumers at the end of each iteration; "
         "transform/thread_sync.py); with tl.enable_atomic_line_staging 3-15 % faster on attention backward "
         "(session 26), on the other kernels it changes not yet measured",
+    PassConfigKey.TL_ENABLE_EARLY_PROLOGUE: "experimental (cp.async pipelines): a pipelined loop's prologue (its "
+        "first tiles' loads) moves up in front of the kernel's earlier statements it does not depend on (the "
+        "copy of Q, the clears, the barrier publishing Q), so the first K / V loads overlap Q's instead of "
+        "waiting for it (transform/early_prologue.py); not yet measured on the GPU",
     PassConfigKey.TL_ENABLE_ATOMIC_LINE_STAGING: "experimental (sm_90+): a whole float32 fragment added into a "
         "float32 global tensor with a tile T.atomic_add (attention backward's dQ) goes through a per-warp "
         "shared-memory staging region (__syncwarp only, no block barrier) and is read back row-contiguously into "

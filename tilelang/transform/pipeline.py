@@ -72,7 +72,7 @@ from __future__ import annotations
 from tvm import tirx
 
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
-from tilelang.transform import thread_sync
+from tilelang.transform import early_prologue, thread_sync
 from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPES, decode_region, op_name,
                                        scope_of)
 from tilelang.transform.pipelined_loop import (GATHERS_KEY, REFILL_ATTR, PipelinedLoop, body_list,
@@ -148,7 +148,7 @@ def lower_pipelined(lw, loop):
     body = seq([nxt, commit, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw), consumer,
                 thread_sync.region_sync(lw)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
-    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+    return seq(early_prologue.mark(lw, prologue) + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 
 
 def _asynchronous(producer) -> bool:
@@ -214,7 +214,7 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, earl
     body = seq([issue, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw),
                 read, thread_sync.region_sync(lw), nxt, commit, compute])
     new_loop = tirx.For(k, start, lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body, span=loop.span)
-    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+    return seq(early_prologue.mark(lw, prologue) + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 
 
 def _copy_ends(stmt):
@@ -323,7 +323,7 @@ def _lower_async_wgmma(lw, loop, S, producers, gemm):
     body = seq([evaluate_extern(f"tl::cp_async_wait<{S - 3}>"), thread_sync.sync_stmt(lw), nxt, commit,
                 issue, wait(1)])
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
-    return seq(prologue + [new_loop, wait(0), evaluate_extern("tl::cp_async_wait<0>")])
+    return seq(early_prologue.mark(lw, prologue) + [new_loop, wait(0), evaluate_extern("tl::cp_async_wait<0>")])
 
 
 def _plain(lw, loop):
@@ -456,4 +456,4 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
         # gives such loops that schedule instead; here the barrier keeps this one safe)
         out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
     new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(out), span=loop.span)
-    return seq(prologue + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+    return seq(early_prologue.mark(lw, prologue) + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
