@@ -46,14 +46,16 @@ def place(lw, body):
     """``body`` with its top-level marked prologues moved up where they may go, and no markers."""
     if lw.configs.get(KEY) and getattr(lw, "ws", None) is None:
         body = _hoist(lw, body)
-    return map_stmts(body, pre=lambda st: map_stmts(st.body, pre=_unwrap) if _is_marked(st) else None)
+    return map_stmts(body, pre=_unwrap)
 
 
 def _unwrap(st):
+    """A marked prologue's statements (markers inside them stripped too), else None."""
     return map_stmts(st.body, pre=_unwrap) if _is_marked(st) else None
 
 
 def _hoist(lw, body):
+    """The top-level sequence with each marked prologue moved up as far as it may go."""
     items = flatten([body])
     if not any(_is_marked(x) for x in items):
         return body
@@ -133,6 +135,7 @@ def _buffers(st) -> set:
 
 
 def _free_vars(st) -> list:
+    """Every variable ``st`` mentions (its own loop variables too: harmless for the Bind test)."""
     out = []
     tvm_ffi_walk(st, lambda e: out.append(e) if isinstance(e, tirx.Var) else None)
     return out
