@@ -7,13 +7,14 @@ test_atomic_line_staging.py check the generated code on CPU."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: upstream_paths
 from upstream_paths import examples as upstream_examples  # noqa: E402
 
 CONFIGS = {
