@@ -81,7 +81,7 @@ def test_an_m_or_n_major_operand_is_refused_at_the_gemm():
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-def test_ptx_multiplies_with_m16n8k64_on_4bit_types(tmp_path):
+def test_ptx_multiplies_with_m16n8k64_on_4bit_types_and_k32_on_8bit(tmp_path):
     cu = tmp_path / "k.cu"
     kernels = "".join(f"""
 extern "C" __global__ void k{pack}(int* C) {{
@@ -93,14 +93,26 @@ extern "C" __global__ void k{pack}(int* C) {{
   C[threadIdx.x] = s;
 }}
 """ for pack in (5, 6, 10))
+    # int8 through the same integer Mma (m16n8k32), signed A with unsigned B
+    kernels += """
+extern "C" __global__ void k8(int* C) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  int acc[32];
+  tl::gemm_ss<64, 64, 32, 2, 2, false, true, true, 32, 32>((const int8_t*)smem, (const uint8_t*)(smem + 2048), acc);
+  int s = 0;
+  for (int i = 0; i < 32; ++i) s += acc[i];
+  C[threadIdx.x] = s;
+}
+"""
     cu.write_text('#include "tl.h"\n' + kernels)
     subprocess.run([NVCC, "-arch=sm_80", "-std=c++17", f"-I{SRC}", "-ptx", str(cu), "-o", str(tmp_path / "k.ptx")],
                    check=True, capture_output=True)
     ptx = (tmp_path / "k.ptx").read_text()
     found = sorted(set(re.findall(r"mma\.sync\.aligned\.(m16n8k\d+\.row\.col\.s32\.\w+\.\w+)\.s32", ptx)))
-    assert found == ["m16n8k64.row.col.s32.s4.s4", "m16n8k64.row.col.s32.u4.s4", "m16n8k64.row.col.s32.u4.u4"]
+    assert found == ["m16n8k32.row.col.s32.s8.u8", "m16n8k64.row.col.s32.s4.s4", "m16n8k64.row.col.s32.u4.s4",
+                     "m16n8k64.row.col.s32.u4.u4"]
     # 64 x 64 over 2 x 2 warps, K = 32 bytes: 2 x 4 m16n8 tiles per warp, one k-step each
-    assert ptx.count("mma.sync.aligned.m16n8k64") == 3 * 8
+    assert ptx.count("mma.sync.aligned.m16n8k64") == 3 * 8 and ptx.count("mma.sync.aligned.m16n8k32") == 8
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
 
 

@@ -229,7 +229,8 @@ struct Mma {
   static_assert(sizeof(TA) == 0,
                 "tl::gemm: unsupported (TA, TB, TC) combination; supported are "
                 "(half,half,float), (bf16,bf16,float), (half,half,half), "
-                "(int8/uint8,int8/uint8,int) and (float,float,float) via tf32");
+                "(int8/uint8,int8/uint8,int), (int4/uint4,int4/uint4,int) and "
+                "(float,float,float) via tf32");
 };
 
 template <>
@@ -289,74 +290,46 @@ struct Mma<half, half, half> {
   }
 };
 
+// Integer operands into an int accumulator, 32 bytes of K per mma either way:
+// int8 / uint8 with m16n8k32; int4 / uint4 as the bytes that hold them, two
+// elements each (element 2i in the low nibble), with m16n8k64 -- its A and B
+// fragments are the m16n8k32 int8 ones with every byte two elements, so the
+// operands go through the int8 path unchanged (ldmatrix on K-contiguous rows;
+// gemm_ss's PACK gives the operand pointers the s4x2_t / u4x2_t type).
 template <class TA, class TB>
-struct MmaInt8 {
+struct Mma<TA, TB, int> {
+  static constexpr bool k4 = detail::is_same_v<TA, s4x2_t> || detail::is_same_v<TA, u4x2_t>;
+  static_assert(sizeof(TA) == 1 && sizeof(TB) == 1 &&
+                    k4 == (detail::is_same_v<TB, s4x2_t> || detail::is_same_v<TB, u4x2_t>),
+                "tl::gemm: integer operands are int8/uint8 or int4/uint4 (both of one width)");
   static constexpr int kK = 32;
   static TL_DEVICE void run(int* c, const uint32_t* a, const uint32_t* b) {
-    constexpr bool sa = detail::is_same_v<TA, int8_t>;
-    constexpr bool sb = detail::is_same_v<TB, int8_t>;
-#define TL_MMA_I8(TYPES)                                                   \
-  asm("mma.sync.aligned.m16n8k32.row.col.s32." TYPES                       \
+    constexpr bool sa = detail::is_same_v<TA, int8_t> || detail::is_same_v<TA, s4x2_t>;
+    constexpr bool sb = detail::is_same_v<TB, int8_t> || detail::is_same_v<TB, s4x2_t>;
+#define TL_MMA_INT(SHAPE, A, B)                                                 \
+  asm("mma.sync.aligned." SHAPE ".row.col.s32." A "." B                         \
       ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" \
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                     \
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                          \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-    if constexpr (sa && sb) {
-      TL_MMA_I8("s8.s8");
-    } else if constexpr (sa) {
-      TL_MMA_I8("s8.u8");
-    } else if constexpr (sb) {
-      TL_MMA_I8("u8.s8");
+#define TL_MMA_INT_SIGNS(SHAPE, S, U) \
+  if constexpr (sa && sb) {           \
+    TL_MMA_INT(SHAPE, S, S);          \
+  } else if constexpr (sa) {          \
+    TL_MMA_INT(SHAPE, S, U);          \
+  } else if constexpr (sb) {          \
+    TL_MMA_INT(SHAPE, U, S);          \
+  } else {                            \
+    TL_MMA_INT(SHAPE, U, U);          \
+  }
+    if constexpr (k4) {
+      TL_MMA_INT_SIGNS("m16n8k64", "s4", "u4")
     } else {
-      TL_MMA_I8("u8.u8");
+      TL_MMA_INT_SIGNS("m16n8k32", "s8", "u8")
     }
-#undef TL_MMA_I8
+#undef TL_MMA_INT_SIGNS
+#undef TL_MMA_INT
   }
 };
-template <>
-struct Mma<int8_t, int8_t, int> : MmaInt8<int8_t, int8_t> {};
-template <>
-struct Mma<int8_t, uint8_t, int> : MmaInt8<int8_t, uint8_t> {};
-template <>
-struct Mma<uint8_t, int8_t, int> : MmaInt8<uint8_t, int8_t> {};
-template <>
-struct Mma<uint8_t, uint8_t, int> : MmaInt8<uint8_t, uint8_t> {};
-
-// int4 / uint4 operands: the bytes that hold them, two elements each (element
-// 2i in the low nibble), go through the int8 path unchanged (ldmatrix on
-// K-contiguous rows, 32 bytes of K per mma) and multiply with m16n8k64: its
-// A and B fragments are the m16n8k32 int8 ones with every byte two elements.
-// gemm_ss's PACK gives the operand pointers this element type.
-template <class TA, class TB>
-struct MmaInt4 {
-  static constexpr int kK = 32;   // bytes of K: 64 elements
-  static TL_DEVICE void run(int* c, const uint32_t* a, const uint32_t* b) {
-    constexpr bool sa = detail::is_same_v<TA, s4x2_t>;
-    constexpr bool sb = detail::is_same_v<TB, s4x2_t>;
-#define TL_MMA_I4(TYPES)                                                   \
-  asm("mma.sync.aligned.m16n8k64.row.col.s32." TYPES                       \
-      ".s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" \
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])                     \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-    if constexpr (sa && sb) {
-      TL_MMA_I4("s4.s4");
-    } else if constexpr (sa) {
-      TL_MMA_I4("s4.u4");
-    } else if constexpr (sb) {
-      TL_MMA_I4("u4.s4");
-    } else {
-      TL_MMA_I4("u4.u4");
-    }
-#undef TL_MMA_I4
-  }
-};
-template <>
-struct Mma<s4x2_t, s4x2_t, int> : MmaInt4<s4x2_t, s4x2_t> {};
-template <>
-struct Mma<s4x2_t, u4x2_t, int> : MmaInt4<s4x2_t, u4x2_t> {};
-template <>
-struct Mma<u4x2_t, s4x2_t, int> : MmaInt4<u4x2_t, s4x2_t> {};
-template <>
-struct Mma<u4x2_t, u4x2_t, int> : MmaInt4<u4x2_t, u4x2_t> {};
 
 template <>
 struct Mma<float, float, float> {

@@ -12,6 +12,8 @@ backward examples, session 15):
 * what does not qualify keeps its CUDA (a 1-D tile that may overhang its tensor, sm_80)."""
 
 import re
+import sys
+from pathlib import Path
 
 import tilelang
 import tilelang.language as T
@@ -225,21 +227,9 @@ def test_lane_zero_gives_the_slot_back_once_its_warp_converged():
 
 def test_a_gemm_loop_releases_without_a_fence():
     """A consumer that reads its slot only through wgmma (an address, not a load) gives it back
-    with no ``__syncwarp()``."""
+    with no ``__syncwarp()``: examples/gemm.py's warp-specialised GEMM."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import gemm
 
-    @T.prim_func
-    def gemm(A: T.Tensor((512, 512), T.float16), B: T.Tensor((512, 512), T.float16),
-             C: T.Tensor((512, 512), T.float16)):
-        with T.Kernel(4, 4, threads=128) as (bx, by):
-            a = T.alloc_shared((128, 64), T.float16)
-            b = T.alloc_shared((64, 128), T.float16)
-            c = T.alloc_fragment((128, 128), T.float32)
-            T.clear(c)
-            for k in T.Pipelined(8, num_stages=3):
-                T.copy(A[by * 128, k * 64], a)
-                T.copy(B[k * 64, bx * 128], b)
-                T.gemm(a, b, c)
-            T.copy(c, C[by * 128, bx * 128])
-
-    src = source(gemm)
+    src = source(gemm.matmul.get_prim_func(512, 512, 512, block_M=128, block_N=128, block_K=64, num_stages=3))
     assert "tl::mbarrier_arrive((&" in src and "__syncwarp" not in src

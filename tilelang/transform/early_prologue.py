@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from tvm import ir, tirx
 
-from tilelang.tir_utils import extern_name, flatten, map_stmts, seq, tvm_ffi_walk, walk_stmts
+from tilelang.tir_utils import (extern_name, flatten, map_stmts, seq, tensor_loads, tvm_ffi_walk, uses_vars,
+                                walk_stmts)
 from tilelang.transform import thread_sync
 
 KEY = "tl.enable_early_prologue"
@@ -59,7 +60,7 @@ def _hoist(lw, body):
     items = flatten([body])
     if not any(_is_marked(x) for x in items):
         return body
-    views = {v: b for b, v in ((b, vo[0] if isinstance(vo, tuple) else vo) for b, vo in lw.smem_views.items())}
+    views = {v: b for b, v in lw.smem_views.items()}     # flat view over smem -> its shared buffer
     alias = getattr(lw, "smem_alias", None) or {}
     out = list(items)
     for k in range(len(out)):
@@ -70,32 +71,24 @@ def _hoist(lw, body):
         if not filled:
             continue
         reads_global = {b for b in _buffers(pro) if b not in views}
-        used = _free_vars(pro)
         touched_before = any(filled & thread_sync.widen({views[b] for b in _buffers(x) if b in views}, alias)
                              or _may_write(x, reads_global) for x in out[:k])
         if touched_before:
             continue
         p = k
-        while p > 0 and _passable(out[p - 1], used, reads_global):
+        while p > 0 and _passable(out[p - 1], pro, reads_global):
             p -= 1
         if p < k:
             out = out[:p] + [pro] + out[p:k] + out[k + 1:]
     return seq(out)
 
 
-def _passable(st, used, reads_global) -> bool:
-    """Whether the prologue may move in front of ``st`` (module docstring)."""
-    if isinstance(st, (tirx.AllocBuffer, tirx.DeclBuffer)):
+def _passable(st, pro, reads_global) -> bool:
+    """Whether the prologue ``pro`` may move in front of ``st`` (module docstring)."""
+    if isinstance(st, (tirx.AllocBuffer, tirx.DeclBuffer)) or _may_write(st, reads_global):
         return False
     blocked = []
-
-    def visit(s):
-        if isinstance(s, tirx.Bind) and any(s.var.same_as(v) for v in used):
-            blocked.append(s)
-
-    walk_stmts(st, visit)
-    if blocked or _may_write(st, reads_global):
-        return False
+    walk_stmts(st, lambda s: blocked.append(s) if isinstance(s, tirx.Bind) and uses_vars(pro, [s.var]) else None)
 
     def on_expr(e):
         name = extern_name(e) if isinstance(e, tirx.Call) else None
@@ -123,19 +116,6 @@ def _may_write(st, bufs) -> bool:
 
 def _buffers(st) -> set:
     """The buffers ``st`` loads, stores or addresses."""
-    out = set()
-
-    def on_expr(e):
-        if isinstance(e, ir.TensorLoad):
-            out.add(e.source)
-
-    tvm_ffi_walk(st, on_expr)
+    out = {e.source for e in tensor_loads(st)}
     walk_stmts(st, lambda s: out.add(s.buffer) if isinstance(s, tirx.BufferStore) else None)
-    return out
-
-
-def _free_vars(st) -> list:
-    """Every variable ``st`` mentions (its own loop variables too: harmless for the Bind test)."""
-    out = []
-    tvm_ffi_walk(st, lambda e: out.append(e) if isinstance(e, tirx.Var) else None)
     return out

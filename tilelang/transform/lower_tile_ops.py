@@ -83,7 +83,7 @@ class Lowerer:
         self.loop_words = {}      # loop -> its live fragment words a thread (lower_reduce._fold_lanes)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
-        self.smem_views = {}    # shared buffer -> (flat view buffer, element offset of stage 0)
+        self.smem_views = {}    # shared buffer -> its flat view over smem (elem_offset: stage 0's start)
         self.smem_bytes = 0
         self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
         self.extra_allocs = []
