@@ -34,11 +34,12 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     early_prologue  the same with K(0) and V(0) issued before Q's copy (tl.enable_early_prologue)
     bwd        upstream's mha_bwd_bshd and gqa_sink_bwd_bhsd (S256 D64, 2 and 4 heads) as compiled by
                default: the warp-specialised backward whose consumers give a slot of lse / Delta
-               rows back early (the race session 26 found and fenced); their main() checks
-               against torch on the GPU
-    bwd_head_barrier / bwd_line_staging  the same with the loop-back barrier at the loop head /
-               dQ's atomics staged through shared memory by whole lines
-               (tl.enable_loop_head_barrier / tl.enable_atomic_line_staging)
+               rows back early (fenced with __syncwarp, session 26), those rows loaded by tensor-map
+               boxes (session 27: racecheck cannot order the raw bulk copies used before) and dQ's
+               atomics staged through shared memory by whole lines (default since session 27);
+               their main() checks against torch on the GPU
+    bwd_head_barrier / bwd_line_staging  the same with the loop-back barrier at the loop head
+               (tl.enable_loop_head_barrier) / with tl.enable_atomic_line_staging set (the default)
 
 Prints ``RESULT <kernel> PASS ...`` or ``RESULT <kernel> FAIL <reason>`` per kernel; exits 1 when
 any kernel failed, 0 otherwise.

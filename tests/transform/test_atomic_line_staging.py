@@ -1,7 +1,7 @@
-"""``tl.enable_atomic_line_staging`` (opt-in, ``transform/atomic_staging.py``): a whole float32
+"""``tl.enable_atomic_line_staging`` (on by default since session 27, ``transform/atomic_staging.py``): a whole float32
 fragment added into a float32 global tensor with a tile ``T.atomic_add`` goes through a per-warp
 shared-memory region and comes back row-contiguously as ``red.global.add.v4.f32``, so each warp
-instruction adds whole 128-byte lines (attention backward's dQ, session 25). Without the key the
+instruction adds whole 128-byte lines (attention backward's dQ, session 25). With the key false the
 CUDA keeps the in-place column-pair adds (``tl::atomic_addx2``).
 
 The numerics check replays the generated CUDA's index expressions for every thread: each
@@ -106,7 +106,7 @@ def test_staged_adds_are_whole_lines_through_a_warp_region():
 
 def test_staged_adds_land_where_the_in_place_adds_do():
     staged, _ = _staged_map(source(dq_kernel(), **{KEY: True}))
-    inplace = _inplace_map(source(dq_kernel()))
+    inplace = _inplace_map(source(dq_kernel(), **{KEY: False}))
     assert len(inplace) == 32 * 128 and staged == inplace
 
 
@@ -116,23 +116,23 @@ def test_a_wgmma_accumulator_goes_in_rounds_of_register_rows():
     src = source(dq_kernel(**kw), **{KEY: True})
     assert src.count("__syncwarp();") == 4 and "atomic_addx2" not in src
     staged, lines = _staged_map(src, threads=128)
-    inplace = _inplace_map(source(dq_kernel(**kw)), threads=128)
+    inplace = _inplace_map(source(dq_kernel(**kw), **{KEY: False}), threads=128)
     assert len(inplace) == 64 * 128 and staged == inplace and set(lines) == {4}
 
 
 def test_the_warp_specialised_backward_keeps_its_barriers_and_block_pair():
     # upstream's bhsd backward with a tile dQ atomic: the consumers' named barriers and the pair
     # of blocks per SM stay; only the dQ adds change
-    plain = source(bwd_kernel(tile_atomic=True))
+    plain = source(bwd_kernel(tile_atomic=True), **{KEY: False})
     staged = source(bwd_kernel(tile_atomic=True), **{KEY: True})
     assert staged.count("tl::atomic_addx4((&(dQ[") == 1 and "tl::atomic_addx2((&(dQ[" not in staged
     for text in ("named_barrier_sync", "__syncthreads", "__launch_bounds__(256, 2)"):
         assert staged.count(text) == plain.count(text), text
 
 
-def test_without_the_key_the_cuda_is_unchanged():
-    plain = source(dq_kernel())
-    assert plain == source(dq_kernel(), **{KEY: False})
+def test_on_by_default_and_false_keeps_the_in_place_adds():
+    assert source(dq_kernel()) == source(dq_kernel(), **{KEY: True})
+    plain = source(dq_kernel(), **{KEY: False})
     assert "__syncwarp" not in plain and "atomic_addx4" not in plain and plain.count("tl::atomic_addx2(") == 1
 
 
@@ -155,7 +155,7 @@ def test_runs_narrower_than_a_line_are_staged_in_vectors(dim):
     src = source(dq_kernel(dim=dim), **{KEY: True})
     assert "atomic_addx2" not in src and src.count("__syncwarp();") == 2
     staged, lines = _staged_map(src)
-    inplace = _inplace_map(source(dq_kernel(dim=dim)))
+    inplace = _inplace_map(source(dq_kernel(dim=dim), **{KEY: False}))
     assert len(inplace) == 32 * dim and staged == inplace
     assert len(lines) == len(inplace) // 128 and sum(lines) < 0.6 * (len(inplace) // 64 * 8)
 

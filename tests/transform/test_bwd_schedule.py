@@ -2,13 +2,16 @@
 backward examples, session 15):
 
 * its per-row ``lse`` / ``Delta`` vectors (float32, not gemm operands, so no swizzled TMA box)
-  no longer keep the loop off warp specialisation: the producer loads them with 1-D bulk copies
-  (``warp_specialize._bulk_bytes`` / ``_bulk_load``) next to the TMA boxes of Q and dO;
+  no longer keep the loop off warp specialisation: the producer loads them with one unswizzled
+  tensor-map box each (``warp_specialize._row_spec``, session 27; before, 1-D bulk copies, which
+  compute-sanitizer's racecheck cannot order), or a 1-D bulk copy where no map fits
+  (``warp_specialize._bulk_bytes`` / ``_bulk_load``), next to the TMA boxes of Q and dO;
 * such a loop runs as a pair of blocks per SM (``warp_specialize._general_pair_candidate``:
   setmaxnreg 40 / 216 under ``__launch_bounds__(256, 2)``), the occupancy of its cp.async form;
 * dQ's accumulation, element by element in a ``T.Parallel`` (``attention_schedule.tile_atomics``)
   or as a tile (``lower_copy._fragment_atomic_vector``), adds each thread's column pairs with one
-  ``red.global.add.v2.f32`` (``tl::atomic_addx2``) instead of two scalar atomics;
+  ``red.global.add.v2.f32`` (``tl::atomic_addx2``) instead of two scalar atomics, where line
+  staging (default since session 27: test_atomic_line_staging.py) is turned off;
 * what does not qualify keeps its CUDA (a 1-D tile that may overhang its tensor, sm_80)."""
 
 import re
@@ -19,6 +22,7 @@ import tilelang
 import tilelang.language as T
 
 SM90 = "cuda -arch=sm_90a"
+IN_PLACE = {"tl.enable_atomic_line_staging": False}     # the packed in-place atomics (staging is the default)
 
 
 def bwd_kernel(seq_len=256, dim=64, block=64, stages=2, tile_atomic=False, lse_len=None, causal=False):
@@ -84,7 +88,7 @@ def source(func, target=SM90, **configs):
     return tilelang.compile(func, target=target, pass_configs=configs).get_kernel_source()
 
 
-def test_lse_and_delta_are_bulk_loads_of_the_warp_specialised_loop():
+def test_lse_and_delta_are_row_boxes_of_the_warp_specialised_loop():
     src = source(bwd_kernel())
     assert "cp_async" not in src
     # a pair of blocks per SM, as the cp.async form ran (186 registers x 128 threads): the
@@ -93,10 +97,14 @@ def test_lse_and_delta_are_bulk_loads_of_the_warp_specialised_loop():
     assert "tl::setmaxnreg_dec<40>();" in src and "tl::setmaxnreg_inc<216>();" in src
     prod = src[src.index("for (int k_tma = 0;"):]
     prod = prod[:prod.index("} else {")]
-    bulk = re.findall(r"tl::bulk_copy_g2s\(\(&\(\(\(float\*\)smem\)\[[^;]*?\((lse|Delta)\[\(?k_tma \* 64\)?\]\)\), 256, ",
-                      prod)
-    assert bulk == ["lse", "Delta"]
+    # lse and Delta (1-D tensors): one box of 64 floats each at column k_tma * 64, on the same
+    # full barrier as Q and dO's swizzled boxes
+    rows = re.findall(r"tl::tma_load_1d\(\(&\(\(\(float\*\)smem\)\[[^;]*?TL_TMAP\((\d)\), [^;]*?, \(k_tma \* 64\)\);", prod)
+    assert len(rows) == 2 and "bulk_copy_g2s" not in src
     assert prod.count("tl::tma_load_2d") == 2                   # Q and dO: swizzled boxes
+    maps = tilelang.compile(bwd_kernel(), target=SM90).artifact.tensormaps
+    row_maps = [maps[int(j)] for j in rows]
+    assert [(m["dtype"], m["dims"], m["box"], m["swizzle"]) for m in row_maps] == [("float32", [256], [64], 0)] * 2
     # one full barrier per stage counts the bytes of all four tiles: 2 x 64x64 fp16 + 2 x 64 fp32
     assert f"tl::mbarrier_arrive_expect_tx((&(((uint64_t*)smem)" in prod and ", 16896);" in prod
 
@@ -113,7 +121,7 @@ def test_the_consumers_meet_before_ds_is_stored_not_after_the_dq_atomics():
     previous iteration's dq gemm reads goes right before that store (upstream's place, next to the
     barrier publishing it), not at the end of the body: the dQ atomics run on into the next
     iteration instead of every consumer waiting there for the slowest (``lower_loop_body``)."""
-    body = _consumer_loop(source(bwd_kernel(), **{"tl.enable_loop_head_barrier": True}))
+    body = _consumer_loop(source(bwd_kernel(), **{"tl.enable_loop_head_barrier": True}, **IN_PLACE))
     after_dk = body[body.rindex("tl::wgmma_gemm_rs<"):]
     store = after_dk.index("*(half2*)(((half*)smem)")
     assert after_dk[:store].count("tl::named_barrier_sync(1, 128);") == 1
@@ -122,7 +130,7 @@ def test_the_consumers_meet_before_ds_is_stored_not_after_the_dq_atomics():
 
 
 def test_element_atomics_of_a_fragment_become_vector_atomics():
-    src = source(bwd_kernel())
+    src = source(bwd_kernel(), **IN_PLACE)
     assert "tl::atomic_add(" not in src
     adds = re.findall(r"tl::atomic_addx2\(\(&\(dQ\[[^;]*\(&\(dq\[\(w_?\d* \* 2\)\]\)\)\);", src)
     assert len(adds) == 1
@@ -130,7 +138,7 @@ def test_element_atomics_of_a_fragment_become_vector_atomics():
 
 
 def test_tile_atomic_from_a_fragment_is_packed():
-    src = source(bwd_kernel(tile_atomic=True))
+    src = source(bwd_kernel(tile_atomic=True), **IN_PLACE)
     assert "tl::atomic_add(" not in src and src.count("tl::atomic_addx2(") == 1
 
 
@@ -173,7 +181,7 @@ def accumulate(value="plain"):
 
 
 def test_element_atomics_with_a_middle_index_are_packed():
-    src = source(accumulate())
+    src = source(accumulate(), **IN_PLACE)
     assert "tl::atomic_add(" not in src and src.count("tl::atomic_addx2(") == 1
 
 
@@ -186,24 +194,33 @@ def test_other_element_atomics_keep_their_form():
 def test_wider_fragments_keep_one_block_per_sm():
     # 64x128 head dimension: dv, dk and dq take 64 words each, past the pair's budget
     src = source(bwd_kernel(dim=128))
-    assert "bulk_copy_g2s" in src and "__launch_bounds__(256)" in src and "setmaxnreg" not in src
+    assert src.count("tl::tma_load_1d(") == 2 and "__launch_bounds__(256)" in src and "setmaxnreg" not in src
 
 
-def test_a_causal_loop_start_still_proves_the_bulk_loads_inside():
+def test_a_causal_loop_start_still_proves_the_row_loads_inside():
     # k runs from the block's own row tile: its constant range is still [0, seq_len / block)
     src = source(bwd_kernel(causal=True))
-    assert src.count("tl::bulk_copy_g2s(") == 2 and "for (int k_tma = ((int)blockIdx.x); k_tma < 4;" in src
+    assert src.count("tl::tma_load_1d(") == 2 and "for (int k_tma = ((int)blockIdx.x); k_tma < 4;" in src
 
 
-def test_summary_names_the_bulk_loaded_tiles():
-    # the hover's pipeline line (analysis.summary._pipelines) says which staged tiles have no tensor map
+def test_rows_no_tensor_map_fits_stay_bulk_copies():
+    # lse / Delta of 258 floats: a tensor map's rows must be whole 16-byte vectors, so they keep
+    # the 1-D bulk copy (every tile still inside the tensor), and the loop its block pair
+    src = source(bwd_kernel(lse_len=258))
+    assert src.count("tl::bulk_copy_g2s(") == 2 and "tma_load_1d" not in src
+    assert "__launch_bounds__(256, 2)" in src
+
+
+def test_summary_names_the_row_loaded_tiles():
+    # the hover's pipeline line (analysis.summary._pipelines) says how the 1-D tiles are loaded
     from tilelang.analysis.summary import summarize
 
-    loops = summarize(bwd_kernel(), "sm_90a")["pipelines"]
-    ws = [p for p in loops if p["warp_specialized"]]
-    assert len(ws) == 1
-    assert "one 1-D bulk copy each, no tensor map" in ws[0]["mechanism"]
-    assert "`lse_s`" in ws[0]["mechanism"] or "`lse_shared`" in ws[0]["mechanism"]
+    for lse_len, text in ((None, "one unswizzled 1-D box each"), (258, "one 1-D bulk copy each, no tensor map")):
+        loops = summarize(bwd_kernel(lse_len=lse_len), "sm_90a")["pipelines"]
+        ws = [p for p in loops if p["warp_specialized"]]
+        assert len(ws) == 1
+        assert text in ws[0]["mechanism"]
+        assert "`lse_s`" in ws[0]["mechanism"] or "`lse_shared`" in ws[0]["mechanism"]
 
 
 def _before_release(body):
@@ -215,12 +232,12 @@ def _before_release(body):
 def test_lane_zero_gives_the_slot_back_once_its_warp_converged():
     """Early release (on by default): lane 0 of each warp arrives on the slot's empty barrier right
     after dK's gemm, and every lane of the warp has read lse and Delta from that slot with plain
-    loads; a ``__syncwarp()`` in front orders those reads before the arrive, so the producer's next
-    bulk copy into the slot cannot race with them (``warp_specialize.fence_warp_releases``; session
-    26's racecheck reported exactly that race without it). Released at the end of the body, after
-    the loop-back barrier, the slot needs no fence."""
+    loads; a ``__syncwarp()`` in front orders those reads before the arrive (the PTX memory model:
+    an arrive releases its own thread's accesses), so the producer's next load into the slot
+    cannot race with them (``warp_specialize.fence_warp_releases``). Released at the end of the
+    body, after the loop-back barrier, the slot needs no fence."""
     assert _before_release(_consumer_loop(source(bwd_kernel()))) == "__syncwarp();"
-    late = _consumer_loop(source(bwd_kernel(), **{"tl.enable_ws_early_release": False}))
+    late = _consumer_loop(source(bwd_kernel(), **{"tl.enable_ws_early_release": False}, **IN_PLACE))
     assert "__syncwarp" not in late
     assert _before_release(late) == "tl::named_barrier_sync(1, 128);"
 

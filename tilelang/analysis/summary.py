@@ -299,6 +299,12 @@ def _dst_name(copy) -> str:
     return decode_region(copy.value.args[1]).buffer.name
 
 
+def _dst_shape(copy) -> list:
+    from tilelang.transform.kernel import decode_region
+
+    return list(decode_region(copy.value.args[1]).buffer.shape)
+
+
 def _explain_mma(info, layouts, gemms) -> None:
     """On sm_90a, say why each mma.sync gemm is not wgmma: its own reason (``wgmma_blocker``), or,
     for one that fits wgmma alone, the kernel's: column slices of one buffer that need different
@@ -349,8 +355,11 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
             ring = (f"{stages} stages" if not ws.ring else
                     f"{ws.ring} buffers ({stages} stages and one for the wgmma group kept in flight)")
             bulk = [f"`{_dst_name(p)}`" for p, j in ws.producers if j is None]
-            tiles = "each staged tile" if not bulk else \
-                f"each staged tile ({', '.join(bulk)}: one 1-D bulk copy each, no tensor map)"
+            rows = [f"`{_dst_name(p)}`" for p, j in ws.producers
+                    if j is not None and not ws.tensormaps[j]["swizzle"] and len(_dst_shape(p)) == 1]
+            notes = ([f"{', '.join(rows)}: one unswizzled 1-D box each"] if rows else []) + \
+                ([f"{', '.join(bulk)}: one 1-D bulk copy each, no tensor map"] if bulk else [])
+            tiles = "each staged tile" + (f" ({'; '.join(notes)})" if notes else "")
             mechanism = (f"TMA (sm_90a): a producer warpgroup added to the block issues one tensor-map box per "
                          f"swizzle slab of {tiles} into a ring of {ring}, completing on "
                          f"mbarriers (full/empty per stage); the consumer warpgroups wait on the stage, "

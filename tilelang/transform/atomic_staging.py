@@ -1,5 +1,5 @@
-"""Line-staged tile atomics (opt-in ``tl.enable_atomic_line_staging``; measured only together with
-``tl.enable_loop_head_barrier``, session 26: attention backward 3-15 % faster).
+"""Line-staged tile atomics (``tl.enable_atomic_line_staging``, on by default since session 27; false
+turns it off): attention backward 3-15 % faster on the H200 (RESULTS.md, sessions 26 and 27).
 
 Contract: ``lower_atomic(lw, stmt)`` lowers ``T.atomic_add(dst, src)`` of a whole float32
 fragment into a float32 global tensor on sm_90+ so that every warp instruction adds whole
@@ -40,6 +40,7 @@ from tilelang.transform import lower_copy
 from tilelang.transform.kernel import FRAGMENT_SCOPE, decode_region, scope_of
 
 KEY = "tl.enable_atomic_line_staging"
+DEFAULT = True          # the key's value where a kernel does not set it
 WARP = 32
 LINE = 32               # float32 elements per 128-byte line
 VEC = 4                 # float32 lanes of one red.global.add.v4.f32
@@ -51,7 +52,7 @@ RESERVED = 1024         # shared memory the driver keeps per resident block
 def lower_atomic(lw, stmt):
     """The staged lowering of a tile ``T.atomic_add`` from a fragment, or None where the key is
     off or it does not apply."""
-    if not lw.configs.get(KEY):
+    if not lw.configs.get(KEY, DEFAULT):
         return None
     args = stmt.value.args
     dst, src = decode_region(args[0]), decode_region(args[1])

@@ -156,18 +156,19 @@ EFFECTS = {
         "would overwrite shared memory this one still reads) goes just before the first statement of the body that "
         "races with the previous iteration's last ones, as upstream places it, instead of at the end of the body "
         "(attention backward: the dQ atomics no longer hold the consumers at the end of each iteration; "
-        "transform/thread_sync.py); with tl.enable_atomic_line_staging 3-15 % faster on attention backward "
-        "(session 26), on the other kernels it changes not yet measured",
+        "transform/thread_sync.py); no faster on attention backward (session 27: within 0.5 %, alone and on top of "
+        "tl.enable_atomic_line_staging), on the other kernels it changes not yet measured",
     PassConfigKey.TL_ENABLE_EARLY_PROLOGUE: "experimental (cp.async pipelines): a pipelined loop's prologue (its "
         "first tiles' loads) moves up in front of the kernel's earlier statements it does not depend on (the "
         "copy of Q, the clears, the barrier publishing Q), so the first K / V loads overlap Q's instead of "
-        "waiting for it (transform/early_prologue.py); not yet measured on the GPU",
-    PassConfigKey.TL_ENABLE_ATOMIC_LINE_STAGING: "experimental (sm_90+): a whole float32 fragment added into a "
-        "float32 global tensor with a tile T.atomic_add (attention backward's dQ) goes through a per-warp "
-        "shared-memory staging region (__syncwarp only, no block barrier) and is read back row-contiguously into "
-        "red.global.add.v4.f32, so each warp instruction adds whole 128-byte lines instead of 8 rows x 32 bytes "
-        "(transform/atomic_staging.py; narrower runs of whole 16-byte vectors too); with "
-        "tl.enable_loop_head_barrier 3-15 % faster on attention backward (session 26), alone not yet measured",
+        "waiting for it (transform/early_prologue.py); session 27 on the 7 bench kernels it changes: "
+        "gemv_alloc_reducer 2 % faster, the others within noise",
+    PassConfigKey.TL_ENABLE_ATOMIC_LINE_STAGING: "on by default (false turns it off), sm_90+: a whole float32 "
+        "fragment added into a float32 global tensor with a tile T.atomic_add (attention backward's dQ, split-K's "
+        "C) goes through a per-warp shared-memory staging region (__syncwarp only, no block barrier) and is read "
+        "back row-contiguously into red.global.add.v4.f32, so each warp instruction adds whole 128-byte lines "
+        "instead of 8 rows x 32 bytes (transform/atomic_staging.py; narrower runs of whole 16-byte vectors too); "
+        "attention backward 3-15 % faster on an H200 (session 27, alone; split-K's epilogue not measured)",
     PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL: "experimental (cp.async pipelines): a one-stage T.Pipelined loop "
         "whose tiles are all plain loads first used at different statements (attention at num_stages=1) loads "
         "K(0) and V(0) before the loop and each tile for the next iteration right after its last reader (K after "

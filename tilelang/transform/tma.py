@@ -1,9 +1,10 @@
 """TMA boxes: the tensor map of a shared tile copied to or from a global tensor, and the box loads.
 
 ``box_spec`` decides whether the Tensor Memory Accelerator can move a (rows, columns) tile of a
-16- or 8-bit global tensor, cut into swizzle slabs, and returns the ``KernelArtifact.tensormaps`` entry
-(dims, byte strides, box, swizzle) the launcher encodes, or a sentence saying why not. Asked by
-warp specialisation (the producer's loads: ``copy_spec``, ``tile_loads``), by the copy lowering
+16- or 8-bit global tensor, cut into swizzle slabs (or, unswizzled, one row of any tensor-map type:
+``warp_specialize._row_spec``), and returns the ``KernelArtifact.tensormaps`` entry (dims, byte strides, box,
+swizzle) the launcher encodes, or a sentence saying why not. Asked by warp specialisation (the
+producer's loads: ``copy_spec``, ``tile_loads``), by the copy lowering
 (TMA stores of an epilogue tile: ``tma_box_spec``) and, before the tile exists, by
 ``stage_epilogue``. Device code names map j as ``TL_TMAP(j)`` (``tmap``; ``codegen.cuda`` appends
 the ``__grid_constant__ CUtensorMap`` parameters).
@@ -71,9 +72,9 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzl
     ext = [const_int(x) for x in src.extents]
     rank = len(shape)
     esize = nbytes(str(src.buffer.dtype))
-    if None in shape or esize not in (1, 2):
+    if None in shape or esize not in ((1, 2) if swizzled else (1, 2, 4, 8)):
         return f"'{name}' is not a 16- or 8-bit tensor with a static shape"
-    if not 2 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext:
+    if not 1 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext or rank == 1 and (tile[0] != 1 or swizzled):
         return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
     if str(src.buffer.dtype) != dtype:
         return f"'{name}' is copied with a conversion to {dtype}"
@@ -81,7 +82,8 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzl
     # other dimension, every further dimension of extent 1 (a head / batch index).
     wide = [d for d in range(rank - 1) if ext[d] != 1]
     row_dim = wide[0] if len(wide) == 1 else (rank - 2 if not wide else None)
-    if row_dim is None or [ext[row_dim], ext[-1]] != tile:
+    rows_ext = 1 if row_dim == -1 else None if row_dim is None else ext[row_dim]   # (-1: a 1-D tensor, one row)
+    if rows_ext is None or [rows_ext, ext[-1]] != tile:
         return f"the copy of '{name}' does not fill '{tile_name}' exactly"
     rows = tile[0]
     if rows > 256 or tile[1] % width:
@@ -117,10 +119,11 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     ws = lw.ws
     src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
     width = ws.tensormaps[j]["box"][0]
-    rows, cols = (const_int(x) for x in dst.buffer.shape)
+    shape = [const_int(x) for x in dst.buffer.shape]
+    rows, cols = shape if len(shape) == 2 else (1, shape[0])     # (a 1-D tile: one row, ``warp_specialize._row_spec``)
     coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
     view = lw.smem_views[dst.buffer]
-    size = getattr(lw.layouts.shared[dst.buffer], "size", rows * cols)
+    size = getattr(lw.layouts.shared.get(dst.buffer), "size", rows * cols)
     slabs = cols // width
     if multicast:
         mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]

@@ -7,8 +7,8 @@ Applies to a kernel whose gemms take the wgmma path and which has exactly one ``
 loop, at the top level of the kernel body, whose producers are whole-tile copies of 2- to 5-D 16- or 8-bit
 global tensors with static shapes (a rows x columns tile, any other index fixed) into
 slab-swizzled gemm operands (what a TMA box writes) or, with a general body, contiguous runs
-of a tensor into plain tiles (attention backward's ``lse`` / ``Delta``: one 1-D bulk copy each,
-``_bulk_bytes``), and
+of a tensor into plain tiles (attention backward's ``lse`` / ``Delta``: one unswizzled box each,
+``_row_spec``, or a 1-D bulk copy where no tensor map fits, ``_bulk_bytes``), and
 whose consumers are either one wgmma gemm from shared memory into a float accumulator
 (``PipelinedLoop.single_wgmma``: the GEMM main loop, below) or any statements that only read the
 staged tiles, which are used nowhere else (the general body: flash attention's two gemms and
@@ -36,7 +36,7 @@ S is the ring's buffer count: num_stages, or one more for the GEMM main loop whe
 allows (``plan_ring``), since the consumers hold two stages while a wgmma group is in flight. A
 GEMM main loop with one consumer warpgroup of at most 128x128 float accumulators runs two blocks
 per SM under ``__launch_bounds__(256, 2)`` (``plan_pair``), and so does a general body on one
-consumer warpgroup that has bulk loads and fragments within budget (``_general_pair_candidate``).
+consumer warpgroup that has 1-D row loads and fragments within budget (``_general_pair_candidate``).
 
 With a general body the consumer loop is ``mbarrier_wait(full[s]); body (its gemms wait for
 their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is released at the end
@@ -123,6 +123,7 @@ class WsPlan:
     pair: bool = False           # two blocks per SM: setmaxnreg 40 / 216 under __launch_bounds__(256, 2)
     ring: int = 0                # buffers of the ring when not num_stages (``plan_ring``)
     windows: list = field(default_factory=list)  # one stage: (first, last) reader of each group (``_lower_windows``)
+    row_loads: int = 0           # producers of 1-D tiles (``_row_spec`` maps, or bulk copies: ``_bulk_bytes``)
 
     @property
     def loop(self):
@@ -226,14 +227,18 @@ def plan_or_reason(lw) -> tuple:
         why = _single_stage_blocker(lw, producers, consumers)
         if why is not None:
             return None, f"num_stages < 2 ({why})"
-    specs, pairs = [], []
+    specs, pairs, rows = [], [], 0
     for p in producers:
         spec = tma.copy_spec(lw, p, len(specs))
         if isinstance(spec, str):
             if gemm is None and _bulk_bytes(lw, p, loop) is not None:
-                pairs.append((p, None))     # a 1-D bulk copy (``_bulk_load``): no tensor map
-                continue
-            return None, spec
+                rows += 1
+                spec = _row_spec(lw, p, len(specs))      # one unswizzled box where a map can be made
+                if isinstance(spec, str):
+                    pairs.append((p, None))     # else a 1-D bulk copy (``_bulk_load``): no tensor map
+                    continue
+            else:
+                return None, spec
         pairs.append((p, len(specs)))
         specs.append(spec)
     heads = []
@@ -243,7 +248,7 @@ def plan_or_reason(lw) -> tuple:
                 continue    # (the consumers load it themselves)
             heads.append((h, len(specs)))
             specs.append({**spec, "name": f"tl_tmap_{len(specs)}"})
-    return WsPlan(pipe, gemm, pairs, specs, heads=heads), None
+    return WsPlan(pipe, gemm, pairs, specs, heads=heads, row_loads=rows), None
 
 
 def _guard_blocker(lw, pipe, gemm) -> str | None:
@@ -291,11 +296,36 @@ def _heads(lw, loop, consumers) -> list:
     return out
 
 
+def _row_spec(lw, stmt, index) -> dict | str:
+    """The tensor map of a producer copy that fills a whole 1-D, plainly laid out shared tile from
+    one run along a global tensor's innermost dimension (attention backward's ``lse`` / ``Delta``
+    rows), as one unswizzled box, or why not. Loaded through a tensor map rather than a raw bulk
+    copy, the bytes are clipped at the tensor's end like any box, and compute-sanitizer's racecheck
+    orders them by the full barrier (it does not for ``cp.async.bulk``: RESULTS.md, session 27).
+    A ring slot is the tile's bytes, so they must keep each stage 128-byte aligned for TMA."""
+    from tilelang.artifact import TENSORMAP_DTYPES
+    from tilelang.transform.lower_copy import _linear
+
+    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    shape = [const_int(x) for x in dst.buffer.shape]
+    dtype = str(dst.buffer.dtype)
+    if len(shape) != 1 or shape[0] is None or not dst.is_whole() or not _linear(lw, dst.buffer):
+        return f"'{dst.buffer.name}' is not a whole 1-D row-major tile"
+    if dtype not in TENSORMAP_DTYPES or str(src.buffer.dtype) != dtype:
+        return f"'{dst.buffer.name}' is not a tensor-map type copied without conversion"
+    n = shape[0]
+    if n > 256 or n * nbytes(dtype) % 128:
+        return f"'{dst.buffer.name}' is not one box of whole 128-byte lines ({n} elements)"
+    return tma.box_spec(lw.info.func.params, lw.an, src, [1, n], n, dtype, dst.buffer.name, index, swizzled=False)
+
+
 def _bulk_bytes(lw, copy, loop) -> "int | None":
     """The bytes of a producer copy that the TMA unit moves as one 1-D bulk copy
     (``cp.async.bulk``, no tensor map: ``_bulk_load``), or None. A general loop body's small
     plain tiles (attention backward's per-row ``lse`` / ``Delta`` vectors, float32 and not
-    gemm operands) have no swizzled box, yet keep the loop off the TMA path otherwise. The copy
+    gemm operands) have no swizzled box, yet keep the loop off the TMA path otherwise; those that
+    fit one unswizzled box go through a tensor map instead (``_row_spec``), the rest through
+    this copy. The copy
     fills a whole plainly laid out shared tile of the source's type from one contiguous run of
     a plain tensor parameter, a multiple of 16 bytes starting at a provable multiple of 16
     bytes, and provably inside the tensor for every block and iteration (a bulk copy is not
@@ -500,14 +530,14 @@ PAIR_GENERAL_FRAGMENT_WORDS = 192
 def _general_pair_candidate(lw) -> bool:
     """A general loop body (attention backward's five gemms) on one consumer warpgroup that a
     pair of blocks per SM may run (``pair_candidate``): only a loop that warp specialisation took
-    with 1-D bulk loads (``_bulk_bytes``: the backward's ``lse`` / ``Delta`` tiles, a loop that
+    with 1-D row loads (``WsPlan.row_loads``: the backward's ``lse`` / ``Delta`` tiles, a loop that
     before them kept the cp.async path with two such blocks per SM), every gemm's accumulator at
     most ``PAIR_WGMMA_N`` wide, and fragments within ``PAIR_GENERAL_FRAGMENT_WORDS``. One block
     per SM would halve the warps that hide the body's softmax and atomics behind the other
     block's gemms. The general loops warp specialisation took before (attention forward) keep
     their single block."""
     ws = lw.ws
-    if not any(j is None for _, j in ws.producers):
+    if not ws.row_loads:
         return False
     for g in lw.layouts.gemms:
         c_extent = const_int(decode_region(g.value.args[2]).extents[-1])
