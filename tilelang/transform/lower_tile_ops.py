@@ -36,7 +36,7 @@ from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_exte
                                 seq, simplify, substitute_stmt, uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, early_prologue, lower_copy, lower_gather, lower_im2col, lower_print,
                                 lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync, user_barriers,
-                                user_ws, warp_specialize)
+                                tma, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of)
@@ -46,6 +46,7 @@ from tilelang.transform.vectorize_parallel import vectorize_register_loop
 from tilelang.transform import thread_regions
 
 SMEM_ALIGN = 128
+TENSORMAP_PREFETCH_OFF = "tl.disable_tensormap_prefetch"   # pass config: no prefetch of the remaining maps
 SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
 
 
@@ -873,7 +874,7 @@ class Lowerer:
         prelude = prelude + [tirx.DeclBuffer(v, data=p.data) for p, (v, _) in self.strided.items()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
-        allocs += init
+        allocs += self._prefetch_tensormaps(lowered) + init
         if self.ws is not None and self.ws.cluster is not None:
             # no block exits while its peer may still multicast into it or arrive on its barriers
             lowered = seq([lowered, evaluate_extern("tl::cluster_sync")])
@@ -895,6 +896,29 @@ class Lowerer:
                     extent = i32(2**31 - 1)
             inner = tirx.AttrStmt(iv, "thread_extent", extent, inner)
         return inner
+
+    def _prefetch_tensormaps(self, lowered) -> list:
+        """Thread 0 prefetches, first thing, every tensor map the kernel uses that nothing
+        prefetches already (the warp-specialised producer does its own): a TMA store epilogue's
+        map, a user-written T.ws kernel's, would otherwise be fetched cold when the store or load
+        issues (upstream prefetches all its maps at kernel entry). ``tl.disable_tensormap_prefetch``
+        leaves them cold."""
+        if not self.tensormaps or self.configs.get(TENSORMAP_PREFETCH_OFF):
+            return []
+        done = set()
+
+        def visit(st):
+            if extern_name(st) == "tl::prefetch_tma_descriptor":
+                arg = st.value.args[1]
+                if extern_name(arg) == "TL_TMAP" and const_int(arg.args[1]) is not None:
+                    done.add(const_int(arg.args[1]))
+
+        walk_stmts(lowered, visit)
+        rest = [j for j in range(len(self.tensormaps)) if j not in done]
+        if not rest:
+            return []
+        prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tma.tmap(j)) for j in rest]
+        return [tirx.IfThenElse(tirx.EQ(self.info.tid, i32(0)), seq(prefetch), None)]
 
     def _block_swizzle(self, panel, order):
         bx = self.info.block_vars.get("blockIdx.x")
