@@ -99,7 +99,8 @@ def test_lse_and_delta_are_row_boxes_of_the_warp_specialised_loop():
     prod = prod[:prod.index("} else {")]
     # lse and Delta (1-D tensors): one box of 64 floats each at column k_tma * 64, on the same
     # full barrier as Q and dO's swizzled boxes
-    rows = re.findall(r"tl::tma_load_1d\(\(&\(\(\(float\*\)smem\)\[[^;]*?TL_TMAP\((\d)\), [^;]*?, \(k_tma \* 64\)\);", prod)
+    box = r"tl::tma_load_1d\(\(&\(\(\(float\*\)smem\)\[[^;]*?TL_TMAP\((\d)\), [^;]*?, \(k_tma \* 64\)\);"
+    rows = re.findall(box, prod)
     assert len(rows) == 2 and "bulk_copy_g2s" not in src
     assert prod.count("tl::tma_load_2d") == 2                   # Q and dO: swizzled boxes
     maps = tilelang.compile(bwd_kernel(), target=SM90).artifact.tensormaps

@@ -43,8 +43,8 @@ def test_the_store_map_is_prefetched_at_entry_by_thread_zero():
     body = _body(gemm_source())
     store = re.search(r"tl::tma_store_2d\(TL_TMAP\((\d+)\)", body).group(1)
     entry = body[:body.index("tl::mbarrier_init")]
-    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*tl::prefetch_tma_descriptor\(TL_TMAP\(" + store + r"\)\);",
-                     entry)
+    first = r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*tl::prefetch_tma_descriptor\(TL_TMAP\("
+    assert re.search(first + store + r"\)\);", entry)
 
 
 def test_the_key_leaves_the_store_map_cold():

@@ -73,8 +73,10 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzl
     rank = len(shape)
     esize = nbytes(str(src.buffer.dtype))
     if None in shape or esize not in ((1, 2) if swizzled else (1, 2, 4, 8)):
-        return f"'{name}' is not a 16- or 8-bit tensor with a static shape"
-    if not 1 <= rank <= 5 or len(tile) != 2 or None in tile or None in ext or rank == 1 and (tile[0] != 1 or swizzled):
+        bits = "16- or 8-bit" if swizzled else "8- to 64-bit"
+        return f"'{name}' is not a {bits} tensor with a static shape"
+    one_row = rank == 1 and not swizzled and tile[:1] == [1]     # (an unswizzled row of a 1-D tensor)
+    if not (2 <= rank <= 5 or one_row) or len(tile) != 2 or None in tile or None in ext:
         return f"'{name}' is not a 2- to 5-D tensor copied as a 2-D tile"
     if str(src.buffer.dtype) != dtype:
         return f"'{name}' is copied with a conversion to {dtype}"
@@ -120,7 +122,7 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
     width = ws.tensormaps[j]["box"][0]
     shape = [const_int(x) for x in dst.buffer.shape]
-    rows, cols = shape if len(shape) == 2 else (1, shape[0])     # (a 1-D tile: one row, ``warp_specialize._row_spec``)
+    rows, cols = shape if len(shape) == 2 else (1, shape[0])     # (a 1-D tile: one row, ``_row_spec``)
     coords = [lw.rewrite(x) for x in src.starts[::-1]]      # innermost first
     view = lw.smem_views[dst.buffer]
     size = getattr(lw.layouts.shared.get(dst.buffer), "size", rows * cols)
