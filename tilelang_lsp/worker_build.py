@@ -717,8 +717,6 @@ def check_kernel(func, module, message: dict):
 # fine, the installed compiler lacks the feature (code, message pattern, what it lacks).
 _LIMITATIONS = (
     ("TL0102", r"no instruction for u?int4 operands", "int4 tensor-core gemms (mma.sync .s4 on sm_80 and newer)"),
-    ("TL0002", r"T\.gemm reads B from shared memory, but '\w+' is in local\.fragment",
-     "T.gemm with B in registers (a fragment B operand)"),
     ("TL0001", r"does not generate sm_100 tcgen05", "sm_100 tcgen05 / tensor-memory kernels"),
     ("TL0001", r"T\.alloc_tmem: tensor memory tiles are 2-D", "multi-buffered (3-D) tensor-memory tiles"),
     ("TL0001", r"does not generate sm_120 block-scaled MMA", "sm_120 block-scaled MMA (mma.sync ...block_scale)"),

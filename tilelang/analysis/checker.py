@@ -32,7 +32,7 @@ from tilelang.analysis.report import CheckContext, Reporter
 from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
-from tilelang.transform import widen_threads
+from tilelang.transform import stage_operands, widen_threads
 from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
 from tilelang.transform.layout_inference import infer_layouts
 
@@ -101,8 +101,10 @@ def _analyze_parts(func, split, target_arch, ctx):
 def _analyze_one(func, target_arch, ctx, rep, siblings=()):
     written = func
     try:
-        # the launch the compiler makes: 256 threads where 128 would spill (transform/widen_threads.py)
-        func = widen_threads.widen(func, target_arch, dict(ctx.pass_configs))
+        # the kernel the compiler makes: a gemm's fragment B copied to shared memory first
+        # (transform/stage_operands.py), 256 threads where 128 would spill (transform/widen_threads.py)
+        staged = stage_operands.stage(func)
+        func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
         info = analyze_kernel(func)
     except LoweringError as err:
         _report_lowering(rep, err)
@@ -111,7 +113,7 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
         return None, sort_diagnostics(rep.finish())
     k = Kernel.build(func, info, target_arch, ctx)
-    if not func.same_as(written):
+    if not func.same_as(staged):
         k.written_threads = widen_threads.FROM
     k.siblings = [s for s in siblings if s.func is not written]
     rep.allocs = k.allocs

@@ -89,9 +89,12 @@ def _check_scopes(rep, stmt, a, b, c) -> bool:
         rep.emit("TL0002", f"T.gemm accumulates into a register fragment, but '{c.buffer.name}' is "
                  f"in {c.scope} memory: allocate it with T.alloc_fragment", rep.operand_span(stmt, C))
         ok = False
-    if b.scope not in SHARED_SCOPES:
-        rep.emit("TL0002", f"T.gemm reads B from shared memory, but '{b.buffer.name}' is in {b.scope} "
-                 f"memory: copy it into a T.alloc_shared buffer first", rep.operand_span(stmt, B))
+    if b.scope not in SHARED_SCOPES:     # (a whole fragment B is staged: transform/stage_operands.py)
+        what = f"part of the fragment '{b.buffer.name}'" if b.scope == FRAGMENT_SCOPE else \
+            f"'{b.buffer.name}' is in {b.scope} memory"
+        rep.emit("TL0002", f"T.gemm reads B from shared memory (a whole fragment is copied there for it), but "
+                 f"{'B is ' if b.scope == FRAGMENT_SCOPE else ''}{what}: copy it into a T.alloc_shared buffer first",
+                 rep.operand_span(stmt, B))
         ok = False
     if a.scope not in SHARED_SCOPES and a.scope != FRAGMENT_SCOPE:
         rep.emit("TL0002", f"T.gemm reads A from shared memory or a fragment, but '{a.buffer.name}' "

@@ -2,7 +2,8 @@
 
     check             the static checks (``tilelang.analysis``): errors stop the build
     analyze_kernel    find the launch, the thread variables and every buffer (loops that never
-                      run are dropped first: transform/vector_locals.py; one-stage attention
+                      run are dropped first: transform/vector_locals.py; a gemm's fragment B is
+                      copied to shared memory: transform/stage_operands.py; one-stage attention
                       loops issue their K and V loads together: transform/attention_schedule.py)
     infer_layouts     fragment / loop / shared layouts and gemm warp partitions (printed and drawn
                       when TL_LAYOUT_VISUALIZATION_ENABLE is set: analysis/layout_visual.py)
@@ -21,7 +22,8 @@ from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
 from tilelang.codegen.wide_index import widen_large_tensors
-from tilelang.transform import attention_schedule, stage_epilogue, thread_sync, user_ws, widen_threads
+from tilelang.transform import (attention_schedule, stage_epilogue, stage_operands, thread_sync, user_ws,
+                                widen_threads)
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -34,6 +36,7 @@ from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loo
 def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
+    st.func = stage_operands.stage(st.func)      # a gemm's fragment B copied to shared memory first
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads
