@@ -79,3 +79,12 @@ def test_the_checker_accepts_a_whole_fragment_b_and_still_names_a_slice():
     assert not [d for d in analysis.check(kernel()) if d.code == "TL0002"]
     found = [d for d in analysis.check(kernel(second_gemm=False, b_slice=True)) if d.code == "TL0002"]
     assert found and "reads B from shared memory" in found[0].message and "'bf'" in found[0].message
+
+
+def test_the_hover_lists_the_copy_at_the_gemm_line():
+    from tilelang.analysis.summary import summarize
+
+    buffers = summarize(kernel(), "sm_90a")["buffers"]
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if "T.gemm(a, bf, c)" in text)
+    assert buffers["bf_smem"]["scope"] == "shared.dyn" and buffers["bf_smem"]["bytes"] == 64 * 64 * 2
+    assert buffers["bf_smem"]["line"] == line

@@ -51,11 +51,12 @@ def stage(func):
         body = body.body
     if not launch:
         return func
-    stages = {}     # fragment -> its shared copy, in first-use order
+    stages, spans = {}, {}     # fragment -> its shared copy (first-use order), the first gemm's span
 
-    def stage_of(frag):
+    def stage_of(frag, span=None):
         if frag not in stages:
             stages[frag] = tirx.decl_buffer(list(frag.shape), str(frag.dtype), f"{frag.name}_smem", scope=SHARED)
+            spans[frag] = span
         return stages[frag]
 
     def pre(st):
@@ -65,7 +66,7 @@ def stage(func):
         return None if frag is None else seq(_staged(st, frag))
 
     def _staged(st, frag):
-        smem = stage_of(frag)
+        smem = stage_of(frag, st.span)
         shape = list(frag.shape)
         copy = ir.Call(get_op("copy"), [region(frag, [0] * len(shape), shape, 1),
                                         region(smem, [0] * len(shape), shape, 2)], ret_ty="handle")
@@ -91,7 +92,8 @@ def stage(func):
     new_body = map_stmts(body, pre=pre)
     if not stages:
         return func
-    new_body = seq([tirx.AllocBuffer(s) for s in stages.values()] + [new_body])
+    # (each allocation carries its first gemm's span: a diagnostic about the buffer points there)
+    new_body = seq([tirx.AllocBuffer(smem, span=spans[frag]) for frag, smem in stages.items()] + [new_body])
     for attr in reversed(launch):
         new_body = tirx.AttrStmt(attr.node, attr.attr_key, attr.value, new_body, span=attr.span)
     return func.with_body(new_body)
