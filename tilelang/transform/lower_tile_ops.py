@@ -493,7 +493,7 @@ class Lowerer:
             return lower_reduce.lower_reduce(self, stmt)
         if name == "cumsum":
             return lower_reduce.lower_cumsum(self, stmt)
-        if name == "atomic":    # (opt-in line staging first: None where it is off or does not apply)
+        if name == "atomic":    # (line staging first, on by default: None where it is off or does not apply)
             return atomic_staging.lower_atomic(self, stmt) or lower_copy.lower_atomic(self, stmt)
         if name == "im2col":
             return lower_im2col.lower_im2col(self, stmt)
