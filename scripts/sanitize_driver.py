@@ -38,8 +38,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                boxes (session 27: racecheck cannot order the raw bulk copies used before) and dQ's
                atomics staged through shared memory by whole lines (default since session 27);
                their main() checks against torch on the GPU
-    bwd_head_barrier / bwd_line_staging  the same with the loop-back barrier at the loop head
-               (tl.enable_loop_head_barrier) / with tl.enable_atomic_line_staging set (the default)
+    bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
+               (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
+               (tl.enable_atomic_line_staging false)
 
 Prints ``RESULT <kernel> PASS ...`` or ``RESULT <kernel> FAIL <reason>`` per kernel; exits 1 when
 any kernel failed, 0 otherwise.
@@ -261,15 +262,15 @@ def run_refill(early_prologue: bool = False) -> str:
 
 
 def run_bwd(config: str) -> str:
-    """Session 25 (opt-in): upstream's attention backward examples (mha_bwd_bshd, gqa_sink_bwd_bhsd)
-    at small shapes with the loop-head barrier or line-staged dQ atomics
-    (tests/gpu/test_bwd_schedules_gpu.py); their main() checks against torch's autograd."""
+    """Upstream's attention backward examples (mha_bwd_bshd, gqa_sink_bwd_bhsd) at small shapes
+    under one of tests/gpu/test_bwd_schedules_gpu.py's configurations (``default``: no pass
+    configs); their main() checks against torch's autograd."""
     import json
 
     sys.path.insert(0, str(ROOT / "tests" / "gpu"))
     import test_bwd_schedules_gpu as g
 
-    os.environ["TILELANG_PASS_CONFIGS"] = json.dumps(g.CONFIGS.get(config, {}))
+    os.environ["TILELANG_PASS_CONFIGS"] = json.dumps(g.CONFIGS[config])
     try:
         for case in [("flash_attention", "example_mha_bwd_bshd"), ("attention_sink", "example_gqa_sink_bwd_bhsd")]:
             g.run_example(*case, **{**g.CASES[case], "H": 2 * g.CASES[case].get("groups", 1)})
@@ -284,7 +285,7 @@ KERNELS = {
     "early_prologue": lambda: run_refill(early_prologue=True),
     "bwd": lambda: run_bwd("default"),
     "bwd_head_barrier": lambda: run_bwd("head_barrier"),
-    "bwd_line_staging": lambda: run_bwd("line_staging"),
+    "bwd_in_place": lambda: run_bwd("in_place"),
     "widened": run_widened,
     "ws_early_release": run_ws_early_release,
     "streaming": run_streaming,

@@ -1,8 +1,9 @@
-"""The attention backward's opt-in schedules against torch: the loop-back barrier at the loop head
-(``tl.enable_loop_head_barrier``) and line-staged tile atomics (``tl.enable_atomic_line_staging``),
-each alone and together, through upstream's own examples (their ``main`` asserts O, dQ, dK, dV and
-dsinks against torch's autograd) at small shapes. The keys reach the examples' ``@tilelang.jit``
-kernels through ``TILELANG_PASS_CONFIGS``; tests/transform/test_loop_back_barrier.py and
+"""The attention backward's schedules against torch: the default (line-staged dQ atomics, on since
+session 27), the in-place packed atomics (``tl.enable_atomic_line_staging`` false), the opt-in
+loop-back barrier at the loop head (``tl.enable_loop_head_barrier``) alone and with staging,
+through upstream's own examples (their ``main`` asserts O, dQ, dK, dV and dsinks against torch's
+autograd) at small shapes. The keys reach the examples' ``@tilelang.jit`` kernels through
+``TILELANG_PASS_CONFIGS``; tests/transform/test_loop_back_barrier.py and
 test_atomic_line_staging.py check the generated code on CPU."""
 
 import json
@@ -19,7 +20,8 @@ from upstream_paths import examples as upstream_examples  # noqa: E402
 
 CONFIGS = {
     "head_barrier": {"tl.enable_loop_head_barrier": True},
-    "line_staging": {"tl.enable_atomic_line_staging": True},
+    "default": {},
+    "in_place": {"tl.enable_atomic_line_staging": False},
     "both": {"tl.enable_loop_head_barrier": True, "tl.enable_atomic_line_staging": True},
 }
 CASES = {   # upstream module -> main's keyword arguments (small shapes)

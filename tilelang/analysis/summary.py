@@ -293,16 +293,11 @@ def _gemm(stmt, plan, arch) -> dict:
             "mma_shape": shape, "k_step": k_step}
 
 
-def _dst_name(copy) -> str:
+def _dst(copy):
+    """The buffer a copy statement writes."""
     from tilelang.transform.kernel import decode_region
 
-    return decode_region(copy.value.args[1]).buffer.name
-
-
-def _dst_shape(copy) -> list:
-    from tilelang.transform.kernel import decode_region
-
-    return list(decode_region(copy.value.args[1]).buffer.shape)
+    return decode_region(copy.value.args[1]).buffer
 
 
 def _explain_mma(info, layouts, gemms) -> None:
@@ -354,9 +349,9 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
                        "the iteration; the consumer warpgroups do not wait for each other inside the loop")
             ring = (f"{stages} stages" if not ws.ring else
                     f"{ws.ring} buffers ({stages} stages and one for the wgmma group kept in flight)")
-            bulk = [f"`{_dst_name(p)}`" for p, j in ws.producers if j is None]
-            rows = [f"`{_dst_name(p)}`" for p, j in ws.producers
-                    if j is not None and not ws.tensormaps[j]["swizzle"] and len(_dst_shape(p)) == 1]
+            bulk = [f"`{_dst(p).name}`" for p, j in ws.producers if j is None]
+            rows = [f"`{_dst(p).name}`" for p, j in ws.producers
+                    if j is not None and not ws.tensormaps[j]["swizzle"] and len(_dst(p).shape) == 1]
             notes = ([f"{', '.join(rows)}: one unswizzled 1-D box each"] if rows else []) + \
                 ([f"{', '.join(bulk)}: one 1-D bulk copy each, no tensor map"] if bulk else [])
             tiles = "each staged tile" + (f" ({'; '.join(notes)})" if notes else "")

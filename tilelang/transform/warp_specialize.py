@@ -1066,9 +1066,10 @@ def fence_warp_releases(stmt):
     """``stmt`` with a ``__syncwarp()`` in front of each lane release (``_is_lane_release``) that
     plain shared-memory reads of the warp's other lanes precede with no barrier in between
     (attention backward's lse and Delta rows, read by every lane, and the slot given back by lane
-    0 under early release): the arrive's release then orders those reads too, which the CUDA
-    memory model (and compute-sanitizer's racecheck) asks for; the lanes run converged there, so
-    it costs an instruction. Walked in program order; a loop's body is walked twice, its entry
+    0 under early release): the arrive's release then orders those reads too, as the PTX memory
+    model asks (an arrive releases only its own thread's accesses); the lanes run converged there,
+    so it costs an instruction. (racecheck does not see this ordering either way: its hazards on
+    the backward were the raw bulk copies', ``_row_spec``.) Walked in program order; a loop's body is walked twice, its entry
     state the loop's own end state."""
 
     def go(st, dirty):
