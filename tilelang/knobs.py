@@ -53,6 +53,9 @@ KNOBS: dict[str, tuple[str, str, str]] = {
                            "(tilelang.utils.pass_diff_hook)"),
     "TILELANG_PASS_DIFF_OUTPUT": ("path", "tmp/pass_diff_output", "directory of the TILELANG_PASS_DIFF HTML reports"),
     "TILELANG_AUTO_TUNING_CPU_COUNTS": ("int", "-1", "autotuner compile threads (-1 or 0: one per usable CPU)"),
+    "TILELANG_AUTOTUNE_LOWER_PROCS": ("int", "0", "autotuner: forked processes lowering configs at once (0: one per "
+                                      "compile thread and CPU; 1: every config lowered in the tuning process, "
+                                      "one at a time)"),
     "TILELANG_PASS_CONFIGS": ("json", "", "a JSON object of pass configs applied to every kernel of the process "
                               "under the kernel's own (e.g. '{\"tl.enable_thread_widening\": true}'); part of "
                               "each kernel's cache key, like any pass config"),
@@ -247,6 +250,19 @@ def autotune_cpu_count() -> int:
         return int(text) if text else -1
     except ValueError:
         raise ValueError(f"TILELANG_AUTO_TUNING_CPU_COUNTS must be an integer, got {text!r}") from None
+
+
+def autotune_lower_procs() -> int:
+    """TILELANG_AUTOTUNE_LOWER_PROCS: the most autotune configs lowered at once in forked processes
+    (0 or unset: auto; 1: none forked)."""
+    text = (raw("TILELANG_AUTOTUNE_LOWER_PROCS") or "").strip()
+    try:
+        value = int(text) if text else 0
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"TILELANG_AUTOTUNE_LOWER_PROCS must be a non-negative integer, got {text!r}")
+    return value
 
 
 def pass_configs() -> dict:

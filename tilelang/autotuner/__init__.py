@@ -7,12 +7,12 @@
     kernel = matmul(1024, 1024, 1024)   # tunes once, returns the best JITKernel
     kernel.config, kernel.latency       # the winner and its time in ms
 
-Calling the decorated factory compiles every config in parallel (nvcc in up to one thread
-per CPU, each config with a ``timeout``), checks each against ``ref_prog`` when given, times
-each on the GPU with ``tilelang.profiler.do_bench`` on inputs made once per run, and returns
-the fastest config's kernel.  Configs that fail to compile, fail the check or fail to run
-are skipped with a one-line reason; only when all fail is ``AutotuneError`` raised, listing
-them.  Progress goes to stderr (a redrawn bar on a terminal, plain lines otherwise).
+Calling the decorated factory compiles every config in parallel (lowering in forked processes
+and nvcc in threads, up to one per CPU, each config with a ``timeout``), checks each against
+``ref_prog`` when given, times each on the GPU with ``tilelang.profiler.do_bench`` on inputs
+made once per run, and returns the fastest config's kernel.  Configs that fail to compile, fail
+the check or fail to run are skipped with a one-line reason; only when all fail is
+``AutotuneError`` raised, listing them.  Progress goes to stderr (a redrawn bar on a terminal, plain lines otherwise).
 
 The decorator works on either side of ``@tilelang.jit`` (inside it, the kernel is compiled
 with jit's ``out_idx``/``target``), and ``tilelang.autotune(configs=...)(jit_fn)`` is the same.
