@@ -1,7 +1,7 @@
-"""Every tensor map a kernel uses is prefetched once, at entry, by thread 0 unless the
-warp-specialised producer already prefetches it (``Lowerer._prefetch_tensormaps``): the TMA
-store epilogue's map was fetched cold when the store issued. ``tl.disable_tensormap_prefetch``
-turns the entry prefetch off."""
+"""With ``tl.enable_tensormap_prefetch`` every tensor map a kernel uses is prefetched once, at
+entry, by thread 0 unless the warp-specialised producer already prefetches it
+(``Lowerer._prefetch_tensormaps``); by default the TMA store epilogue's map is fetched when the
+store issues (the entry prefetch measured neutral to 1 % slower, session 28)."""
 
 import re
 import sys
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import gemm  # noqa: E402
 
 SM90 = "cuda -arch=sm_90a"
-KEY = "tl.disable_tensormap_prefetch"
+KEY = "tl.enable_tensormap_prefetch"
 
 
 def gemm_source(**configs):
@@ -34,21 +34,21 @@ def _maps(src):
 
 
 def test_every_map_is_prefetched_once():
-    src = gemm_source()
+    src = gemm_source(**{KEY: True})
     used, fetched = _maps(src)
     assert len(used) == 3 and sorted(fetched) == sorted(used)     # A, B (producer) and C's store
 
 
 def test_the_store_map_is_prefetched_at_entry_by_thread_zero():
-    body = _body(gemm_source())
+    body = _body(gemm_source(**{KEY: True}))
     store = re.search(r"tl::tma_store_2d\(TL_TMAP\((\d+)\)", body).group(1)
     entry = body[:body.index("tl::mbarrier_init")]
     first = r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*tl::prefetch_tma_descriptor\(TL_TMAP\("
     assert re.search(first + store + r"\)\);", entry)
 
 
-def test_the_key_leaves_the_store_map_cold():
-    src = gemm_source(**{KEY: True})
+def test_by_default_the_store_map_is_left_cold():
+    src = gemm_source()
     used, fetched = _maps(src)
     assert len(fetched) == 2 and len(used - set(fetched)) == 1
     assert "tl::prefetch_tma_descriptor" not in _body(src)[:_body(src).index("tl::mbarrier_init")]
@@ -61,5 +61,5 @@ def test_a_kernel_without_maps_is_unchanged():
             for i in T.Parallel(128):
                 B[bx * 128 + i] = A[bx * 128 + i] + 1.0
 
-    src = tilelang.compile(add, target=SM90).get_kernel_source()
+    src = tilelang.compile(add, target=SM90, pass_configs={KEY: True}).get_kernel_source()
     assert "prefetch_tma_descriptor" not in src and "TL_TMAP" not in _body(src)
