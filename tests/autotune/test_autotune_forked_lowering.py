@@ -43,8 +43,8 @@ def forks(monkeypatch):
     children = []
     real = lower_process.LoweringChild.fork.__func__
 
-    def counting(cls, func, compile_args):
-        children.append(real(cls, func, compile_args))
+    def counting(cls, *args):
+        children.append(real(cls, *args))
         return children[-1]
 
     monkeypatch.setattr(lower_process.LoweringChild, "fork", classmethod(counting))

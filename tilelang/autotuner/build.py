@@ -188,7 +188,7 @@ def _build(index: int, thunk, compile_args: dict, run: _Run) -> JITKernel:
 
 def _fork(func, compile_args: dict) -> LoweringChild | None:
     try:
-        return LoweringChild.fork(func, compile_args)
+        return LoweringChild.fork(func, compile_args, lower_cached, reason_of)
     except OSError:  # no process to be had (memory, process limit): lower here
         return None
 

@@ -1,12 +1,13 @@
 """Both sides of one forked lowering: the parent forks and reads the pipe, the child lowers and writes it.
 
 Contract:
-- ``LoweringChild.fork(func, compile_args)`` forks a child that runs ``lower_cached(func,
-  compile_args)`` (``tilelang.jit.lower_for_compile``: the kernel cache's key and the artifact,
-  loaded from the cache or freshly lowered) and sends back the pickled result.  The child inherits
-  ``func`` through the fork (a PrimFunc cannot be pickled) and leaves with ``os._exit`` (no
-  atexit handler runs; stdout and stderr are flushed in the parent before the fork and in the
-  child before it leaves, so nothing is written twice or lost).  Call ``fork`` holding
+- ``LoweringChild.fork(func, compile_args, lower, reason)`` forks a child that runs
+  ``lower(func, compile_args)`` (``build.lower_cached``, i.e. ``tilelang.jit.lower_for_compile``:
+  the kernel cache's key and the artifact, loaded from the cache or freshly lowered) and sends back
+  the pickled result; ``reason(exc)`` is the one-line reason of a failure (``build.reason_of``).
+  The child inherits ``func`` through the fork (a PrimFunc cannot be pickled) and leaves with
+  ``os._exit`` (no atexit handler runs; stdout and stderr are flushed in the parent before the
+  fork and in the child before it leaves, so nothing is written twice or lost).  Call ``fork`` holding
   ``LOWER_LOCK``: no other thread of the parent is inside TVM then, so the child finds TVM's
   state consistent.
 - The child must not touch CUDA: the parent may hold a CUDA context, which a forked child
@@ -43,7 +44,7 @@ class LoweringChild:
         self._reaped = False
 
     @classmethod
-    def fork(cls, func, compile_args: dict) -> "LoweringChild":
+    def fork(cls, func, compile_args: dict, lower, reason) -> "LoweringChild":
         """Fork a child lowering ``func``; raises OSError when no process can be made."""
         _flush_stdio()  # else the child would write the parent's pending output a second time
         read_fd, write_fd = os.pipe()
@@ -59,7 +60,7 @@ class LoweringChild:
             raise
         if pid == 0:  # the child: never returns
             os.close(read_fd)
-            _child_main(func, compile_args, write_fd)
+            _child_main(func, compile_args, write_fd, lower, reason)
         os.close(write_fd)
         return cls(pid, read_fd)
 
@@ -102,12 +103,12 @@ class LoweringChild:
                     pass
 
 
-def _child_main(func, compile_args: dict, write_fd: int) -> None:
+def _child_main(func, compile_args: dict, write_fd: int, lower, reason) -> None:
     """Lower, write the answer, and leave (``os._exit``) whatever happens."""
     code = 1
     try:
         with warnings.catch_warnings(record=True) as caught:
-            answer = _lower(func, compile_args)
+            answer = _lower(func, compile_args, lower, reason)
         payload = _pickled(answer, [_portable(w) for w in caught])
         view = memoryview(payload)
         while view:
@@ -128,15 +129,14 @@ def _flush_stdio() -> None:
             pass
 
 
-def _lower(func, compile_args: dict) -> tuple:
-    from tilelang.autotuner.build import lower_cached, reason_of
+def _lower(func, compile_args: dict, lower, reason) -> tuple:
     from tilelang.diagnostics import TileLangCompileError
 
     try:
-        key, artifact = lower_cached(func, compile_args)
+        key, artifact = lower(func, compile_args)
     except BaseException as e:  # noqa: BLE001 - every failure becomes an answer
         cuda = "cuda" in str(e).lower() and not isinstance(e, (TileLangCompileError, AssertionError))
-        return ("retry" if cuda else "failed", reason_of(e))
+        return ("retry" if cuda else "failed", reason(e))
     return ("ok", key, artifact)
 
 
