@@ -1,13 +1,16 @@
-"""Element accesses of global tensors that can fall outside the tensor (TL0602).
+"""Element accesses of global tensors that can fall outside the tensor and that nothing guards (TL0602).
 
-Input: a ``Kernel`` with concrete shapes. Tile operators and element accesses inside
-``T.Parallel`` are not checked: the compiler guards partial tiles and parallel-loop accesses to
-global tensors itself (``Lowerer.global_guard``). Plain accesses (``C[idx] = A[idx] + B[idx]``
-in thread-indexed code) are not guarded, so each index is checked under what is known where it runs:
-the block and thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value
-of scalar locals assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only
-when the index is not provably inside and its bound does reach outside; indices that depend on
-loaded data are skipped (no false alarms). Loads under ``T.if_then_else`` count as guarded.
+Input: a ``Kernel`` with concrete shapes. The compiler guards global element accesses itself, as
+upstream's safe-memory-access pass does (``Lowerer.global_guard``: stores skipped, loads read 0):
+tile operators, accesses inside ``T.Parallel``, and plain scalar accesses in thread-indexed code
+(``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N). So this checks only what stays
+unguarded: outside ``T.Parallel``, a vector access (a ``T.Ramp`` index) and an element whose
+address is taken (``T.address_of``), and every plain access when ``tl.disable_safe_memory_access``
+switches the guards off. Each index is checked under what is known where it runs: the block and
+thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value of scalar locals
+assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only when the index is not
+provably inside and its bound does reach outside; indices that depend on loaded data are skipped
+(no false alarms). Loads under ``T.if_then_else`` count as guarded.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class _Bounds:
             self.an.bind(iv.var, tvm.ir.Range(0, extent))
         self.scalars = _Scalars(_single_assignments(k))
         self.reported = set()
+        self.guarded = not k.ctx.pass_configs.get("tl.disable_safe_memory_access")
 
     def run(self):
         self.visit(self.k.info.body)
@@ -84,14 +88,16 @@ class _Bounds:
     def leaf(self, s):
         accesses = []
         if isinstance(s, tirx.BufferStore):
-            accesses.append((s.buffer, list(s.indices), True))
+            accesses.append((s.buffer, list(s.indices), True, False))
             exprs = [s.value, *s.indices]
         else:
             exprs = [getattr(s, "value", None)]
         for e in exprs:
             if e is not None and not isinstance(e, (int, float, str)):
-                accesses += [(ld.source, list(ld.indices), False) for ld in _unguarded_loads(e)]
-        for buf, indices, store in accesses:
+                accesses += [(ld.source, list(ld.indices), False, pointer) for ld, pointer in _unguarded_loads(e)]
+        for buf, indices, store, pointer in accesses:
+            if self.guarded and not pointer and not any(isinstance(i, tirx.Ramp) for i in indices):
+                continue    # the compiler guards it (Lowerer.global_guard)
             if self.k.scope(buf) == "global" and buf not in self.reported:
                 self.check_access(s, buf, indices, store)
 
@@ -101,8 +107,8 @@ class _Bounds:
             e = self.scalars.visit(index)
             if n is None or _has_load(e):
                 continue
-            floor = 0
-            if isinstance(e, tirx.Ramp):   # a vector access (T.Ramp): its last lane reaches furthest
+            floor, vector = 0, isinstance(e, tirx.Ramp)
+            if vector:   # a vector access (T.Ramp): its last lane reaches furthest
                 lanes = const_int(e.lanes)
                 if lanes is None:
                     continue
@@ -113,19 +119,20 @@ class _Bounds:
             low = not self.an.can_prove(tirx.GE(e, floor)) and bound.min_value < floor
             if high or low:
                 self.reported.add(buf)
-                self.report(stmt, buf, d, index, n, bound, store)
+                self.report(stmt, buf, d, index, n, bound, store, vector)
                 return
 
-    def report(self, stmt, buf, d, index, n, bound, store):
+    def report(self, stmt, buf, d, index, n, bound, store, vector=False):
         index = _source_index(self.rep.ast_node(stmt), buf.name, d, store) or index
         verb = "writes" if store else "reads"
         reach = bound.max_value if bound.max_value >= n else bound.min_value
         where = f"dimension {d} of " if len(buf.shape) > 1 else ""
+        guard = (f"guard it so that the vector's last lane stays below {n}" if vector
+                 else f"guard it: `if {index} < {n}:`")
         self.rep.emit("TL0602", f"this statement {verb} '{buf.name}' at index {index}, which can reach "
                       f"{reach}, but {where}'{buf.name}' has {n} elements and nothing guards the access",
                       self.rep.span(stmt),
-                      notes=[Note(f"guard it: `if {index} < {n}:` (or bind only sizes that are "
-                                  f"multiples of the tile)")])
+                      notes=[Note(f"{guard} (or bind only sizes that are multiples of the tile)")])
 
 
 def _source_index(node, name, d, store):
@@ -143,16 +150,23 @@ def _source_index(node, name, d, store):
 
 
 def _unguarded_loads(expr) -> list:
-    """TensorLoads in ``expr`` that are not under a ``T.if_then_else``."""
+    """``(TensorLoad, whether its address is taken)`` for the loads in ``expr`` that are not under
+    a ``T.if_then_else``."""
     found = []
 
     def on_call(node):
         if isinstance(node.op, ir.Op) and node.op.name.endswith(".if_then_else"):
             return tvm_ffi.WalkResult.SKIP
+        arg = node.args[0] if len(node.args) == 1 else None
+        if isinstance(node.op, ir.Op) and node.op.name.endswith(".address_of") and isinstance(arg, ir.TensorLoad):
+            found.append((arg, True))   # a pointer: the compiler cannot make it read 0
+            for i in arg.indices:
+                found.extend(_unguarded_loads(i))
+            return tvm_ffi.WalkResult.SKIP
         return None
 
     def on_load(node):
-        found.append(node)
+        found.append((node, False))
         return None
 
     tvm_ffi.structural_walk(expr, [(ir.Call, on_call), (ir.TensorLoad, on_load)], order="pre")

@@ -674,8 +674,12 @@ TILE_OUT_OF_BOUNDS = _define(
     "A tile reaches past the end of a tensor and nothing guards the access.",
     """
     ## What it does
-    With the bound shapes, checks that every tile a block reads or writes lies inside the tensor,
-    or that the access is guarded (a condition, `T.if_then_else`, or a copy the compiler masks).
+    With the bound shapes, checks the global-tensor accesses the compiler does not guard itself.
+    Tile copies, `T.Parallel` accesses and plain scalar element accesses are guarded (a store past
+    the end is skipped, a load there reads 0, as upstream TileLang does), so what is checked is a
+    vector access (`T.Ramp` index) or an element whose address is taken outside `T.Parallel`, and
+    every access when `tl.disable_safe_memory_access` turns the guards off. An access counts as
+    guarded under a condition or `T.if_then_else` that keeps it inside.
 
     ## Why is this bad?
     An unguarded out-of-bounds access reads another tensor's data or faults with an illegal
@@ -683,13 +687,13 @@ TILE_OUT_OF_BOUNDS = _define(
 
     ## Example
     ```python
-    kernel = vector_add(1000)   # BLOCK_SIZE=1024: the last block touches elements 1000..1023
+    kernel = vector_add(1000)   # 128 threads x 4 lanes a block: the last block reaches 1023
     ...
-    C[idx] = A[idx] + B[idx]    # no `if idx < N`
+    C[T.Ramp(idx * 4, 1, 4)] = A[T.Ramp(idx * 4, 1, 4)]   # no `if idx * 4 + 3 < N`
     ```
 
     ## Fix
-    Guard the access (`if idx < N:`), or only bind sizes that are multiples of the tile.
+    Guard the access (`if idx * 4 + 3 < N:`), or only bind sizes that are multiples of the tile.
     """,
 )
 

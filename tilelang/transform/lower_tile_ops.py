@@ -255,24 +255,36 @@ class Lowerer:
 
     def store(self, buf, indices, value, loop=None, span=None):
         rw = _AccessRewriter(self, loop)
-        value = rw.visit(value)
-        exact = rw._exact_local(buf, indices) if loop is not None else None
-        if exact is not None:
-            return tirx.BufferStore(self.frag[buf], value, [exact], span=span)
-        indices = [rw.visit(i) for i in indices]
+        if loop is None:
+            # outside T.Parallel the value is read only where the store's guard holds, so its
+            # loads at the same element need no guard of their own
+            indices = [rw.visit(i) for i in indices]
+            guard = self.global_guard(buf, indices) if _scalar_indices(indices) else None
+            held = [guard] if guard is not None else []
+            self.assumed += held
+            try:
+                value = rw.visit(value)
+            finally:
+                del self.assumed[len(self.assumed) - len(held):]
+        else:
+            value = rw.visit(value)
+            exact = rw._exact_local(buf, indices)
+            if exact is not None:
+                return tirx.BufferStore(self.frag[buf], value, [exact], span=span)
+            indices = [rw.visit(i) for i in indices]
+            guard = self.global_guard(buf, indices)
         target, idx = rw.element(buf, indices)
         store = tirx.BufferStore(target, value, idx, span=span)
-        # (outside T.Parallel a vector index, T.Ramp, is the user's own vector access: unguarded)
-        scalar = loop is not None or not any("x" in dtype_of(i) for i in indices)
-        guard = self.global_guard(buf, indices) if scalar else None
         return store if guard is None else tirx.IfThenElse(guard, store, None, span=span)
 
     def global_guard(self, buf, indices):
-        """An element of a global tensor the analyzer cannot prove in bounds is guarded: inside
-        T.Parallel stores are skipped and loads read 0 (tiles that overhang a tensor stay safe),
-        elsewhere stores are skipped (a thread's own loop past a row's end: upstream's
-        clean_logits_ over a dynamic row length), as upstream's safe-memory-access pass makes
-        them. The conditions of enclosing ``if``s are known (``lower_if``)."""
+        """An element of a global tensor the analyzer cannot prove in bounds is guarded, as
+        upstream's safe-memory-access pass guards it: stores are skipped and loads read 0
+        (``safe_value``), inside T.Parallel (tiles that overhang a tensor stay safe) and in plain
+        statements alike (``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N; a thread's own
+        loop past a row's end, upstream's clean_and_maintain_logits_). Outside T.Parallel a vector
+        index (T.Ramp) and a pointer taken (``address_of``) stay unguarded; the checker reports
+        those (TL0602). The conditions of enclosing ``if``s are known (``lower_if``)."""
         if scope_of(buf) != "global" or self.configs.get("tl.disable_safe_memory_access"):
             return None
         conds = []
@@ -969,6 +981,12 @@ class _LoopContext:
         self.loop_vars, self.idx, self.layout, self.v = loop_vars, idx, layout, v
 
 
+def _scalar_indices(indices) -> bool:
+    """Whether no index is a vector (T.Ramp): outside T.Parallel a vector index is the user's own
+    vector access, which the bounds guards leave alone."""
+    return not any("x" in dtype_of(i) for i in indices)
+
+
 class _AccessRewriter(ExprRewriter):
     """Substitute variables and redirect fragment/shared accesses to their lowered storage."""
 
@@ -977,14 +995,15 @@ class _AccessRewriter(ExprRewriter):
         self.address_guards = []    # bounds of global elements whose address is taken (T.Parallel)
 
     def visit_Call(self, e):
-        """``address_of(A[i])`` of a global tensor inside T.Parallel: a pointer cannot read 0 out of
-        bounds, so the bound check is kept for the caller to guard the whole statement."""
+        """``address_of(A[i])`` of a global tensor: a pointer cannot read 0 out of bounds, so its
+        element is not guarded as a load; inside T.Parallel the bound check is kept for the caller
+        to guard the whole statement, elsewhere the pointer is the user's own (TL0602 checks it)."""
         arg = e.args[0] if len(e.args) == 1 else None
-        if (self.loop is None or getattr(e.op, "name", "") != "tirx.address_of"
+        if (getattr(e.op, "name", "") != "tirx.address_of"
                 or not isinstance(arg, ir.TensorLoad) or scope_of(arg.source) != "global"):
             return super().visit_Call(e)
         indices = [self.visit(i) for i in arg.indices]
-        guard = self.lw.global_guard(arg.source, indices)
+        guard = self.lw.global_guard(arg.source, indices) if self.loop is not None else None
         if guard is not None:
             self.address_guards.append(guard)
         buf, idx = self.element(arg.source, indices)
@@ -1004,7 +1023,7 @@ class _AccessRewriter(ExprRewriter):
         indices = [self.visit(i) for i in e.indices]
         buf, idx = self.element(e.source, indices)
         load = tirx.BufferLoad(buf, idx)
-        guard = self.lw.global_guard(e.source, indices) if self.loop is not None else None
+        guard = self.lw.global_guard(e.source, indices) if self.loop is not None or _scalar_indices(indices) else None
         if guard is None:
             return load
         return tirx.if_then_else(guard, load, safe_value(self.lw.info, e.source, str(e.source.dtype)))

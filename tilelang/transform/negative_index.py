@@ -11,8 +11,8 @@ it):
 
 Runs on the kernel as written, before the tile lowering, so that only vectors the user wrote are
 examined (never those the lowering builds). A kernel without vector indices is returned as is.
-Scalar indices are left alone: a provably negative one is refused by the checker (TL0602), one of
-unknown sign is taken as written, as upstream does.
+Scalar indices are left alone: one that may be negative is guarded by the tile lowering like one
+past the end (``Lowerer.global_guard``: store skipped, load reads 0).
 """
 
 from __future__ import annotations

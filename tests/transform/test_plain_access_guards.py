@@ -1,0 +1,71 @@
+"""Plain (non-T.Parallel) element accesses of global tensors that may fall outside the tensor are
+guarded as upstream's safe-memory pass guards them (``Lowerer.global_guard``): a store is
+skipped, a load reads 0; a store's own loads of the same element are not guarded twice; a vector
+index and a pointer stay the user's own (the checker's TL0602 reports them)."""
+
+import re
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.diagnostics import TileLangCompileError
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def body(func, **configs):
+    src = tilelang.compile(func, target=SM90, pass_configs=configs).get_kernel_source()
+    return src[src.index("{", src.rindex("__global__ void")):]
+
+
+@T.prim_func
+def overhang(A: T.Tensor((1000,), T.float32), B: T.Tensor((1000,), T.float32),
+             C: T.Tensor((1000,), T.float32)):
+    with T.Kernel(1, threads=1024) as bx:
+        tx = T.get_thread_binding(0)
+        idx = bx * 1024 + tx
+        C[idx] = A[idx] + B[idx]
+
+
+@T.prim_func
+def shifted(A: T.Tensor((1000,), T.float32), C: T.Tensor((1000,), T.float32)):
+    with T.Kernel(8, threads=128) as bx:
+        tx = T.get_thread_binding(0)
+        for k in T.serial(4):
+            C[bx * 128 + tx] += A[bx * 128 + tx + k]
+
+
+@T.prim_func
+def row_tail(Logits: T.Tensor((64, 8), T.float32), Ends: T.Tensor((64,), T.int32)):
+    with T.Kernel(64, threads=128) as bx:
+        tx = T.get_thread_binding(0)
+        end = Ends[bx]
+        for k in T.serial(4):
+            idx = k * 128 + tx
+            if idx >= end:
+                Logits[bx, idx] = -T.infinity(T.float32)
+
+
+def test_an_overhanging_statement_is_guarded_once():
+    b = body(overhang)
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) < 1000\) \{\s*C\[", b)
+    assert "condval" not in b       # A[idx], B[idx] are read only where the store's guard holds
+
+
+def test_a_load_past_the_store_element_reads_zero():
+    b = body(shifted)
+    assert "< 1000" in b and "condval = 0x0p+0f" in b
+
+
+def test_a_thread_loop_past_a_row_end_skips_the_store():
+    b = body(row_tail)
+    assert re.search(r"if \(\(\(k \* 128\) \+ \(\(int\)threadIdx.x\)\) < 8\) \{\s*Logits\[", b)
+
+
+def test_the_key_turns_the_guards_off():
+    # the checker then refuses the kernel (nothing guards it), as without the pass upstream
+    with pytest.raises(TileLangCompileError, match="TL0602"):
+        body(overhang, **{"tl.disable_safe_memory_access": True})
+    b = body(overhang, **{"tl.disable_safe_memory_access": True, "tl.disable_out_of_bound_warning": True})
+    assert "< 1000" not in b
