@@ -130,6 +130,11 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ARCH = re.compile(r"^sm_(\d+)([af]?)$")
 
 
+class IndexWidthError(ValueError):
+    """A call binds a tensor of more than 2**31 elements to a kernel whose ``index_bits`` is 32
+    (``JITKernel`` then runs its 64-bit-index variant, pass config ``tl.enable_wide_index``)."""
+
+
 class ArtifactError(ValueError):
     """The artifact is internally inconsistent: a bug on the compiler side."""
 

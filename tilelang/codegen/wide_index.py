@@ -1,13 +1,16 @@
 """64-bit element offsets for tensors of 2**31 elements or more.
 
-Contract. ``widen_large_tensors(func)`` returns ``func`` with every tensor parameter whose static
-shape spans more than ``2**31 - 1`` elements (``A: T.Tensor((65536, 65536), T.float32)``,
-or a ``T.const`` size that makes it so) declared with 64-bit extents (and strides), and every
-access to it in the lowered body rebuilt on that declaration. TVM then flattens its indices in
-int64 (``(int64_t)blockIdx.x * (int64_t)65536 + ...``), as upstream's generated code does,
-instead of overflowing the 32-bit product of the extents (a ``Divide by zero`` inside TVM for
-exactly ``2**32`` elements). Tensors of fewer elements, and symbolic shapes (their width is the
-symbol's own dtype), are left as they are, so the code of every other kernel is unchanged.
+Contract. ``widen_large_tensors(func, symbolic=False)`` returns ``func`` with every tensor
+parameter whose static shape spans more than ``2**31 - 1`` elements (``A: T.Tensor((65536,
+65536), T.float32)``, or a ``T.const`` size that makes it so) declared with 64-bit extents (and
+strides), and every access to it in the lowered body rebuilt on that declaration. TVM then
+flattens its indices in int64 (``(int64_t)blockIdx.x * (int64_t)65536 + ...``), as upstream's
+generated code does, instead of overflowing the 32-bit product of the extents (a ``Divide by
+zero`` inside TVM for exactly ``2**32`` elements). Tensors of fewer elements, and symbolic shapes
+(their width is the symbol's own dtype), are left as they are, so the code of every other kernel
+is unchanged. ``symbolic=True`` (pass config ``tl.enable_wide_index``: the variant the launcher
+compiles when a call binds a symbolic-shape tensor of more than ``2**31`` elements) widens every
+tensor parameter with a symbolic shape too, its symbols cast to int64 in the extents.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from __future__ import annotations
 from tvm import ir, tirx
 from tvm.tirx import is_buffer_var
 
-from tilelang.tir_utils import ExprRewriter, seq
+from tilelang.tir_utils import ExprRewriter, dtype_of, seq
+from tilelang.transform.pass_config import PassConfigKey
 
 INT32_MAX = 2**31 - 1
+WIDE_INDEX = PassConfigKey.TL_ENABLE_WIDE_INDEX.value   # pass config: widen the symbolic-shape tensors too
 
 
 def _static(values) -> list | None:
@@ -45,7 +50,15 @@ def _span(buf) -> int | None:
 
 
 def _wide(values):
-    return [tirx.IntImm("int64", int(v.value)) for v in values]
+    """``values`` (extents or strides) as int64: constants as 64-bit immediates, an int32
+    expression of symbols cast."""
+    out = []
+    for v in values:
+        if isinstance(v, tirx.IntImm):
+            out.append(tirx.IntImm("int64", int(v.value)))
+        else:
+            out.append(v if dtype_of(v) == "int64" else tirx.Cast("int64", v))
+    return out
 
 
 class _Remap(ExprRewriter):
@@ -102,13 +115,17 @@ def _rebuild(stmt, rw: _Remap):
     return go(stmt)
 
 
-def widen_large_tensors(func):
-    """``func`` with 64-bit extents for its tensors of more than 2**31 - 1 elements (see the
-    module docstring); ``func`` itself when it has none."""
+def widen_large_tensors(func, symbolic: bool = False):
+    """``func`` with 64-bit extents for its tensors of more than 2**31 - 1 elements, and with
+    ``symbolic`` for every tensor of a symbolic shape (see the module docstring); ``func`` itself
+    when it has none."""
     remap, params = [], []
     for param in func.params:
-        span = _span(param) if is_buffer_var(param) else None
-        if span is None or span <= INT32_MAX:
+        wide = False
+        if is_buffer_var(param):
+            span = _span(param)
+            wide = span > INT32_MAX if span is not None else symbolic
+        if not wide:
             params.append(param)
             continue
         new = tirx.decl_buffer(_wide(param.shape), param.dtype, param.name,
@@ -123,4 +140,4 @@ def widen_large_tensors(func):
     return tirx.PrimFunc(params, body, func.ret_type, func.attrs, span=func.span)
 
 
-__all__ = ["widen_large_tensors"]
+__all__ = ["WIDE_INDEX", "widen_large_tensors"]

@@ -20,6 +20,7 @@ from tilelang.artifact import (NUM_SMS, ArtifactError, KernelArtifact, ParamSpec
                                parse_int_expr)
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.callback import apply_cuda_postproc
+from tilelang.codegen.wide_index import WIDE_INDEX
 from tilelang.engine.pipeline import PASSES
 from tilelang.instrumentation import (abort_open_passes, compile_pass_instrumentation, create_pass_instruments,
                                       current_compile_pass_instrumentation, instrumentation_requested, pass_pipeline)
@@ -449,7 +450,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
         compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params),
         host_asserts=_host_asserts(st.func, params, symbols),
-        kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps))
+        kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps),
+        index_bits=64 if st.pass_configs.get(WIDE_INDEX) else 32)
 
 
 def _single_wave_min_blocks(grid, block, arch):

@@ -21,7 +21,7 @@ from tilelang import targets
 from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
-from tilelang.codegen.wide_index import widen_large_tensors
+from tilelang.codegen.wide_index import WIDE_INDEX, widen_large_tensors
 from tilelang.transform import (attention_schedule, stage_epilogue, stage_operands, thread_sync, user_ws,
                                 widen_threads)
 from tilelang.tir_utils import any_expr
@@ -120,7 +120,9 @@ def _solved_symbols(func):
 
 def _emit(st):
     # (tensors of 2**31 elements or more: 64-bit element offsets, codegen/wide_index.py)
-    func, maps = widen_large_tensors(_solved_symbols(st.lowered)), [t["name"] for t in st.tensormaps]
+    # (widened first: a symbol cast in a widened extent no longer defines itself, so it is passed)
+    func = _solved_symbols(widen_large_tensors(st.lowered, symbolic=bool(st.pass_configs.get(WIDE_INDEX))))
+    maps = [t["name"] for t in st.tensormaps]
     if not st.pass_configs.get(KEPT_BINDS_OFF):   # a division by a run-time value computed once
         func = keep_dividing_binds(func)
     st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims)

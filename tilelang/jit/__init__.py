@@ -25,7 +25,7 @@ from tilelang import knobs
 from tilelang.jit.binding import FactoryFunc
 from tilelang.jit.diagnostics import jit_phase
 from tilelang.jit import kernel as _kernel_module
-from tilelang.jit.kernel import JITKernel
+from tilelang.jit.kernel import JITKernel, wide_builder
 # the tl.* configs of the entered PassContexts as a hashable key (empty outside any)
 from tilelang.tvm_compat import tl_configs_key as _context_configs
 
@@ -116,7 +116,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
         if artifact.cubin is not None and cache.enabled():
             cache.store(key, artifact)
     _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
-    return JITKernel(artifact, prim_func=func).store_parts_under(key)
+    kernel = JITKernel(artifact, prim_func=func).store_parts_under(key)
+    return kernel.with_wide_variant(wide_builder(func, out_idx, target, pass_configs, compile_flags))
 
 
 _kernel_module.COMPILE = compile   # JITKernel(prim_func, ...) compiles through it

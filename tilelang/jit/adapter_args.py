@@ -46,8 +46,8 @@ import operator
 import torch
 
 from tilelang import targets
-from tilelang.artifact import (KNOWN_DTYPES, NUM_SMS, PACKED_DTYPES, ArtifactError, KernelArtifact, affine_in,
-                               expr_names, is_shape_expr, parse_bool_expr, parse_int_expr)
+from tilelang.artifact import (KNOWN_DTYPES, NUM_SMS, PACKED_DTYPES, ArtifactError, IndexWidthError, KernelArtifact,
+                               affine_in, expr_names, is_shape_expr, parse_bool_expr, parse_int_expr)
 from tilelang.jit import driver as _driver
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -208,7 +208,6 @@ def _current_device() -> int:
             raise RuntimeError("no CUDA device: torch.cuda.is_available() is False")
         _CUDA_SEEN.append(True)
     return torch.cuda.current_device()
-
 
 class ArgPlan:
     """Per-kernel argument plan: bindings, generated fast path and slow diagnoser."""
@@ -932,7 +931,7 @@ class ArgPlan:
                     checks.append((f"{self.name}: output {p.name!r} (#{o}) of shape {shape}", span))
         for w, span in checks:
             if span > INT32_MAX + 1:
-                raise ValueError(f"{w} spans {span} elements, but the kernel indexes with 32-bit integers "
+                raise IndexWidthError(f"{w} spans {span} elements, but the kernel indexes with 32-bit integers "
                                  "(at most 2**31 elements per tensor)")
 
     def _diag_devices(self, indices, vals) -> None:

@@ -13,6 +13,11 @@ Contract:
   ``adapter_args``); the launch goes to torch's current stream of the tensors'
   device.  Without a GPU the call raises RuntimeError("no CUDA device: ...").
 - The cubin is compiled with nvcc on first launch when the artifact has none.
+- A kernel that indexes with 32-bit integers refuses a call binding a tensor of more than 2**31
+  elements (``IndexWidthError``); when it knows how it was compiled (``tilelang.compile``, the
+  jit factories, ``JITKernel(prim_func, ...)``) it compiles its 64-bit-index variant instead
+  (pass config ``tl.enable_wide_index``: every symbolic-shape tensor indexed in int64), once,
+  and runs the call on it. Calls with smaller tensors keep the 32-bit kernel.
 - An artifact of several kernels (``parts``) launches them in order on the current stream; the
   first one allocates the outputs and the ``T.alloc_global`` workspaces (torch.empty).
 - Introspection: ``get_kernel_source`` (also ``kernel_source``),
@@ -29,14 +34,25 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from tilelang.artifact import KernelArtifact
+from tilelang.artifact import IndexWidthError, KernelArtifact
 from tilelang.jit import cache, nvcc
-from tilelang.transform.pass_config import normalize
+from tilelang.transform.pass_config import PassConfigKey, normalize
 
 
 # ``tilelang.compile``, for upstream's ``JITKernel(prim_func, ...)``: set by ``tilelang.jit`` when it
 # is imported (this module sits below it and cannot import it).
 COMPILE = None
+WIDE_INDEX = PassConfigKey.TL_ENABLE_WIDE_INDEX.value   # (codegen/wide_index.py)
+
+
+def wide_builder(func, out_idx, target, pass_configs, compile_flags):
+    """What compiles ``func``'s 64-bit-index variant (``JITKernel.with_wide_variant``), or None when
+    these pass configs already ask for it."""
+    configs = dict(pass_configs or {})
+    if configs.get(WIDE_INDEX):
+        return None
+    return lambda: COMPILE(func, out_idx=out_idx, target=target, pass_configs={**configs, WIDE_INDEX: True},
+                           compile_flags=compile_flags)
 
 
 class JITKernel:
@@ -95,7 +111,7 @@ class JITKernel:
     def _create_adapter_from_artifact(self, func, out_idx, artifact, pass_configs, meta):
         """Make this kernel launch ``artifact`` (our adapter is the kernel itself)."""
         self._setup(artifact, None, func, ())
-        return self
+        return self.with_wide_variant(wide_builder(func, out_idx, self.target, pass_configs, self.compile_flags))
 
     def _setup(self, artifact, ir, prim_func, include_dirs) -> None:
         self.artifact = artifact
@@ -104,6 +120,7 @@ class JITKernel:
         self.include_dirs = list(include_dirs)
         self._launcher = None
         self._lock = threading.Lock()
+        self._wide_build = self._wide = None    # the 64-bit-index variant (with_wide_variant)
         self._ptx: str | None = None
         self._sass: str | None = None
         artifact.check()
@@ -121,7 +138,25 @@ class JITKernel:
 
     # ------------------------------------------------------------ calling
     def __call__(self, *args):
-        return self._entry(*args)
+        try:
+            return self._entry(*args)
+        except IndexWidthError:
+            if self._wide_build is None or self.artifact.parts:
+                raise
+            return self._wide_variant()(*args)
+
+    def with_wide_variant(self, build):
+        """``build()`` compiles this kernel's 64-bit-index variant (``tilelang.compile`` with
+        ``tl.enable_wide_index``): the kernel runs a call that binds a tensor of more than 2**31
+        elements on it, compiled on the first such call. ``build`` None: such calls are refused."""
+        self._wide_build = build
+        return self
+
+    def _wide_variant(self) -> "JITKernel":
+        with self._lock:
+            if self._wide is None:
+                self._wide = self._wide_build()
+        return self._wide
 
     @staticmethod
     def _from_database_shell(*args):
