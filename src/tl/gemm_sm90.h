@@ -387,17 +387,20 @@ TL_DEVICE void wgmma_wait(float* C_frag) {
 
 // The warpgroup arrangement of a block GEMM whose warpgroups split N (or both
 // M and N): Warpgroups<NWG_M, NWG_N> in place of NUM_WARPGROUPS_M (which is
-// Warpgroups<NUM_WARPGROUPS_M, 1>).
-template <int NWG_M, int NWG_N>
+// Warpgroups<NUM_WARPGROUPS_M, 1>).  SWA / SWB (bytes, 0: derived from the
+// operand's row) give an operand laid out in swizzle slabs narrower than its
+// row's: an N-major B whose N warpgroups' columns are not whole slabs of the
+// row's swizzle takes slabs as wide as those columns.
+template <int NWG_M, int NWG_N, int SWA = 0, int SWB = 0>
 struct Warpgroups {
-  static constexpr int kM = NWG_M, kN = NWG_N;
+  static constexpr int kM = NWG_M, kN = NWG_N, kSwA = SWA, kSwB = SWB;
 };
 
 // Block GEMM with both operands in shared memory (see the top of this file).
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB, typename TC>
 TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
-  using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, TC, 0, 0, WG::kN>;
+  using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, TC, WG::kSwA, WG::kSwB, WG::kN>;
   if constexpr (detail::is_same_v<TC, float>) {
     detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag);
     detail::wgmma_wait_sync<0>();
@@ -427,7 +430,7 @@ TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB>
 TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_frag) {
-  using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, float, 0, 0, WG::kN>;
+  using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, float, WG::kSwA, WG::kSwB, WG::kN>;
   detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag);
 }
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
@@ -444,7 +447,7 @@ template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_
           typename TB, typename TC>
 TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
   static_assert(!detail::is_fp8_v<TA>, "tl::wgmma_gemm: an 8-bit A operand must be in shared memory");
-  using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, TC, 0, 0, WG::kN>;
+  using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, TC, WG::kSwA, WG::kSwB, WG::kN>;
   using R = typename S::R;
   constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
   uint32_t a[NA];
@@ -482,7 +485,7 @@ template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_
           typename TB>
 TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag) {
   static_assert(!detail::is_fp8_v<TA>, "tl::wgmma_gemm: an 8-bit A operand must be in shared memory");
-  using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, float, 0, 0, WG::kN>;
+  using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, float, WG::kSwA, WG::kSwB, WG::kN>;
   constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
   uint32_t a[NA];
   detail::pack_pairs<NA>(a, A_frag);

@@ -74,6 +74,7 @@ class GemmPlan:
     warpgroups: int = 0     # wgmma: warpgroups splitting M
     warpgroups_n: int = 1   # wgmma: warpgroups splitting N (M too small for all of them: wgmma_split)
     no_wait: bool = False   # T.wgmma_gemm: forced wgmma, left in flight (T.wait_wgmma retires it)
+    b_slab_bytes: int = 0   # wgmma: B's slabs narrower than its row's swizzle (narrow_b_slab_bytes)
     fma: object = None      # kind "fma" (CUDA-core fallback): its FmaGrid (lower_gemm_fma.py)
     entry: str = ""         # kind "mma" before sm_80: "mma_sync_" (Turing entry points, m16n8k8 pairs)
 
@@ -152,14 +153,15 @@ def gemm_k_step(dtype: str) -> int:
     return 8 if dtype == "float32" else 64 if dtype in targets.INT4 else 16
 
 
-def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> str | None:
+def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True, narrow: bool = False) -> str | None:
     """Why this ``T.gemm`` cannot lower to wgmma (None: it can). sm_90a only; the conditions are
     those of ``tl::wgmma_gemm_ss/rs``: 16-bit operands (8-bit or T.tfloat32 ones K-major),
     warpgroups splitting M into 64-row multiples (or, where M is too small, N too: ``wgmma_split``) with every thread of the block
     (of its thread region, ``region``, which must start at a multiple of its warpgroups) taking
     part, N <= 256 per warpgroup (wider: ``_wide_n_blocker``), whole 2-D shared operands (in a thread
     region or a T.wgmma_gemm also one stage of a staged buffer, or slabs of one:
-    ``wgmma_subtile``)."""
+    ``wgmma_subtile``). ``narrow`` (``tl.enable_wgmma_narrow_slabs``): an N-major B whose warpgroup
+    columns are narrower than its row's swizzle slabs may take narrower slabs (a whole buffer)."""
     args = stmt.value.args
     a, b, c = (decode_region(x) for x in args[:3])
     trans_a = bool(int(args[3].value))
@@ -196,9 +198,14 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True) -> 
         return f"{T} threads are not whole warpgroups"
     wg = T // 128
     forced = is_wgmma_gemm(stmt)
-    split = wgmma_split(M, N, wg, bool(int(args[4].value)), dc, nbytes(db), forced, K, split_n)
+    split = wgmma_split(M, N, wg, bool(int(args[4].value)), dc, nbytes(db), forced, K, split_n, narrow)
     if isinstance(split, str):
         return split
+    if narrow_b_slab_bytes(N, split[1], bool(int(args[4].value)), nbytes(db)) and (
+            forced or region is not None or scope_of(b.buffer) not in SHARED_SCOPES or len(b.buffer.shape) != 2
+            or wgmma_column_slice(b) is not None):
+        return (f"an N-major B split over {split[1]} warpgroups along N needs narrower swizzle slabs, which "
+                "only a whole 2-D shared buffer read by a plain T.gemm takes")
     if region is not None and region.first % (128 * wg):
         return (f"its thread region starts at thread {region.first}, not at a multiple of its {wg} "
                 f"warpgroup(s)")
@@ -315,14 +322,31 @@ def _sixteen_bit(gemm) -> bool:
     return all(nbytes(str(decode_region(x).buffer.dtype)) == 2 for x in gemm.value.args[:2])
 
 
+def narrow_b_slab_bytes(N: int, wn: int, trans_b: bool, eb: int) -> int:
+    """The slab width (bytes) an N-major B of N ``eb``-byte columns needs when ``wn`` warpgroups
+    split N into columns that are not whole slabs of its row's swizzle (N=64 16-bit columns over
+    two warpgroups: 32 columns each, 64-byte slabs instead of 128): the swizzle width of one
+    warpgroup's columns. 0 when the row's own slabs do (or B is K-major, or N is not split)."""
+    if wn == 1 or trans_b or N % wn:
+        return 0
+    nw = N // wn
+    if nw % max(1, wgmma_swizzle_bytes(N * eb) // eb) == 0:
+        return 0
+    return wgmma_swizzle_bytes(nw * eb)
+
+
+NARROW_SLAB_KEY = "tl.enable_wgmma_narrow_slabs"   # pass config (opt-in): narrow_b_slab_bytes
+
+
 def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced: bool = False, K: int = 16,
-                split_n: bool = True):
+                split_n: bool = True, narrow: bool = False):
     """How ``wg`` warpgroups share an M x N wgmma tile: ``(warpgroups_m, warpgroups_n)``, or why
     they cannot (a str). All of them split M into 64-row multiples when M allows it (the only
     arrangement before N splits existed, kept so those kernels do not change); otherwise the most
     along M that still splits it, the rest splitting N into ``NW = N / warpgroups_n`` columns each
     (a multiple of 8, of 16 for a float16 accumulator; with an N-major B, whole swizzle slabs of
-    its ``eb``-byte elements), which every warpgroup covers with m64nNWk16 instructions.
+    its ``eb``-byte elements, or with ``narrow`` slabs as wide as its own columns:
+    ``narrow_b_slab_bytes``), which every warpgroup covers with m64nNWk16 instructions.
     ``split_n=False``: M only (``infer_layouts``' retry)."""
     step = 16 if dc == "float16" else 8
     why = None
@@ -336,7 +360,8 @@ def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced
                    f"multiples of {step} columns over {wn}") if wn > 1 else f"N={N} / K={K} out of wgmma's range"
             continue
         NW = N // wn
-        if wn > 1 and not trans_b and NW % max(1, wgmma_swizzle_bytes(N * eb) // eb):
+        if wn > 1 and not trans_b and NW % max(1, wgmma_swizzle_bytes(N * eb) // eb) and not (
+                narrow and NW <= 256 and narrow_b_slab_bytes(N, wn, trans_b, eb)):
             why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), and an N-major B "
                    f"does not split into whole swizzle slabs over {wn} warpgroups along N")
             continue
@@ -499,6 +524,7 @@ class _Inference:
                  split_n: bool = True, mix: bool = True):
         self.info = info
         self.split_n = split_n      # wgmma warpgroups may split N (wgmma_split); off: infer_layouts' retry
+        self.narrow = bool((pass_configs or {}).get(NARROW_SLAB_KEY))   # narrow_b_slab_bytes (opt-in)
         self.used_split_n = False   # some gemm was planned with warpgroups splitting N
         self.mix = mix              # gemms wgmma cannot take may take mma.sync beside wgmma ones
         self.wgmma_gemms = set()    # the gemms planned on wgmma (_use_wgmma)
@@ -573,12 +599,13 @@ class _Inference:
         line = span_line(span)
         if stmt in self.wgmma_gemms:
             split = wgmma_split(M, N, self.T // 128, trans_b, str(c.buffer.dtype), nbytes(str(b.buffer.dtype)),
-                                is_wgmma_gemm(stmt), split_n=self.split_n)
+                                is_wgmma_gemm(stmt), split_n=self.split_n, narrow=self.narrow)
             # (a gemm in a thread region was checked against the region's warpgroups instead)
             wg, wgn = split if isinstance(split, tuple) else (self.T // 128, 1)
             self.used_split_n |= wgn > 1
             plan = GemmPlan(M, N, K, wg, wgn, trans_a, trans_b, "wgmma", wg, no_wait=is_wgmma_gemm(stmt),
-                            warpgroups_n=wgn)
+                            warpgroups_n=wgn,
+                            b_slab_bytes=narrow_b_slab_bytes(N, wgn, trans_b, nbytes(str(b.buffer.dtype))))
             self.out.gemms[stmt] = plan
             self.assign(c.buffer, wgmma_accumulator(M, N, wg, self.T, warpgroups_n=wgn), span,
                         f"T.gemm (line {line}, wgmma)")
@@ -608,6 +635,9 @@ class _Inference:
                 self.require_gemm_layout(r.buffer, span)
                 self.gemm_operands.add(r.buffer)
                 k_major = (not trans_a) if r is a else trans_b
+                if r is b and plan.kind == "wgmma" and plan.b_slab_bytes:
+                    self.narrow_slabs(r.buffer, plan.b_slab_bytes, span)
+                    continue
                 if plan.no_wait and wgmma_k_slice(r, k_major, K) == "":
                     # a K slice: slabs as wide as the slice's swizzle, so the slice is whole slabs
                     self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))))
@@ -702,12 +732,30 @@ class _Inference:
                 # without bank conflicts in tl::gemm_sp_ss); E, and parts of tiles, row-major
                 self.set_shared(r.buffer, r is not e and _whole_swizzlable(r))
 
+    def narrow_slabs(self, buf, slab_bytes: int, span):
+        """``buf``, an N-major B split over warpgroups into columns narrower than its row's
+        swizzle, in slabs of ``slab_bytes`` (``narrow_b_slab_bytes``); every wgmma gemm reading it
+        reads those slabs (``Lowerer.lower_gemm`` passes the width where it differs from the one
+        ``tl::wgmma_gemm_*`` derives from a whole operand's row: a narrower one, which divides
+        every instruction and warpgroup that the row's own slabs do)."""
+        have = self.out.shared.get(buf)
+        if isinstance(have, SharedLayout) and have.slab_bytes and have.slab_bytes != slab_bytes:
+            raise LoweringError("TL0002", f"'{buf.name}' is read by gemms that need {have.slab_bytes}- and "
+                                f"{slab_bytes}-byte swizzle slabs; one buffer has one layout", span,
+                                notes=["Use a separate shared buffer for each gemm, or leave out "
+                                       "tl.enable_wgmma_narrow_slabs."])
+        self.set_shared(buf, True, slab_bytes=slab_bytes)
+
     def set_shared(self, buf, swizzle: bool, slab: bool = False, slab_bytes: int = 0):
         shape = tuple(const_int(s) for s in buf.shape)
         slab = swizzle and (slab or buf in self.gemm_operands) and self.out.wgmma
         have = self.out.shared.get(buf)
         if not slab_bytes and isinstance(have, SharedLayout) and have.slab_bytes:
             slab_bytes = have.slab_bytes    # a T.wgmma_gemm K slice chose the slab width
+        elif slab_bytes and isinstance(have, SharedLayout) and have.slab_bytes not in (0, slab_bytes):
+            raise LoweringError("TL0002", f"'{buf.name}' is read by wgmma gemms that need {have.slab_bytes}- and "
+                                f"{slab_bytes}-byte swizzle slabs; one buffer has one layout",
+                                notes=["Use a separate shared buffer for each gemm."])
         bits = dtype_bits(str(buf.dtype))
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes,
                                             bits if bits < 8 else 0)
@@ -1092,7 +1140,7 @@ class _Inference:
             self._require_wgmma(gemms, forced)
         if not gemms or self.arch != "sm_90a" or self.configs.get("tl.disable_wgmma"):
             return set()
-        fits = [g for g in gemms if wgmma_blocker(self.info, g, self.regions.get(g), self.split_n) is None]
+        fits = [g for g in gemms if wgmma_blocker(self.info, g, self.regions.get(g), self.split_n, self.narrow) is None]
         if not fits or wgmma_slab_conflict(fits, self.regions) is not None:
             return set()
         if len(fits) == len(gemms):
@@ -1122,7 +1170,7 @@ class _Inference:
             elif self.configs.get("tl.disable_wgmma"):
                 why = "tl.disable_wgmma is set"
             else:
-                why = wgmma_blocker(self.info, g, self.regions.get(g), self.split_n)
+                why = wgmma_blocker(self.info, g, self.regions.get(g), self.split_n, self.narrow)
             if why is None:
                 continue
             a, b, c = (decode_region(x) for x in g.value.args[:3])

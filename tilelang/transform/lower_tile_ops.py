@@ -40,7 +40,7 @@ from tilelang.transform import (atomic_staging, early_prologue, lower_copy, lowe
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of)
-from tilelang.transform.layout_inference import Layouts, memory_loop_layout
+from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgmma_swizzle_bytes
 from tilelang.transform.lower_gemm_fma import fma_call
 from tilelang.transform.vectorize_parallel import vectorize_register_loop
 from tilelang.transform import thread_regions
@@ -689,7 +689,11 @@ class Lowerer:
             fn = "tl::wgmma_gemm_ss" if a_shared else "tl::wgmma_gemm_rs"
             if asynchronous:
                 fn = "tl::wgmma_gemm_ss_async" if a_shared else "tl::wgmma_gemm_rs_async"
-            common = f"{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan)}, {_b(plan.trans_a)}, {_b(plan.trans_b)}"
+            e = nbytes(str(b.buffer.dtype))
+            swa = self._narrow_slab(a.buffer, (plan.M if plan.trans_a else plan.K) * e) if a_shared else 0
+            swb = self._narrow_slab(b.buffer, (plan.K if plan.trans_b else plan.N) * e)
+            common = (f"{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan, swa, swb)}, {_b(plan.trans_a)}, "
+                      f"{_b(plan.trans_b)}")
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
         else:
             ldb, sb = self._mma_rows(b.buffer)
@@ -716,6 +720,17 @@ class Lowerer:
         if flag is not None:
             return make("true" if flag else "false")
         return tirx.IfThenElse(self.rewrite(clear), make("true"), make("false"), span=stmt.span)
+
+    def _narrow_slab(self, buf, row_bytes: int) -> int:
+        """The slab width (bytes) of a whole wgmma operand ``buf`` where its layout's slabs are
+        narrower than the swizzle ``tl::wgmma_gemm_*`` derives from the operand's ``row_bytes``
+        (``narrow_b_slab_bytes``); 0 where they are the same."""
+        from tilelang.layout import SharedLayout
+
+        layout = self.layouts.shared.get(buf)
+        if not isinstance(layout, SharedLayout) or not layout.slab_bytes:
+            return 0
+        return layout.slab_bytes if layout.slab_bytes < wgmma_swizzle_bytes(row_bytes) else 0
 
     def _holds_tf32(self, buf) -> int:
         """1 when the float32 gemm operand ``buf`` was declared ``T.tfloat32``: its values are
@@ -1169,9 +1184,12 @@ def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-def _wgmma_warpgroups(plan) -> str:
+def _wgmma_warpgroups(plan, swa: int = 0, swb: int = 0) -> str:
     """The warpgroup argument of the tl::wgmma_gemm_* templates: the number splitting M, or
-    ``tl::Warpgroups<M, N>`` when warpgroups split N too (src/tl/gemm_sm90.h)."""
+    ``tl::Warpgroups<M, N>`` when warpgroups split N too, ``tl::Warpgroups<M, N, SWA, SWB>``
+    when an operand's slabs are narrower than its row's swizzle (src/tl/gemm_sm90.h)."""
+    if swa or swb:
+        return f"tl::Warpgroups<{plan.warpgroups}, {plan.warpgroups_n}, {swa}, {swb}>"
     if plan.warpgroups_n == 1:
         return str(plan.warpgroups)
     return f"tl::Warpgroups<{plan.warpgroups}, {plan.warpgroups_n}>"
