@@ -11,7 +11,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 from tilelang.jit import nvcc
-from tilelang.transform.layout_inference import narrow_b_slab_bytes
+from tilelang.transform.layout_inference import narrow_b_slab_bytes, wgmma_split
 
 SM90 = "cuda -arch=sm_90a"
 KEY = "tl.enable_wgmma_narrow_slabs"
@@ -45,6 +45,11 @@ def test_slab_widths():
     assert narrow_b_slab_bytes(128, 2, False, 2) == 0      # 64 columns: the row's 128-byte slabs do
     assert narrow_b_slab_bytes(64, 2, True, 2) == 0        # K-major B: slabs run along K
     assert narrow_b_slab_bytes(64, 1, False, 2) == 0
+
+
+def test_the_reason_for_mma_sync_names_the_key():
+    assert KEY in wgmma_split(64, 64, 2, False, "float32", 2)       # (the hover's "why not wgmma")
+    assert wgmma_split(64, 64, 2, False, "float32", 2, narrow=True) == (1, 2)
 
 
 @pytest.mark.parametrize("N, width", [(64, 64), (32, 32)])

@@ -364,6 +364,8 @@ def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced
                 narrow and NW <= 256 and narrow_b_slab_bytes(N, wn, trans_b, eb)):
             why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), and an N-major B "
                    f"does not split into whole swizzle slabs over {wn} warpgroups along N")
+            if NW <= 256 and narrow_b_slab_bytes(N, wn, trans_b, eb):
+                why += " (tl.enable_wgmma_narrow_slabs lays B out in narrower slabs that do)"
             continue
         if NW > 256:
             wide = _wide_n_blocker(NW, trans_b, forced)
