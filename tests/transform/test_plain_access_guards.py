@@ -1,7 +1,8 @@
 """Plain (non-T.Parallel) element accesses of global tensors that may fall outside the tensor are
 guarded as upstream's safe-memory pass guards them (``Lowerer.global_guard``): a store is
-skipped, a load reads 0; a store's own loads of the same element are not guarded twice; a vector
-index and a pointer stay the user's own (the checker's TL0602 reports them)."""
+skipped, a load reads 0, a call taking an element's address runs only where it is inside; a
+store's own loads of the same element are not guarded twice; a vector index stays the user's own
+(the checker's TL0602 reports it)."""
 
 import re
 
@@ -61,6 +62,37 @@ def test_a_load_past_the_store_element_reads_zero():
 def test_a_thread_loop_past_a_row_end_skips_the_store():
     b = body(row_tail)
     assert re.search(r"if \(\(\(k \* 128\) \+ \(\(int\)threadIdx.x\)\) < 8\) \{\s*Logits\[", b)
+
+
+@T.prim_func
+def atomics(A: T.Tensor((1000,), T.float32), C: T.Tensor((1000,), T.float32)):
+    with T.Kernel(1, threads=1024) as bx:
+        tx = T.get_thread_binding(0)
+        T.atomic_add(C[tx], A[tx])
+
+
+def test_a_call_taking_an_element_address_runs_only_inside():
+    b = body(atomics)
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) < 1000\) \{\s*tl::atomic_add\(\(&\(C\[", b)
+
+
+@T.prim_func
+def gathered(KV: T.Tensor((256, 64), T.float16), Idx: T.Tensor((64,), T.int32), O: T.Tensor((64, 64), T.float16)):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding(0)
+        rows = T.alloc_shared((64, 64), T.float16)
+        row = Idx[tx]
+        for u in T.serial(8):
+            T.ptx_cp_async(T.access_ptr(rows[tx, u * 8], "w", 8), T.access_ptr(KV[row, u * 8], "r", 8), 8)
+        T.ptx_commit_group()
+        T.ptx_wait_group(0)
+        for u in T.serial(64):
+            O[tx, u] = rows[tx, u]
+
+
+def test_a_user_cp_async_from_a_gathered_row_copies_zeros_outside():
+    b = body(gathered)
+    assert re.search(r"tl::cp_async_gs_conditional<16>\(.*\(0 <= row\) && \(row < 256\)\)\);", b)
 
 
 def test_the_key_turns_the_guards_off():

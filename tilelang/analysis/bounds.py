@@ -3,10 +3,11 @@
 Input: a ``Kernel`` with concrete shapes. The compiler guards global element accesses itself, as
 upstream's safe-memory-access pass does (``Lowerer.global_guard``: stores skipped, loads read 0):
 tile operators, accesses inside ``T.Parallel``, and plain scalar accesses in thread-indexed code
-(``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N). So this checks only what stays
+(``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N; a call taking an element's address,
+``T.atomic_add(C[idx], v)``, runs only where the element is inside). So this checks only what stays
 unguarded: outside ``T.Parallel``, a vector access (a ``T.Ramp`` index) and an element whose
-address is taken (``T.address_of``), and every plain access when ``tl.disable_safe_memory_access``
-switches the guards off. Each index is checked under what is known where it runs: the block and
+address is taken in a store's value or a bind, and every plain access when
+``tl.disable_safe_memory_access`` switches the guards off. Each index is checked under what is known where it runs: the block and
 thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value of scalar locals
 assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only when the index is not
 provably inside and its bound does reach outside; indices that depend on loaded data are skipped
@@ -96,8 +97,9 @@ class _Bounds:
             if e is not None and not isinstance(e, (int, float, str)):
                 accesses += [(ld.source, list(ld.indices), False, pointer) for ld, pointer in _unguarded_loads(e)]
         for buf, indices, store, pointer in accesses:
-            if self.guarded and not pointer and not any(isinstance(i, tirx.Ramp) for i in indices):
-                continue    # the compiler guards it (Lowerer.global_guard)
+            if self.guarded and (not pointer or isinstance(s, tirx.Evaluate)) and \
+                    not any(isinstance(i, tirx.Ramp) for i in indices):
+                continue    # the compiler guards it (Lowerer.global_guard; a call taking the address: all of it)
             if self.k.scope(buf) == "global" and buf not in self.reported:
                 self.check_access(s, buf, indices, store)
 

@@ -676,10 +676,11 @@ TILE_OUT_OF_BOUNDS = _define(
     ## What it does
     With the bound shapes, checks the global-tensor accesses the compiler does not guard itself.
     Tile copies, `T.Parallel` accesses and plain scalar element accesses are guarded (a store past
-    the end is skipped, a load there reads 0, as upstream TileLang does), so what is checked is a
-    vector access (`T.Ramp` index) or an element whose address is taken outside `T.Parallel`, and
-    every access when `tl.disable_safe_memory_access` turns the guards off. An access counts as
-    guarded under a condition or `T.if_then_else` that keeps it inside.
+    the end is skipped, a load there reads 0, a call taking an element's address runs only where it
+    is inside, as upstream TileLang does), so what is checked is a vector access (`T.Ramp` index)
+    outside `T.Parallel` or an address taken in a store's value, and every access when
+    `tl.disable_safe_memory_access` turns the guards off. An access counts as guarded under a
+    condition or `T.if_then_else` that keeps it inside.
 
     ## Why is this bad?
     An unguarded out-of-bounds access reads another tensor's data or faults with an illegal

@@ -282,8 +282,9 @@ class Lowerer:
         upstream's safe-memory-access pass guards it: stores are skipped and loads read 0
         (``safe_value``), inside T.Parallel (tiles that overhang a tensor stay safe) and in plain
         statements alike (``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N; a thread's own
-        loop past a row's end, upstream's clean_and_maintain_logits_). Outside T.Parallel a vector
-        index (T.Ramp) and a pointer taken (``address_of``) stay unguarded; the checker reports
+        loop past a row's end, upstream's clean_and_maintain_logits_); a call taking an element's
+        address runs only where it holds (``_AccessRewriter.address_guards``). Outside T.Parallel a
+        vector index (T.Ramp) and a pointer in a store's value stay unguarded; the checker reports
         those (TL0602). The conditions of enclosing ``if``s are known (``lower_if``)."""
         if scope_of(buf) != "global" or self.configs.get("tl.disable_safe_memory_access"):
             return None
@@ -335,12 +336,21 @@ class Lowerer:
         if isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value):
             return self.lower_op(stmt)
         if isinstance(stmt, tirx.Evaluate):
-            value = self.rewrite(stmt.value)
+            rw = _AccessRewriter(self, None)
+            value = rw.visit(stmt.value)
             if extern_name(value) == "tl::assume":
                 cond = value.args[1]    # (the user's promise also spares the bounds guards it implies)
                 cond = cond.value if isinstance(cond, tirx.Cast) else cond
                 self.assumed.append(cond)
-            return tirx.Evaluate(value, span=stmt.span)
+            # a call taking a global element's address (T.atomic_add(C[i], v)) runs only where
+            # the element is inside its tensor, as upstream guards it; a cp.async from one copies
+            # zeros there instead (tl::cp_async_gs_conditional, upstream's form)
+            name = extern_name(value) or ""
+            if rw.address_guards and name.startswith("tl::cp_async_gs<"):
+                cond = functools.reduce(tirx.And, rw.address_guards)
+                return evaluate_extern(name.replace("tl::cp_async_gs<", "tl::cp_async_gs_conditional<"),
+                                       *value.args[1:], cond, span=stmt.span)
+            return _guarded(tirx.Evaluate(value, span=stmt.span), rw.address_guards)
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)
         if isinstance(stmt, (tirx.For, tirx.While)):
@@ -647,12 +657,7 @@ class Lowerer:
         if isinstance(body, tirx.Evaluate):
             rw = _AccessRewriter(self, loop)
             out = tirx.Evaluate(rw.visit(body.value), span=body.span)
-            if not rw.address_guards:
-                return out
-            cond = rw.address_guards[0]
-            for c in rw.address_guards[1:]:
-                cond = tirx.And(cond, c)
-            return tirx.IfThenElse(cond, out, None, span=body.span)   # (T.atomic_addx4(dKV[idx[i], j], ...))
+            return _guarded(out, rw.address_guards)   # (T.atomic_addx4(dKV[idx[i], j], ...))
         if isinstance(body, tirx.AllocBuffer):
             return body
         if isinstance(body, tirx.Bind):
@@ -996,6 +1001,13 @@ class _LoopContext:
         self.loop_vars, self.idx, self.layout, self.v = loop_vars, idx, layout, v
 
 
+def _guarded(stmt, conds: list):
+    """``stmt`` under the conjunction of ``conds`` (itself when there are none)."""
+    if not conds:
+        return stmt
+    return tirx.IfThenElse(functools.reduce(tirx.And, conds), stmt, None, span=stmt.span)
+
+
 def _scalar_indices(indices) -> bool:
     """Whether no index is a vector (T.Ramp): outside T.Parallel a vector index is the user's own
     vector access, which the bounds guards leave alone."""
@@ -1007,18 +1019,20 @@ class _AccessRewriter(ExprRewriter):
 
     def __init__(self, lw: Lowerer, loop: _LoopContext | None):
         self.lw, self.loop = lw, loop
-        self.address_guards = []    # bounds of global elements whose address is taken (T.Parallel)
+        self.address_guards = []    # bounds of global elements whose address is taken
 
     def visit_Call(self, e):
         """``address_of(A[i])`` of a global tensor: a pointer cannot read 0 out of bounds, so its
-        element is not guarded as a load; inside T.Parallel the bound check is kept for the caller
-        to guard the whole statement, elsewhere the pointer is the user's own (TL0602 checks it)."""
+        element is not guarded as a load; the bound check is kept for the caller to guard the whole
+        statement (an Evaluate, in T.Parallel or not: ``address_guards``); a pointer elsewhere (a
+        store's value, a bind) stays the user's own (TL0602 checks it)."""
         arg = e.args[0] if len(e.args) == 1 else None
         if (getattr(e.op, "name", "") != "tirx.address_of"
                 or not isinstance(arg, ir.TensorLoad) or scope_of(arg.source) != "global"):
             return super().visit_Call(e)
         indices = [self.visit(i) for i in arg.indices]
-        guard = self.lw.global_guard(arg.source, indices) if self.loop is not None else None
+        scalar = self.loop is not None or _scalar_indices(indices)
+        guard = self.lw.global_guard(arg.source, indices) if scalar else None
         if guard is not None:
             self.address_guards.append(guard)
         buf, idx = self.element(arg.source, indices)
