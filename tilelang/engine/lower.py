@@ -18,9 +18,9 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.artifact import (NUM_SMS, ArtifactError, KernelArtifact, ParamSpec, affine_in, expr_names, is_shape_expr,
                                parse_int_expr)
+from tilelang.codegen.wide_index import WIDE_INDEX
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, TileLangCompileError
 from tilelang.engine.callback import apply_cuda_postproc
-from tilelang.codegen.wide_index import WIDE_INDEX
 from tilelang.engine.pipeline import PASSES
 from tilelang.instrumentation import (abort_open_passes, compile_pass_instrumentation, create_pass_instruments,
                                       current_compile_pass_instrumentation, instrumentation_requested, pass_pipeline)
