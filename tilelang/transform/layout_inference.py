@@ -638,18 +638,22 @@ class _Inference:
                 self.gemm_operands.add(r.buffer)
                 k_major = (not trans_a) if r is a else trans_b
                 if r is b and plan.kind == "wgmma" and plan.b_slab_bytes:
-                    self.narrow_slabs(r.buffer, plan.b_slab_bytes, span)
+                    # an N-major B in slabs narrower than its row's swizzle (narrow_b_slab_bytes):
+                    # every wgmma reading it reads those (Lowerer.lower_gemm passes the width where
+                    # it differs from the one tl::wgmma_gemm_* derives from a whole operand's row)
+                    self.set_shared(r.buffer, True, slab_bytes=plan.b_slab_bytes, span=span)
                     continue
                 if plan.no_wait and wgmma_k_slice(r, k_major, K) == "":
                     # a K slice: slabs as wide as the slice's swizzle, so the slice is whole slabs
-                    self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))))
+                    self.set_shared(r.buffer, True, slab_bytes=wgmma_swizzle_bytes(K * nbytes(str(r.buffer.dtype))),
+                                    span=span)
                     continue
                 sliced = _slice_slab_bytes(r) if plan.kind == "wgmma" and self.regions.get(stmt) is None else 0
                 row_bytes = const_int(r.buffer.shape[-1]) * nbytes(str(r.buffer.dtype))
                 if sliced and sliced != wgmma_swizzle_bytes(row_bytes):
                     # a plain T.gemm column slice narrower than the buffer's own slabs
                     # (wgmma_slab_conflict checked that every gemm on the buffer reads these slabs)
-                    self.set_shared(r.buffer, True, slab_bytes=sliced)
+                    self.set_shared(r.buffer, True, slab_bytes=sliced, span=span)
                     continue
                 self.set_shared(r.buffer, True)
                 self.check_subtile(r, span, mma=plan.kind == "mma")
@@ -734,21 +738,7 @@ class _Inference:
                 # without bank conflicts in tl::gemm_sp_ss); E, and parts of tiles, row-major
                 self.set_shared(r.buffer, r is not e and _whole_swizzlable(r))
 
-    def narrow_slabs(self, buf, slab_bytes: int, span):
-        """``buf``, an N-major B split over warpgroups into columns narrower than its row's
-        swizzle, in slabs of ``slab_bytes`` (``narrow_b_slab_bytes``); every wgmma gemm reading it
-        reads those slabs (``Lowerer.lower_gemm`` passes the width where it differs from the one
-        ``tl::wgmma_gemm_*`` derives from a whole operand's row: a narrower one, which divides
-        every instruction and warpgroup that the row's own slabs do)."""
-        have = self.out.shared.get(buf)
-        if isinstance(have, SharedLayout) and have.slab_bytes and have.slab_bytes != slab_bytes:
-            raise LoweringError("TL0002", f"'{buf.name}' is read by gemms that need {have.slab_bytes}- and "
-                                f"{slab_bytes}-byte swizzle slabs; one buffer has one layout", span,
-                                notes=["Use a separate shared buffer for each gemm, or leave out "
-                                       "tl.enable_wgmma_narrow_slabs."])
-        self.set_shared(buf, True, slab_bytes=slab_bytes)
-
-    def set_shared(self, buf, swizzle: bool, slab: bool = False, slab_bytes: int = 0):
+    def set_shared(self, buf, swizzle: bool, slab: bool = False, slab_bytes: int = 0, span=None):
         shape = tuple(const_int(s) for s in buf.shape)
         slab = swizzle and (slab or buf in self.gemm_operands) and self.out.wgmma
         have = self.out.shared.get(buf)
@@ -756,8 +746,9 @@ class _Inference:
             slab_bytes = have.slab_bytes    # a T.wgmma_gemm K slice chose the slab width
         elif slab_bytes and isinstance(have, SharedLayout) and have.slab_bytes not in (0, slab_bytes):
             raise LoweringError("TL0002", f"'{buf.name}' is read by wgmma gemms that need {have.slab_bytes}- and "
-                                f"{slab_bytes}-byte swizzle slabs; one buffer has one layout",
-                                notes=["Use a separate shared buffer for each gemm."])
+                                f"{slab_bytes}-byte swizzle slabs; one buffer has one layout", span,
+                                notes=["Use a separate shared buffer for each gemm (or leave out "
+                                       "tl.enable_wgmma_narrow_slabs where it asked for the narrower slabs)."])
         bits = dtype_bits(str(buf.dtype))
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes,
                                             bits if bits < 8 else 0)
