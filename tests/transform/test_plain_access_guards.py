@@ -90,9 +90,27 @@ def gathered(KV: T.Tensor((256, 64), T.float16), Idx: T.Tensor((64,), T.int32), 
             O[tx, u] = rows[tx, u]
 
 
+@T.prim_func
+def gathered_masked(KV: T.Tensor((256, 64), T.float16), Idx: T.Tensor((64,), T.int32),
+                    O: T.Tensor((64, 64), T.float16)):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding(0)
+        rows = T.alloc_shared((64, 64), T.float16)
+        row = Idx[tx]
+        for u in T.serial(8):
+            T.ptx_cp_async(T.access_ptr(rows[tx, u * 8], "w", 8), T.access_ptr(KV[row, u * 8], "r", 8), 8, row != 7)
+        T.ptx_commit_group()
+        T.ptx_wait_group(0)
+        for u in T.serial(64):
+            O[tx, u] = rows[tx, u]
+
+
 def test_a_user_cp_async_from_a_gathered_row_copies_zeros_outside():
     b = body(gathered)
     assert re.search(r"tl::cp_async_gs_conditional<16>\(.*\(0 <= row\) && \(row < 256\)\)\);", b)
+    # the user's own predicate is kept beside the bounds
+    b = body(gathered_masked)
+    assert re.search(r"tl::cp_async_gs_conditional<16>\(.*row < 256\).*\(row != 7\)\)\);", b)
 
 
 def test_the_key_turns_the_guards_off():

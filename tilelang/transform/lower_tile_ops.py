@@ -23,6 +23,7 @@ Every new statement carries the span of the user statement it came from.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 
@@ -260,12 +261,8 @@ class Lowerer:
             # loads at the same element need no guard of their own
             indices = [rw.visit(i) for i in indices]
             guard = self.global_guard(buf, indices) if _scalar_indices(indices) else None
-            held = [guard] if guard is not None else []
-            self.assumed += held
-            try:
+            with self.an.constraint_scope(guard) if guard is not None else contextlib.nullcontext():
                 value = rw.visit(value)
-            finally:
-                del self.assumed[len(self.assumed) - len(held):]
         else:
             value = rw.visit(value)
             exact = rw._exact_local(buf, indices)
@@ -344,12 +341,14 @@ class Lowerer:
                 self.assumed.append(cond)
             # a call taking a global element's address (T.atomic_add(C[i], v)) runs only where
             # the element is inside its tensor, as upstream guards it; a cp.async from one copies
-            # zeros there instead (tl::cp_async_gs_conditional, upstream's form)
+            # zeros there instead (tl::cp_async_gs_conditional, upstream's form; a predicate the
+            # user gave, T.ptx_cp_async(..., predicate), still holds too)
             name = extern_name(value) or ""
-            if rw.address_guards and name.startswith("tl::cp_async_gs<"):
-                cond = functools.reduce(tirx.And, rw.address_guards)
-                return evaluate_extern(name.replace("tl::cp_async_gs<", "tl::cp_async_gs_conditional<"),
-                                       *value.args[1:], cond, span=stmt.span)
+            if rw.address_guards and name.startswith(("tl::cp_async_gs<", "tl::cp_async_gs_conditional<")):
+                dst, src, *predicate = value.args[1:]
+                cond = functools.reduce(tirx.And, rw.address_guards + predicate)
+                return evaluate_extern("tl::cp_async_gs_conditional" + name[name.index("<"):], dst, src, cond,
+                                       span=stmt.span)
             return _guarded(tirx.Evaluate(value, span=stmt.span), rw.address_guards)
         if is_parallel_nest(stmt):
             return self.lower_parallel(stmt)
