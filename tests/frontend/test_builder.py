@@ -253,3 +253,37 @@ def test_prim_func_in_the_eager_style_records_out_idx():
 
     assert [str(p.name) for p in kernel.params] == ["A", "B"]
     assert list(kernel.attrs["tilelang_out_idx"]) == [-1]
+
+
+def _is_hopper():
+    return True
+
+
+@tilelang.jit
+def _flagged_copy(A, block=64):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    out = T.empty((N,), T.float32)
+    use_shared = _is_hopper()       # a Python bool: a compile-time flag, as upstream keeps it
+    scale = 2                       # a Python int before the kernel: a constant, not a local scalar
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        s = T.alloc_shared((block,), T.float32)
+        if use_shared:
+            T.copy(A[bx * block], s)
+            for i in T.Parallel(block):
+                out[bx * block + i] = s[i] * scale
+        else:
+            for i in T.Parallel(block):
+                out[bx * block + i] = A[bx * block + i] * 3
+    return out
+
+
+def test_python_values_bound_before_the_kernel_stay_compile_time():
+    """upstream's convolution example: ``is_hopper = check_hopper()`` above ``with T.Kernel`` and
+    ``if is_hopper:`` inside picks a branch at build time (it used to become a host-side local
+    scalar, refused with TL0002 'written outside T.Kernel and read inside')."""
+    f = _flagged_copy.get_prim_func(N=256)
+    text = f.script()
+    assert "if " not in text and "T.float32(3.0)" not in text and "T.float32(2.0)" in text
+    assert [s.buffer.scope() for s in _stmts(f, tirx.AllocBuffer)] == ["shared.dyn"]
+    tilelang.compile(f, target="cuda -arch=sm_90a").get_kernel_source()

@@ -1,5 +1,5 @@
-"""wgmma with an N-major B in narrow swizzle slabs (``tl.enable_wgmma_narrow_slabs``) against
-torch, and the mma.sync gemm the same kernel takes without the key (CPU side:
+"""wgmma with an N-major B in narrow swizzle slabs (the default) against torch, and the mma.sync
+gemm the same kernel takes with ``tl.disable_wgmma_narrow_slabs`` (CPU side:
 tests/transform/test_wgmma_narrow_slabs.py)."""
 
 import sys

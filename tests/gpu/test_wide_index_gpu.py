@@ -20,7 +20,8 @@ def test_past_2_31_elements_matches_torch():
     small = torch.randint(-50, 50, (64, 1000), dtype=torch.int8, device="cuda")
     torch.testing.assert_close(kernel(small), small * 2)
     assert kernel._wide is None
-    big = torch.randint(-50, 50, (2**16, 2**15 + 64), dtype=torch.int8, device="cuda")   # 2**31 + 2**22
+    # 2**15 rows (the grid's y, at most 65535) of 2**16 + 128: 2**31 + 2**22 elements
+    big = torch.randint(-50, 50, (2**15, 2**16 + 128), dtype=torch.int8, device="cuda")
     out = kernel(big)
     assert kernel._wide is not None and kernel._wide.artifact.index_bits == 64
     assert torch.equal(out[-16:], big[-16:] * 2)     # rows past element 2**31

@@ -247,10 +247,14 @@ def _small_gemm(threads, block=64, stages=3):
 def test_gemm_hover_says_why_sm90a_falls_back_to_mma_sync():
     from tilelang.analysis.summary import summarize
 
-    summary = summarize(_small_gemm(threads=256), "sm_90a")
+    # M=64 over 2 warpgroups: they split N into 32 columns, which wgmma takes in 64-byte slabs of
+    # B unless tl.disable_wgmma_narrow_slabs is set; then mma.sync, and the hover says why
+    assert summarize(_small_gemm(threads=256), "sm_90a")["gemms"][0]["kind"] == "wgmma"
+    summary = summarize(_small_gemm(threads=256), "sm_90a", {"tl.disable_wgmma_narrow_slabs": True})
     text = hover.gemm_markdown(summary["gemms"][0], None)
     assert "mma.sync.aligned.m16n8k16" in text
     assert "not wgmma on sm_90a: M=64 does not split into 64-row blocks over 2 warpgroup(s)" in text
+    assert "tl.disable_wgmma_narrow_slabs is set" in text
     # On sm_80 there is nothing to explain.
     assert "not wgmma" not in hover.gemm_markdown(summarize(_small_gemm(threads=256), "sm_80")["gemms"][0], None)
 

@@ -119,3 +119,23 @@ def test_the_key_turns_the_guards_off():
         body(overhang, **{"tl.disable_safe_memory_access": True})
     b = body(overhang, **{"tl.disable_safe_memory_access": True, "tl.disable_out_of_bound_warning": True})
     assert "< 1000" not in b
+
+
+def _replicated_rows(rep=2):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def kernel(Idx: T.Tensor((n, 64), T.int32), Out: T.Tensor((n * rep, 64), T.int32)):
+        with T.Kernel(n * rep, threads=64) as bx:
+            tx = T.get_thread_binding(0)
+            Out[bx, tx] = Idx[bx // rep, tx] + 1
+
+    return kernel
+
+
+def test_a_floor_divided_block_index_is_proven_inside_its_grid():
+    """deepseek_v32's sparse_mla_fwd_pipelined: ``Indices[.., bx // REPLICATE_H, ..]`` on a grid of
+    ``seq_len * REPLICATE_H`` blocks needs no guard (the guard kept ptxas from batching the index
+    loads ahead of the producer's barriers: 14 % slower on the H200)."""
+    b = body(_replicated_rows())
+    assert "condval" not in b and " < n" not in b

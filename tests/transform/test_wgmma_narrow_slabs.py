@@ -1,8 +1,9 @@
-"""``tl.enable_wgmma_narrow_slabs``: a T.gemm whose warpgroups split N into columns that are not
-whole swizzle slabs of an N-major B's row takes wgmma, B laid out in slabs as wide as one
-warpgroup's columns (``layout_inference.narrow_b_slab_bytes``), the width passed to
-``tl::wgmma_gemm_*`` through ``tl::Warpgroups<M, N, SWA, SWB>``; without the key it stays on
-mma.sync (GPU side: tests/gpu/test_wgmma_narrow_slabs_gpu.py)."""
+"""Narrow wgmma slabs (default; off with ``tl.disable_wgmma_narrow_slabs``): a T.gemm whose
+warpgroups split N into columns that are not whole swizzle slabs of an N-major B's row takes
+wgmma, B laid out in slabs as wide as one warpgroup's columns
+(``layout_inference.narrow_b_slab_bytes``), the width passed to ``tl::wgmma_gemm_*`` through
+``tl::Warpgroups<M, N, SWA, SWB>``; with the key it stays on mma.sync (GPU side:
+tests/gpu/test_wgmma_narrow_slabs_gpu.py)."""
 
 import re
 
@@ -14,7 +15,7 @@ from tilelang.jit import nvcc
 from tilelang.transform.layout_inference import narrow_b_slab_bytes, wgmma_split
 
 SM90 = "cuda -arch=sm_90a"
-KEY = "tl.enable_wgmma_narrow_slabs"
+KEY = "tl.disable_wgmma_narrow_slabs"
 
 
 def kernel(M=64, N=64, K=64, threads=256, trans_b=False, dtype=T.float16):
@@ -53,12 +54,20 @@ def test_the_reason_for_mma_sync_names_the_key():
 
 
 @pytest.mark.parametrize("N, width", [(64, 64), (32, 32)])
-def test_the_key_takes_wgmma_with_narrow_b_slabs(N, width):
-    _, default = gemm_calls(kernel(N=N))
-    assert [name for name, _ in default] == ["gemm_ss"]          # mma.sync
-    src, narrow = gemm_calls(kernel(N=N), **{KEY: True})
+def test_wgmma_with_narrow_b_slabs_by_default(N, width):
+    src, narrow = gemm_calls(kernel(N=N))
     assert narrow == [("wgmma_gemm_ss", f"64, {N}, 64, tl::Warpgroups<1, 2, 0, {width}>, false, false, true")]
     assert nvcc.compile_cubin(src, "sm_90a", [])
+    _, off = gemm_calls(kernel(N=N), **{KEY: True})
+    assert [name for name, _ in off] == ["gemm_ss"]          # mma.sync
+
+
+def test_the_hover_says_why_mma_sync_with_the_key():
+    from tilelang.analysis.summary import summarize
+
+    gemms = summarize(kernel(N=64), "sm_90a", {KEY: True})["gemms"]
+    assert gemms[0]["kind"] == "mma" and KEY in gemms[0]["why_not_wgmma"]
+    assert summarize(kernel(N=64), "sm_90a")["gemms"][0]["kind"] == "wgmma"
 
 
 def test_k_major_b_and_m_split_gemms_are_unchanged():

@@ -79,7 +79,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
         if arch == "sm_90a" and any(p.kind == "mma" for p in layouts.gemms.values()):
-            _explain_mma(info, layouts, out["gemms"])
+            _explain_mma(info, layouts, out["gemms"], narrow=not k.ctx.pass_configs.get("tl.disable_wgmma_narrow_slabs"))
         out["gemms"].sort(key=lambda g: g["line"] or 0)
     planned = _warp_specialised(k, out)
     if planned[0] is not None and planned[0].ring:   # the GEMM ring's extra buffer (warp_specialize.plan_ring)
@@ -300,7 +300,7 @@ def _dst(copy):
     return decode_region(copy.value.args[1]).buffer
 
 
-def _explain_mma(info, layouts, gemms) -> None:
+def _explain_mma(info, layouts, gemms, narrow: bool = True) -> None:
     """On sm_90a, say why each mma.sync gemm is not wgmma: its own reason (``wgmma_blocker``), or,
     for one that fits wgmma alone, the kernel's: column slices of one buffer that need different
     slab widths (``wgmma_slab_conflict``), or another gemm that cannot take wgmma where the kernel
@@ -308,7 +308,11 @@ def _explain_mma(info, layouts, gemms) -> None:
     from tilelang.transform.layout_inference import wgmma_blocker, wgmma_slab_conflict
 
     stmts = list(layouts.gemms)
-    reasons = {stmt: wgmma_blocker(info, stmt) for stmt in stmts}
+    reasons = {stmt: wgmma_blocker(info, stmt, narrow=narrow) for stmt in stmts}
+    if layouts.unnarrowed:      # planned again without narrow slabs: say why they were given up
+        reasons = {stmt: why or (f"it needs narrow wgmma slabs, which this kernel cannot take: {layouts.unnarrowed}"
+                                 if wgmma_blocker(info, stmt, narrow=False) else None)
+                   for stmt, why in reasons.items()}
     fits = [stmt for stmt in stmts if reasons[stmt] is None]
     conflict = wgmma_slab_conflict(fits, {}) if fits else None
     first = next((stmt for stmt in stmts if reasons[stmt]), None)

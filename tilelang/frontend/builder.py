@@ -29,6 +29,7 @@ from tvm.script.parser.core import doc
 from tvm.script.parser.core.evaluator import _eval_op
 from tvm.tirx import is_buffer_var
 from tvm.tirx.script import builder as T
+from tvm.tirx.script.builder.frame import LaunchThreadFrame
 from tvm.tirx.script.parser import parser as _tparser
 
 from tilelang import knobs
@@ -70,6 +71,11 @@ def _plain_python(value) -> bool:
         return False
     return not (hasattr(value, "__enter__") or getattr(type(value), "_is_meta_class", False)
                 or type(value).__name__ == "meta_var")
+
+
+def _in_kernel() -> bool:
+    """Inside ``with T.Kernel(...)`` (a thread launch frame is open)."""
+    return any(isinstance(f, LaunchThreadFrame) for f in IRBuilder.current().frames)
 
 
 def _fold(cond):
@@ -281,6 +287,10 @@ class Builder:
     def _bind(self, name, value):
         if _plain_python(value):
             return value  # dtypes, strings, functions, None: Python values stay Python values
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and not _in_kernel()):
+            # ``is_hopper = check_hopper()``, ``n = 4`` before ``with T.Kernel``: compile-time values,
+            # as upstream keeps them (a local scalar there could not reach the kernel at all)
+            return value
         if isinstance(value, tvm.tirx.Var) and not is_buffer_var(value) and self.var_table.exist(value):
             return value  # ``row = bx``, ``M_ = M``: an alias (TVMScript copied it into a local scalar)
         return _tparser.bind_assign_value(self, None, name, value)

@@ -89,6 +89,7 @@ class Layouts:
     wgmma: bool = False                             # some gemm of the kernel lowers to wgmma (sm_90a)
     mixed: bool = False                             # ... and another to mma.sync (GemmPlan.kind says which)
     unmixed: str = ""                               # why gemms not all fitting wgmma all took mma.sync
+    unnarrowed: str = ""                            # why B's narrow wgmma slabs were given up (infer_layouts)
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
 
@@ -160,7 +161,7 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True, nar
     (of its thread region, ``region``, which must start at a multiple of its warpgroups) taking
     part, N <= 256 per warpgroup (wider: ``_wide_n_blocker``), whole 2-D shared operands (in a thread
     region or a T.wgmma_gemm also one stage of a staged buffer, or slabs of one:
-    ``wgmma_subtile``). ``narrow`` (``tl.enable_wgmma_narrow_slabs``): an N-major B whose warpgroup
+    ``wgmma_subtile``). ``narrow`` (off with ``tl.disable_wgmma_narrow_slabs``): an N-major B whose warpgroup
     columns are narrower than its row's swizzle slabs may take narrower slabs (a whole buffer)."""
     args = stmt.value.args
     a, b, c = (decode_region(x) for x in args[:3])
@@ -335,7 +336,7 @@ def narrow_b_slab_bytes(N: int, wn: int, trans_b: bool, eb: int) -> int:
     return wgmma_swizzle_bytes(nw * eb)
 
 
-NARROW_SLAB_KEY = "tl.enable_wgmma_narrow_slabs"   # pass config (opt-in): narrow_b_slab_bytes
+NARROW_SLAB_KEY = "tl.disable_wgmma_narrow_slabs"   # pass config: no narrow_b_slab_bytes (on by default)
 
 
 def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced: bool = False, K: int = 16,
@@ -365,7 +366,7 @@ def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced
             why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), and an N-major B "
                    f"does not split into whole swizzle slabs over {wn} warpgroups along N")
             if NW <= 256 and narrow_b_slab_bytes(N, wn, trans_b, eb):
-                why += " (tl.enable_wgmma_narrow_slabs lays B out in narrower slabs that do)"
+                why += " (narrower slabs would, but tl.disable_wgmma_narrow_slabs is set)"
             continue
         if NW > 256:
             wide = _wide_n_blocker(NW, trans_b, forced)
@@ -523,10 +524,11 @@ def slab_stage_shape(shape, dtype: str) -> bool:
 
 class _Inference:
     def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None,
-                 split_n: bool = True, mix: bool = True):
+                 split_n: bool = True, mix: bool = True, narrow: bool = True):
         self.info = info
         self.split_n = split_n      # wgmma warpgroups may split N (wgmma_split); off: infer_layouts' retry
-        self.narrow = bool((pass_configs or {}).get(NARROW_SLAB_KEY))   # narrow_b_slab_bytes (opt-in)
+        self.narrow = narrow and not (pass_configs or {}).get(NARROW_SLAB_KEY)   # narrow_b_slab_bytes
+        self.used_narrow = False    # some wgmma B was planned in narrow slabs (off: infer_layouts' retry)
         self.used_split_n = False   # some gemm was planned with warpgroups splitting N
         self.mix = mix              # gemms wgmma cannot take may take mma.sync beside wgmma ones
         self.wgmma_gemms = set()    # the gemms planned on wgmma (_use_wgmma)
@@ -638,6 +640,7 @@ class _Inference:
                 self.gemm_operands.add(r.buffer)
                 k_major = (not trans_a) if r is a else trans_b
                 if r is b and plan.kind == "wgmma" and plan.b_slab_bytes:
+                    self.used_narrow = True
                     # an N-major B in slabs narrower than its row's swizzle (narrow_b_slab_bytes):
                     # every wgmma reading it reads those (Lowerer.lower_gemm passes the width where
                     # it differs from the one tl::wgmma_gemm_* derives from a whole operand's row)
@@ -748,7 +751,7 @@ class _Inference:
             raise LoweringError("TL0002", f"'{buf.name}' is read by wgmma gemms that need {have.slab_bytes}- and "
                                 f"{slab_bytes}-byte swizzle slabs; one buffer has one layout", span,
                                 notes=["Use a separate shared buffer for each gemm (or leave out "
-                                       "tl.enable_wgmma_narrow_slabs where it asked for the narrower slabs)."])
+                                       "set tl.disable_wgmma_narrow_slabs, which gives those gemms mma.sync)."])
         bits = dtype_bits(str(buf.dtype))
         self.out.shared[buf] = SharedLayout(shape, nbytes(str(buf.dtype)), swizzle, slab, slab_bytes,
                                             bits if bits < 8 else 0)
@@ -1968,16 +1971,20 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     # `tl.disable_wgmma_mix: True`: all of a kernel's gemms on wgmma or none (before session 16).
     configs = pass_configs or {}
 
-    def attempt(split_n: bool, mix: bool) -> Layouts:
-        inference = _Inference(info, arch, pass_configs, split_n=split_n, mix=mix)
+    def attempt(split_n: bool, mix: bool, narrow: bool = True) -> Layouts:
+        inference = _Inference(info, arch, pass_configs, split_n=split_n, mix=mix, narrow=narrow)
         try:
             return inference.run()
-        except (LoweringError, LayoutError):
+        except (LoweringError, LayoutError) as err:
+            if inference.used_narrow:     # e.g. one B read by gemms that want two slab widths
+                out = attempt(split_n, mix, False)
+                out.unnarrowed = str(getattr(err, "message", None) or err).splitlines()[0]
+                return out
             if inference.out.mixed:
-                return attempt(split_n, False)
+                return attempt(split_n, False, narrow)
             if not inference.used_split_n:
                 raise
-        return attempt(False, mix)
+        return attempt(False, mix, narrow)
 
     try:
         return attempt(bool(configs.get(SPLIT_N_KEY, True)), not configs.get(MIX_KEY))

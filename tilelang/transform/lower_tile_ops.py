@@ -292,13 +292,26 @@ class Lowerer:
                 wide = "int64" if "int64" in (dtype_of(i), dtype_of(n)) else dtype_of(i)
                 i, n = (x if dtype_of(x) == wide else tirx.Cast(wide, x) for x in (i, n))
             zero = tirx.IntImm(dtype_of(i), 0)
-            conds += [c for c in (tirx.GE(i, zero), tirx.LT(i, n)) if not self.prove(c)]
+            conds += [c for c in (tirx.GE(i, zero), tirx.LT(i, n)) if not self.prove_bound(c)]
         if not conds:
             return None
         out = conds[0]
         for c in conds[1:]:
             out = tirx.And(out, c)
         return out
+
+    def prove_bound(self, cond) -> bool:
+        """``prove`` for an index bound, also where the index is a floor division by a positive
+        constant: ``x // c < n`` holds where ``x < n * c`` does (a block index over a grid of
+        ``seq_len * REPLICATE_H`` blocks, ``bx // REPLICATE_H < seq_len``), which the analyzer
+        does not derive from ``x``'s bound on its own."""
+        if self.prove(cond):
+            return True
+        i = cond.a
+        if isinstance(cond, tirx.LT) and isinstance(i, tirx.FloorDiv) and isinstance(i.b, tirx.IntImm) \
+                and i.b.value > 0:
+            return self.prove(tirx.LT(i.a, cond.b * i.b))
+        return False
 
     def prove(self, cond) -> bool:
         if self.assumed:
