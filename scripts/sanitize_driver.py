@@ -38,6 +38,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                boxes (session 27: racecheck cannot order the raw bulk copies used before) and dQ's
                atomics staged through shared memory by whole lines (default since session 27);
                their main() checks against torch on the GPU
+    dsv4_sparse  upstream's deepseek_v4 sparse_attn_fwd_sm90 (B1 S8 SKV512 H64 D512, top-128 random
+               rows, some -1): the gathered cp.async pipeline whose iterations end without a
+               barrier since session 29 (nothing after the last reissue touches shared memory)
     bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
                (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
                (tl.enable_atomic_line_staging false)
@@ -279,8 +282,45 @@ def run_bwd(config: str) -> str:
     return f"mha_bwd_bshd and gqa_sink_bwd_bhsd ({config}) match torch"
 
 
+def run_dsv4_sparse() -> str:
+    """Upstream's deepseek_v4 sparse_attn_fwd_sm90 at a small shape against its own torch reference
+    on the CPU (``torch_sparse_attention``)."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from upstream_paths import examples
+
+    base = examples("deepseek_v4")
+    if base is None:
+        raise RuntimeError("upstream's examples/deepseek_v4 not found (tests/upstream_paths.py)")
+    sys.path.insert(0, str(base))
+    import sparse_attn_fwd_sm90 as m
+
+    B, S, SKV, H, D, TOPK = 1, 8, 512, 64, 512, 128
+    torch.manual_seed(0)
+    q = torch.randn(B, S, H, D, dtype=torch.bfloat16)
+    kv = torch.randn(B, SKV, D, dtype=torch.bfloat16)
+    sink = torch.randn(H, dtype=torch.bfloat16)
+    idx = torch.randint(0, SKV, (B, S, TOPK), dtype=torch.int32)
+    idx[:, :, -5:] = -1                                   # padding rows: masked, their loads skipped
+    kernel = m.sparse_attn_fwd(B, H, S, SKV, D, TOPK, dtype=m.T.bfloat16)
+    out = kernel(q.cuda(), kv.cuda(), idx.cuda(), sink.cuda())
+    torch.cuda.synchronize()
+    got = out.cpu().float()
+    valid = idx.clamp(min=0)
+    # the example's torch_sparse_attention with the -1 rows masked (it gathers them as row 0)
+    rows = torch.gather(kv[:, None].expand(B, S, SKV, D).float(), 2, valid[..., None].expand(B, S, TOPK, D).long())
+    scores = torch.einsum("bmhd,bmtd->bmht", q.float(), rows) / D ** 0.5
+    scores[..., -5:] = float("-inf")
+    attn = torch.softmax(torch.cat([scores, sink.float()[None, None, :, None].expand(B, S, H, 1)], -1), -1)
+    ref = torch.einsum("bmht,bmtd->bmhd", attn[..., :-1], rows)
+    torch.testing.assert_close(got, ref.to(torch.bfloat16).float(), rtol=2e-2, atol=2e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "dsv4_sparse": run_dsv4_sparse,
     "refill": run_refill,
     "early_prologue": lambda: run_refill(early_prologue=True),
     "bwd": lambda: run_bwd("default"),

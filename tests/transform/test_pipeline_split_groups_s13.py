@@ -96,3 +96,55 @@ def test_one_stage_attention_loop_refills_each_tile_after_its_last_use():
     plain = tilelang.lower(_attention(1), target="sm_80",
                            pass_configs={"tl.enable_pipeline_split_groups": False}).source
     assert "if (i < 15)" not in plain
+
+
+def _attention_with_tail(tail_writes_shared):
+    @T.prim_func
+    def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
+          V: T.Tensor((1024, 64), "float16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            q = T.alloc_shared((64, 64), "float16")
+            ks = T.alloc_shared((64, 64), "float16")
+            vs = T.alloc_shared((64, 64), "float16")
+            keep = T.alloc_shared((64, 64), "float32")
+            s = T.alloc_fragment((64, 64), "float32")
+            p = T.alloc_fragment((64, 64), "float16")
+            o = T.alloc_fragment((64, 64), "float32")
+            T.copy(Q, q)
+            T.clear(o)
+            T.clear(keep)
+            for i in T.Pipelined(16, num_stages=2):
+                if tail_writes_shared:
+                    T.copy(keep, o)          # reads what the previous iteration's tail wrote
+                T.copy(K[i * 64:(i + 1) * 64, :], ks)
+                T.clear(s)
+                T.gemm(q, ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for a, b in T.Parallel(64, 64):
+                    s[a, b] = T.exp2(s[a, b])
+                T.copy(s, p)
+                T.copy(V[i * 64:(i + 1) * 64, :], vs)
+                T.gemm(p, vs, o, policy=T.GemmWarpPolicy.FullRow)
+                if tail_writes_shared:
+                    T.copy(o, keep)
+                else:
+                    for a, b in T.Parallel(64, 64):      # registers only, after the last reissue
+                        o[a, b] = o[a, b] * 0.5
+            T.copy(o, O)
+    return k
+
+
+def test_iteration_ends_with_a_barrier_only_where_its_tail_races_with_the_next_head():
+    """After V's reissue the body's last statements (a softmax's row statistics, say) touch only
+    registers: no barrier closes the iteration (deepseek_v4's sparse attention); where they write
+    a shared buffer the next iteration reads before its first barrier, one does."""
+    def loop_end(func):
+        # (with the early release off: its schedule, the default here, opens each iteration with
+        # the barrier instead; gathered copies, deepseek_v4's, take this one by default)
+        src = tilelang.lower(func, target="sm_80", pass_configs={"tl.enable_pipeline_split_groups": True,
+                                                                 "tl.enable_pipeline_early_release": False}).source
+        loop = src.split("for (int i = 0; i < 16; ++i)", 1)[1]
+        assert loop.count("tl::cp_async_wait<3>();") == 2          # one group per tile
+        return loop[:loop.index("\n  }\n")].rstrip().splitlines()[-1].strip()
+
+    assert loop_end(_attention_with_tail(False)) != "__syncthreads();"
+    assert loop_end(_attention_with_tail(True)) == "__syncthreads();"

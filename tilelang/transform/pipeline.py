@@ -52,6 +52,9 @@ last uses, every iteration (empty groups past the end), so N_p, the groups commi
 when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
 (every tile read first, then computation without them) takes the early release above instead,
 decided first: its next iteration opens with a wait and a barrier, so no barrier closes its body.
+In this schedule the consumers after the last reissue end the body with a barrier only where they
+and the next iteration's consumers before its first barrier touch a common shared buffer
+(``_wraps_around``; a softmax's row statistics there touch none).
 
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
 loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
@@ -395,6 +398,26 @@ def _produce_one(lw, loop, producer, iteration, stage):
         lw.vmap, lw.stage = saved_vmap, saved_stage
 
 
+def _wraps_around(lw, head, tail, produced) -> bool:
+    """Whether the consumers after the last issue (``tail``; with the tiles just issued counted as
+    written) may race with the next iteration's consumers before its first barrier (``head``;
+    barriers inside them make it more than runs before the first). Only then does the
+    iteration end with a barrier: a softmax's row statistics after the last issue, say, touch no
+    shared memory (deepseek_v4's sparse attention: one barrier fewer per iteration)."""
+    alias = getattr(lw, "smem_alias", None) or {}
+
+    def accesses(stmts):
+        r, w = set(), set()
+        for s in stmts:
+            sr, sw = thread_sync.shared_rw(s)
+            r, w = r | sr, w | sw
+        return thread_sync.widen(r, alias), thread_sync.widen(w, alias)
+
+    head_r, head_w = accesses(head)
+    tail_r, tail_w = accesses(tail)
+    return thread_sync.conflict(head_r, head_w, tail_r, tail_w | thread_sync.widen(set(produced), alias))
+
+
 def _lower_split_groups(lw, loop, S, producers, consumers, uses):
     """The pipelined loop with one cp.async group per producer (module docstring)."""
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
@@ -425,6 +448,10 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
             out.append(lowered)
             segment = []
 
+    # the consumers before the first barrier of an iteration: the one a wait precedes is after it,
+    # the last user of a tile (the barrier before its reissue) before it
+    first_barrier = next((m + (not any(uses[i][0] == m for i in range(P))) for m in range(len(consumers))
+                          if any(uses[i][0] == m or uses[i][1] == m for i in range(P))), len(consumers))
     for m, c in enumerate(consumers):
         waiting = [i for i in range(P) if uses[i][0] == m]
         if waiting:
@@ -451,7 +478,8 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
             ends_with_issue = True
     flush()
     lw.stage = saved_stage
-    if not ends_with_issue:
+    last_issue = max(uses[i][1] for i in range(P))
+    if not ends_with_issue and _wraps_around(lw, consumers[:first_barrier], consumers[last_issue + 1:], bufs):
         # (consumers after every tile's last use: with early release on, ``lower_pipelined``
         # gives such loops that schedule instead; here the barrier keeps this one safe)
         out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
