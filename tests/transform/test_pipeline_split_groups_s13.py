@@ -14,7 +14,9 @@ def _body(func, target="sm_80"):
     return src[src.find('extern "C" __global__ void __launch'):]
 
 
-def _attention(stages):
+def _attention(stages, tail=None):
+    """``tail``: None, or statements after V's last reader: "registers" (a rescale of the output
+    fragment) or "shared" (the output kept in a shared tile the next iteration reads first)."""
     @T.prim_func
     def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
           V: T.Tensor((1024, 64), "float16"), O: T.Tensor((64, 64), "float32")):
@@ -22,12 +24,17 @@ def _attention(stages):
             q = T.alloc_shared((64, 64), "float16")
             ks = T.alloc_shared((64, 64), "float16")
             vs = T.alloc_shared((64, 64), "float16")
+            keep = T.alloc_shared((64, 64), "float32")
             s = T.alloc_fragment((64, 64), "float32")
             p = T.alloc_fragment((64, 64), "float16")
             o = T.alloc_fragment((64, 64), "float32")
             T.copy(Q, q)
             T.clear(o)
+            if tail == "shared":
+                T.clear(keep)
             for i in T.Pipelined(16, num_stages=stages):
+                if tail == "shared":
+                    T.copy(keep, o)          # reads what the previous iteration's tail wrote
                 T.copy(K[i * 64:(i + 1) * 64, :], ks)
                 T.clear(s)
                 T.gemm(q, ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
@@ -36,6 +43,11 @@ def _attention(stages):
                 T.copy(s, p)
                 T.copy(V[i * 64:(i + 1) * 64, :], vs)
                 T.gemm(p, vs, o, policy=T.GemmWarpPolicy.FullRow)
+                if tail == "shared":
+                    T.copy(o, keep)
+                elif tail == "registers":
+                    for a, b in T.Parallel(64, 64):      # registers only, after the last reissue
+                        o[a, b] = o[a, b] * 0.5
             T.copy(o, O)
     return k
 
@@ -98,41 +110,6 @@ def test_one_stage_attention_loop_refills_each_tile_after_its_last_use():
     assert "if (i < 15)" not in plain
 
 
-def _attention_with_tail(tail_writes_shared):
-    @T.prim_func
-    def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
-          V: T.Tensor((1024, 64), "float16"), O: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128):
-            q = T.alloc_shared((64, 64), "float16")
-            ks = T.alloc_shared((64, 64), "float16")
-            vs = T.alloc_shared((64, 64), "float16")
-            keep = T.alloc_shared((64, 64), "float32")
-            s = T.alloc_fragment((64, 64), "float32")
-            p = T.alloc_fragment((64, 64), "float16")
-            o = T.alloc_fragment((64, 64), "float32")
-            T.copy(Q, q)
-            T.clear(o)
-            T.clear(keep)
-            for i in T.Pipelined(16, num_stages=2):
-                if tail_writes_shared:
-                    T.copy(keep, o)          # reads what the previous iteration's tail wrote
-                T.copy(K[i * 64:(i + 1) * 64, :], ks)
-                T.clear(s)
-                T.gemm(q, ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                for a, b in T.Parallel(64, 64):
-                    s[a, b] = T.exp2(s[a, b])
-                T.copy(s, p)
-                T.copy(V[i * 64:(i + 1) * 64, :], vs)
-                T.gemm(p, vs, o, policy=T.GemmWarpPolicy.FullRow)
-                if tail_writes_shared:
-                    T.copy(o, keep)
-                else:
-                    for a, b in T.Parallel(64, 64):      # registers only, after the last reissue
-                        o[a, b] = o[a, b] * 0.5
-            T.copy(o, O)
-    return k
-
-
 def test_iteration_ends_with_a_barrier_only_where_its_tail_races_with_the_next_head():
     """After V's reissue the body's last statements (a softmax's row statistics, say) touch only
     registers: no barrier closes the iteration (deepseek_v4's sparse attention); where they write
@@ -146,5 +123,5 @@ def test_iteration_ends_with_a_barrier_only_where_its_tail_races_with_the_next_h
         assert loop.count("tl::cp_async_wait<3>();") == 2          # one group per tile
         return loop[:loop.index("\n  }\n")].rstrip().splitlines()[-1].strip()
 
-    assert loop_end(_attention_with_tail(False)) != "__syncthreads();"
-    assert loop_end(_attention_with_tail(True)) == "__syncthreads();"
+    assert loop_end(_attention(2, tail="registers")) != "__syncthreads();"
+    assert loop_end(_attention(2, tail="shared")) == "__syncthreads();"
