@@ -7,6 +7,7 @@ import re
 
 import tilelang
 import tilelang.language as T
+from tilelang.jit import nvcc
 
 
 def _body(func, target="sm_80"):
@@ -125,3 +126,20 @@ def test_iteration_ends_with_a_barrier_only_where_its_tail_races_with_the_next_h
 
     assert loop_end(_attention(2, tail="registers")) != "__syncthreads();"
     assert loop_end(_attention(2, tail="shared")) == "__syncthreads();"
+
+
+def test_tail_peel_reissues_unconditionally_and_runs_the_last_stages_apart():
+    """``tl.enable_pipeline_tail_peel``: the first n - S iterations reissue with no ``if (i < n - S)``
+    (ptxas may then hoist a gathered copy's index loads above the barrier before the reissue);
+    the last S run in a loop of their own that commits empty groups, as the guarded issue did."""
+    configs = {"tl.enable_pipeline_split_groups": True, "tl.enable_pipeline_tail_peel": True}
+    src = tilelang.lower(_attention(2), target="sm_80", pass_configs=configs).source
+    body = src[src.find('extern "C" __global__ void __launch'):]
+    main, tail = body.split("for (int i = 0; i < 14; ++i)", 1)[1].split("for (int i_tail = 14; i_tail < 16; ++i_tail)", 1)
+    assert "if (i < 14)" not in main and main.count("cp_async_gs<16>") == 2
+    assert main.count("tl::cp_async_wait<3>();") == 2 and main.count("tl::cp_async_commit();") == 2
+    tail = tail[:tail.index("tl::cp_async_wait<0>();")]
+    assert "cp_async_gs" not in tail and tail.count("tl::cp_async_commit();") == 2
+    # (stage i_tail % 2 of V: the analyzer knows i_tail is 14 or 15 and folds it to 4096 * i_tail - 45056)
+    assert tail.count("tl::cp_async_wait<3>();") == 2 and "((i_tail * 4096) - 45056)" in tail
+    assert nvcc.compile_cubin(src, "sm_80", [])

@@ -56,6 +56,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_ENABLE_WIDE_INDEX = "tl.enable_wide_index"
     TL_DISABLE_WGMMA_NARROW_SLABS = "tl.disable_wgmma_narrow_slabs"
+    TL_ENABLE_PIPELINE_TAIL_PEEL = "tl.enable_pipeline_tail_peel"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
@@ -235,6 +236,11 @@ EFFECTS = {
         "producer prefetches its own), as upstream does; otherwise they are fetched when the first store or "
         "load issues. Opt-in: on 12 short and attention kernels (session 28) it changed nothing beyond noise "
         "except mha_fwd_bshd, 1 % slower in both rounds",
+    PassConfigKey.TL_ENABLE_PIPELINE_TAIL_PEEL: "a pipelined loop with one cp.async group per tile (gathered "
+        "copies: sparse attention; the one-stage refill) runs its last num_stages iterations, which issue "
+        "nothing, as a loop of their own, so the others reissue unconditionally and ptxas may hoist a "
+        "gathered copy's index loads above the barrier before the reissue, under the last gemm (upstream "
+        "unrolls that epilogue). Opt-in until measured (session 29: SASS only)",
     PassConfigKey.TL_DISABLE_WGMMA_NARROW_SLABS: "sm_90a: a T.gemm whose warpgroups split N into columns that "
         "are not whole swizzle slabs of an N-major B's row (M=64, N=64 16-bit, 256 threads) takes mma.sync "
         "instead of wgmma with B laid out in slabs as wide as one warpgroup's columns (64 or 32 bytes), the "

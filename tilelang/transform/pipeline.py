@@ -54,7 +54,10 @@ when it is waited for, is the same in every iteration. A body whose last consume
 decided first: its next iteration opens with a wait and a barrier, so no barrier closes its body.
 In this schedule the consumers after the last reissue end the body with a barrier only where they
 and the next iteration's consumers before its first barrier touch a common shared buffer
-(``_wraps_around``; a softmax's row statistics there touch none).
+(``_wraps_around``; a softmax's row statistics there touch none). With
+``tl.enable_pipeline_tail_peel`` (opt-in) the last S iterations, which reissue nothing, run as a
+loop of their own and the others reissue without ``if k+S < n`` (ptxas then may hoist a gathered
+copy's index loads above the barrier before the reissue, under the last gemm).
 
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
 loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
@@ -72,14 +75,17 @@ loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3)
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 
-from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
+from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq
 from tilelang.transform import early_prologue, thread_sync
 from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPES, decode_region, op_name,
                                        scope_of)
 from tilelang.transform.pipelined_loop import (GATHERS_KEY, REFILL_ATTR, PipelinedLoop, body_list,
                                                plain_consumer, produced_buffer)
+
+TAIL_PEEL_KEY = "tl.enable_pipeline_tail_peel"   # pass config (opt-in): _lower_split_groups' peeled tail
 
 
 def lower_pipelined(lw, loop):
@@ -433,55 +439,82 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
             if not lw.prove(tirx.LT(i32(t), n)):
                 body = tirx.IfThenElse(tirx.LT(i32(t), n), body, None)
             prologue += [body, commit]
-    j = k - start
     bufs = [produced_buffer(p) for p in producers]
-    saved_stage = dict(lw.stage)
-    for b in bufs:
-        lw.stage[b] = tirx.floormod(j, i32(S))
-    out, segment, ends_with_issue = [], [], False
-    tail = set()    # the shared buffers written since the last barrier (its proxy fence)
-
-    def flush():
-        nonlocal segment, tail
-        if segment:
-            lowered, tail = thread_sync.lower_sequence_written(lw, segment)
-            out.append(lowered)
-            segment = []
-
     # the consumers before the first barrier of an iteration: the one a wait precedes is after it,
     # the last user of a tile (the barrier before its reissue) before it
     first_barrier = next((m + (not any(uses[i][0] == m for i in range(P))) for m in range(len(consumers))
                           if any(uses[i][0] == m or uses[i][1] == m for i in range(P))), len(consumers))
-    for m, c in enumerate(consumers):
-        waiting = [i for i in range(P) if uses[i][0] == m]
-        if waiting:
-            flush()
-            # groups committed after p(k) when it is waited for: the S*P of the prologue and of
-            # the iterations since, less those not yet reissued in this iteration (p's followers
-            # in commit order whose last use is not before here)
-            def after(i):
-                reissued = sum(1 for q in range(P) if uses[q][1] < m)
-                return S * P - 1 - pos[i] + reissued
-            out += [evaluate_extern(f"tl::cp_async_wait<{min(after(i) for i in waiting)}>"), thread_sync.sync_stmt(lw)]
-            tail = set()
-        segment.append(c)
-        ends_with_issue = False
-        issuing = [i for i in order if uses[i][1] == m]
-        if issuing:
-            flush()
-            out.append(thread_sync.sync_stmt(lw, tail))     # every thread is done with stage k % S
-            tail = set()
-            for i in issuing:
-                with lw.an.constraint_scope(tirx.LT(j + S, n)):
-                    nxt = _produce_one(lw, loop, producers[i], j + S, tirx.floormod(j, i32(S)))
-                out += [tirx.IfThenElse(tirx.LT(j + S, n), nxt, None), commit]
-            ends_with_issue = True
-    flush()
-    lw.stage = saved_stage
     last_issue = max(uses[i][1] for i in range(P))
-    if not ends_with_issue and _wraps_around(lw, consumers[:first_barrier], consumers[last_issue + 1:], bufs):
-        # (consumers after every tile's last use: with early release on, ``lower_pipelined``
-        # gives such loops that schedule instead; here the barrier keeps this one safe)
-        out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
-    new_loop = tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(out), span=loop.span)
-    return seq(early_prologue.mark(lw, prologue) + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
+
+    def iteration(kv, issue):
+        """One iteration's statements over loop variable ``kv``; ``issue``: None (the last S
+        iterations of a peeled loop: commits only), "guarded" (reissues under ``j + S < n``) or
+        "always" (the first n - S iterations of a peeled loop)."""
+        j = kv - start
+        saved_stage, saved_vmap = dict(lw.stage), dict(lw.vmap)
+        for b in bufs:
+            lw.stage[b] = tirx.floormod(j, i32(S))
+        if not kv.same_as(k):
+            lw.vmap[k] = kv
+        out, segment, ends_with_issue = [], [], False
+        tail = set()    # the shared buffers written since the last barrier (its proxy fence)
+
+        def flush():
+            nonlocal segment, tail
+            if segment:
+                lowered, tail = thread_sync.lower_sequence_written(lw, segment)
+                out.append(lowered)
+                segment = []
+
+        for m, c in enumerate(consumers):
+            waiting = [i for i in range(P) if uses[i][0] == m]
+            if waiting:
+                flush()
+                # groups committed after p(k) when it is waited for: the S*P of the prologue and of
+                # the iterations since, less those not yet reissued in this iteration (p's followers
+                # in commit order whose last use is not before here)
+                def after(i):
+                    reissued = sum(1 for q in range(P) if uses[q][1] < m)
+                    return S * P - 1 - pos[i] + reissued
+                out += [evaluate_extern(f"tl::cp_async_wait<{min(after(i) for i in waiting)}>"),
+                        thread_sync.sync_stmt(lw)]
+                tail = set()
+            segment.append(c)
+            ends_with_issue = False
+            issuing = [i for i in order if uses[i][1] == m]
+            if issuing:
+                flush()
+                out.append(thread_sync.sync_stmt(lw, tail))     # every thread is done with stage k % S
+                tail = set()
+                for i in issuing:
+                    if issue is not None:
+                        with lw.an.constraint_scope(tirx.LT(j + S, n)):
+                            nxt = _produce_one(lw, loop, producers[i], j + S, tirx.floormod(j, i32(S)))
+                        out.append(nxt if issue == "always" else tirx.IfThenElse(tirx.LT(j + S, n), nxt, None))
+                    out.append(commit)      # (an empty group past the end keeps the counts)
+                ends_with_issue = True
+        flush()
+        lw.stage, lw.vmap = saved_stage, saved_vmap
+        if not ends_with_issue and _wraps_around(lw, consumers[:first_barrier], consumers[last_issue + 1:], bufs):
+            # (consumers after every tile's last use: with early release on, ``lower_pipelined``
+            # gives such loops that schedule instead; here the barrier keeps this one safe)
+            out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
+        return seq(out)
+
+    if not lw.configs.get(TAIL_PEEL_KEY):
+        loops = [tirx.For(k, start, n, tirx.ForKind.SERIAL, iteration(k, "guarded"), span=loop.span)]
+    else:
+        # the last S iterations issue nothing: peeled into a loop of their own, the first n - S
+        # reissue unconditionally, so ptxas may hoist a gathered copy's index loads above the
+        # barrier before the reissue, under the last gemm (as upstream's unrolled epilogue has it)
+        zero = tirx.IntImm(dtype_of(n), 0)
+        main = lw.an.simplify(tirx.Max(n - tirx.IntImm(dtype_of(n), S), zero))
+        kt = tirx.Var(f"{k.name}_tail", k.ty)
+        lw.an.bind(kt, tvm.ir.Range.from_min_extent(start + main, n - main))
+        loops = []
+        if not lw.prove(tirx.LE(main, zero)):
+            with lw.an.constraint_scope(tirx.LT(k - start, main)):
+                loops.append(tirx.For(k, start, main, tirx.ForKind.SERIAL, iteration(k, "always"), span=loop.span))
+        loops.append(tirx.For(kt, start + main, lw.an.simplify(n - main), tirx.ForKind.SERIAL,
+                              iteration(kt, None), span=loop.span))
+    return seq(early_prologue.mark(lw, prologue) + loops + [evaluate_extern("tl::cp_async_wait<0>")])
