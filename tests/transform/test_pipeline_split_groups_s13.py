@@ -15,12 +15,13 @@ def _body(func, target="sm_80"):
     return src[src.find('extern "C" __global__ void __launch'):]
 
 
-def _attention(stages, tail=None):
+def _attention(stages, tail=None, n=16):
     """``tail``: None, or statements after V's last reader: "registers" (a rescale of the output
-    fragment) or "shared" (the output kept in a shared tile the next iteration reads first)."""
+    fragment) or "shared" (the output kept in a shared tile the next iteration reads first);
+    ``n``: the trip count (K and V have n * 64 rows), a T.dynamic for a symbolic one."""
     @T.prim_func
-    def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
-          V: T.Tensor((1024, 64), "float16"), O: T.Tensor((64, 64), "float32")):
+    def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((n * 64, 64), "float16"),
+          V: T.Tensor((n * 64, 64), "float16"), O: T.Tensor((64, 64), "float32")):
         with T.Kernel(1, threads=128):
             q = T.alloc_shared((64, 64), "float16")
             ks = T.alloc_shared((64, 64), "float16")
@@ -33,7 +34,7 @@ def _attention(stages, tail=None):
             T.clear(o)
             if tail == "shared":
                 T.clear(keep)
-            for i in T.Pipelined(16, num_stages=stages):
+            for i in T.Pipelined(n, num_stages=stages):
                 if tail == "shared":
                     T.copy(keep, o)          # reads what the previous iteration's tail wrote
                 T.copy(K[i * 64:(i + 1) * 64, :], ks)
@@ -142,4 +143,15 @@ def test_tail_peel_reissues_unconditionally_and_runs_the_last_stages_apart():
     assert "cp_async_gs" not in tail and tail.count("tl::cp_async_commit();") == 2
     # (stage i_tail % 2 of V: the analyzer knows i_tail is 14 or 15 and folds it to 4096 * i_tail - 45056)
     assert tail.count("tl::cp_async_wait<3>();") == 2 and "((i_tail * 4096) - 45056)" in tail
+    assert nvcc.compile_cubin(src, "sm_80", [])
+
+
+def test_tail_peel_with_a_symbolic_trip_count():
+    """n iterations, n unknown: the main loop runs max(n - 2, 0), the peeled one the rest (all of
+    them when n < 2)."""
+    configs = {"tl.enable_pipeline_split_groups": True, "tl.enable_pipeline_tail_peel": True,
+               "tl.enable_pipeline_early_release": False}
+    src = tilelang.lower(_attention(2, n=T.dynamic("n")), target="sm_80", pass_configs=configs).source
+    assert "for (int i = 0; i < max((n - 2), 0); ++i)" in src
+    assert "for (int i_tail = max((n - 2), 0); i_tail < (max((n - 2), 0) + min(2, n)); ++i_tail)" in src
     assert nvcc.compile_cubin(src, "sm_80", [])
