@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import tvm
 from tvm import tirx
 
 from tilelang import targets
@@ -504,6 +505,7 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
     (a thread-local side): every thread moves all of them."""
     threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
     it, iters, q, total, pos = _vector_walk(tile, vec, threads, tid)
+    lw.an.bind(it, tvm.ir.Range(0, iters))     # (the bound checks below see the walk's extent)
     s_idx, d_idx = _indices(src, sd, pos, lw), _indices(dst, dd, pos, lw)
     guard = None
     for region, idx, dims in ((src, s_idx, sd), (dst, d_idx, dd)):

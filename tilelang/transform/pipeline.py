@@ -304,9 +304,18 @@ def _prefetch(lw, loop, produce, ahead, S, commit):
             body = tirx.IfThenElse(tirx.LT(i32(s), n), body, None)
         prologue += [body, commit]
     j = k - start
-    with lw.an.constraint_scope(tirx.LT(j + ahead, n)):
+    before = _before_end(lw, k, start, ahead, n)
+    with lw.an.constraint_scope(before):
         nxt = produce(j + ahead, tirx.floormod(j + ahead, i32(S)))
-    return prologue, tirx.IfThenElse(tirx.LT(j + ahead, n), nxt, None)
+    return prologue, tirx.IfThenElse(before, nxt, None)
+
+
+def _before_end(lw, kv, start, ahead, n):
+    """``kv - start + ahead < n`` written as a bound of the loop variable, ``kv < n + start - ahead``
+    (simplified): the analyzer's integer bounds take a constraint on a variable, not on an
+    expression of it, so a copy's bound check of tile k + ahead then proves in the loop (where
+    ``(k + 1) < 8`` left ``k`` up to 7 and the check, and its conditional cp.async, in place)."""
+    return tirx.LT(kv, lw.an.simplify(n + start - ahead))
 
 
 def wgmma_wait(lw, gemm, pending: int):
@@ -488,9 +497,10 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
                 tail = set()
                 for i in issuing:
                     if issue is not None:
-                        with lw.an.constraint_scope(tirx.LT(j + S, n)):
+                        before = _before_end(lw, kv, start, S, n)
+                        with lw.an.constraint_scope(before):
                             nxt = _produce_one(lw, loop, producers[i], j + S, tirx.floormod(j, i32(S)))
-                        out.append(nxt if issue == "always" else tirx.IfThenElse(tirx.LT(j + S, n), nxt, None))
+                        out.append(nxt if issue == "always" else tirx.IfThenElse(before, nxt, None))
                     out.append(commit)      # (an empty group past the end keeps the counts)
                 ends_with_issue = True
         flush()
@@ -513,7 +523,7 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
         lw.an.bind(kt, tvm.ir.Range.from_min_extent(start + main, n - main))
         loops = []
         if not lw.prove(tirx.LE(main, zero)):
-            with lw.an.constraint_scope(tirx.LT(k - start, main)):
+            with lw.an.constraint_scope(tirx.LT(k, lw.an.simplify(start + main))):
                 loops.append(tirx.For(k, start, main, tirx.ForKind.SERIAL, iteration(k, "always"), span=loop.span))
         loops.append(tirx.For(kt, start + main, lw.an.simplify(n - main), tirx.ForKind.SERIAL,
                               iteration(kt, None), span=loop.span))
