@@ -1965,8 +1965,8 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     existed (mma.sync where M cannot split); one whose gemms mix the two kinds but whose
     fragments cannot take both layouts is planned again with mma.sync for every gemm; one whose
     plan with narrow B slabs fails (a B buffer asked for two slab widths) is planned again
-    without them (``Layouts.unnarrowed`` says why), and where that fails too the first error
-    stands."""
+    without them (``Layouts.unnarrowed`` says why), and where that fails too its error stands
+    (the kernel's error before narrow slabs existed)."""
     # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
     # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
     # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does
@@ -1980,10 +1980,9 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
             return inference.run()
         except (LoweringError, LayoutError) as err:
             if inference.used_narrow:     # e.g. one B read by gemms that want two slab widths
-                try:
-                    out = attempt(split_n, mix, False)
-                except (LoweringError, LayoutError):
-                    raise err from None   # (not the narrow slabs' doing: the first error is the user's)
+                # (where the plan without them fails too, its error is the one the kernel had
+                # before narrow slabs existed: the user's own)
+                out = attempt(split_n, mix, False)
                 out.unnarrowed = str(getattr(err, "message", None) or err).splitlines()[0]
                 return out
             if inference.out.mixed:
