@@ -209,6 +209,7 @@ def _current_device() -> int:
         _CUDA_SEEN.append(True)
     return torch.cuda.current_device()
 
+
 class ArgPlan:
     """Per-kernel argument plan: bindings, generated fast path and slow diagnoser."""
 
@@ -932,7 +933,7 @@ class ArgPlan:
         for w, span in checks:
             if span > INT32_MAX + 1:
                 raise IndexWidthError(f"{w} spans {span} elements, but the kernel indexes with 32-bit integers "
-                                 "(at most 2**31 elements per tensor)")
+                                      "(at most 2**31 elements per tensor)")
 
     def _diag_devices(self, indices, vals) -> None:
         tensors = [i for i in indices if self.params[i].kind == "tensor" and vals[i] is not None]

@@ -35,14 +35,14 @@ import threading
 from pathlib import Path
 
 from tilelang.artifact import IndexWidthError, KernelArtifact
+from tilelang.codegen.wide_index import WIDE_INDEX
 from tilelang.jit import cache, nvcc
-from tilelang.transform.pass_config import PassConfigKey, normalize
+from tilelang.transform.pass_config import normalize
 
 
 # ``tilelang.compile``, for upstream's ``JITKernel(prim_func, ...)``: set by ``tilelang.jit`` when it
 # is imported (this module sits below it and cannot import it).
 COMPILE = None
-WIDE_INDEX = PassConfigKey.TL_ENABLE_WIDE_INDEX.value   # (codegen/wide_index.py)
 
 
 def wide_builder(func, out_idx, target, pass_configs, compile_flags):

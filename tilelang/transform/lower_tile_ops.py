@@ -1033,6 +1033,13 @@ class _AccessRewriter(ExprRewriter):
         self.lw, self.loop = lw, loop
         self.address_guards = []    # bounds of global elements whose address is taken
 
+    def _guard(self, buf, indices):
+        """``Lowerer.global_guard`` of an element; outside T.Parallel a vector index (T.Ramp) is the
+        user's own vector access and stays unguarded."""
+        if self.loop is None and not _scalar_indices(indices):
+            return None
+        return self.lw.global_guard(buf, indices)
+
     def visit_Call(self, e):
         """``address_of(A[i])`` of a global tensor: a pointer cannot read 0 out of bounds, so its
         element is not guarded as a load; the bound check is kept for the caller to guard the whole
@@ -1043,8 +1050,7 @@ class _AccessRewriter(ExprRewriter):
                 or not isinstance(arg, ir.TensorLoad) or scope_of(arg.source) != "global"):
             return super().visit_Call(e)
         indices = [self.visit(i) for i in arg.indices]
-        scalar = self.loop is not None or _scalar_indices(indices)
-        guard = self.lw.global_guard(arg.source, indices) if scalar else None
+        guard = self._guard(arg.source, indices)
         if guard is not None:
             self.address_guards.append(guard)
         buf, idx = self.element(arg.source, indices)
@@ -1064,7 +1070,7 @@ class _AccessRewriter(ExprRewriter):
         indices = [self.visit(i) for i in e.indices]
         buf, idx = self.element(e.source, indices)
         load = tirx.BufferLoad(buf, idx)
-        guard = self.lw.global_guard(e.source, indices) if self.loop is not None or _scalar_indices(indices) else None
+        guard = self._guard(e.source, indices)
         if guard is None:
             return load
         return tirx.if_then_else(guard, load, safe_value(self.lw.info, e.source, str(e.source.dtype)))

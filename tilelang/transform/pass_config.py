@@ -250,8 +250,9 @@ EFFECTS = {
         "offsets (codegen/wide_index.py), so it may span 2**31 elements or more; a JITKernel compiles this "
         "variant itself on the first call that binds such a tensor to its 32-bit kernel",
     PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: "drops the automatic bounds guards on global-tensor elements "
-                                                 "accessed inside T.Parallel and on stores to them elsewhere "
-                                                 "(tile copies stay guarded)",
+                                                 "(inside T.Parallel and in plain statements: a store skipped, "
+                                                 "a load reading 0, a call taking an element's address run only "
+                                                 "where it is inside); tile copies stay guarded",
     PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: "every shared buffer gets bytes of its own: buffers whose "
                                                   "lifetimes do not overlap no longer share them",
     PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: "accepted; no effect (barriers are inserted, not checked)",

@@ -523,7 +523,7 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
         lw.an.bind(kt, tvm.ir.Range.from_min_extent(start + main, n - main))
         loops = []
         if not lw.prove(tirx.LE(main, zero)):
-            with lw.an.constraint_scope(tirx.LT(k, lw.an.simplify(start + main))):
+            with lw.an.constraint_scope(_before_end(lw, k, start, S, n)):
                 loops.append(tirx.For(k, start, main, tirx.ForKind.SERIAL, iteration(k, "always"), span=loop.span))
         loops.append(tirx.For(kt, start + main, lw.an.simplify(n - main), tirx.ForKind.SERIAL,
                               iteration(kt, None), span=loop.span))
