@@ -203,7 +203,19 @@ def test_gather_loop_takes_the_split_group_schedule():
     assert prologue.count("tl::cp_async_commit();") == 2
     loop = _loop(src)
     assert "tl::cp_async_wait<1>();" in loop
-    assert "if (i < 2)" in loop and "((i & 1) * 4096)" in loop
+    # the tail peel (default with gathered copies): iterations 0 and 1 reissue unconditionally,
+    # 2 and 3 run in a loop of their own that issues nothing
+    main, tail = loop.split("for (int i_tail = 2; i_tail < 4; ++i_tail)", 1)
+    assert main.startswith("for (int i = 0; i < 2; ++i)") and "if (i < 2)" not in main
+    # (stage i % 2: i < 2 there, so the analyzer folds it to i)
+    assert "(i * 4096)" in main and "tl::cp_async_gs_conditional<16>" in main
+    assert "cp_async_gs" not in tail[:tail.index("tl::cp_async_wait<0>();")]
+
+
+def test_tail_peel_false_reissues_under_a_guard():
+    src = _body(tilelang.lower(_attention(), "sm_90a", pass_configs={"tl.enable_pipeline_tail_peel": False}).source)
+    loop = _loop(src)
+    assert loop.startswith("for (int i = 0; i < 4; ++i)") and "if (i < 2)" in loop and "i_tail" not in loop
 
 
 def test_split_groups_false_keeps_the_plain_schedule():

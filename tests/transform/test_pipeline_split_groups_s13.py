@@ -130,7 +130,8 @@ def test_iteration_ends_with_a_barrier_only_where_its_tail_races_with_the_next_h
 
 
 def test_tail_peel_reissues_unconditionally_and_runs_the_last_stages_apart():
-    """``tl.enable_pipeline_tail_peel``: the first n - S iterations reissue with no ``if (i < n - S)``
+    """The tail peel (``tl.enable_pipeline_tail_peel``; by default where gathered copies are among the
+    producers): the first n - S iterations reissue with no ``if (i < n - S)``
     (ptxas may then hoist a gathered copy's index loads above the barrier before the reissue);
     the last S run in a loop of their own that commits empty groups, as the guarded issue did."""
     configs = {"tl.enable_pipeline_split_groups": True, "tl.enable_pipeline_tail_peel": True}

@@ -236,11 +236,13 @@ EFFECTS = {
         "producer prefetches its own), as upstream does; otherwise they are fetched when the first store or "
         "load issues. Opt-in: on 12 short and attention kernels (session 28) it changed nothing beyond noise "
         "except mha_fwd_bshd, 1 % slower in both rounds",
-    PassConfigKey.TL_ENABLE_PIPELINE_TAIL_PEEL: "a pipelined loop with one cp.async group per tile (gathered "
-        "copies: sparse attention; the one-stage refill) runs its last num_stages iterations, which issue "
-        "nothing, as a loop of their own, so the others reissue unconditionally and ptxas may hoist a "
-        "gathered copy's index loads above the barrier before the reissue, under the last gemm (upstream "
-        "unrolls that epilogue). Opt-in until measured (session 29: SASS only)",
+    PassConfigKey.TL_ENABLE_PIPELINE_TAIL_PEEL: "a pipelined loop with one cp.async group per tile runs its last "
+        "num_stages iterations, which issue nothing, as a loop of their own, so the others reissue unconditionally "
+        "(no `if k + num_stages < n`) and ptxas may hoist a gathered copy's index loads above the barrier before "
+        "the reissue, under the last gemm (upstream unrolls that epilogue). Unset (the default): where the loop has "
+        "gathered copies (sparse attention; session 30 on the H200: dsv4_sparse_attn_fwd 3.32 -> 2.97 ms, "
+        "dsv32_sparse_mla_fwd 7.23 -> 6.69 ms); True: also plain tiles (the one-stage refill, opt-in split "
+        "groups; unmeasured); False: never",
     PassConfigKey.TL_DISABLE_WGMMA_NARROW_SLABS: "sm_90a: a T.gemm whose warpgroups split N into columns that "
         "are not whole swizzle slabs of an N-major B's row (M=64, N=64 16-bit, 256 threads) takes mma.sync "
         "instead of wgmma with B laid out in slabs as wide as one warpgroup's columns (64 or 32 bytes), the "

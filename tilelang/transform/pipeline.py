@@ -55,9 +55,10 @@ decided first: its next iteration opens with a wait and a barrier, so no barrier
 In this schedule the consumers after the last reissue end the body with a barrier only where they
 and the next iteration's consumers before its first barrier touch a common shared buffer
 (``_wraps_around``; a softmax's row statistics there touch none). With
-``tl.enable_pipeline_tail_peel`` (opt-in) the last S iterations, which reissue nothing, run as a
-loop of their own and the others reissue without ``if k+S < n`` (ptxas then may hoist a gathered
-copy's index loads above the barrier before the reissue, under the last gemm).
+gathered copies among the producers (or ``tl.enable_pipeline_tail_peel`` True; False: never) the
+last S iterations, which reissue nothing, run as a loop of their own and the others reissue without
+``if k+S < n`` (ptxas then may hoist a gathered copy's index loads above the barrier before the
+reissue, under the last gemm).
 
 On sm_90a, a loop whose only consumer is one wgmma ``T.gemm`` from shared memory (the GEMM main
 loop) keeps one wgmma in flight while the next tile's copies are issued (S >= 3):
@@ -85,7 +86,7 @@ from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPE
 from tilelang.transform.pipelined_loop import (GATHERS_KEY, REFILL_ATTR, PipelinedLoop, body_list,
                                                plain_consumer, produced_buffer)
 
-TAIL_PEEL_KEY = "tl.enable_pipeline_tail_peel"   # pass config (opt-in): _lower_split_groups' peeled tail
+TAIL_PEEL_KEY = "tl.enable_pipeline_tail_peel"   # pass config: _lower_split_groups' peeled tail (unset: if gathered)
 
 
 def lower_pipelined(lw, loop):
@@ -112,7 +113,7 @@ def lower_pipelined(lw, loop):
         # where attention_schedule marked the loop: tl.enable_one_stage_refill)
         uses = _producer_uses(lw, producers, consumers)
         if uses is not None:
-            return _lower_split_groups(lw, loop, 1, producers, consumers, uses)
+            return _lower_split_groups(lw, loop, 1, producers, consumers, uses, gathered)
     if S < 2 or not producers:
         return _plain(lw, loop)
     gemm = pl.async_wgmma(lw.layouts) if guard is None else None
@@ -131,7 +132,7 @@ def lower_pipelined(lw, loop):
     uses = (_producer_uses(lw, producers, consumers)
             if guard is None and split is None and split_groups else None)
     if uses is not None:
-        return _lower_split_groups(lw, loop, S, producers, consumers, uses)
+        return _lower_split_groups(lw, loop, S, producers, consumers, uses, gathered)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
@@ -433,8 +434,9 @@ def _wraps_around(lw, head, tail, produced) -> bool:
     return thread_sync.conflict(head_r, head_w, tail_r, tail_w | thread_sync.widen(set(produced), alias))
 
 
-def _lower_split_groups(lw, loop, S, producers, consumers, uses):
-    """The pipelined loop with one cp.async group per producer (module docstring)."""
+def _lower_split_groups(lw, loop, S, producers, consumers, uses, gathered=False):
+    """The pipelined loop with one cp.async group per producer (module docstring); ``gathered``:
+    some producers are gathered copies (the tail peel's default)."""
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
     lw.bind_loop(k, n) if const_int(start) == 0 else None
     commit = evaluate_extern("tl::cp_async_commit")
@@ -511,7 +513,8 @@ def _lower_split_groups(lw, loop, S, producers, consumers, uses):
             out.append(thread_sync.region_sync(lw))   # the next iteration's first statements may overwrite
         return seq(out)
 
-    if not lw.configs.get(TAIL_PEEL_KEY):
+    peel = lw.configs.get(TAIL_PEEL_KEY)
+    if not (gathered if peel is None else peel):
         loops = [tirx.For(k, start, n, tirx.ForKind.SERIAL, iteration(k, "guarded"), span=loop.span)]
     else:
         # the last S iterations issue nothing: peeled into a loop of their own, the first n - S
