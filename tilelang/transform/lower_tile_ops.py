@@ -79,6 +79,7 @@ class Lowerer:
         self.vmap = {}          # variable substitution (block swizzle, pipelined loop shifts)
         self.stage = {}         # shared buffer -> stage index expression (multi-buffered)
         self.in_producer = False  # lowering a pipelined producer: the pipeline commits/waits
+        self.pipelining = 0       # pipelined or warp-specialised loops being lowered around the statement
         self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
         self.loops = []           # ... those of them that are `for` loops, outer to inner (as written)
         self.assumed = []         # T.assume conditions holding at the statement being lowered (``lower``)
@@ -488,10 +489,13 @@ class Lowerer:
             self.T, self.tid = saved
 
     def lower_for(self, loop):
-        if self.ws is not None and loop.same_as(self.ws.loop):
-            return warp_specialize.lower_loop(self, loop)
-        if pipelined_loop.is_pipelined(loop):
-            return pipeline.lower_pipelined(self, loop)
+        ws = self.ws is not None and loop.same_as(self.ws.loop)
+        if ws or pipelined_loop.is_pipelined(loop):
+            self.pipelining += 1    # (its schedule's barriers are ours: thread_sync.user_placed)
+            try:
+                return warp_specialize.lower_loop(self, loop) if ws else pipeline.lower_pipelined(self, loop)
+            finally:
+                self.pipelining -= 1
         if const_int(loop.min) == 0:
             self.bind_loop(loop.loop_var, self.rewrite(loop.extent))
         body = thread_sync.lower_loop_body(self, loop.body)

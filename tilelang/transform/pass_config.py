@@ -278,8 +278,11 @@ EFFECTS = {
                                            "as `<kernel name>.cu`",
     PassConfigKey.TL_DISABLE_VECTORIZE_256: "accepted; no effect: we never emit 256-bit global loads or stores "
                                             "(16-byte vectors at most)",
-    PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: "accepted; no effect: the barriers our tile-op lowering inserts "
-                                                  "are needed for correctness, so they are not optional",
+    PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: "no barrier is planned for the kernel's element accesses to "
+        "shared memory (loads, stores, atomics, T.Parallel nests): the user places them (`T.sync_threads`), as "
+        "upstream's switch drops its ThreadSync pass. Barriers between tile ops (T.copy, T.gemm, T.fill, ... and "
+        "the staging copies our passes add), inside a tile op's lowering and in a pipelined or "
+        "warp-specialised loop's schedule stay",
     PassConfigKey.TL_STORAGE_REWRITE_DETECT_INPLACE: _NO_PASS + " (StorageRewrite; local scalars are never shared)",
     PassConfigKey.TL_SIMPLIFY: "accepted; no effect: our simplification is TVM's, unconfigured",
     PassConfigKey.TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES: _SIMPLIFY_SUB,

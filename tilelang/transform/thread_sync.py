@@ -52,9 +52,15 @@ def shared_rw(stmt):
     return buffer_rw(stmt, SHARED_SCOPES)
 
 
-def buffer_rw(stmt, scopes):
+def tile_rw(stmt):
+    """``shared_rw`` of the tile ops in ``stmt`` only (``user_placed``)."""
+    return buffer_rw(stmt, SHARED_SCOPES, plain=False)
+
+
+def buffer_rw(stmt, scopes, plain=True):
     """(reads, writes): the buffers of the given scopes a statement touches (a tile operand
-    counts as read even when it is only written: conservative)."""
+    counts as read even when it is only written: conservative); ``plain`` False: only the
+    operands of tile ops, not element loads, stores and atomics."""
     reads, writes = set(), set()
     import tvm_ffi
 
@@ -68,7 +74,7 @@ def buffer_rw(stmt, scopes):
                             reads.add(r.buffer)
                         if r.access & 2:
                             writes.add(r.buffer)
-        elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in scopes:
+        elif plain and isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in scopes:
             writes.add(s.buffer)
 
     def on_load(e):
@@ -92,7 +98,7 @@ def buffer_rw(stmt, scopes):
         return None
 
     walk_stmts(stmt, on_stmt)
-    if not _is_annotation(stmt):
+    if plain and not _is_annotation(stmt):
         tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load), (ir.Call, on_call)], order="pre")
     return reads, writes
 
@@ -133,8 +139,18 @@ _BARRIERS = ("__syncthreads", "tl::named_barrier_sync")
 
 
 def _barrier_call(stmt):
-    """The call of a block or named barrier statement, or None."""
-    return stmt.value if isinstance(stmt, tirx.Evaluate) and extern_name(stmt) in _BARRIERS else None
+    """What a block or named barrier statement synchronises, or None: ("__syncthreads",) or
+    ("tl::named_barrier_sync", id, threads); a user's ``T.sync_threads()`` (an int32 call) and
+    ``T.sync_threads(id, n)`` (``tl::__sync_thread_partial``, the same barrier) compare equal to
+    ours."""
+    if not isinstance(stmt, tirx.Evaluate):
+        return None
+    name = extern_name(stmt)
+    if name == "tl::__sync_thread_partial":
+        name = "tl::named_barrier_sync"
+    if name not in _BARRIERS:
+        return None
+    return (name,) + tuple(const_int(a) if const_int(a) is not None else str(a) for a in stmt.value.args[1:])
 
 
 def _is_fence(stmt) -> bool:
@@ -162,7 +178,7 @@ def drop_repeated_barriers(stmt):
                 while j >= 0 and _is_fence(out[j]):
                     j -= 1
                 prev = _barrier_call(out[j]) if j >= 0 else None
-                if prev is not None and ir.structural_equal(b, prev):
+                if prev is not None and b == prev:
                     if j == len(out) - 1:
                         continue        # B; B
                     del out[j]          # B; fence; B
@@ -256,7 +272,7 @@ def widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, head=None):
+def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, head=None, user_barriers=False):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
     accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
     ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
@@ -265,7 +281,9 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
     ``written``: a dict given by the caller, filled with barrier index -> the buffers written
     since the previous barrier (as the statements name them, without aliases: ``needs_fence``).
     ``head``: a list given by the caller, filled with (k, reads, writes) of each statement before
-    the first barrier (with aliases: the accesses made before the first barrier are their union)."""
+    the first barrier (with aliases: the accesses made before the first barrier are their union).
+    ``user_barriers``: a ``__syncthreads()`` statement of the sequence (the user's ``T.sync_threads()``)
+    orders what came before it as a planned barrier would (``_orders_like_ours``)."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
@@ -273,8 +291,24 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
     pending = []        # (k, reads, writes) of the statements since the last barrier
     own_r, own_w = set(), set()     # what they read and write, without aliases
     for k, s in enumerate(stmts):
+        if user_barriers and _barrier_call(s) == ("__syncthreads",):
+            if written is not None:
+                written[k] = own_w
+            pend_r, pend_w, own_r, own_w = set(), set(), set(), set()
+            pending = []
+            head_open = False
+            continue
         # a T.ws block is ordered against the others by the user's mbarriers
         r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
+        if user_barriers and _leads_with_barrier(s):
+            # (a loop whose body opens with the user's barrier: whatever it touches, it touches
+            # after one; what came before stays pending, the loop may not run)
+            pend_r, pend_w = pend_r | r, pend_w | w
+            own_r, own_w = own_r | r, own_w | w
+            pending.append((None, r, w))
+            touching += 1 if (r or w) else 0
+            head_open = False
+            continue
         # cp.async data lands at the wait retiring its group, not at the issue: from there on
         # the tile counts as written again (a reader after a barrier between issue and wait
         # needs one more, after the wait)
@@ -370,6 +404,34 @@ def lower_sequence_written(lw, stmts):
     return seq(lowered), written
 
 
+USER_SYNC_KEY = "tl.disable_thread_storage_sync"
+
+
+def user_placed(lw) -> bool:
+    """``tl.disable_thread_storage_sync`` (upstream's: no ThreadSync pass): the barriers around the
+    kernel's element accesses (loads, stores, atomics, T.Parallel nests) are the user's
+    (``T.sync_threads``); barriers are planned between tile ops only (``tile_rw``: ours, and the
+    staging copies our passes add), inside a tile op's own lowering, and, unchanged, in a
+    pipelined or warp-specialised loop's schedule."""
+    return bool(lw.configs.get(USER_SYNC_KEY)) and not getattr(lw, "pipelining", 0)
+
+
+def _leads_with_barrier(stmt) -> bool:
+    """A serial loop whose body's first statement is a ``__syncthreads()``."""
+    if not (isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL):
+        return False
+    first = flatten([stmt.body])
+    return bool(first) and _barrier_call(first[0]) == ("__syncthreads",)
+
+
+def _orders_like_ours(lw) -> bool:
+    """Whether a user's ``__syncthreads()`` orders shared memory as a barrier we would place there:
+    in a kernel without wgmma (ours would carry no ``fence.proxy.async``), outside warp
+    specialisation and T.ws roles (where ours is a named barrier over some warps)."""
+    return (getattr(lw, "ws", None) is None and getattr(lw, "role_block", None) is None
+            and not lw.layouts.wgmma)
+
+
 def _lower_planned(lw, stmts):
     """(the lowered statements with the barriers of the plan, a list; the plan:
     ``plan_sequence``'s result; the owners function; the buffers written after the last barrier;
@@ -388,7 +450,9 @@ def _lower_planned(lw, stmts):
         # a head copy is the TMA producer's, behind an mbarrier the consumers wait on: no barrier
         planned = [tirx.Evaluate(tirx.IntImm("int32", 0)) if lw.ws.is_head(s) else s for s in stmts]
     alias = getattr(lw, "smem_alias", None)
-    conservative = plan_sequence(planned, alias)
+    rw = tile_rw if user_placed(lw) else shared_rw
+    mine = _orders_like_ours(lw)
+    conservative = plan_sequence(planned, alias, rw=rw, user_barriers=mine)
     defer = _may_defer_waits(lw, stmts)
     # barriers are built in program order, interleaved with the lowering as always (a barrier
     # over a thread range takes the next free id when first built); their fences once the final
@@ -411,7 +475,7 @@ def _lower_planned(lw, stmts):
         stmts, planned, lowered, origin = _place_waits(lw, stmts, planned, lowered, deferred)
     owners = _owners_fn(lw, stmts)
     written, head = {}, []
-    plan = plan_sequence(planned, alias, owners=owners, written=written, head=head)
+    plan = plan_sequence(planned, alias, rw=rw, owners=owners, written=written, head=head, user_barriers=mine)
     out = []
     for k, s in enumerate(lowered):
         if k in plan[0]:
