@@ -414,6 +414,14 @@ def user_cluster_dims(func) -> "tuple | None":
     return tuple(int(d) for d in str(value).split(",")) if value is not None else None
 
 
+# two consumer warpgroups' registers a thread (setmaxnreg_inc<232>), and the room a persistent loop
+# needs beside the fragments: upstream's example_gqa_bwd (128x32 tiles, dQK 192, dV 128: 232 words of
+# fragments) spilled 36 bytes persistent and none with one tile per block (1.676 against 1.695 ms on
+# the H200, session 30); mha_bwd's 192 words run persistent without spills
+CONSUMER_REGS = 232
+PERSISTENT_REGS = 16
+
+
 def persistent_plan(lw) -> "Persistent | None":
     """The persistent-grid plan of a warp-specialised loop (the GEMM main loop, attention's KV
     loop), or None (one tile per block): needs a loop whose bounds do not depend on the block
@@ -436,6 +444,10 @@ def persistent_plan(lw) -> "Persistent | None":
         lw.persistent_why = "the T.Pipelined loop's bounds depend on the block index (tiles of unequal length)"
         return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
+        return None
+    if lw.T == 256 and fragment_words(lw) > CONSUMER_REGS - PERSISTENT_REGS:
+        lw.persistent_why = (f"the fragments take {fragment_words(lw)} of a consumer thread's {CONSUMER_REGS} "
+                             "registers: the persistent loop's own would spill")
         return None
     tiles = dims[0][1]
     for _, e in dims[1:]:
@@ -515,10 +527,7 @@ def pair_candidate(lw) -> bool:
     c_extent = const_int(decode_region(ws.gemm.value.args[2]).extents[-1])
     if c_extent is None or c_extent > PAIR_WGMMA_N:
         return False
-    words = 0
-    for buf, frag in lw.layouts.fragments.items():
-        words += -(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4)
-    return words <= PAIR_FRAGMENT_WORDS
+    return fragment_words(lw) <= PAIR_FRAGMENT_WORDS
 
 
 # fragment words per consumer thread of a general loop body run as a pair (``_general_pair_candidate``):
@@ -543,10 +552,12 @@ def _general_pair_candidate(lw) -> bool:
         c_extent = const_int(decode_region(g.value.args[2]).extents[-1])
         if c_extent is None or c_extent > PAIR_WGMMA_N:
             return False
-    words = 0
-    for buf, frag in lw.layouts.fragments.items():
-        words += -(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4)
-    return words <= PAIR_GENERAL_FRAGMENT_WORDS
+    return fragment_words(lw) <= PAIR_GENERAL_FRAGMENT_WORDS
+
+
+def fragment_words(lw) -> int:
+    """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
+    return sum(-(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4) for buf, frag in lw.layouts.fragments.items())
 
 
 def plan_pair(lw, budget: int) -> None:
@@ -968,7 +979,7 @@ def lower_loop(lw, loop):
     consumer = [fence_warp_releases(c) for c in consumer]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
-        ws.raise_regs = [evaluate_extern("tl::setmaxnreg_inc<232>")]
+        ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{CONSUMER_REGS}>")]
     elif ws.pair:  # two blocks of one consumer warpgroup per SM (``pair_candidate``)
         producer.insert(0, evaluate_extern(f"tl::setmaxnreg_dec<{PAIR_PRODUCER_REGS}>"))
         ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{PAIR_CONSUMER_REGS}>")]
