@@ -7,7 +7,8 @@
 #   bash benchmarks/upstream_table.sh ours        # timed pass with ours -> $OUT/ours.json (~6 min)
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
-#                      # ours on CASES (bench_upstream --only) without pass configs and with each
+#                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
+#                      # names, --names) without pass configs and with each
 #                      # object (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
 #                      # (off, on / on1, on2, ...; in $OUT/ab.tgz when more than 8 files); each
 #                      # side's kernels built first in JOBS (8) processes
@@ -60,7 +61,9 @@ ours|upstream)
     tail -4 "$OUT/$step.log"
     ;;
 ab)
-    cases=${2:?ab needs the cases (bench_upstream --only)}
+    cases=${2:?ab needs the cases (bench_upstream --only, or =NAME,NAME for exact names)}
+    select=(--only "$cases")
+    [ "${cases#=}" != "$cases" ] && select=(--names "${cases#=}")
     shift 2
     sides=(off) rounds=2
     for a in "$@"; do   # pass-config objects, one side each, and optionally a round count
@@ -76,7 +79,7 @@ ab)
         for ((i = 0; i < ${#sides[@]}; i++)); do
             [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" || unset TILELANG_PASS_CONFIGS
             tag=$([ "$i" -gt 0 ] && echo "on$([ ${#sides[@]} -gt 2 ] && echo "$i")" || echo off)
-            python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" --only "$cases" \
+            python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" "${select[@]}" \
                 --json "$OUT/ab-$tag-$r.json" > "$OUT/ab-$tag-$r.log" 2>&1
             echo "== $tag${TILELANG_PASS_CONFIGS:+ $TILELANG_PASS_CONFIGS}, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$tag-$r.log" | grep -v '| case'
         done
