@@ -166,10 +166,10 @@ def test_gather_on_sm80():
     assert "tl::cp_async_gs_conditional<16>" in _loop(src)
 
 
-def _attention():
+def _attention(TOPK=256):
     """dsv4's sparse attention body: S = Q K^T over gathered rows, P = S, O += P K, then code after
-    the last use of the gathered tile (its rows are used at two places)."""
-    N, D, TOPK, BI = 1024, 64, 256, 64
+    the last use of the gathered tile (its rows are used at two places); TOPK // 64 iterations."""
+    N, D, BI = 1024, 64, 64
 
     @T.prim_func
     def kernel(Q: T.Tensor((64, D), T.bfloat16), KV: T.Tensor((N, D), T.bfloat16),
@@ -210,6 +210,22 @@ def test_gather_loop_takes_the_split_group_schedule():
     # (stage i % 2: i < 2 there, so the analyzer folds it to i)
     assert "(i * 4096)" in main and "tl::cp_async_gs_conditional<16>" in main
     assert "cp_async_gs" not in tail[:tail.index("tl::cp_async_wait<0>();")]
+
+
+@pytest.mark.parametrize("trips", [1, 2, 3])
+def test_tail_peel_with_fewer_iterations_than_stages_and_one_more(trips):
+    """Trip counts at the edges of the peel (2 stages): the prologue issues the first two tiles (those
+    that exist), the main loop the others, one each, unconditionally; the peeled loop (from
+    max(n - 2, 0); a loop of one iteration is inlined) issues none."""
+    from tilelang.jit import nvcc
+
+    art = tilelang.lower(_attention(TOPK=64 * trips), "sm_90a")
+    src = _body(art.source)
+    assert src.count("tl::cp_async_gs_conditional<16>") == trips      # each tile issued once, in one place
+    assert "if (i < " not in src                                      # no guarded reissue
+    if trips >= 2:
+        assert f"for (int i_tail = {trips - 2}; i_tail < {trips}; ++i_tail)" in src
+    assert nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)
 
 
 def test_tail_peel_false_reissues_under_a_guard():
