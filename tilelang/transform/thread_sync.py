@@ -302,12 +302,12 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
         r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
         if user_barriers and _leads_with_barrier(s):
             # (a loop whose body opens with the user's barrier: whatever it touches, it touches
-            # after one; what came before stays pending, the loop may not run)
+            # after one; what came before stays pending, and the statements after it still count
+            # as before the first barrier: the loop may not run)
             pend_r, pend_w = pend_r | r, pend_w | w
             own_r, own_w = own_r | r, own_w | w
             pending.append((None, r, w))
             touching += 1 if (r or w) else 0
-            head_open = False
             continue
         # cp.async data lands at the wait retiring its group, not at the issue: from there on
         # the tile counts as written again (a reader after a barrier between issue and wait
