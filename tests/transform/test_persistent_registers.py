@@ -3,11 +3,13 @@ leave a consumer thread too few of its setmaxnreg registers for the persistent l
 (``warp_specialize.persistent_plan``: upstream's example_gqa_bwd spilled 36 bytes persistent, none
 without); upstream's example_mha_fwd_bhsd, within, stays persistent."""
 
+import importlib
 import sys
+from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from upstream_paths import examples  # noqa: E402
 
 from tilelang.transform.kernel import analyze_kernel  # noqa: E402
@@ -25,14 +27,15 @@ def _lowerer(func):
 
 
 def _module(name):
-    sys.path.insert(0, str(FA))
-    return __import__(name)
+    if str(FA) not in sys.path:
+        sys.path.insert(0, str(FA))
+    return importlib.import_module(name)
 
 
 def test_register_tight_backward_keeps_one_tile_per_block():
     m = _module("example_gqa_bwd")
     kernel = m.flashattn_bwd_atomic_add(8, 32, 1024, 192, 128, False, 128, 32, threads=256, num_stages=2, groups=16)
-    lw = _lowerer(kernel.get_prim_func() if hasattr(kernel, "get_prim_func") else kernel.prim_func)
+    lw = _lowerer(kernel.prim_func)
     assert lw.ws is not None and lw.ws.persistent is None
     assert fragment_words(lw) == 232 > CONSUMER_REGS - PERSISTENT_REGS
     assert "232 of a consumer thread's 232 registers" in lw.persistent_why
@@ -41,6 +44,6 @@ def test_register_tight_backward_keeps_one_tile_per_block():
 def test_attention_forward_within_budget_stays_persistent():
     m = _module("example_mha_fwd_bhsd")
     kernel = m.flashattn(8, 32, 4096, 4096, 128, False, block_M=128, block_N=128, num_stages=2, threads=256)
-    lw = _lowerer(kernel.get_prim_func() if hasattr(kernel, "get_prim_func") else kernel.prim_func)
+    lw = _lowerer(kernel.prim_func)
     assert lw.ws is not None and lw.ws.persistent is not None
     assert fragment_words(lw) <= CONSUMER_REGS - PERSISTENT_REGS
