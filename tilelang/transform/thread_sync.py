@@ -150,7 +150,13 @@ def _barrier_call(stmt):
         name = "tl::named_barrier_sync"
     if name not in _BARRIERS:
         return None
-    return (name,) + tuple(const_int(a) if const_int(a) is not None else str(a) for a in stmt.value.args[1:])
+    args = [(const_int(a), a) for a in stmt.value.args[1:]]
+    return (name,) + tuple(c if c is not None else str(a) for c, a in args)
+
+
+def _is_block_barrier(stmt) -> bool:
+    """A ``__syncthreads()`` statement (ours or the user's ``T.sync_threads()``)."""
+    return _barrier_call(stmt) == ("__syncthreads",)
 
 
 def _is_fence(stmt) -> bool:
@@ -291,9 +297,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
     pending = []        # (k, reads, writes) of the statements since the last barrier
     own_r, own_w = set(), set()     # what they read and write, without aliases
     for k, s in enumerate(stmts):
-        if user_barriers and _barrier_call(s) == ("__syncthreads",):
-            if written is not None:
-                written[k] = own_w
+        if user_barriers and _is_block_barrier(s):
             pend_r, pend_w, own_r, own_w = set(), set(), set(), set()
             pending = []
             head_open = False
@@ -421,7 +425,7 @@ def _leads_with_barrier(stmt) -> bool:
     if not (isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.SERIAL):
         return False
     first = flatten([stmt.body])
-    return bool(first) and _barrier_call(first[0]) == ("__syncthreads",)
+    return bool(first) and _is_block_barrier(first[0])
 
 
 def _orders_like_ours(lw) -> bool:

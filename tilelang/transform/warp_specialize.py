@@ -445,8 +445,9 @@ def persistent_plan(lw) -> "Persistent | None":
         return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
         return None
-    if lw.T == 256 and fragment_words(lw) > CONSUMER_REGS - PERSISTENT_REGS:
-        lw.persistent_why = (f"the fragments take {fragment_words(lw)} of a consumer thread's {CONSUMER_REGS} "
+    words = fragment_words(lw) if lw.T == 256 else 0
+    if words > CONSUMER_REGS - PERSISTENT_REGS:
+        lw.persistent_why = (f"the fragments take {words} of a consumer thread's {CONSUMER_REGS} "
                              "registers: the persistent loop's own would spill")
         return None
     tiles = dims[0][1]
