@@ -557,7 +557,8 @@ def read_only_params(func) -> set[str]:
     address taken other than as the source of a ``cp.async``. Their kernel parameters are declared
     ``const T* __restrict__`` (as upstream does): nvcc may then move their loads across barriers
     and other memory operations. Any other use of the pointer (an atomic, an extern call, a
-    reinterpretation) keeps it mutable."""
+    reinterpretation) keeps it mutable; so does a store or an address taken through a view
+    declared over its storage."""
     import tvm_ffi
     from tvm import ir, tirx
 
@@ -568,16 +569,31 @@ def read_only_params(func) -> set[str]:
         return set()
     address_of = ir.Op.get("tirx.address_of")
     mutable, exempt = set(), []
+    views = []      # (view, parameter): a DeclBuffer over a parameter's storage (T.view, a laid-out tensor)
+
+    def find_views(node):
+        if isinstance(node, tirx.DeclBuffer) and isinstance(node.data, ir.Call) and node.data.args:
+            owner = next((d for d in params if node.data.args[0].same_as(d)), None)
+            if owner is not None:
+                views.append((node.buffer, owner))
+        return None
+
+    tvm_ffi.structural_walk(func.body, find_views, order="pre")
 
     def mark(var):
+        if var is None:
+            return
+        var = next((d for v, d in views if var.same_as(v)), var)
         for d in params:
-            if var is not None and var.same_as(d):
+            if var.same_as(d):
                 mutable.add(d)
 
     def walk(node):
         tvm_ffi.structural_walk(node, visit, order="pre")
 
     def visit(node):
+        if isinstance(node, tirx.DeclBuffer) and any(node.buffer.same_as(v) for v, _ in views):
+            return tvm_ffi.WalkResult.SKIP         # the view's declaration: its uses decide
         if isinstance(node, ir.TensorLoad):          # a read: only its indices may use pointers
             for i in node.indices:
                 walk(i)

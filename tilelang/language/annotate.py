@@ -24,11 +24,14 @@ def annotate_layout(layout_map: dict):
     for buf, layout in layout_map.items():
         if not isinstance(layout, Layout):
             raise TypeError(f"T.annotate_layout expects tilelang layouts, got {type(layout).__name__} for {buf.name}")
-        if str(buf.scope()).startswith("shared") and layout.kind == "custom" and layout.forward_index is not None:
+        scope = str(buf.scope())
+        if (scope.startswith("shared") or scope == "global") and layout.kind == "custom" \
+                and layout.forward_index is not None:
             # Two elements at one address would silently alias: reject the map here, at the user's line.
             clash = layout.injectivity_violation()
             if clash:
-                raise ValueError(f"Invalid layout for shared buffer `{buf.name}`: the forward map must be injective; "
+                kind = "global tensor" if scope == "global" else "shared buffer"
+                raise ValueError(f"Invalid layout for {kind} `{buf.name}`: the forward map must be injective; "
                                  f"{clash} (layout {layout}). Check the layout passed to T.annotate_layout.")
         emit("annotate_layout", [tirx.BufferLoad(buf, [0] * len(buf.shape))] + layout.encode())
 

@@ -1,7 +1,10 @@
 """What the passes need to know about one kernel: its launch, its buffers and its tile ops.
 
 ``analyze_kernel`` peels the ``thread_extent`` attributes that ``T.Kernel`` produced and indexes
-every buffer by scope. ``Region`` is the decoded form of a ``tl.region`` operand.
+every buffer by scope, after normalising the body: views resolved (``resolve_views``), global
+tensors with a ``T.annotate_layout`` addressed through it (``apply_global_layouts``), partial
+fragment copies as element loops (``expand_fragment_copies``). ``Region`` is the decoded form of a
+``tl.region`` operand.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from tilelang.diagnostics import TileLangCompileError
 from tilelang.language._ops import is_tl_call
 from tilelang.language.alloc import TFLOAT32
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import ExprRewriter, children, const_int, i32, seq, simplify, substitute, substitute_stmt, uses_vars, walk_stmts
+from tilelang.layout.layout import unpack_layout_expr
+from tilelang.tir_utils import (ExprRewriter, children, const_int, i32, map_stmts, seq, simplify, substitute, substitute_stmt,
+                                uses_vars, walk_stmts)
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
@@ -174,7 +179,7 @@ def analyze_kernel(func) -> KernelInfo:
                             getattr(func.body, "span", None))
     if aliases:
         stmt = substitute_stmt(stmt, aliases)
-    stmt = expand_fragment_copies(resolve_views(stmt))
+    stmt = expand_fragment_copies(apply_global_layouts(resolve_views(stmt)))
     stmt, safe = _strip_safe_values(stmt)
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
 
@@ -631,8 +636,21 @@ def _staged_view_op(stmt, regions, view_of):
 
 
 def _copy_loop(src, dst, span):
-    sd, extents = src.nonunit()
-    dd, _ = dst.nonunit()
+    def store(di, si):
+        value = tirx.BufferLoad(src.buffer, si)
+        if src.dtype != dst.dtype:
+            value = tirx.Cast(dst.dtype, value)
+        return tirx.BufferStore(dst.buffer, value, di, span=span)
+
+    return region_loop(dst, src, span, store)
+
+
+def region_loop(dst, src, span, make):
+    """The element-wise ``T.Parallel`` nest of a tile op between the regions ``dst`` and ``src`` of
+    the same non-unit extents: ``make(dst_indices, src_indices)`` is its body (no loop when every
+    extent is 1)."""
+    dd, extents = dst.nonunit()
+    sd, _ = src.nonunit()
     loop_vars = [tirx.Var(f"i{k}", "int32") for k in range(len(extents))]
 
     def at(region, dims):
@@ -641,16 +659,157 @@ def _copy_loop(src, dst, span):
             idx[d] = idx[d] + v
         return idx
 
-    value = tirx.BufferLoad(src.buffer, at(src, sd))
-    if src.dtype != dst.dtype:
-        value = tirx.Cast(dst.dtype, value)
-    body = tirx.BufferStore(dst.buffer, value, at(dst, dd), span=span)
-    if not loop_vars:
-        return body
+    body = make(at(dst, dd), at(src, sd))
     for depth in reversed(range(len(loop_vars))):
         body = tirx.For(loop_vars[depth], i32(0), i32(const_int(extents[depth])), tirx.ForKind.PARALLEL, body,
                         annotations={"tl.parallel": len(loop_vars) - depth}, span=span)
     return body
+
+
+# ---- T.annotate_layout on global tensors
+
+def _layout_error(msg, span):
+    return LoweringError("TL0201", msg, span)
+
+
+class _Placement:
+    """Where the layout puts each element of ``buf``: ``offset(indices)`` in the flat view ``flat``."""
+
+    def __init__(self, buf, outputs, span):
+        shape = [const_int(n) for n in buf.shape]
+        if any(n is None for n in shape):
+            raise _layout_error(f"T.annotate_layout on the global tensor '{buf.name}': its shape {list(buf.shape)} "
+                                "is not constant, so the layout's output space is unknown", span)
+        self.buf, self.outputs = buf, outputs
+        extents = []
+        for variables, expr in outputs:
+            an = tvm.sym.Analyzer()
+            for v, n in zip(variables, shape):
+                an.bind(v, tvm.ir.Range(0, n))
+            bound = an.const_int_bound(expr)
+            if bound.min_value < 0:
+                raise _layout_error(f"T.annotate_layout on '{buf.name}': output index {expr} can be negative",
+                                    span)
+            extents.append(int(bound.max_value) + 1)
+        if math.prod(extents) != math.prod(shape):
+            raise _layout_error(f"T.annotate_layout on the global tensor '{buf.name}': the layout maps its "
+                                f"{math.prod(shape)} elements ({shape}) into an output space of "
+                                f"{math.prod(extents)} ({extents}); a global tensor's layout must place each "
+                                "element at its own offset within the tensor's storage", span)
+        self.extents = extents
+        self.identity = len(outputs) == len(shape) and all(
+            isinstance(expr, tirx.Var) and expr.same_as(variables[k]) for k, (variables, expr) in enumerate(outputs))
+        self.flat = tirx.decl_buffer((math.prod(shape),), buf.dtype, f"{buf.name}_laid", data=buf.data,
+                                     scope="global")
+
+    def offset(self, indices):
+        flat = i32(0)
+        for (variables, expr), n in zip(self.outputs, self.extents):
+            flat = flat * n + substitute(expr, dict(zip(variables, indices)))
+        return simplify(flat)
+
+
+class _PlacementRewriter(ExprRewriter):
+    def __init__(self, placements):
+        self.placements = placements
+
+    def find(self, buf):
+        return next((p for b, p in self.placements.items() if b.same_as(buf)), None)
+
+    def visit_load(self, load, indices):
+        p = self.find(load.source)
+        if p is not None:
+            return tirx.BufferLoad(p.flat, [p.offset(indices)])
+        return super().visit_load(load, indices)
+
+
+def apply_global_layouts(body):
+    """``T.annotate_layout`` on a global tensor: the tensor's elements are stored where the layout
+    says, as upstream places them.
+
+    Upstream's attention backward examples annotate dQ with ``make_dq_layout`` (``[b, l // 8, h,
+    d // 8, d % 2, 4 * (l % 8) + (d % 8) // 2]``) in the kernel that accumulates it and in the one
+    that reads it back: the 32 lanes of a warp holding one register of an mma accumulator then add
+    into 32 consecutive floats, one 128-byte line per atomic instruction, where row-major dQ would
+    take eight. The element at logical index ``i`` lives at the row-major offset of ``layout(i)`` in
+    the layout's output space. Returns ``body`` with each such tensor read and written through a
+    flat view of its storage (a ``DeclBuffer`` over the same data): element accesses (loads,
+    stores, element atomics' addresses) at the layout's offset; ``T.copy`` and ``T.atomic_*`` of a
+    tile of it as the element-wise ``T.Parallel`` loops they mean; any other tile op on it is a
+    located TL0201 error, as is a layout that does not put each element at an offset of its own
+    within the tensor's storage, or a tensor without a constant shape. A row-major (identity)
+    layout changes nothing."""
+    placements = {}
+    notes = []
+
+    def collect(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value, "annotate_layout"):
+            args = s.value.args
+            buf = args[0].source
+            if scope_of(buf) == "global" and str(args[1].value) == "custom" and len(args) > 3:
+                n = int(args[2].value)
+                p = _Placement(buf, [unpack_layout_expr(e, n) for e in args[3:]], s.span)
+                if not p.identity and not any(b.same_as(buf) for b in placements):
+                    placements[buf] = p
+                    notes.append(s)
+
+    walk_stmts(body, collect)
+    if not placements:
+        return body
+    rw = _PlacementRewriter(placements)
+
+    def touched(call):
+        return [decode_region(a) for a in call.args if isinstance(a, ir.Call)
+                and getattr(a.op, "name", "") == "tl.region" and rw.find(a.args[0].source) is not None]
+
+    def pre(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            name = s.value.op.name
+            if name == "tl.annotate_layout" and any(s.same_as(n) for n in notes):
+                return tirx.Evaluate(i32(0))
+            regions = touched(s.value)
+            if not regions:
+                return tirx.Evaluate(rw.visit(s.value), span=s.span)
+            if name == "tl.copy":
+                src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+                return map_stmts(_copy_loop(src, dst, s.span), pre=pre)
+            if name == "tl.atomic":
+                dst, src = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+                kind = str(s.value.args[2].value)
+                dtype = str(dst.buffer.dtype)
+
+                def make(di, si):
+                    value = tirx.BufferLoad(src.buffer, si)
+                    if str(src.buffer.dtype) != dtype:
+                        value = tirx.Cast(dtype, value)
+                    call = tirx.call_extern(dtype, f"tl::atomic_{kind}",
+                                            tirx.address_of(tirx.BufferLoad(dst.buffer, di)), value)
+                    return tirx.Evaluate(call, span=s.span)
+
+                return map_stmts(region_loop(dst, src, s.span, make), pre=pre)
+            raise _layout_error(f"{name[3:]} of the global tensor '{regions[0].buffer.name}', which "
+                                "T.annotate_layout lays out: only T.copy and T.atomic_* of its tiles, and element "
+                                "accesses, are supported", s.span)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.Evaluate(rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.BufferStore):
+            value = rw.visit(s.value)
+            indices = [rw.visit(i) for i in s.indices]
+            p = rw.find(s.buffer)
+            if p is not None:
+                return tirx.BufferStore(p.flat, value, [p.offset(indices)], span=s.span)
+            return tirx.BufferStore(s.buffer, value, indices, span=s.span)
+        if isinstance(s, tirx.Bind):
+            return tirx.Bind(s.var, rw.visit(s.value), span=s.span)
+        if isinstance(s, tirx.IfThenElse):
+            cond = rw.visit(s.condition)
+            then = map_stmts(s.then_case, pre=pre)
+            other = None if s.else_case is None else map_stmts(s.else_case, pre=pre)
+            return tirx.IfThenElse(cond, then, other, span=s.span)
+        return None
+
+    decls = [tirx.DeclBuffer(p.flat, data=p.buf.data) for p in placements.values()]
+    return seq(decls + [map_stmts(body, pre=pre)])
 
 
 def source_kernel(func):

@@ -796,9 +796,7 @@ class _Inference:
             self.assign(buf, layout, stmt.span, f"T.annotate_layout (line {span_line(stmt.span)})")
             return
         if scope_of(buf) == "global":
-            # Upstream re-addresses the tensor through the layout (dQ reordered so atomics
-            # vectorise). We keep its row-major addressing: every kernel then agrees on where each
-            # element lives, which is all the split-and-combine kernels that annotate it rely on.
+            # (kernel.apply_global_layouts addresses the tensor through the layout)
             return
         if scope_of(buf) not in SHARED_SCOPES:
             raise LoweringError("TL0002", f"T.annotate_layout on '{buf.name}': only shared-memory and fragment "

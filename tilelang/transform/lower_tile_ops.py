@@ -35,7 +35,7 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
                                 seq, simplify, substitute_stmt, uses_vars, walk_stmts)
-from tilelang.transform import (atomic_staging, early_prologue, lower_copy, lower_gather, lower_im2col, lower_print,
+from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col, lower_print,
                                 lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync, user_barriers,
                                 tma, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
@@ -907,6 +907,8 @@ class Lowerer:
         prelude = []
         if swz is not None:
             prelude = self._block_swizzle(*swz)
+        else:
+            prelude = block_order.plan(self)
         lowered = early_prologue.place(self, self.lower(body))
         init = []
         persistent = self.ws is not None and self.ws.persistent is not None

@@ -46,7 +46,9 @@ stage) right after the last one, behind a barrier (``_lower_split_groups``):
     cp.async.wait_group(0)
 
 so S tiles of each producer are in flight (one more than above) and a late producer's wait does
-not hold up the consumers before its first use. With S = 1 (a one-stage loop, otherwise lowered as
+not hold up the consumers before its first use. This is the default for S >= 2 where the tiles are
+first touched at different statements (``tl.enable_pipeline_split_groups`` unset; True also takes
+bodies whose tiles are merely done with early, and one-stage loops; False never). With S = 1 (a one-stage loop, otherwise lowered as
 written) the same schedule refills each tile for the next iteration right after its last use. The producers are committed in the order of their
 last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
 when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
@@ -130,7 +132,11 @@ def lower_pipelined(lw, loop):
         early_release = not gathered and all(map(_asynchronous, producers))
     split = early_release_split(lw, staged, consumers) if guard is None and early_release else None
     uses = (_producer_uses(lw, producers, consumers)
-            if guard is None and split is None and split_groups else None)
+            if guard is None and split is None and split_groups is not False else None)
+    if uses is not None and split_groups is None and len({first for first, _ in uses.values()}) < 2:
+        # unset: per-tile groups where the tiles are first read at different statements (attention's
+        # K and V; H200, session 31: gqa_decode_split 1.10x), not for a body reading them together
+        uses = None
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses, gathered)
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
