@@ -35,10 +35,9 @@ def test_copy_in_and_out():
     torch.testing.assert_close(Z, X, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("target", ["auto", "sm_80"])
-def test_accumulator_atomics(target):
+def test_accumulator_atomics():
     X = torch.randn(32, 64, device="cuda", dtype=torch.float16)
     W = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     dQ = torch.zeros(32, 64, device="cuda")
-    tilelang.compile(gl.laid_atomic(), target=target)(X, W, dQ)
+    tilelang.compile(gl.laid_atomic())(X, W, dQ)
     torch.testing.assert_close(dQ.reshape(-1), _placed(2 * (X.float() @ W.float())), rtol=1e-3, atol=1e-2)

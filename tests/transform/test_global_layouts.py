@@ -116,3 +116,18 @@ def test_what_cannot_be_honoured_is_a_located_error(why):
 def test_aliasing_layout_is_refused_at_the_annotation():
     with pytest.raises(ValueError, match="global tensor `Y`: the forward map must be injective"):
         laid_copy(layout=lambda A: T.Layout(A.shape, lambda l, d: [l, d // 2]))
+
+
+def test_parallel_coalesced_width_sets_the_vector_width():
+    def copy(width):
+        @T.prim_func
+        def k(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                for i, j in T.Parallel(64, 64, coalesced_width=width):
+                    Y[i, j] = X[i, j]
+        return _src(k)
+
+    assert "float4" in copy(None)
+    one = copy(1)
+    assert "float4" not in one and "float2" not in one
+    assert "float2" in copy(2) and "float4" not in copy(2)

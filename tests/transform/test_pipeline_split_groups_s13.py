@@ -15,14 +15,15 @@ def _body(func, target="sm_80"):
     return src[src.find('extern "C" __global__ void __launch'):]
 
 
-def _attention(stages, tail=None, n=16):
+def _attention(stages, tail=None, n=16, blocks=1):
     """``tail``: None, or statements after V's last reader: "registers" (a rescale of the output
     fragment) or "shared" (the output kept in a shared tile the next iteration reads first);
-    ``n``: the trip count (K and V have n * 64 rows), a T.dynamic for a symbolic one."""
+    ``n``: the trip count (K and V have n * 64 rows), a T.dynamic for a symbolic one; ``blocks``:
+    the grid (every block computes the same tile)."""
     @T.prim_func
     def k(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((n * 64, 64), "float16"),
           V: T.Tensor((n * 64, 64), "float16"), O: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128):
+        with T.Kernel(blocks, threads=128):
             q = T.alloc_shared((64, 64), "float16")
             ks = T.alloc_shared((64, 64), "float16")
             vs = T.alloc_shared((64, 64), "float16")
@@ -71,6 +72,22 @@ def test_attention_loop_gets_a_group_per_producer():
     assert "__syncthreads();\n    if (i < 14)" in loop
     assert loop.count("if (i < 14)") == 2
     assert "tl::cp_async_wait<0>();" in loop.split("\n  }\n", 1)[1] or src.count("cp_async_wait<0>") == 1
+
+
+def test_per_tile_groups_by_default_in_a_grid_of_one_wave():
+    """Unset (session 31): a two-stage attention loop in a grid of at most one wave (each block's
+    load latency is the kernel's) takes per-tile groups; in a grid of many waves it keeps one group
+    per iteration; False never takes them."""
+    def body(blocks, **configs):
+        src = tilelang.lower(_attention(2, blocks=blocks), target="sm_80", pass_configs=configs).source
+        return src[src.find('extern "C" __global__ void __launch'):]
+
+    keyed = _body(_attention(2))
+    assert body(1) == keyed
+    assert body(132) == _body(_attention(2, blocks=132))
+    many = body(4096)
+    assert "tl::cp_async_wait<3>();" not in many and "tl::cp_async_wait<1>();" in many
+    assert "tl::cp_async_wait<3>();" not in body(1, **{"tl.enable_pipeline_split_groups": False})
 
 
 def test_single_consumer_loop_keeps_one_group_per_iteration():

@@ -31,11 +31,10 @@ from tvm import tirx
 
 from tilelang import targets
 from tilelang.tir_utils import const_int, substitute, tvm_ffi_walk, walk_stmts
-from tilelang.transform import warp_specialize
 
 KEY = "tl.enable_longest_first_blocks"
 MIN_GAIN = 1.03      # the predicted gain (``predicted_gain``) below which the order stays
-MAX_SIMULATED = 1 << 16   # blocks; a larger grid has too many waves for its tail to matter
+MAX_SIMULATED = 1 << 15   # blocks; a larger grid has too many waves for its tail to matter
 
 
 def _free_vars(expr) -> list:
@@ -118,6 +117,28 @@ def blocks_per_sm(threads: int, smem_bytes: int, registers: int, arch: str) -> i
     return max(1, min(by_smem, 2048 // threads, 65536 // (threads * registers)))
 
 
+def grid_waves(lw):
+    """The kernel's blocks over the SMs' estimated block slots (``blocks_per_sm``), or None for a
+    grid that is not a compile-time constant."""
+    dims = lw.info.launch_dims()
+    blocks = 1
+    for tag in ("blockIdx.x", "blockIdx.y", "blockIdx.z"):
+        if tag in dims:
+            n = const_int(dims[tag][1])
+            if n is None:
+                return None
+            blocks *= n
+    return blocks / block_slots(lw)
+
+
+def block_slots(lw) -> int:
+    """The blocks the GPU holds at once: SMs times ``blocks_per_sm``, a thread's registers taken as
+    its fragments' words and some 32 for addresses, indices and loop state."""
+    arch = getattr(lw, "arch", None) or "sm_90a"
+    registers = min(255, lw.layouts.fragment_words() + 32)
+    return (targets.sm_count(arch) or 132) * blocks_per_sm(lw.T + lw.extra_threads, lw.smem_bytes, registers, arch)
+
+
 def section_rows(rows: int, want: int) -> int:
     """Rows a section takes: the smallest divisor of ``rows`` from ``want`` to twice it (every
     section whole: the permutation divides by constants only), else ``want`` (the last section
@@ -149,13 +170,9 @@ def plan(lw) -> list:
     if sense == 0:
         return []
     rows = math.prod(n for _, n in rest)
-    arch = getattr(lw, "arch", None) or "sm_90a"
-    sms = targets.sm_count(arch) or 132
+    sms = targets.sm_count(getattr(lw, "arch", None) or "sm_90a") or 132
     s = section_rows(rows, -(-sms // gx))
-    # a thread's registers: its fragments' words and some 32 for addresses, indices and loop state
-    registers = min(255, warp_specialize.fragment_words(lw) + 32)
-    slots = sms * blocks_per_sm(lw.T + lw.extra_threads, lw.smem_bytes, registers, arch)
-    if predicted_gain(work, rows, s, sense, slots) < MIN_GAIN:
+    if predicted_gain(work, rows, s, sense, block_slots(lw)) < MIN_GAIN:
         return []
     i32 = lambda v: tirx.IntImm("int32", v)  # noqa: E731
     # the launch order's linear index; C division is exact on these non-negative values

@@ -635,20 +635,20 @@ def _staged_view_op(stmt, regions, view_of):
     return seq(before + [op] + [loop for _, loop in after])
 
 
-def _copy_loop(src, dst, span):
+def _copy_loop(src, dst, span, annotations=None):
     def store(di, si):
         value = tirx.BufferLoad(src.buffer, si)
         if src.dtype != dst.dtype:
             value = tirx.Cast(dst.dtype, value)
         return tirx.BufferStore(dst.buffer, value, di, span=span)
 
-    return region_loop(dst, src, span, store)
+    return region_loop(dst, src, span, store, annotations)
 
 
-def region_loop(dst, src, span, make):
+def region_loop(dst, src, span, make, annotations=None):
     """The element-wise ``T.Parallel`` nest of a tile op between the regions ``dst`` and ``src`` of
     the same non-unit extents: ``make(dst_indices, src_indices)`` is its body (no loop when every
-    extent is 1)."""
+    extent is 1); ``annotations`` go on the outermost loop."""
     dd, extents = dst.nonunit()
     sd, _ = src.nonunit()
     loop_vars = [tirx.Var(f"i{k}", "int32") for k in range(len(extents))]
@@ -661,8 +661,9 @@ def region_loop(dst, src, span, make):
 
     body = make(at(dst, dd), at(src, sd))
     for depth in reversed(range(len(loop_vars))):
+        ann = {"tl.parallel": len(loop_vars) - depth, **(annotations or {} if depth == 0 else {})}
         body = tirx.For(loop_vars[depth], i32(0), i32(const_int(extents[depth])), tirx.ForKind.PARALLEL, body,
-                        annotations={"tl.parallel": len(loop_vars) - depth}, span=span)
+                        annotations=ann, span=span)
     return body
 
 
@@ -771,8 +772,12 @@ def apply_global_layouts(body):
             if not regions:
                 return tirx.Evaluate(rw.visit(s.value), span=s.span)
             if name == "tl.copy":
+                # one element a thread, consecutive threads on consecutive elements of the tile (a
+                # laid-out side is no longer contiguous along the tile's rows; upstream's order):
+                # the default 16-byte layout would leave the row-major side's vectors unvectorised
+                # and strided between lanes
                 src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
-                return map_stmts(_copy_loop(src, dst, s.span), pre=pre)
+                return map_stmts(_copy_loop(src, dst, s.span, {"tl.coalesced_width": 1}), pre=pre)
             if name == "tl.atomic":
                 dst, src = decode_region(s.value.args[0]), decode_region(s.value.args[1])
                 kind = str(s.value.args[2].value)

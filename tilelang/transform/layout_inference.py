@@ -93,6 +93,10 @@ class Layouts:
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
 
+    def fragment_words(self) -> int:
+        """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
+        return sum(-(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4) for buf, frag in self.fragments.items())
+
 
 @dataclass(frozen=True)
 class ReducerPlan:
@@ -827,7 +831,8 @@ class _Inference:
             if accesses or None in bound:
                 raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants (or, for a "
                                     "loop that touches no fragment, have a constant upper bound)", stmt.span)
-            self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [], loop_vars[-1])
+            self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [], loop_vars[-1],
+                                                                    _coalesced_width(stmt))
             return True
         frags = [(b, idx) for b, idx, _ in accesses]
         if LOOP_LAYOUT_ATTR in stmt.annotations:
@@ -855,7 +860,7 @@ class _Inference:
         self.guard = body_guard(body)
         if layout is None or not self._serves_known(layout, accesses, loop_vars, ext, extra):
             if layout is None:
-                layout = self.default_loop_layout(body, ext, frags, loop_vars[-1])
+                layout = self.default_loop_layout(body, ext, frags, loop_vars[-1], _coalesced_width(stmt))
             if not self._serves_known(layout, accesses, loop_vars, ext, extra):
                 # A known fragment read (or written) through an index other than the loop
                 # variables (``x[i, j // 2]``, ``s[i]`` in a shorter loop): run each iteration on
@@ -1008,9 +1013,11 @@ class _Inference:
             notes=["Give the fragment its layout first (a T.copy or a loop over its own shape), or write it "
                    "with the loop variables of a loop over its own shape."])
 
-    def default_loop_layout(self, body, ext, frags, inner=None):
+    def default_loop_layout(self, body, ext, frags, inner=None, width=None):
         # (a loop over fragments sizes its vectors by every access: its layout places them)
         vec = max(1, 16 // _widest_vector_element(body, None if frags else inner))
+        if width is not None and not frags:
+            vec = max(1, min(vec, int(width)))     # T.Parallel(coalesced_width=w): w elements a thread
         if _has_barrier(body):
             vec = 1     # a barrier in the body separates phases of every element: one per thread
         while vec > 1 and ext[-1] % vec:
@@ -1667,6 +1674,12 @@ def _inner_step(index, inner) -> int:
     coef = tvm.sym.detect_linear_equation(index, [inner])
     c = const_int(coef[0]) if len(coef) == 2 else None
     return c if c is not None and 1 < c <= 16 else 1
+
+
+def _coalesced_width(loop):
+    """``T.Parallel(..., coalesced_width=w)``'s ``w`` (the outermost loop's annotation), or None."""
+    w = loop.annotations.get("tl.coalesced_width") if loop.annotations is not None else None
+    return const_int(w) if w is not None else None
 
 
 def memory_loop_layout(body, ext, num_threads, inner=None):

@@ -188,7 +188,9 @@ EFFECTS = {
         "-> 0.030 ms, gdn_chunk_fwd_o 0.44 -> 0.41 ms), slower on a body that reads every tile first "
         "(gemv_alloc_reducer 0.030 -> 0.043 ms) and on one-stage 128x128 attention on one warpgroup "
         "(mha_fwd_bshd 9.3 -> 13.2 ms). Unset (the default since session 31): loops of two or more stages whose "
-        "tiles are first read at different statements (session 31: gqa_decode_split 0.0328 -> 0.0299 ms), loops "
+        "tiles are first read at different statements in a grid of at most one wave of blocks (session 31: "
+        "gqa_decode_split, 64 blocks, 0.0322 -> 0.0294 ms; sink_gqa_fwd_varlen, many waves, 1.53 -> 1.58 ms, "
+        "so not there), loops "
         "with gathered T.Parallel copies (sparse attention: upstream's schedule of them) and "
         "one-stage loops whose fragments fit the attention schedule's register budget (attention at "
         "num_stages=1: K of k+1 loads under the softmax and P V of k), where only False turns it off",

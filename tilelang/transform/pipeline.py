@@ -47,8 +47,9 @@ stage) right after the last one, behind a barrier (``_lower_split_groups``):
 
 so S tiles of each producer are in flight (one more than above) and a late producer's wait does
 not hold up the consumers before its first use. This is the default for S >= 2 where the tiles are
-first touched at different statements (``tl.enable_pipeline_split_groups`` unset; True also takes
-bodies whose tiles are merely done with early, and one-stage loops; False never). With S = 1 (a one-stage loop, otherwise lowered as
+first touched at different statements in a grid of at most one wave (``_latency_bound``;
+``tl.enable_pipeline_split_groups`` unset; True also takes other grids, bodies whose tiles are
+merely done with early, and one-stage loops; False never). With S = 1 (a one-stage loop, otherwise lowered as
 written) the same schedule refills each tile for the next iteration right after its last use. The producers are committed in the order of their
 last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
 when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
@@ -82,7 +83,7 @@ import tvm
 from tvm import tirx
 
 from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq
-from tilelang.transform import early_prologue, thread_sync
+from tilelang.transform import block_order, early_prologue, thread_sync
 from tilelang.transform.kernel import (ALL_SCOPES, REGISTER_SCOPES, SHARED_SCOPES, decode_region, op_name,
                                        scope_of)
 from tilelang.transform.pipelined_loop import (GATHERS_KEY, REFILL_ATTR, PipelinedLoop, body_list,
@@ -133,9 +134,12 @@ def lower_pipelined(lw, loop):
     split = early_release_split(lw, staged, consumers) if guard is None and early_release else None
     uses = (_producer_uses(lw, producers, consumers)
             if guard is None and split is None and split_groups is not False else None)
-    if uses is not None and split_groups is None and len({first for first, _ in uses.values()}) < 2:
+    if uses is not None and split_groups is None and (
+            len({first for first, _ in uses.values()}) < 2 or not _latency_bound(lw)):
         # unset: per-tile groups where the tiles are first read at different statements (attention's
-        # K and V; H200, session 31: gqa_decode_split 1.10x), not for a body reading them together
+        # K and V), not for a body reading them together, and in a grid of at most one wave, where
+        # each block's load latency is the kernel's (H200, session 31: gqa_decode_split, 64 blocks,
+        # 1.10x; sink_gqa_fwd_varlen, many waves, 0.965x)
         uses = None
     if uses is not None:
         return _lower_split_groups(lw, loop, S, producers, consumers, uses, gathered)
@@ -358,6 +362,12 @@ def _plain(lw, loop):
     body = thread_sync.lower_loop_body(lw, loop.body)
     return tirx.For(loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body,
                     span=loop.span)
+
+
+def _latency_bound(lw) -> bool:
+    """Whether the kernel's grid is a constant of at most one wave of blocks (block_order.grid_waves)."""
+    waves = block_order.grid_waves(lw)
+    return waves is not None and waves <= 1.0
 
 
 def _producer_uses(lw, producers, consumers):

@@ -558,7 +558,7 @@ def _general_pair_candidate(lw) -> bool:
 
 def fragment_words(lw) -> int:
     """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
-    return sum(-(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4) for buf, frag in lw.layouts.fragments.items())
+    return lw.layouts.fragment_words()
 
 
 def plan_pair(lw, budget: int) -> None:
