@@ -11,7 +11,12 @@
 #                      # names, --names) without pass configs and with each
 #                      # object (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
 #                      # (off, on / on1, on2, ...; in $OUT/ab.tgz when more than 8 files); each
-#                      # side's kernels built first in JOBS (8) processes
+#                      # side's kernels built first in JOBS (8) processes, CHUNK (6) cases timed per
+#                      # process. A side written @DIR runs another tree of ours instead: DIR holds
+#                      # its tilelang/ and src/ (put first on PYTHONPATH), made here with
+#   bash benchmarks/upstream_table.sh stage-tree REV DIR   # git archive REV's tilelang/ and src/ into DIR
+#                      # (e.g. .gpu/old, carried to the device: ab CASES @.gpu/old compares that
+#                      # commit's compiler with the working tree's in one lease)
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -19,7 +24,7 @@
 # upstream. Compare anywhere: python3 benchmarks/bench_upstream.py --compare ours.json upstream.json
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS]}
+step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR}
 OUT=${OUT:-/tmp/upstream-table}
 mkdir -p "$OUT" ~/tables
 
@@ -66,9 +71,11 @@ ab)
     [ "${cases#=}" != "$cases" ] && select=(--names "${cases#=}")
     shift 2
     sides=(off) rounds=2
-    for a in "$@"; do   # pass-config objects, one side each, and optionally a round count
+    for a in "$@"; do   # pass-config objects or @trees, one side each, and optionally a round count
         case $a in
         \{*) sides+=("$a") ;;
+        @*) [ -d "${a#@}/tilelang" ] || { echo "upstream_table.sh ab: ${a#@} has no tilelang/ (stage-tree makes one)" >&2; exit 2; }
+            sides+=("$a") ;;
         *[!0-9]* | '') echo "upstream_table.sh ab: '$a' is neither a JSON object nor a round count" >&2; exit 2 ;;
         *) rounds=$a ;;
         esac
@@ -77,11 +84,16 @@ ab)
     source ~/tl-env.sh
     for ((r = 1; r <= rounds; r++)); do
         for ((i = 0; i < ${#sides[@]}; i++)); do
-            [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" || unset TILELANG_PASS_CONFIGS
+            unset TILELANG_PASS_CONFIGS
+            pp=$PYTHONPATH
+            case ${sides[i]} in
+            \{*) [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" ;;
+            @*) pp=$(cd "${sides[i]#@}" && pwd):$PYTHONPATH ;;
+            esac
             tag=$([ "$i" -gt 0 ] && echo "on$([ ${#sides[@]} -gt 2 ] && echo "$i")" || echo off)
-            python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" "${select[@]}" \
-                --json "$OUT/ab-$tag-$r.json" > "$OUT/ab-$tag-$r.log" 2>&1
-            echo "== $tag${TILELANG_PASS_CONFIGS:+ $TILELANG_PASS_CONFIGS}, round $r"; grep -E '^\| [a-z]' "$OUT/ab-$tag-$r.log" | grep -v '| case'
+            PYTHONPATH=$pp python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" --chunk "${CHUNK:-6}" \
+                "${select[@]}" --json "$OUT/ab-$tag-$r.json" > "$OUT/ab-$tag-$r.log" 2>&1
+            echo "== $tag$([ "$i" -gt 0 ] && echo " ${sides[i]}"), round $r"; grep -E '^\| [a-z]' "$OUT/ab-$tag-$r.log" | grep -v '| case'
         done
     done
     unset TILELANG_PASS_CONFIGS
@@ -89,8 +101,13 @@ ab)
         tar czf "$OUT/ab.tgz" -C "$OUT" $(cd "$OUT" && ls ab-*) && rm -f "$OUT"/ab-*.json "$OUT"/ab-*.log
     fi
     ;;
+stage-tree)
+    rev=${2:?stage-tree needs a commit} dir=${3:?stage-tree needs a directory}
+    rm -rf "$dir" && mkdir -p "$dir" && git archive "$rev" tilelang src | tar -x -C "$dir" && echo "staged $rev in $dir"
+    exit 0
+    ;;
 *)
-    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS])" >&2
+    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR)" >&2
     exit 2
     ;;
 esac
