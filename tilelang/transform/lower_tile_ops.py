@@ -35,9 +35,9 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
                                 seq, simplify, substitute_stmt, uses_vars, walk_stmts)
-from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col, lower_print,
-                                lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync, user_barriers,
-                                tma, user_ws, warp_specialize)
+from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
+                                lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
+                                user_barriers, tma, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of)
@@ -904,11 +904,8 @@ class Lowerer:
     def run(self):
         body = self.info.body
         swz = find_swizzle(body)
-        prelude = []
-        if swz is not None:
-            prelude = self._block_swizzle(*swz)
-        else:
-            prelude = block_order.plan(self)
+        # the block order: the user's T.use_swizzle, else longest blocks first where that gains
+        prelude = self._block_swizzle(*swz) if swz is not None else block_order.plan(self)
         lowered = early_prologue.place(self, self.lower(body))
         init = []
         persistent = self.ws is not None and self.ws.persistent is not None

@@ -49,8 +49,9 @@ so S tiles of each producer are in flight (one more than above) and a late produ
 not hold up the consumers before its first use. This is the default for S >= 2 where the tiles are
 first touched at different statements in a grid of at most one wave (``_latency_bound``;
 ``tl.enable_pipeline_split_groups`` unset; True also takes other grids, bodies whose tiles are
-merely done with early, and one-stage loops; False never). With S = 1 (a one-stage loop, otherwise lowered as
-written) the same schedule refills each tile for the next iteration right after its last use. The producers are committed in the order of their
+merely done with early, and one-stage loops; False never). With S = 1 (a one-stage loop, otherwise
+lowered as written) the same schedule refills each tile for the next iteration right after its last
+use. The producers are committed in the order of their
 last uses, every iteration (empty groups past the end), so N_p, the groups committed after p(k)
 when it is waited for, is the same in every iteration. A body whose last consumers touch no tile
 (every tile read first, then computation without them) takes the early release above instead,
