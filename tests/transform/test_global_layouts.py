@@ -131,3 +131,17 @@ def test_parallel_coalesced_width_sets_the_vector_width():
     one = copy(1)
     assert "float4" not in one and "float2" not in one
     assert "float2" in copy(2) and "float4" not in copy(2)
+
+
+def test_a_loop_bound_read_from_a_laid_out_tensor_is_addressed_through_the_layout():
+    @T.prim_func
+    def k(N: T.Tensor((64, 64), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            T.annotate_layout({N: dq_layout(N)})
+            acc = T.alloc_var("float32")
+            acc = 0.0
+            for i in T.serial(N[0, 1]):
+                acc += 1.0
+            Y[0] = acc
+    src = _src(k)
+    assert f"N[{offset(0, 1, 64)}]" in src, src     # element (0, 1) lives at offset 32

@@ -15,7 +15,7 @@ from upstream_paths import examples  # noqa: E402
 from tilelang.transform.kernel import analyze_kernel  # noqa: E402
 from tilelang.transform.layout_inference import infer_layouts  # noqa: E402
 from tilelang.transform.lower_tile_ops import Lowerer  # noqa: E402
-from tilelang.transform.warp_specialize import CONSUMER_REGS, PERSISTENT_REGS, fragment_words  # noqa: E402
+from tilelang.transform.warp_specialize import CONSUMER_REGS, PERSISTENT_REGS  # noqa: E402
 
 FA = examples("flash_attention")
 pytestmark = pytest.mark.skipif(FA is None, reason="upstream's examples/flash_attention not found")
@@ -37,7 +37,7 @@ def test_register_tight_backward_keeps_one_tile_per_block():
     kernel = m.flashattn_bwd_atomic_add(8, 32, 1024, 192, 128, False, 128, 32, threads=256, num_stages=2, groups=16)
     lw = _lowerer(kernel.prim_func)
     assert lw.ws is not None and lw.ws.persistent is None
-    assert fragment_words(lw) == 232 > CONSUMER_REGS - PERSISTENT_REGS
+    assert lw.layouts.fragment_words() == 232 > CONSUMER_REGS - PERSISTENT_REGS
     assert "232 of a consumer thread's 232 registers" in lw.persistent_why
 
 
@@ -46,4 +46,4 @@ def test_attention_forward_within_budget_stays_persistent():
     kernel = m.flashattn(8, 32, 4096, 4096, 128, False, block_M=128, block_N=128, num_stages=2, threads=256)
     lw = _lowerer(kernel.prim_func)
     assert lw.ws is not None and lw.ws.persistent is not None
-    assert fragment_words(lw) <= CONSUMER_REGS - PERSISTENT_REGS
+    assert lw.layouts.fragment_words() <= CONSUMER_REGS - PERSISTENT_REGS

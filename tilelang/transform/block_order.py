@@ -30,7 +30,7 @@ import math
 from tvm import tirx
 
 from tilelang import targets
-from tilelang.tir_utils import const_int, substitute, tvm_ffi_walk, walk_stmts
+from tilelang.tir_utils import const_int, i32, substitute, tvm_ffi_walk, walk_stmts
 
 KEY = "tl.enable_longest_first_blocks"
 MIN_GAIN = 1.03      # the predicted gain (``predicted_gain``) below which the order stays
@@ -68,7 +68,7 @@ def work_by_row(body, bx, gx: int):
     for x in range(gx):
         total = 0
         for e in extents:
-            n = const_int(substitute(e, {bx: tirx.IntImm("int32", x)}))
+            n = const_int(substitute(e, {bx: i32(x)}))
             if n is None:
                 return None
             total += max(n, 0)
@@ -174,7 +174,6 @@ def plan(lw) -> list:
     s = section_rows(rows, -(-sms // gx))
     if predicted_gain(work, rows, s, sense, block_slots(lw)) < MIN_GAIN:
         return []
-    i32 = lambda v: tirx.IntImm("int32", v)  # noqa: E731
     # the launch order's linear index; C division is exact on these non-negative values
     lin, scale = bx, gx
     for var, n in rest:

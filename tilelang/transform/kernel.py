@@ -811,6 +811,11 @@ def apply_global_layouts(body):
             then = map_stmts(s.then_case, pre=pre)
             other = None if s.else_case is None else map_stmts(s.else_case, pre=pre)
             return tirx.IfThenElse(cond, then, other, span=s.span)
+        if isinstance(s, tirx.For):     # (bounds read from the tensor too)
+            return tirx.For(s.loop_var, rw.visit(s.min), rw.visit(s.extent), s.kind, map_stmts(s.body, pre=pre),
+                            thread_binding=s.thread_binding, annotations=s.annotations, step=s.step, span=s.span)
+        if isinstance(s, tirx.While):
+            return tirx.While(rw.visit(s.condition), map_stmts(s.body, pre=pre), span=s.span)
         return None
 
     decls = [tirx.DeclBuffer(p.flat, data=p.buf.data) for p in placements.values()]

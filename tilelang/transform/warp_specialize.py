@@ -445,7 +445,7 @@ def persistent_plan(lw) -> "Persistent | None":
         return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
         return None
-    words = fragment_words(lw) if lw.T == 256 else 0
+    words = lw.layouts.fragment_words() if lw.T == 256 else 0
     if words > CONSUMER_REGS - PERSISTENT_REGS:
         lw.persistent_why = (f"the fragments take {words} of a consumer thread's {CONSUMER_REGS} "
                              "registers: the persistent loop's own would spill")
@@ -528,7 +528,7 @@ def pair_candidate(lw) -> bool:
     c_extent = const_int(decode_region(ws.gemm.value.args[2]).extents[-1])
     if c_extent is None or c_extent > PAIR_WGMMA_N:
         return False
-    return fragment_words(lw) <= PAIR_FRAGMENT_WORDS
+    return lw.layouts.fragment_words() <= PAIR_FRAGMENT_WORDS
 
 
 # fragment words per consumer thread of a general loop body run as a pair (``_general_pair_candidate``):
@@ -553,12 +553,7 @@ def _general_pair_candidate(lw) -> bool:
         c_extent = const_int(decode_region(g.value.args[2]).extents[-1])
         if c_extent is None or c_extent > PAIR_WGMMA_N:
             return False
-    return fragment_words(lw) <= PAIR_GENERAL_FRAGMENT_WORDS
-
-
-def fragment_words(lw) -> int:
-    """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
-    return lw.layouts.fragment_words()
+    return lw.layouts.fragment_words() <= PAIR_GENERAL_FRAGMENT_WORDS
 
 
 def plan_pair(lw, budget: int) -> None:
