@@ -16,7 +16,9 @@
 #                      # its tilelang/ and src/ (put first on PYTHONPATH), made here with
 #   bash benchmarks/upstream_table.sh stage-tree REV DIR   # git archive REV's tilelang/ and src/ into DIR
 #                      # (e.g. .gpu/old, carried to the device: ab CASES @.gpu/old compares that
-#                      # commit's compiler with the working tree's in one lease)
+#                      # commit's compiler with the working tree's in one lease); the side @upstream
+#                      # runs upstream's wheel (~/up-site), so ours and upstream's alternate, round by
+#                      # round, on the same GPU state (rows within a few % of each other)
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -74,6 +76,7 @@ ab)
     for a in "$@"; do   # pass-config objects or @trees, one side each, and optionally a round count
         case $a in
         \{*) sides+=("$a") ;;
+        @upstream) sides+=("$a") ;;
         @*) [ -d "${a#@}/tilelang" ] || { echo "upstream_table.sh ab: ${a#@} has no tilelang/ (stage-tree makes one)" >&2; exit 2; }
             sides+=("$a") ;;
         *[!0-9]* | '') echo "upstream_table.sh ab: '$a' is neither a JSON object nor a round count" >&2; exit 2 ;;
@@ -88,6 +91,7 @@ ab)
             pp=$PYTHONPATH
             case ${sides[i]} in
             \{*) [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" ;;
+            @upstream) pp=$HOME/up-site ;;
             @*) pp=$(cd "${sides[i]#@}" && pwd):$PYTHONPATH ;;
             esac
             tag=$([ "$i" -gt 0 ] && echo "on$([ ${#sides[@]} -gt 2 ] && echo "$i")" || echo off)

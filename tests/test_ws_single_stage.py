@@ -45,7 +45,7 @@ def test_one_stage_attention_gets_a_barrier_pair_per_tile():
     assert "__launch_bounds__(256" in src and "tma_load" not in consumer_loop(src)
     inits = re.findall(r"tl::mbarrier_init\(\(&\(\(\(uint64_t\*\)smem\)\[(\d+)\]\)\), (\d+)\)", src)
     counts = sorted(int(c) for _, c in inits)
-    assert counts == [1, 1, 1, 4, 4, 4]            # full / empty for K, for V, and Q's (the head)
+    assert counts == [1, 1, 1, 128, 128, 128]      # full / empty (every consumer thread) for K, V, Q
     loop = consumer_loop(src)
     waits = [m.start() for m in re.finditer(r"tl::mbarrier_wait", loop)]
     arrives = [m.start() for m in re.finditer(r"tl::mbarrier_arrive\(", loop)]

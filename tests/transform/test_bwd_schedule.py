@@ -227,17 +227,20 @@ def test_summary_names_the_row_loaded_tiles():
 def _before_release(body):
     """The statement in front of the consumers' release of their ring slot."""
     at = body.index("tl::mbarrier_arrive((&")
-    return body[:body.rindex("if (", 0, at)].rstrip().rsplit("\n", 1)[-1].strip()
+    return body[:at].rstrip().rsplit("\n", 1)[-1].strip()
 
 
-def test_lane_zero_gives_the_slot_back_once_its_warp_converged():
-    """Early release (on by default): lane 0 of each warp arrives on the slot's empty barrier right
-    after dK's gemm, and every lane of the warp has read lse and Delta from that slot with plain
-    loads; a ``__syncwarp()`` in front orders those reads before the arrive (the PTX memory model:
-    an arrive releases its own thread's accesses), so the producer's next load into the slot
-    cannot race with them (``warp_specialize.fence_warp_releases``). Released at the end of the
-    body, after the loop-back barrier, the slot needs no fence."""
-    assert _before_release(_consumer_loop(source(bwd_kernel()))) == "__syncwarp();"
+def test_every_consumer_thread_gives_the_slot_back_right_after_its_last_reader():
+    """Early release (on by default): every consumer thread arrives on the slot's empty barrier
+    (initialised with the 128 consumer threads) right after dK's gemm, the last statement reading
+    the slot, with no lane test: ptxas would sink an arrive predicated on lane 0 below the code
+    that follows. Each thread's arrive releases its own plain reads of lse and Delta from the slot
+    (the PTX memory model), so no ``__syncwarp()`` is needed in front of it. Released at the end
+    of the body, the arrive follows the loop-back barrier."""
+    src = source(bwd_kernel())
+    early = _consumer_loop(src)
+    assert _before_release(early).startswith("tl::wgmma_gemm_rs<64, 64, 64, 1,")   # no __syncwarp()
+    assert re.search(r"tl::mbarrier_init\(\(&\(\(\(uint64_t\*\)smem\)\[7298\]\)\), 128\);", src)
     late = _consumer_loop(source(bwd_kernel(), **{"tl.enable_ws_early_release": False}, **IN_PLACE))
     assert "__syncwarp" not in late
     assert _before_release(late) == "tl::named_barrier_sync(1, 128);"

@@ -2,6 +2,7 @@
 K / V tiles, a consumer body of synchronous wgmma that releases its stage at the end of the
 iteration, and the reasons a loop keeps the cp.async path."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -138,6 +139,23 @@ def test_k_and_v_tiles_get_barriers_of_their_own_when_p_v_overlaps():
     release_v = loop.index("tl_mbar[6 + (k - 1) % 2]")
     assert loop.index("tl::wgmma_wait<0, 64>") < wait_v < release_v  # V of k-1 back after P V retired
     assert loop.index("tl::mbarrier_wait\", T.address_of(tl_mbar[k % 2])") < loop.index("wgmma_gemm_ss_async")
+
+
+def test_every_consumer_thread_gives_k_back_right_after_s_retires():
+    """The empty barriers count the 256 consumer threads and every one of them arrives, with no
+    lane test: ptxas sank an arrive predicated on lane 0 below the softmax that follows it (the
+    SASS of the peeled iteration had K's release after all 64 MUFU.EX2), so the producer loaded
+    the next K that much later. Unpredicated, the arrive stays right after the wgmma wait."""
+    func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
+    inits = re.findall(r'tl::mbarrier_init", T.address_of\(tl_mbar\[(\d+)\]\), (\d+)\)', text)
+    assert sorted(int(c) for _, c in inits) == [1] * 5 + [256] * 5     # full: the TMA bytes; empty: threads
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    assert "% 32 == 0" not in consumer                                  # no lane test anywhere
+    for at in (consumer.index('tl::wgmma_wait<0, 64>", T.address_of(acc_s'),     # the peeled iteration
+               consumer.index('tl::wgmma_wait<1, 64>", T.address_of(acc_s')):    # the loop
+        next_line = consumer[at:].split("\n")[1].strip()
+        assert next_line.startswith('T.call_extern("void", "tl::mbarrier_arrive", T.address_of(tl_mbar[4')
 
 
 def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of_each_tile():

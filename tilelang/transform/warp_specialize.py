@@ -15,7 +15,7 @@ staged tiles, which are used nowhere else (the general body: flash attention's t
 its softmax). ``tl.disable_tma_lower`` or ``tl.disable_warp_specialized`` keep the
 cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
 
-    prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T/32);
+    prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T);
                            fence_barrier_init; __syncthreads
     if threadIdx.x >= T:                          # producer warpgroup
         setmaxnreg_dec<40>  (T == 256, or a pair of blocks per SM: ``plan_pair``)
@@ -29,7 +29,7 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
         for k in [0, n):  s = k % S
             mbarrier_wait(full[s], (k / S) & 1)
             wgmma(k) issued asynchronously; wgmma_wait<1>      # wgmma(k-1) retired in this warp
-            if k > 0 and lane 0: mbarrier_arrive(empty[(k-1) % S])
+            if k > 0: mbarrier_arrive(empty[(k-1) % S])         # every consumer thread
         wgmma_wait<0>
 
 S is the ring's buffer count: num_stages, or one more for the GEMM main loop where shared memory
@@ -39,8 +39,17 @@ per SM under ``__launch_bounds__(256, 2)`` (``plan_pair``), and so does a genera
 consumer warpgroup that has 1-D row loads and fragments within budget (``_general_pair_candidate``).
 
 With a general body the consumer loop is ``mbarrier_wait(full[s]); body (its gemms wait for
-their wgmma); lane 0 of each warp: mbarrier_arrive(empty[s])``: the stage is released at the end
-of the iteration that read it, and the producer runs up to S tiles ahead. The consumer
+their wgmma); mbarrier_arrive(empty[s])``: the stage is released at the end of the iteration
+that read it, and the producer runs up to S tiles ahead.
+
+Every consumer thread arrives on an empty barrier (its count is T), unpredicated: ptxas keeps an
+unconditional arrive where it is written, right after the statement that last reads the slot,
+but sinks one predicated on the lane (``if lane == 0``, one arrival per warp) below the
+arithmetic that follows, down to the next synchronising instruction (attention's K went back
+after the softmax instead of before it, and the producer loaded the next K that much later).
+Each thread's arrive also releases its own reads of the slot, which a lane-0 arrive does only
+after a ``__syncwarp`` (``fence_warp_releases``: clusters only, where lanes 0 and 1 of each warp
+arrive, one on each block). The consumer
 warpgroups meet no barrier inside the loop: they drift apart, and one's softmax overlaps the
 other's wgmma. (Making them take turns at the tensor cores with named barriers, as
 FlashAttention-3's ping-pong does, measured slower here: 0.77x SDPA against 0.97x with
@@ -851,7 +860,8 @@ def init_barriers(lw) -> list:
     ws = lw.ws
     S = ws.stages
     init = []
-    arrivals = lw.T // 32 * (2 if ws.cluster is not None else 1)   # consumer warps (of both blocks)
+    # consumer threads, or in a cluster the consumer warps of both blocks (``_releasing_lanes``)
+    arrivals = lw.T if ws.cluster is None else lw.T // 32 * 2
     for g in range(len(ws.groups)):
         for s in range(S):
             init.append(evaluate_extern("tl::mbarrier_init", _full(ws, g, i32(s)), 1))
@@ -919,15 +929,12 @@ def lower_loop(lw, loop):
     for p, _ in ws.producers:
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
     lane = tirx.floormod(lw.tid, i32(32))
-    lane0 = tirx.EQ(lane, i32(0))
-    # the warp's releasing lanes: lane 0, or in a cluster lanes 0 and 1 (lane r arrives on rank r)
-    releaser = lane0 if ws.cluster is None else tirx.LT(lane, i32(2))
+    releaser = _releasing_lanes(lw)
     wait_full = evaluate_extern("tl::mbarrier_wait", _full(ws, 0, cstage), cphase)
     if ws.gemm is not None:
         issue = lw.lower_gemm(ws.gemm, asynchronous=True)
         lw.stage = saved_stage
-        release = tirx.IfThenElse(tirx.And(tirx.GT(jl, i32(0)), releaser),
-                                  _arrive_empty(ws, mod(j - 1, i32(S)), lane), None)
+        release = _when(_arrive_empty(ws, mod(j - 1, i32(S)), lane), tirx.GT(jl, i32(0)), releaser)
         cbody = seq([wait_full, issue, pipeline.wgmma_wait(lw, ws.gemm, 1), release])
         if count_c is not None:
             cbody = tirx.IfThenElse(lw.rewrite(guard), seq([cbody, count_c.step()]), None)
@@ -936,8 +943,8 @@ def lower_loop(lw, loop):
                                                            pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
             last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
-            cond = releaser if lw.prove(tirx.GT(n, i32(0))) else tirx.And(tirx.GT(n, i32(0)), releaser)
-            consumer.append(tirx.IfThenElse(cond, _arrive_empty(ws, last, lane), None))
+            nonempty = None if lw.prove(tirx.GT(n, i32(0))) else tirx.GT(n, i32(0))
+            consumer.append(_when(_arrive_empty(ws, last, lane), nonempty, releaser))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
         # read of stage j is complete when the body ends, so each warp then releases stage j.
@@ -945,7 +952,7 @@ def lower_loop(lw, loop):
         if ws.overlap is not None:
             lw.stage = saved_stage
             base = i32(0) if P is None else P.it_c * n      # the tile's first ring slot
-            consumer = _lower_overlapped(lw, loop, consumers, ws.overlap, base, lane0)
+            consumer = _lower_overlapped(lw, loop, consumers, ws.overlap, base, releaser)
             # the tail (the last gemm of the last iteration) runs after the loop: when it does
             # not read the heads, they go back before it
             _, last, _, deferred = ws.overlap
@@ -954,10 +961,10 @@ def lower_loop(lw, loop):
             consumer = consumer[:at] + head_release(lw) + consumer[at:]
         elif ws.windows:
             base = i32(0) if P is None else P.it_c * n
-            consumer = [_lower_windows(lw, loop, consumers, base, lane0)] + head_release(lw)
+            consumer = [_lower_windows(lw, loop, consumers, base, releaser)] + head_release(lw)
             lw.stage = saved_stage
         else:
-            release = tirx.IfThenElse(lane0, _arrive_empty(ws, cstage, lane), None)
+            release = _when(_arrive_empty(ws, cstage, lane), releaser)
             at = _early_release_at(lw, consumers) if lw.configs.get(EARLY_RELEASE_KEY, EARLY_RELEASE_DEFAULT) else None
             if at is None:
                 body = seq([thread_sync.lower_loop_body(lw, consumers), release])
@@ -972,7 +979,8 @@ def lower_loop(lw, loop):
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
         consumer = head_wait(lw) + consumer
-    consumer = [fence_warp_releases(c) for c in consumer]
+    if releaser is not None:   # lanes release for their warp
+        consumer = [fence_warp_releases(c) for c in consumer]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
         producer.insert(0, evaluate_extern("tl::setmaxnreg_dec<40>"))
         ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{CONSUMER_REGS}>")]
@@ -1039,8 +1047,27 @@ def head_release(lw, end_of_tile=False) -> list:
     ws = lw.ws
     if not ws.heads or ws.persistent is None or ws.heads_late != end_of_tile:
         return []
-    lane0 = tirx.EQ(tirx.floormod(lw.tid, i32(32)), i32(0))
-    return [tirx.IfThenElse(lane0, evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), None)]
+    return [_when(evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), _releasing_lanes(lw))]
+
+
+def _releasing_lanes(lw):
+    """The consumer threads that arrive on an empty barrier: all of them (None; the barrier counts
+    the consumer threads, see the module docstring), or in a cluster lanes 0 and 1 of each warp
+    (lane r arrives on block rank r; the barrier counts the warps of both blocks)."""
+    if lw.ws.cluster is None:
+        return None
+    return tirx.LT(tirx.floormod(lw.tid, i32(32)), i32(2))
+
+
+def _when(stmt, *conds):
+    """``stmt`` under the conjunction of the conditions that are not None (none: ``stmt``)."""
+    conds = [c for c in conds if c is not None]
+    if not conds:
+        return stmt
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = tirx.And(cond, c)
+    return tirx.IfThenElse(cond, stmt, None)
 
 
 _ARRIVES = ("tl::mbarrier_arrive", "tl::mbarrier_arrive_cluster")
@@ -1114,7 +1141,7 @@ def _arrive_empty(ws, stage, lane, group=0):
     return evaluate_extern("tl::mbarrier_arrive_cluster", _empty(ws, group, stage), tirx.Cast("uint32", lane))
 
 
-def _lower_windows(lw, loop, consumers, base, lane0):
+def _lower_windows(lw, loop, consumers, base, releaser):
     """The consumer loop of a one-stage general body (``tl.enable_ws_single_stage``): each tile
     group (the staged tiles first and last touched by the same statements: attention's K, read
     by S = Q K^T, and V, read by O += P V) has a full / empty pair of its own; the consumers wait
@@ -1122,8 +1149,8 @@ def _lower_windows(lw, loop, consumers, base, lane0):
     so the producer loads K of iteration j+1 under the softmax and P V of j, and V of j+1 under
     S = Q K^T and the softmax of j+1 (upstream's one-stage schedule):
 
-        for j:  [wait full(g) before the first reader of g] ... [lane 0: arrive empty(g) after
-                its last reader] ...                          # phase (base + j) & 1, stage 0
+        for j:  [wait full(g) before the first reader of g] ... [arrive empty(g) after its
+                last reader] ...                              # phase (base + j) & 1, stage 0
 
     Sound with one buffer per tile: the producer writes a group's tile only after every consumer
     warp arrived on its empty barrier, i.e. after that warp's last read of the previous iteration
@@ -1131,7 +1158,8 @@ def _lower_windows(lw, loop, consumers, base, lane0):
     bytes landed (full). The producer issues the groups of iteration j+1 in the order the
     consumers first read them, and every group of iteration j was issued before any of j+1, so
     the wait for a release never waits on a load not yet issued. The body needs no barrier of its
-    own (``_single_stage_blocker``), so lowering it in pieces places none."""
+    own (``_single_stage_blocker``), so lowering it in pieces places none. ``releaser``: the
+    lanes that arrive (``_releasing_lanes``)."""
     ws = lw.ws
     S = ws.stages
     k, start, n = loop.loop_var, lw.rewrite(loop.min), lw.rewrite(loop.extent)
@@ -1156,7 +1184,7 @@ def _lower_windows(lw, loop, consumers, base, lane0):
         releases = [g for g, (_, last) in enumerate(ws.windows) if last == i]
         if releases:
             flush()
-            body += [tirx.IfThenElse(lane0, _arrive_empty(ws, stage, None, g), None) for g in releases]
+            body += [_when(_arrive_empty(ws, stage, None, g), releaser) for g in releases]
     flush()
     return tirx.For(k, start, n, tirx.ForKind.SERIAL, seq(body), span=loop.span)
 
@@ -1225,7 +1253,7 @@ def _deferred(consumers, first, last, wait_at, scopes):
     return sorted(moved)
 
 
-def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
+def _lower_overlapped(lw, loop, consumers, rotation, base, releaser):
     """The general consumer loop with the last gemm (O += P V) of iteration j-1 moved into
     iteration j, issued asynchronously right after iteration j's first gemm (S = Q K^T), so that
     the softmax of j runs while the tensor cores work on P V of j-1 (FlashAttention-3's
@@ -1282,8 +1310,8 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, lane0):
         buf = decode_region(stmt.value.args[operand]).buffer
         return buf, tirx.address_of(tirx.BufferLoad(lw.frag[buf], [i32(0)]))
 
-    def release(g, stage, cond=lane0):
-        return tirx.IfThenElse(cond, _arrive_empty(ws, stage, None, g), None)
+    def release(g, stage):
+        return _when(_arrive_empty(ws, stage, None, g), releaser)
 
     g_first, g_last = consumers[first], consumers[last]
     c_first, c_first_ptr = frag_ptr(g_first, 2)
