@@ -6,6 +6,11 @@
 #   bash benchmarks/upstream_table.sh build [N]   # every case built by both, N processes each (~2 min)
 #   bash benchmarks/upstream_table.sh ours        # timed pass with ours -> $OUT/ours.json (~6 min)
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
+#   bash benchmarks/upstream_table.sh paired      # both, alternating chunk by chunk (CHUNK cases, 6),
+#                      # so the two passes of a chunk see the same GPU state (the separate passes
+#                      # above run minutes apart: torch's own GEMM moved 4 % between them in session
+#                      # 32) -> $OUT/paired-ours.json, $OUT/paired-upstream.json (~10 min: run it
+#                      # again in the next command to measure the chunks BUDGET left out)
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
 #                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
 #                      # names, --names) without pass configs and with each
@@ -26,7 +31,7 @@
 # upstream. Compare anywhere: python3 benchmarks/bench_upstream.py --compare ours.json upstream.json
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-step=${1:?usage: upstream_table.sh build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR}
+step=${1:?usage: upstream_table.sh build [N] | ours | upstream | paired | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR}
 OUT=${OUT:-/tmp/upstream-table}
 mkdir -p "$OUT" ~/tables
 
@@ -66,6 +71,32 @@ ours|upstream)
         "${skip[@]}" --json ~/tables/"$step".json --resume > "$OUT/$step.log" 2>&1
     cp ~/tables/"$step".json "$OUT/"
     tail -4 "$OUT/$step.log"
+    ;;
+paired)
+    IFS=, read -ra all <<< "$(names)"
+    c=${CHUNK:-6} start=$(date +%s)
+    for ((i = 0; i < ${#all[@]}; i += c)); do
+        if [ $(( $(date +%s) - start )) -gt "${BUDGET:-500}" ]; then
+            echo "upstream_table.sh paired: BUDGET reached at case $i of ${#all[@]}; run paired again"; break
+        fi
+        group=$(IFS=,; echo "${all[*]:i:c}")
+        order=(ours upstream)
+        (( i / c % 2 )) && order=(upstream ours)     # neither side always first
+        for side in "${order[@]}"; do
+            names=$group
+            if [ "$side" = upstream ]; then   # SKIP: cases not run with upstream's
+                names=$(tr , '\n' <<< "$group" | grep -vxF -f <(tr , '\n' <<< "${SKIP-dsv32_sparse_mla_fwd_pipelined}") | paste -sd,)
+                [ -n "$names" ] || continue
+            fi
+            (
+                if [ "$side" = ours ]; then source ~/tl-env.sh; else export PYTHONPATH=~/up-site; fi
+                python3 benchmarks/bench_upstream.py --isolate --chunk "$c" --case-timeout 120 --names "$names" \
+                    --json ~/tables/paired-"$side".json --resume >> "$OUT/paired-$side.log" 2>&1
+            )
+        done
+    done
+    cp ~/tables/paired-*.json "$OUT/" 2>/dev/null
+    python3 benchmarks/bench_upstream.py --compare ~/tables/paired-ours.json ~/tables/paired-upstream.json | tail -3
     ;;
 ab)
     cases=${2:?ab needs the cases (bench_upstream --only, or =NAME,NAME for exact names)}
@@ -111,7 +142,7 @@ stage-tree)
     exit 0
     ;;
 *)
-    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR)" >&2
+    echo "upstream_table.sh: unknown step '$step' (build [N] | ours | upstream | paired | ab CASES CONFIGS... [ROUNDS] | stage-tree REV DIR)" >&2
     exit 2
     ;;
 esac
