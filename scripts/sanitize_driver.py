@@ -236,6 +236,18 @@ def run_ws_early_release() -> str:
     return "early-release scaled GEMM matches torch"
 
 
+def run_ws_single_stage() -> str:
+    """A one-stage attention, warp-specialised (``tl.enable_ws_single_stage``): K and V each in one
+    buffer, given back by every consumer thread right after its last reader (session 32), the
+    producer loading the next one into the same bytes: tests/gpu/test_ws_single_stage_gpu.py's
+    check at S=1024, causal (needs upstream's examples, as that test)."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_ws_single_stage_gpu as g
+
+    g.test_one_stage_mha_bshd_matches_torch(True, True)
+    return "one-stage warp-specialised attention matches torch"
+
+
 def run_refill(early_prologue: bool = False) -> str:
     """Session 25 (opt-in ``tl.enable_one_stage_refill``): a one-stage attention whose K and V tiles
     are refilled for the next iteration right after their last reader: bench_launch's attention
@@ -328,6 +340,7 @@ KERNELS = {
     "bwd_in_place": lambda: run_bwd("in_place"),
     "widened": run_widened,
     "ws_early_release": run_ws_early_release,
+    "ws_single_stage": run_ws_single_stage,
     "streaming": run_streaming,
     "gemv_er": run_gemv_er,
     "zero_stage": run_zero_stage,

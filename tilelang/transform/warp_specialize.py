@@ -947,7 +947,7 @@ def lower_loop(lw, loop):
             consumer.append(_when(_arrive_empty(ws, last, lane), nonempty, releaser))
     else:
         # A general consumer body (several synchronous wgmma and the code between them): every
-        # read of stage j is complete when the body ends, so each warp then releases stage j.
+        # read of stage j is complete when the body ends, so each thread then releases stage j.
         consumers = list(ws.pipe.consumers)
         if ws.overlap is not None:
             lw.stage = saved_stage
@@ -1153,7 +1153,7 @@ def _lower_windows(lw, loop, consumers, base, releaser):
                 last reader] ...                              # phase (base + j) & 1, stage 0
 
     Sound with one buffer per tile: the producer writes a group's tile only after every consumer
-    warp arrived on its empty barrier, i.e. after that warp's last read of the previous iteration
+    thread arrived on its empty barrier, i.e. after its last read of the previous iteration
     (gemms are synchronous here: their wgmma retired); the consumers read it only after the TMA
     bytes landed (full). The producer issues the groups of iteration j+1 in the order the
     consumers first read them, and every group of iteration j was issued before any of j+1, so
