@@ -74,3 +74,30 @@ def test_two_stage_loops_are_unchanged_by_the_key():
     a = source(attention_like(128, 2))
     b = source(attention_like(128, 2), **{KEY: True})
     assert a == b
+
+
+
+def test_the_sass_gives_k_back_right_after_its_wgmma_retires():
+    """In the SASS of a one-stage attention with a softmax (benchmarks/bench_launch.py's, B2 H4
+    S512 D64), K's release (SYNCS.ARRIVE on its empty barrier) comes right after the wait for
+    S = Q K^T (WARPGROUP.DEPBAR), unpredicated. Released by lane 0 (``if lane == 0``), ptxas made
+    it a predicated arrive and sank it below the softmax, after its 32 MUFU.EX2 (session 32), so
+    the producer loaded the next K that much later. Needs cuobjdump or nvdisasm (not in CI)."""
+    import pytest
+
+    from tilelang.jit import nvcc
+
+    if not (nvcc.find_cuda_tool("cuobjdump") or nvcc.find_cuda_tool("nvdisasm")):
+        pytest.skip("no CUDA disassembler (cuobjdump / nvdisasm)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_launch
+
+    _, _, attention = bench_launch.build_kernels()
+    kernel = tilelang.compile(attention.get_prim_func(2, 4, 512, 64), out_idx=[3], target=SM90,
+                              pass_configs={KEY: True})
+    sass = [line.split(";")[0].split("*/", 1)[-1].strip()
+            for line in kernel.get_sass().splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    arrive = next(i for i, ins in enumerate(sass) if "SYNCS.ARRIVE.TRANS64.A1T0" in ins)
+    wait = max(i for i in range(arrive) if sass[i].startswith("WARPGROUP.DEPBAR"))
+    assert arrive - wait <= 2 and not any("MUFU.EX2" in ins for ins in sass[wait:arrive]), sass[wait:arrive + 1]
+    assert not any(ins.startswith("@") and "SYNCS.ARRIVE.TRANS64.A1T0" in ins for ins in sass)
