@@ -164,3 +164,36 @@ def test_headers_avoid_tvm_macro_names_and_stay_small():
         code = re.sub(r'"[^"\n]*"', '""', code)
         for name in ["uint", "uchar", "ushort"]:
             assert not re.search(rf"\b{name}\b", code), (header, name)
+
+
+STAGED_FLOATS = r"""
+#include "tl.h"
+// A float tile copied into one shared slot per step with tl::copy_vec and read back by the same
+// thread as float4 (what a T.copy then a T.Parallel lower to; rms_norm_splitk's shape).
+extern "C" __global__ void __launch_bounds__(128) staged(const float* __restrict__ a, float* __restrict__ b) {
+  extern __shared__ __align__(64) unsigned char smem[];
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int k = 0; k < 16; ++k) {
+    tl::copy_vec<16>(&((float*)smem)[threadIdx.x * 4], &a[k * 512 + threadIdx.x * 4]);
+    float4 v = *(float4*)(((float*)smem) + threadIdx.x * 4);
+    acc.x += v.x * v.x; acc.y += v.y * v.y; acc.z += v.z * v.z; acc.w += v.w * v.w;
+  }
+  tl::zero_vec<8>(&b[threadIdx.x * 2]);
+  *(float4*)(&b[512 + threadIdx.x * 4]) = acc;
+}
+"""
+
+
+def test_copy_vec_moves_floats_as_floats(tmp_path):
+    """``tl::copy_vec`` / ``zero_vec`` move a float tile through float vectors (ld.v4.f32), so nvcc
+    forwards each copy into shared memory to the thread's own float4 read of it and drops the
+    stores the next step overwrites: one st.shared left of 16. Through int4 (the old form) every
+    store stayed (rms_norm_splitk: 50 STS.128 against upstream's 4)."""
+    src = tmp_path / "staged.cu"
+    src.write_text(STAGED_FLOATS)
+    ptx_path = tmp_path / "staged.ptx"
+    nvcc([*ARCHS["sm_90a"], "-ptx", str(src), "-o", str(ptx_path)])
+    ptx = ptx_path.read_text()
+    assert "ld.global.nc.v4.f32" in ptx and ".v4.u32" not in ptx and ".v4.b32" not in ptx
+    assert len(re.findall(r"\bst\.shared\.", ptx)) <= 1
+    assert "st.global.v2.f32" in ptx     # zero_vec<8> of floats: one float2 store
