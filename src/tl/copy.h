@@ -152,26 +152,17 @@ template <class T, int BYTES>
 struct ElemVec {
   using type = typename VecType<BYTES>::type;
 };
-template <>
-struct ElemVec<float, 16> {
-  using type = float4;
-};
-template <>
-struct ElemVec<float, 8> {
-  using type = float2;
-};
-template <>
-struct ElemVec<float, 4> {
-  using type = float;
-};
-template <>
-struct ElemVec<half, 4> {
-  using type = half2;
-};
-template <>
-struct ElemVec<__nv_bfloat16, 4> {
-  using type = __nv_bfloat162;
-};
+#define TL_ELEM_VEC(T, BYTES, V) \
+  template <>                    \
+  struct ElemVec<T, BYTES> {     \
+    using type = V;              \
+  };
+TL_ELEM_VEC(float, 16, float4)
+TL_ELEM_VEC(float, 8, float2)
+TL_ELEM_VEC(float, 4, float)
+TL_ELEM_VEC(half, 4, half2)
+TL_ELEM_VEC(__nv_bfloat16, 4, __nv_bfloat162)
+#undef TL_ELEM_VEC
 
 }  // namespace detail
 
