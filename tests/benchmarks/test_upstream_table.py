@@ -37,8 +37,9 @@ exec "$REAL_PYTHON" "$@"
 """
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_paired_alternates_the_compilers_chunk_by_chunk(tmp_path):
+def _sandbox(tmp_path):
+    """HOME with ~/tl-env.sh (PYTHONPATH=OURS) and ~/tables, the stub first on PATH; returns
+    (env, HOME, OUT, the stub's call log)."""
     home, bin_, out = tmp_path / "home", tmp_path / "bin", tmp_path / "out"
     (home / "tables").mkdir(parents=True)
     bin_.mkdir()
@@ -49,6 +50,12 @@ def test_paired_alternates_the_compilers_chunk_by_chunk(tmp_path):
     log = tmp_path / "calls.log"
     env = dict(os.environ, HOME=str(home), PATH=f"{bin_}:{os.environ['PATH']}", OUT=str(out),
                STUB_LOG=str(log), REAL_PYTHON=sys.executable, CHUNK="6")
+    return env, home, out, log
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_paired_alternates_the_compilers_chunk_by_chunk(tmp_path):
+    env, home, out, log = _sandbox(tmp_path)
 
     def run():
         return subprocess.run(["bash", str(SCRIPT), "paired"], capture_output=True, text=True, env=env,
@@ -71,3 +78,18 @@ def test_paired_alternates_the_compilers_chunk_by_chunk(tmp_path):
     log.write_text("")
     assert run().returncode == 0
     assert log.read_text() == ""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ab_takes_upstreams_wheel_as_a_side(tmp_path):
+    """``ab =CASES @upstream ROUNDS``: ours (the off side) and upstream's wheel (~/up-site, nothing
+    of ours on the path) alternate round by round on the same cases."""
+    env, home, out, log = _sandbox(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "ab", "=rms_norm,topk_router", "@upstream", "2"], capture_output=True,
+                       text=True, env=env, cwd=str(ROOT), timeout=300)
+    assert r.returncode == 0, r.stderr
+    calls = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    assert [pp for pp, _ in calls] == ["OURS", f"{home}/up-site"] * 2
+    assert all(names == "rms_norm,topk_router" for _, names in calls)
+    assert sorted(p.name for p in out.glob("ab-*.json")) == ["ab-off-1.json", "ab-off-2.json", "ab-on-1.json",
+                                                             "ab-on-2.json"]
