@@ -1,7 +1,8 @@
-"""benchmarks/upstream_table.sh on CPU: its ``paired`` step, with ``python3`` replaced by a stub that
-records each bench_upstream.py call and writes placeholder results: ours and upstream's alternate
+"""benchmarks/upstream_table.sh on CPU, with ``python3`` replaced by a stub that records each
+bench_upstream.py call and writes placeholder results. ``paired``: ours and upstream's alternate
 chunk by chunk (neither side always first), the cases of SKIP are left to ours, a second run
-resumes (measures nothing again) and the two JSON files make one --compare table."""
+resumes (measures nothing again) and the two JSON files make one --compare table. ``ab`` with an
+``@upstream`` side: ours and upstream's wheel alternate round by round."""
 
 from __future__ import annotations
 
