@@ -134,9 +134,17 @@ def grid_waves(lw):
 def block_slots(lw) -> int:
     """The blocks the GPU holds at once: SMs times ``blocks_per_sm``, a thread's registers taken as
     its fragments' words and some 32 for addresses, indices and loop state."""
-    arch = getattr(lw, "arch", None) or "sm_90a"
     registers = min(255, lw.layouts.fragment_words() + 32)
-    return (targets.sm_count(arch) or 132) * blocks_per_sm(lw.T + lw.extra_threads, lw.smem_bytes, registers, arch)
+    return _sm_count(lw) * blocks_per_sm(lw.T + lw.extra_threads, lw.smem_bytes, registers, _arch(lw))
+
+
+def _arch(lw) -> str:
+    return getattr(lw, "arch", None) or "sm_90a"
+
+
+def _sm_count(lw) -> int:
+    """The target's SMs (132, an H200's, where the target does not say)."""
+    return targets.sm_count(_arch(lw)) or 132
 
 
 def section_rows(rows: int, want: int) -> int:
@@ -170,8 +178,7 @@ def plan(lw) -> list:
     if sense == 0:
         return []
     rows = math.prod(n for _, n in rest)
-    sms = targets.sm_count(getattr(lw, "arch", None) or "sm_90a") or 132
-    s = section_rows(rows, -(-sms // gx))
+    s = section_rows(rows, -(-_sm_count(lw) // gx))
     if predicted_gain(work, rows, s, sense, block_slots(lw)) < MIN_GAIN:
         return []
     # the launch order's linear index; C division is exact on these non-negative values

@@ -635,12 +635,15 @@ def _staged_view_op(stmt, regions, view_of):
     return seq(before + [op] + [loop for _, loop in after])
 
 
+def _load_as(region, indices, dtype):
+    """``region``'s buffer at ``indices``, cast to ``dtype`` where its elements differ."""
+    value = tirx.BufferLoad(region.buffer, indices)
+    return value if str(region.buffer.dtype) == str(dtype) else tirx.Cast(str(dtype), value)
+
+
 def _copy_loop(src, dst, span, annotations=None):
     def store(di, si):
-        value = tirx.BufferLoad(src.buffer, si)
-        if src.dtype != dst.dtype:
-            value = tirx.Cast(dst.dtype, value)
-        return tirx.BufferStore(dst.buffer, value, di, span=span)
+        return tirx.BufferStore(dst.buffer, _load_as(src, si, dst.buffer.dtype), di, span=span)
 
     return region_loop(dst, src, span, store, annotations)
 
@@ -784,11 +787,8 @@ def apply_global_layouts(body):
                 dtype = str(dst.buffer.dtype)
 
                 def make(di, si):
-                    value = tirx.BufferLoad(src.buffer, si)
-                    if str(src.buffer.dtype) != dtype:
-                        value = tirx.Cast(dtype, value)
                     call = tirx.call_extern(dtype, f"tl::atomic_{kind}",
-                                            tirx.address_of(tirx.BufferLoad(dst.buffer, di)), value)
+                                            tirx.address_of(tirx.BufferLoad(dst.buffer, di)), _load_as(src, si, dtype))
                     return tirx.Evaluate(call, span=s.span)
 
                 return map_stmts(region_loop(dst, src, s.span, make), pre=pre)
