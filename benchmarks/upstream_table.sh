@@ -14,7 +14,8 @@
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
 #                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
 #                      # names, --names) without pass configs and with each
-#                      # object (TILELANG_PASS_CONFIGS), alternating, ROUNDS (2) times -> $OUT/ab-*.json
+#                      # object (TILELANG_PASS_CONFIGS), alternating (even rounds in reverse order),
+#                      # ROUNDS (2) times -> $OUT/ab-*.json
 #                      # (off, on / on1, on2, ...; in $OUT/ab.tgz when more than 8 files); each
 #                      # side's kernels built first in JOBS (8) processes, CHUNK (6) cases timed per
 #                      # process. A side written @DIR runs another tree of ours instead: DIR holds
@@ -117,7 +118,9 @@ ab)
     [ ${#sides[@]} -gt 1 ] || { echo "upstream_table.sh ab needs at least one JSON object of pass configs" >&2; exit 2; }
     source ~/tl-env.sh
     for ((r = 1; r <= rounds; r++)); do
-        for ((i = 0; i < ${#sides[@]}; i++)); do
+        order=$(seq 0 $(( ${#sides[@]} - 1 )))
+        (( r % 2 )) || order=$(seq $(( ${#sides[@]} - 1 )) -1 0)    # even rounds backwards: no side always first
+        for i in $order; do
             unset TILELANG_PASS_CONFIGS
             pp=$PYTHONPATH
             case ${sides[i]} in

@@ -18,10 +18,9 @@ def source(func, target=SM90, **configs):
     return tilelang.compile(func, target=target, pass_configs=configs).get_kernel_source()
 
 
-def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128):
+def attention_like(block_N, num_stages, threads=128, dim=128, block_M=128, S_LEN=1024):
     """A one-stage loop of S = Q K^T, P = S, O += P V: fragments of 128 + 64 + 128 registers a
-    thread at 128x128 tiles."""
-    S_LEN = 1024
+    thread at 128x128 tiles; ``S_LEN // block_M`` blocks."""
 
     @T.prim_func
     def main(Q: T.Tensor((S_LEN, dim), T.float16), K: T.Tensor((S_LEN, dim), T.float16),

@@ -1,9 +1,10 @@
-"""Opt-in warp specialisation of a one-stage attention loop (``tl.enable_ws_single_stage``,
+"""Warp specialisation of a one-stage attention loop (``tl.enable_ws_single_stage``,
 ``warp_specialize._lower_windows``): K and V each get a full / empty mbarrier pair; the consumers
 wait for K in front of S = Q K^T and give it back right after it, wait for V in front of
 O += P V and give it back after it, so the producer loads the next K under the softmax and P V
-and the next V under the next S = Q K^T. Without the key a one-stage loop keeps the cp.async path
-(CUDA unchanged)."""
+and the next V under the next S = Q K^T. With the key unset, a grid of at most one block per SM
+takes it (``attention_schedule.decide_single_stage``) and a larger grid keeps the cp.async path
+(CUDA unchanged); True / False force either."""
 
 import re
 
@@ -35,8 +36,8 @@ def consumer_loop(src):
     return body[:i + 1]
 
 
-def test_default_keeps_the_cp_async_path():
-    src = source(attention_like(128, 1))
+def test_default_keeps_the_cp_async_path_where_the_fragments_fill_the_registers():
+    src = source(attention_like(128, 1))     # 8 blocks, but 320 fragment registers a thread
     assert "mbarrier" not in src and "tma_load" not in src and "cp_async_gs" in src
 
 
@@ -68,6 +69,47 @@ def test_a_small_attention_goes_to_the_producer_not_to_the_early_loads():
     src = source(attention_like(64, 1, dim=64, block_M=64), **{KEY: True})
     assert "cp_async" not in src and "tl::tma_load" in src and "__launch_bounds__(256" in src
     assert len(re.findall(r"tl::mbarrier_wait", consumer_loop(src))) == 2
+
+
+def test_unset_a_one_wave_grid_takes_the_producer():
+    """16 blocks of 64x64 attention (fragments within the register budget): the key unset gives
+    the warp-specialised kernel, False the cp.async one."""
+    small = attention_like(64, 1, dim=64, block_M=64)
+    auto = source(small)
+    assert auto == source(small, **{KEY: True})
+    assert "tl::tma_load" in auto and "cp_async" not in auto
+    off = source(small, **{KEY: False})
+    assert "cp_async" in off and "mbarrier" not in off
+
+
+def test_unset_a_grid_of_many_waves_keeps_the_cp_async_path():
+    big = attention_like(64, 1, dim=64, block_M=64, S_LEN=64 * 133)     # 133 blocks: more than the SMs
+    assert source(big) == source(big, **{KEY: False})
+    assert "mbarrier" not in source(big)
+
+
+def test_the_decision_leaves_what_it_does_not_take_alone():
+    from tilelang.transform.attention_schedule import decide_single_stage
+
+    small = attention_like(64, 1, dim=64, block_M=64)
+    configs = {"tl.some_key": 1}
+    assert decide_single_stage(small, "sm_90a", configs) == {"tl.some_key": 1, KEY: True}
+    assert configs == {"tl.some_key": 1}                                   # a new dict, not the caller's
+    for func, arch, given in [(small, "sm_80", {}),                       # no TMA producer there
+                              (small, "sm_90a", {KEY: False}),            # the user's word stands
+                              (small, "sm_90a", {"tl.enable_one_stage_refill": True}),   # another schedule asked for
+                              (small, "sm_90a", {"tl.disable_attention_schedule": True}),
+                              (attention_like(64, 2, dim=64, block_M=64), "sm_90a", {}),   # two stages
+                              (attention_like(128, 1), "sm_90a", {})]:     # 320 fragment registers
+        assert decide_single_stage(func, arch, given) is given
+
+
+def test_the_hover_describes_the_kernel_the_compiler_makes():
+    from tilelang.analysis.summary import summarize
+
+    small = attention_like(64, 1, dim=64, block_M=64)
+    assert summarize(small, "sm_90a")["pipelines"][0]["warp_specialized"] is True
+    assert summarize(small, "sm_90a", {KEY: False})["pipelines"][0]["warp_specialized"] is False
 
 
 def test_two_stage_loops_are_unchanged_by_the_key():

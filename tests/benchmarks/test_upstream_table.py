@@ -84,13 +84,14 @@ def test_paired_alternates_the_compilers_chunk_by_chunk(tmp_path):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_ab_takes_upstreams_wheel_as_a_side(tmp_path):
     """``ab =CASES @upstream ROUNDS``: ours (the off side) and upstream's wheel (~/up-site, nothing
-    of ours on the path) alternate round by round on the same cases."""
+    of ours on the path) alternate round by round on the same cases, the second round in reverse
+    order (neither side always runs first)."""
     env, home, out, log = _sandbox(tmp_path)
     r = subprocess.run(["bash", str(SCRIPT), "ab", "=rms_norm,topk_router", "@upstream", "2"], capture_output=True,
                        text=True, env=env, cwd=str(ROOT), timeout=300)
     assert r.returncode == 0, r.stderr
     calls = [line.split(" ", 1) for line in log.read_text().splitlines()]
-    assert [pp for pp, _ in calls] == ["OURS", f"{home}/up-site"] * 2
+    assert [pp for pp, _ in calls] == ["OURS", f"{home}/up-site", f"{home}/up-site", "OURS"]
     assert all(names == "rms_norm,topk_router" for _, names in calls)
     assert sorted(p.name for p in out.glob("ab-*.json")) == ["ab-off-1.json", "ab-off-2.json", "ab-on-1.json",
                                                              "ab-on-2.json"]

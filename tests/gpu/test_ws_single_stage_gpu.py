@@ -42,5 +42,7 @@ def test_one_stage_mha_bshd_matches_torch(causal, ws):
     assert ("mbarrier_wait" in src) == ws
     q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kernel(q, k, v)
-    ref = m.ref_program(q, k, v, causal)
-    torch.testing.assert_close(out.float(), ref.float(), rtol=1e-2, atol=1e-2)
+    # the reference on the CPU in float32: no cuBLAS kernel for scripts/sanitize.sh's racecheck to
+    # report (its nvjet GEMMs show hazards of their own under racecheck)
+    ref = m.ref_program(q.cpu().float(), k.cpu().float(), v.cpu().float(), causal)
+    torch.testing.assert_close(out.cpu().float(), ref, rtol=1e-2, atol=1e-2)

@@ -21,7 +21,7 @@ from tilelang.transform import attention_schedule
 from tilelang.transform.pipelined_loop import REFILL_ATTR, is_pipelined
 
 REFILL = {"tl.enable_one_stage_refill": True}
-NO_REFILL = {}
+NO_REFILL = {"tl.enable_ws_single_stage": False}   # (64 blocks: one wave, a TMA producer by default on sm_90a)
 
 
 def _attention(stages=1, guarded=False, raw_call=False):

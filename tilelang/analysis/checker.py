@@ -32,7 +32,7 @@ from tilelang.analysis.report import CheckContext, Reporter
 from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
-from tilelang.transform import stage_operands, widen_threads
+from tilelang.transform import attention_schedule, stage_operands, widen_threads
 from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
 from tilelang.transform.layout_inference import infer_layouts
 
@@ -104,6 +104,11 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         # the kernel the compiler makes: a gemm's fragment B copied to shared memory first
         # (transform/stage_operands.py), 256 threads where 128 would spill (transform/widen_threads.py)
         staged = stage_operands.stage(func)
+        # (one-stage warp specialisation decided for the kernel as the engine decides it)
+        configs = dict(ctx.pass_configs)
+        decided = attention_schedule.decide_single_stage(staged, target_arch, configs)
+        if decided is not configs:
+            ctx = dataclasses.replace(ctx, pass_configs=decided)
         func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
         info = analyze_kernel(func)
     except LoweringError as err:

@@ -37,6 +37,8 @@ def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
     st.func = stage_operands.stage(st.func)      # a gemm's fragment B copied to shared memory first
+    # unset: one-stage warp specialisation where the grid is one wave (before the passes it steers)
+    st.pass_configs = attention_schedule.decide_single_stage(st.func, st.arch, st.pass_configs or {})
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads

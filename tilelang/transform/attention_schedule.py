@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from tvm import ir, tirx
 
+from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (analyzer, buffer_roots, const_int, evaluate_extern, map_stmts, seq, span_line,
                                 tensor_loads, uses_vars, walk_stmts)
@@ -79,6 +80,9 @@ WS_SINGLE_STAGE_KEY = PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE.value
 # opt-in until measured on the GPU: one-stage loops refilled per tile (``_refill_filter``)
 REFILL_KEY = PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL.value
 REFILL_DEFAULT = False
+# set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
+STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
+               "tl.disable_tma_lower")
 # Live fragment registers per thread (``loop_fragment_registers``) above which a loop is left as
 # written: the early loads keep addresses live across the first gemm, and a body whose fragments
 # already fill the register file (128x128 tiles on one warpgroup: S, O and P take 320 of 255)
@@ -110,6 +114,39 @@ def schedule(func, arch, configs=None):
 
     body = map_stmts(func.body, loop=on_loop)
     return func if body.same_as(func.body) else func.with_body(body)
+
+
+def decide_single_stage(func, arch, configs) -> dict:
+    """``configs`` with ``tl.enable_ws_single_stage`` decided where the kernel leaves it unset:
+    True on sm_90+ for a kernel whose one ``T.Pipelined`` loop has one stage, at least two gemms
+    at its top level (attention at num_stages=1) and fragments within ``REGISTER_BUDGET``, in a
+    constant grid of at most one block per SM. Such a grid runs one wave, each block's loop is all
+    there is, and a TMA producer loading each tile while the consumers compute beats every thread
+    loading with cp.async (H200, session 32: bench_launch's small attention, 64 blocks, 8.83 ->
+    8.17 us); in a grid of many waves other blocks hide that latency (session 22: 128x128
+    one-stage attention slower warp-specialised). A kernel that asks for another schedule of its
+    loads (``STANDS_DOWN``: a one-stage refill, split cp.async groups, the loads as written, no TMA or
+    no warp specialisation) keeps it. The engine, the checker and the hover call this before
+    ``widen_threads`` and ``schedule`` and pass the result on: every pass sees one answer."""
+    if configs.get(WS_SINGLE_STAGE_KEY) is not None or _sm(arch) < 90 or any(configs.get(k) for k in STANDS_DOWN):
+        return configs
+    blocks, found, stmt = 1, False, func.body
+    while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
+        if str(stmt.node.thread_tag).startswith("blockIdx"):
+            n = const_int(stmt.value)
+            if n is None:
+                return configs
+            blocks, found = blocks * n, True
+        stmt = stmt.body
+    if not found or blocks > (targets.sm_count(arch or "sm_90a") or 132):
+        return configs
+    loops = []
+    walk_stmts(func.body, lambda s: loops.append(s) if isinstance(s, tirx.For) and is_pipelined(s) else None)
+    if len(loops) != 1 or num_stages(loops[0]) != 1 or sum(op_name(x) == "gemm" for x in body_list(loops[0])) < 2:
+        return configs
+    if loop_fragment_registers(func.body, loops[0], _threads(func.body)) > REGISTER_BUDGET:
+        return configs
+    return {**configs, WS_SINGLE_STAGE_KEY: True}
 
 
 def planned_loads(func, arch, configs=None) -> list:

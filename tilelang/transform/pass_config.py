@@ -194,11 +194,14 @@ EFFECTS = {
         "with gathered T.Parallel copies (sparse attention: upstream's schedule of them) and "
         "one-stage loops whose fragments fit the attention schedule's register budget (attention at "
         "num_stages=1: K of k+1 loads under the softmax and P V of k), where only False turns it off",
-    PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "experimental (sm_90a): a one-stage T.Pipelined loop with several "
+    PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE: "sm_90a: a one-stage T.Pipelined loop with several "
         "gemms (attention at num_stages=1) runs warp-specialised, a TMA producer loading each tile once the "
         "consumers gave back the previous one (K after S = Q K^T, V after O += P V) instead of every thread "
-        "loading with cp.async on the spot (also where the attention schedule would issue its loads early); "
-        "slower on 128x128 one-stage attention (RESULTS.md session 22), small tiles not yet measured",
+        "loading with cp.async on the spot (also where the attention schedule would issue its loads early). "
+        "Unset: where the constant grid is at most one block per SM and the loop's fragments fit the attention "
+        "schedule's register budget (attention_schedule.decide_single_stage; H200 session 32: bench_launch's "
+        "small attention, 64 blocks, 8.83 -> 8.17 us); True: every such loop (slower on 128x128 one-stage "
+        "attention over many waves, RESULTS.md session 22); False: never",
     PassConfigKey.TL_ENABLE_THREAD_WIDENING: "on by default (false turns it off), sm_90a: a kernel of 128 threads "
         "whose T.Pipelined loop of two or more gemms keeps more fragments live than a thread's 255 registers "
         "(upstream's one-stage 128x128 attention: 320) runs on 256 threads, two warpgroups of m64 wgmma, when "

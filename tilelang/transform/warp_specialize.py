@@ -102,8 +102,9 @@ from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_regi
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
 PRODUCER_THREADS = 128
-# opt-in: a one-stage general loop body (attention at num_stages=1) runs warp-specialised with a
-# full / empty pair per tile group (``_lower_windows``) instead of keeping the cp.async path
+# a one-stage general loop body (attention at num_stages=1) runs warp-specialised with a full /
+# empty pair per tile group (``_lower_windows``) instead of keeping the cp.async path: as set, or
+# where unset as ``attention_schedule.decide_single_stage`` decided (one-wave grids)
 SINGLE_STAGE_KEY = "tl.enable_ws_single_stage"
 # a general consumer body releases its stage right after the last statement that reads a staged
 # tile instead of at the end of the body (``_early_release_at``); on by default since session 25's
