@@ -352,6 +352,9 @@ KERNELS = {
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
     "fa_persistent": lambda: run_fa(False, sms=2),
+    # session 33, opt-in tl.enable_stmatrix: the epilogue's staging tile written with stmatrix.x4
+    "gemm_stmatrix": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True, pass_configs={"tl.enable_stmatrix": True}),
+    "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),
 }
 
 

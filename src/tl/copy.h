@@ -183,4 +183,28 @@ TL_DEVICE void zero_vec(T* dst) {
   *reinterpret_cast<V*>(dst) = V{};
 }
 
+// Four 8x8 matrices of 16-bit elements stored from the registers of a warp (stmatrix.x4, sm_90):
+// lane L supplies two adjacent elements of row L / 4 of each matrix (v0, v1 of matrix 0, v2, v3
+// of matrix 1, ...) and, in ``row``, the address of row L % 8 of matrix L / 8 (16 aligned bytes).
+// Values of another type are rounded to T first.
+template <typename T, typename S>
+TL_DEVICE uint32_t pack_b16x2(S lo, S hi) {
+  static_assert(sizeof(T) == 2, "stmatrix stores 16-bit elements");
+  T a = cvt<T>(lo), b = cvt<T>(hi);
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&a)) |
+         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&b)) << 16);
+}
+
+template <typename T, typename S>
+TL_DEVICE void stmatrix_x4(T* row, S v0, S v1, S v2, S v3, S v4, S v5, S v6, S v7) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               :: "r"(smem_addr(row)), "r"(pack_b16x2<T>(v0, v1)), "r"(pack_b16x2<T>(v2, v3)),
+                  "r"(pack_b16x2<T>(v4, v5)), "r"(pack_b16x2<T>(v6, v7))
+               : "memory");
+#else
+  __trap();   // sm_90 and later only; the compiler emits it for sm_90 targets only
+#endif
+}
+
 }  // namespace tl

@@ -26,6 +26,7 @@ from tvm import tirx
 from tilelang import targets
 from tilelang.language.dtypes import bits, nbytes
 from tilelang.layout import CustomSharedLayout
+from tilelang.layout.swizzle import SharedLayout
 from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify, substitute_stmt
 from tilelang.transform import tma
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
@@ -37,6 +38,10 @@ LOCAL_SCOPE = "local"   # T.alloc_local: one private copy per thread
 # many per thread (half the 255 a thread may have); beyond it, cp.async (committed and waited
 # for on the spot: ``_stages_too_much``).
 COPY_STAGING_BUDGET = 128
+
+
+# opt-in until measured on the GPU: stmatrix for accumulators written to 16-bit shared tiles
+STMATRIX_KEY = "tl.enable_stmatrix"
 
 
 def _match(lw, src: Region, dst: Region, span):
@@ -670,6 +675,77 @@ def _fragment_vector(lw, layout, frag_side, other, fd, od, tile):
     return 1
 
 
+def _stmatrix(lw, src, dst, layout, sd, dd, tile, stmt):
+    """``T.copy(fragment, shared)`` of a whole 2-D fragment in the mma / wgmma accumulator pattern
+    into a 16-bit shared tile, as ``stmatrix.x4`` (sm_90, ``tl.enable_stmatrix``): each warp stores
+    four 8x8 matrices per instruction, every lane handing over two elements per matrix and one row
+    address, instead of one 32-bit store per element pair (upstream's epilogue). Needs, for every
+    register group ``8s .. 8s+7`` of every thread, the pattern the accumulators have (checked by
+    enumerating the layout): registers ``8s + 2q``, ``8s + 2q + 1`` two adjacent columns of matrix
+    q, lane ``L`` at row ``L / 4`` and columns ``2 (L % 4)`` of it, the matrix's first column a
+    multiple of 8; and shared rows of 16 aligned bytes (a swizzled tile, or row strides and start
+    multiples of 8). None where any of that does not hold (the per-pair stores then)."""
+    import numpy as np
+
+    if not lw.configs.get(STMATRIX_KEY) or targets.parse_arch(getattr(lw, "arch", None) or "sm_80") < 90 \
+            or getattr(lw, "thread_region", None) is not None:      # (a copy over part of the threads)
+        return None
+    if str(dst.dtype) not in ("float16", "bfloat16") or scope_of(dst.buffer) not in SHARED_SCOPES:
+        return None
+    if not src.is_whole() or len(layout.shape) != 2 or list(sd) != [0, 1] or layout.replication != 1:
+        return None
+    if list(dd) != [len(dst.buffer.shape) - 2, len(dst.buffer.shape) - 1] or _custom_layout(lw, dst):
+        return None
+    n, threads = layout.local_size, layout.num_threads
+    if n % 8 or threads % 32 or threads != lw.T or tile[0] % 8 or tile[1] % 8:
+        return None
+    # each matrix row is 16 contiguous, aligned bytes: a plain tile with rows (and the region's
+    # column start) at multiples of 8 elements, or a swizzled one whose rows and slabs are (its
+    # XOR moves whole 16-byte chunks)
+    start = lw.an.modular_set(lw.rewrite(dst.starts[-1]))
+    if start.coeff % 8 or start.base % 8:
+        return None
+    shared = lw.layouts.shared.get(dst.buffer)
+    if _linear(lw, dst.buffer):
+        if not _shared_rows_aligned(lw, dst, 8):
+            return None
+    elif not (isinstance(shared, SharedLayout) and shared.ld % 8 == 0 and shared.slab_width % 8 == 0):
+        return None
+    width = layout.shape[1]
+    owners = layout.owners()
+    rows, cols = owners // width, owners % width
+    lane = np.arange(threads) % 32
+    for s in range(n // 8):
+        for q in range(4):
+            v = 8 * s + 2 * q
+            if not (np.array_equal(rows[:, v + 1], rows[:, v]) and np.array_equal(cols[:, v + 1], cols[:, v] + 1)):
+                return None
+            r0, c0 = (rows[:, v] - lane // 4).reshape(-1, 32), (cols[:, v] - 2 * (lane % 4)).reshape(-1, 32)
+            if (r0 != r0[:, :1]).any() or (c0 != c0[:, :1]).any() or (c0 % 8).any():
+                return None
+    s = tirx.Var("s", "int32")
+    lw.bind_loop(s, n // 8)
+    pos = [lw.an.simplify(e) for e in stmatrix_row(layout, lw.tid, s)]
+    idx = _indices(dst, dd, pos, lw)
+    if _in_bounds(lw, dst, idx, dd) is not None:
+        return None
+    f_buf = lw.frag[src.buffer]
+    values = [tirx.BufferLoad(f_buf, [s * 8 + k]) for k in range(8)]
+    body = evaluate_extern("tl::stmatrix_x4", lw.shared_ptr(dst.buffer, idx), *values, span=stmt.span)
+    if n // 8 == 1:
+        return substitute_stmt(body, {s: i32(0)})
+    return tirx.For(s, i32(0), i32(n // 8), tirx.ForKind.SERIAL, body, annotations={"pragma_unroll": True},
+                    span=stmt.span)
+
+
+def stmatrix_row(layout, tid, s):
+    """Tile position of the row whose address thread ``tid`` hands to ``stmatrix.x4`` number ``s``
+    (``_stmatrix``): lane L gives row L % 8 of matrix L / 8, the row of which lane 4 (L % 8) of
+    the same warp holds the first pair, in register 8 s + 2 (L / 8)."""
+    lane = tirx.FloorMod(tid, i32(32))
+    return layout.index(tid - lane + tirx.FloorMod(lane, i32(8)) * 4, s * 8 + tirx.FloorDiv(lane, i32(8)) * 2)
+
+
 def _copy_fragment(lw, src, dst, stmt):
     """Each thread moves the fragment elements it holds, in vectors of consecutive columns."""
     packed = _packed_cast(lw, src, dst, stmt)
@@ -679,6 +755,10 @@ def _copy_fragment(lw, src, dst, stmt):
     other = dst if frag_side is src else src
     layout = lw.layouts.fragments[frag_side.buffer]
     sd, dd, tile = _match(lw, src, dst, stmt.span)
+    if frag_side is src and scope_of(dst.buffer) in SHARED_SCOPES:
+        matrices = _stmatrix(lw, src, dst, layout, sd, dd, tile, stmt)
+        if matrices is not None:
+            return matrices
     fd, od = (sd, dd) if frag_side is src else (dd, sd)
     n = max(layout.local_size, 1)
     vec = _fragment_vector(lw, layout, frag_side, other, fd, od, tile)

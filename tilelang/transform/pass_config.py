@@ -50,6 +50,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_LOOP_HEAD_BARRIER = "tl.enable_loop_head_barrier"
     TL_ENABLE_ATOMIC_LINE_STAGING = "tl.enable_atomic_line_staging"
     TL_ENABLE_EARLY_PROLOGUE = "tl.enable_early_prologue"
+    TL_ENABLE_STMATRIX = "tl.enable_stmatrix"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_ENABLE_TENSORMAP_PREFETCH = "tl.enable_tensormap_prefetch"
@@ -163,6 +164,10 @@ EFFECTS = {
         "(attention backward: the dQ atomics no longer hold the consumers at the end of each iteration; "
         "transform/thread_sync.py); no faster on attention backward (session 27: within 0.5 %, alone and on top of "
         "tl.enable_atomic_line_staging), on the other kernels it changes not yet measured",
+    PassConfigKey.TL_ENABLE_STMATRIX: "experimental (sm_90a): T.copy of a whole mma / wgmma accumulator fragment "
+        "into a 16-bit shared tile (an epilogue's staging tile) stores four 8x8 matrices per warp instruction "
+        "(stmatrix.x4, upstream's epilogue) instead of one 32-bit store per element pair "
+        "(lower_copy._stmatrix); opt-in until measured on the GPU (session 33: checked on the CPU only)",
     PassConfigKey.TL_ENABLE_EARLY_PROLOGUE: "experimental (cp.async pipelines): a pipelined loop's prologue (its "
         "first tiles' loads) moves up in front of the kernel's earlier statements it does not depend on (the "
         "copy of Q, the clears, the barrier publishing Q), so the first K / V loads overlap Q's instead of "
