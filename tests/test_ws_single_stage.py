@@ -143,3 +143,17 @@ def test_the_sass_gives_k_back_right_after_its_wgmma_retires():
     wait = max(i for i in range(arrive) if sass[i].startswith("WARPGROUP.DEPBAR"))
     assert arrive - wait <= 2 and not any("MUFU.EX2" in ins for ins in sass[wait:arrive]), sass[wait:arrive + 1]
     assert not any(ins.startswith("@") and "SYNCS.ARRIVE.TRANS64.A1T0" in ins for ins in sass)
+
+
+def test_a_loop_the_producer_cannot_take_keeps_the_early_loads():
+    """64 threads (mma gemms, no wgmma): the one-wave default asks for a producer that
+    warp_specialize refuses; the engine starts again without the key (the attention schedule's
+    early loads, as before the default existed) and the hover says the same."""
+    from tilelang.analysis.summary import summarize
+
+    small = attention_like(64, 1, threads=64, dim=64, block_M=64)
+    auto = source(small)
+    assert auto == source(small, **{KEY: False})
+    assert "mbarrier" not in auto and "tl::cp_async_wait<1>" in auto
+    pipe = summarize(small, "sm_90a")["pipelines"][0]
+    assert pipe["warp_specialized"] is False and "issued together at the top" in pipe["mechanism"]

@@ -107,7 +107,8 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         # (one-stage warp specialisation decided for the kernel as the engine decides it)
         configs = dict(ctx.pass_configs)
         decided = attention_schedule.decide_single_stage(staged, target_arch, configs)
-        if decided is not configs:
+        auto = decided is not configs
+        if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)
         func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
         info = analyze_kernel(func)
@@ -118,6 +119,7 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         rep.crashes.append(f"kernel analysis: {type(err).__name__}: {err}")
         return None, sort_diagnostics(rep.finish())
     k = Kernel.build(func, info, target_arch, ctx)
+    k.single_stage_auto = auto
     if not func.same_as(staged):
         k.written_threads = widen_threads.FROM
     k.siblings = [s for s in siblings if s.func is not written]

@@ -28,6 +28,7 @@ class Kernel:
     nests: list = field(default_factory=list)      # outermost For of every T.Parallel nest
     siblings: list = field(default_factory=list)   # KernelInfo of the other kernels one prim_func launches
     written_threads: int | None = None   # the thread count as written, where the compiler widens it
+    single_stage_auto: bool = False      # tl.enable_ws_single_stage decided by the one-wave default
 
     @classmethod
     def build(cls, func, info, arch, ctx) -> "Kernel":

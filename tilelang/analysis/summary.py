@@ -86,7 +86,7 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
         for buf in planned[0].pipe.staged:
             if buf.name in out["buffers"]:
                 out["buffers"][buf.name]["stages"] = planned[0].ring
-    out["pipelines"] = _pipelines(info, planned, _early_loads(k, arch))
+    out["pipelines"] = _pipelines(info, planned, _early_loads(k, arch, warp_specialised=planned[0] is not None))
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
@@ -403,13 +403,17 @@ def _warp_specialised(k, out=None):
         return None, None, None
 
 
-def _early_loads(k, arch) -> list:
+def _early_loads(k, arch, warp_specialised=True) -> list:
     """``attention_schedule.planned_loads`` of the checked kernel ([] when it fails: the plain
-    description then)."""
+    description then); where the one-wave default asked for a TMA producer the loop cannot have,
+    as the compiler then lowers it (engine.pipeline._lower: without the key)."""
     from tilelang.transform import attention_schedule
 
+    configs = dict(k.ctx.pass_configs)
+    if not warp_specialised and getattr(k, "single_stage_auto", False):
+        configs[attention_schedule.WS_SINGLE_STAGE_KEY] = False
     try:
-        return attention_schedule.planned_loads(k.func, arch, dict(k.ctx.pass_configs))
+        return attention_schedule.planned_loads(k.func, arch, configs)
     except Exception:  # noqa: BLE001 - hover text only
         return []
 

@@ -37,8 +37,11 @@ def _analyze(st):
     # T.Pipelined(0) and friends; negative lanes of the user's vector indices
     st.func = st.func.with_body(legalize_negative_indices(drop_empty_loops(st.func.body)))
     st.func = stage_operands.stage(st.func)      # a gemm's fragment B copied to shared memory first
-    # unset: one-stage warp specialisation where the grid is one wave (before the passes it steers)
-    st.pass_configs = attention_schedule.decide_single_stage(st.func, st.arch, st.pass_configs or {})
+    # unset: one-stage warp specialisation where the grid is one wave (before the passes it steers);
+    # should the lowering find that the loop cannot take it, _lower starts again without it
+    configs = st.pass_configs or {}
+    st.pass_configs = attention_schedule.decide_single_stage(st.func, st.arch, configs)
+    st.single_stage_retry = (st.func, configs) if st.pass_configs is not configs else None
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads
@@ -75,6 +78,17 @@ def _lower(st):
     # then the gemm plans of layout_inference.budget_fallbacks.
     limit = targets.smem_per_block(st.arch)
     lw, body = _lower_once(st, st.info, st.layouts, st.lowerer)   # (stage_epilogues built one)
+    retry = getattr(st, "single_stage_retry", None)
+    if retry is not None and getattr(lw, "ws", None) is None:
+        # the one-wave default asked for a TMA producer this loop cannot have (no wgmma, a
+        # T.async_copy, ...): the kernel as if it had not (the attention schedule's early loads)
+        st.func, configs = retry
+        st.pass_configs = {**configs, attention_schedule.WS_SINGLE_STAGE_KEY: False}
+        st.lowerer = st.unstaged = None
+        _analyze(st)
+        _layouts(st)
+        stage_epilogue.apply(st)
+        return _lower(st)
     if getattr(st, "unstaged", None) is not None and lw.smem_bytes > limit:
         st.func, st.info, st.layouts = st.unstaged
         lw, body = _lower_once(st, st.info, st.layouts)

@@ -127,7 +127,9 @@ def decide_single_stage(func, arch, configs) -> dict:
     one-stage attention slower warp-specialised). A kernel that asks for another schedule of its
     loads (``STANDS_DOWN``: a one-stage refill, split cp.async groups, the loads as written, no TMA or
     no warp specialisation) keeps it. The engine, the checker and the hover call this before
-    ``widen_threads`` and ``schedule`` and pass the result on: every pass sees one answer."""
+    ``widen_threads`` and ``schedule`` and pass the result on: every pass sees one answer; where
+    ``warp_specialize`` then refuses the loop, the engine lowers the kernel again with the key
+    False (``engine.pipeline._lower``) and the hover describes that."""
     if configs.get(WS_SINGLE_STAGE_KEY) is not None or _sm(arch) < 90 or any(configs.get(k) for k in STANDS_DOWN):
         return configs
     blocks, found, stmt = 1, False, func.body
