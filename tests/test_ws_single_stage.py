@@ -157,3 +157,20 @@ def test_a_loop_the_producer_cannot_take_keeps_the_early_loads():
     assert "mbarrier" not in auto and "tl::cp_async_wait<1>" in auto
     pipe = summarize(small, "sm_90a")["pipelines"][0]
     assert pipe["warp_specialized"] is False and "issued together at the top" in pipe["mechanism"]
+
+
+def test_stage_promotion_gives_a_one_stage_attention_the_two_stage_path():
+    """Opt-in tl.enable_stage_promotion: a one-stage attention loop over many waves (140 blocks)
+    compiles as the same loop written with num_stages=2 (a TMA producer and a ring of two); without
+    the key it is left as written; a one-wave grid keeps the one-stage producer instead."""
+    from tilelang.transform.attention_schedule import promote_stages
+
+    big = dict(dim=64, block_M=64, S_LEN=64 * 140)
+    one, two = attention_like(64, 1, **big), attention_like(64, 2, **big)
+    promoted = source(one, **{"tl.enable_stage_promotion": True})
+    assert promoted == source(two) and "mbarrier_wait" in promoted
+    assert source(one) != promoted and "mbarrier" not in source(one)
+    assert promote_stages(one, "sm_90a", {}) is one                                  # off by default
+    assert promote_stages(one, "sm_80", {"tl.enable_stage_promotion": True}) is one   # sm_90+ only
+    small = attention_like(64, 1, dim=64, block_M=64)                               # 16 blocks: one wave
+    assert source(small, **{"tl.enable_stage_promotion": True}) == source(small)

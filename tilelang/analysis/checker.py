@@ -110,6 +110,7 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         auto = decided is not configs
         if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)
+        staged = attention_schedule.promote_stages(staged, target_arch, dict(ctx.pass_configs))
         func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
         info = analyze_kernel(func)
     except LoweringError as err:

@@ -42,6 +42,7 @@ def _analyze(st):
     configs = st.pass_configs or {}
     st.pass_configs = attention_schedule.decide_single_stage(st.func, st.arch, configs)
     st.single_stage_retry = (st.func, configs) if st.pass_configs is not configs else None
+    st.func = attention_schedule.promote_stages(st.func, st.arch, st.pass_configs)   # (opt-in)
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads

@@ -63,6 +63,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang import targets
+from tilelang.language.loops import ORDER_ATTR, STAGE_ATTR, STAGES_ATTR
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (analyzer, buffer_roots, const_int, evaluate_extern, map_stmts, seq, span_line,
                                 tensor_loads, uses_vars, walk_stmts)
@@ -80,6 +81,9 @@ WS_SINGLE_STAGE_KEY = PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE.value
 # opt-in until measured on the GPU: one-stage loops refilled per tile (``_refill_filter``)
 REFILL_KEY = PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL.value
 REFILL_DEFAULT = False
+# opt-in until measured on the GPU: one-stage attention loops given two stages (``promote_stages``)
+PROMOTE_KEY = "tl.enable_stage_promotion"
+PROMOTE_MARGIN = 8 * 1024   # bytes of the block's shared memory left for barriers and alignment
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")
@@ -149,6 +153,56 @@ def decide_single_stage(func, arch, configs) -> dict:
     if loop_fragment_registers(func.body, loops[0], _threads(func.body)) > REGISTER_BUDGET:
         return configs
     return {**configs, WS_SINGLE_STAGE_KEY: True}
+
+
+def promote_stages(func, arch, configs) -> object:
+    """``func`` with its one-stage attention loop given two stages (opt-in
+    ``tl.enable_stage_promotion``, sm_90+), or ``func`` itself. ``num_stages=1`` with several gemms
+    is how upstream's BSHD / GQA / varlen attention examples are written; with two stages the loop
+    takes the path the two-stage BHSD example takes (a TMA producer, a ring of two K / V buffers,
+    the previous P V under S = Q K^T, a persistent grid), which the one-stage loop cannot: each
+    tile is loaded under the iteration before instead of waited for in its own. Applies to a kernel
+    of one such ``T.Pipelined`` loop (no ``order`` / ``stage`` of the user's) whose producers are
+    global -> shared ``T.copy`` tiles, not left to one-stage warp specialisation
+    (``decide_single_stage``: one-wave grids) or another one-stage schedule (``STANDS_DOWN``), and
+    whose shared memory with a second buffer of each staged tile stays ``PROMOTE_MARGIN`` under
+    the block's budget."""
+    if not configs.get(PROMOTE_KEY) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
+            or any(configs.get(k) for k in STANDS_DOWN):
+        return func
+    loops = []
+    walk_stmts(func.body, lambda s: loops.append(s) if isinstance(s, tirx.For) and is_pipelined(s) else None)
+    if len(loops) != 1:
+        return func
+    loop = loops[0]
+    if num_stages(loop) != 1 or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)) \
+            or sum(op_name(x) == "gemm" for x in body_list(loop)) < 2:
+        return func
+    pipe = PipelinedLoop.of(loop)
+    staged = [decode_region(p.value.args[1]).buffer for p in pipe.producers]
+    if not staged or any(scope_of(decode_region(p.value.args[0]).buffer) != "global" for p in pipe.producers):
+        return func
+    sizes = {}
+
+    def visit(s):
+        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) in SHARED_SCOPES:
+            n = nbytes(str(s.buffer.dtype))
+            for e in s.buffer.shape:
+                n = n * (const_int(e) or (1 << 30))
+            sizes[s.buffer] = n
+
+    walk_stmts(func.body, visit)
+    extra = sum(sizes.get(b, 1 << 30) for b in set(staged))
+    if sum(sizes.values()) + extra > targets.smem_per_block(arch) - PROMOTE_MARGIN:
+        return func
+
+    def on_loop(s):
+        if not s.same_as(loop):
+            return s
+        return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, thread_binding=s.thread_binding,
+                        annotations={**s.annotations, STAGES_ATTR: 2}, step=s.step, span=s.span)
+
+    return func.with_body(map_stmts(func.body, loop=on_loop))
 
 
 def planned_loads(func, arch, configs=None) -> list:
