@@ -96,3 +96,35 @@ def test_ptxas_takes_it():
     assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in kernel.get_ptx()
     info = kernel.ptxas_info()
     assert info.spill_stores == 0 and info.spill_loads == 0
+
+
+def _address(expr: str, **env) -> int:
+    """A CUDA index expression of the generated code, evaluated (fully parenthesised by the
+    code generator; every value involved is non-negative, so C and Python agree)."""
+    return eval(expr.replace("((int)threadIdx.x)", "tx"), {"__builtins__": {}}, env)
+
+
+@pytest.mark.parametrize("bm, bn, threads, pad", [(128, 256, 256, 0), (64, 128, 128, 0), (128, 128, 256, 8)])
+def test_the_generated_addresses_match_the_pair_stores(bm, bn, threads, pad):
+    """End to end on the generated CUDA: where stmatrix puts each register pair (lane L's row
+    address for matrix q, row r given by lane 8 q + r, plus 2 (L % 4)) is where the plain code's
+    own 32-bit store of that pair goes, for every thread and pair (swizzled and padded tiles)."""
+    import re
+
+    func = gemm(1024, 1024, 1024, bm, bn, 64, threads, pad=pad)
+    on, off = source(func, **{KEY: True}), source(func)
+    m = re.search(r"for \(int s = 0; s < (\d+); \+\+s\).*?tl::stmatrix_x4\(\(&\(\(\(half\*\)smem\)\[(.+?)\]\)\), acc",
+                  on, re.S)
+    groups, row_expr = int(m.group(1)), m.group(2)
+    store = re.search(r"\*\(half2\*\)\(\(\(half\*\)smem\) \+ (.+?)\) = __\d+;", off)
+    loop = re.findall(r"for \(int (\w+) = 0; \w+ < (\d+); \+\+\w+\)", off[:store.start()])[-1]
+    pair_expr, var, pairs = store.group(1), loop[0], int(loop[1])
+    assert pairs == groups * 4
+    for warp in range(threads // 32):
+        for s in range(groups):
+            rows = [_address(row_expr, tx=warp * 32 + lane, s=s) for lane in range(32)]
+            assert all(r % 8 == 0 for r in rows)                 # 16-byte aligned rows
+            for lane in range(32):
+                for q in range(4):
+                    want = _address(pair_expr, tx=warp * 32 + lane, **{var: 4 * s + q})
+                    assert rows[8 * q + lane // 4] + 2 * (lane % 4) == want
