@@ -104,13 +104,12 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         # the kernel the compiler makes: a gemm's fragment B copied to shared memory first
         # (transform/stage_operands.py), 256 threads where 128 would spill (transform/widen_threads.py)
         staged = stage_operands.stage(func)
-        # (one-stage warp specialisation decided for the kernel as the engine decides it)
+        # (one-stage warp specialisation decided, and stages promoted, as the engine does)
         configs = dict(ctx.pass_configs)
-        decided = attention_schedule.decide_single_stage(staged, target_arch, configs)
+        staged, decided = attention_schedule.plan_one_stage(staged, target_arch, configs)
         auto = decided is not configs
         if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)
-        staged = attention_schedule.promote_stages(staged, target_arch, dict(ctx.pass_configs))
         func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
         info = analyze_kernel(func)
     except LoweringError as err:

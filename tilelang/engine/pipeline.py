@@ -39,10 +39,9 @@ def _analyze(st):
     st.func = stage_operands.stage(st.func)      # a gemm's fragment B copied to shared memory first
     # unset: one-stage warp specialisation where the grid is one wave (before the passes it steers);
     # should the lowering find that the loop cannot take it, _lower starts again without it
-    configs = st.pass_configs or {}
-    st.pass_configs = attention_schedule.decide_single_stage(st.func, st.arch, configs)
-    st.single_stage_retry = (st.func, configs) if st.pass_configs is not configs else None
-    st.func = attention_schedule.promote_stages(st.func, st.arch, st.pass_configs)   # (opt-in)
+    func, configs = st.func, st.pass_configs or {}
+    st.func, st.pass_configs = attention_schedule.plan_one_stage(func, st.arch, configs)   # (+ opt-in promotion)
+    st.single_stage_retry = (func, configs) if st.pass_configs is not configs else None
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads

@@ -146,13 +146,28 @@ def decide_single_stage(func, arch, configs) -> dict:
         stmt = stmt.body
     if not found or blocks > (targets.sm_count(arch or "sm_90a") or 132):
         return configs
+    loop = _one_stage_attention(func)
+    if loop is None or loop_fragment_registers(func.body, loop, _threads(func.body)) > REGISTER_BUDGET:
+        return configs
+    return {**configs, WS_SINGLE_STAGE_KEY: True}
+
+
+def plan_one_stage(func, arch, configs) -> tuple:
+    """(``func``, ``configs``) as the compiler lowers them: ``decide_single_stage``'s configs (the
+    same dict where nothing was decided) and ``promote_stages`` applied under them. The engine and
+    the checker both start here."""
+    decided = decide_single_stage(func, arch, configs)
+    return promote_stages(func, arch, decided), decided
+
+
+def _one_stage_attention(func):
+    """The kernel's one ``T.Pipelined`` loop when it has one stage and at least two gemms at its
+    top level (attention at num_stages=1), else None."""
     loops = []
     walk_stmts(func.body, lambda s: loops.append(s) if isinstance(s, tirx.For) and is_pipelined(s) else None)
     if len(loops) != 1 or num_stages(loops[0]) != 1 or sum(op_name(x) == "gemm" for x in body_list(loops[0])) < 2:
-        return configs
-    if loop_fragment_registers(func.body, loops[0], _threads(func.body)) > REGISTER_BUDGET:
-        return configs
-    return {**configs, WS_SINGLE_STAGE_KEY: True}
+        return None
+    return loops[0]
 
 
 def promote_stages(func, arch, configs) -> object:
@@ -170,28 +185,14 @@ def promote_stages(func, arch, configs) -> object:
     if not configs.get(PROMOTE_KEY) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
             or any(configs.get(k) for k in STANDS_DOWN):
         return func
-    loops = []
-    walk_stmts(func.body, lambda s: loops.append(s) if isinstance(s, tirx.For) and is_pipelined(s) else None)
-    if len(loops) != 1:
-        return func
-    loop = loops[0]
-    if num_stages(loop) != 1 or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)) \
-            or sum(op_name(x) == "gemm" for x in body_list(loop)) < 2:
+    loop = _one_stage_attention(func)
+    if loop is None or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
         return func
     pipe = PipelinedLoop.of(loop)
     staged = [decode_region(p.value.args[1]).buffer for p in pipe.producers]
     if not staged or any(scope_of(decode_region(p.value.args[0]).buffer) != "global" for p in pipe.producers):
         return func
-    sizes = {}
-
-    def visit(s):
-        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) in SHARED_SCOPES:
-            n = nbytes(str(s.buffer.dtype))
-            for e in s.buffer.shape:
-                n = n * (const_int(e) or (1 << 30))
-            sizes[s.buffer] = n
-
-    walk_stmts(func.body, visit)
+    sizes = alloc_bytes(func.body, SHARED_SCOPES)
     extra = sum(sizes.get(b, 1 << 30) for b in set(staged))
     if sum(sizes.values()) + extra > targets.smem_per_block(arch) - PROMOTE_MARGIN:
         return func
@@ -389,10 +390,15 @@ def _threads(body) -> float:
 
 def fragment_bytes(body) -> dict:
     """Bytes of each fragment the kernel allocates (unknown shapes: too many)."""
+    return alloc_bytes(body, (FRAGMENT_SCOPE,))
+
+
+def alloc_bytes(body, scopes) -> dict:
+    """Bytes of each buffer of ``scopes`` the kernel allocates (unknown shapes: too many)."""
     out = {}
 
     def visit(s):
-        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) == FRAGMENT_SCOPE:
+        if isinstance(s, tirx.AllocBuffer) and scope_of(s.buffer) in scopes:
             size = 1
             for d in s.buffer.shape:
                 size *= const_int(d) if const_int(d) is not None else 1 << 20
