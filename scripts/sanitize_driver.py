@@ -19,7 +19,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     fa         flash attention fwd, fp16, BHSD B1 H2 S256 D64, not causal, tiles 128x64, 3 stages,
                256 threads: 4 KV iterations
     fa_causal  the same, causal: 2 KV iterations in the first row block (fewer than the stages), 4
-               in the second
+               in the second; persistent, a block taking the two row blocks of a head as a pair
+    fa_causal_persistent  fa_causal on one block (the launcher's SM count forced down): it takes
+               both heads' pairs, 4, 2, 4, 2 KV iterations, the rings running on across them
     gemm_tf32 / gemm_tf32_rs  C = A B^T through tf32 wgmma (T.tfloat32 tiles), 256^3, tiles
                128x128x32, 3 stages, 128 threads; A read from shared memory / from registers
     gemv_er    y = A x, fp16, 512 x 640, 128x128 tiles, 3 stages, 256 threads: the early-release
@@ -352,6 +354,7 @@ KERNELS = {
     "fa": lambda: run_fa(False),
     "fa_causal": lambda: run_fa(True),
     "fa_persistent": lambda: run_fa(False, sms=2),
+    "fa_causal_persistent": lambda: run_fa(True, sms=1),
     # session 33, opt-in tl.enable_stmatrix: the epilogue's staging tile written with stmatrix.x4
     "gemm_stmatrix": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True, pass_configs={"tl.enable_stmatrix": True}),
     "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import tilelang
+import tilelang.language as T
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_copy_staging import attention_like  # noqa: E402  (the same one-stage attention loop)
@@ -83,9 +84,11 @@ def test_unset_a_one_wave_grid_takes_the_producer():
 
 
 def test_unset_a_grid_of_many_waves_keeps_the_cp_async_path():
-    big = attention_like(64, 1, dim=64, block_M=64, S_LEN=64 * 133)     # 133 blocks: more than the SMs
-    assert source(big) == source(big, **{KEY: False})
-    assert "mbarrier" not in source(big)
+    # 133 blocks: more than the SMs (the default there is stage promotion: without it, cp.async)
+    big = attention_like(64, 1, dim=64, block_M=64, S_LEN=64 * 133)
+    plain = {"tl.enable_stage_promotion": False}
+    assert source(big, **plain) == source(big, **{KEY: False, **plain})
+    assert "mbarrier" not in source(big, **plain)
 
 
 def test_the_decision_leaves_what_it_does_not_take_alone():
@@ -160,17 +163,58 @@ def test_a_loop_the_producer_cannot_take_keeps_the_early_loads():
 
 
 def test_stage_promotion_gives_a_one_stage_attention_the_two_stage_path():
-    """Opt-in tl.enable_stage_promotion: a one-stage attention loop over many waves (140 blocks)
-    compiles as the same loop written with num_stages=2 (a TMA producer and a ring of two); without
-    the key it is left as written; a one-wave grid keeps the one-stage producer instead."""
+    """tl.enable_stage_promotion (on by default): a one-stage attention loop over many waves (140
+    blocks) compiles as the same loop written with num_stages=2 (a TMA producer and a ring of two);
+    with the key false it is left as written; a one-wave grid keeps the one-stage producer instead."""
     from tilelang.transform.attention_schedule import promote_stages
 
     big = dict(dim=64, block_M=64, S_LEN=64 * 140)
     one, two = attention_like(64, 1, **big), attention_like(64, 2, **big)
-    promoted = source(one, **{"tl.enable_stage_promotion": True})
+    promoted = source(one)
     assert promoted == source(two) and "mbarrier_wait" in promoted
-    assert source(one) != promoted and "mbarrier" not in source(one)
-    assert promote_stages(one, "sm_90a", {}) is one                                  # off by default
-    assert promote_stages(one, "sm_80", {"tl.enable_stage_promotion": True}) is one   # sm_90+ only
+    assert source(one, **{"tl.enable_stage_promotion": False}) != promoted
+    assert "mbarrier" not in source(one, **{"tl.enable_stage_promotion": False})
+    assert promote_stages(one, "sm_90a", {}) is not one                              # on by default
+    assert promote_stages(one, "sm_90a", {"tl.enable_stage_promotion": False}) is one
+    assert promote_stages(one, "sm_80", {}) is one                                   # sm_90+ only
     small = attention_like(64, 1, dim=64, block_M=64)                               # 16 blocks: one wave
-    assert source(small, **{"tl.enable_stage_promotion": True}) == source(small)
+    assert source(small) == source(small, **{"tl.enable_stage_promotion": False})
+
+
+def _chunk_like(trips, blocks=264):
+    """Two gemms a trip over ``trips`` 64-wide slices of the reduction dimension (upstream's gdn
+    chunk_o shape: DK = block_DK makes one), in ``blocks`` blocks."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((blocks * 64, trips * 64), T.float16), H: T.Tensor((trips * 64, 64), T.float16),
+             K: T.Tensor((blocks * 64, trips * 64), T.float16), O: T.Tensor((blocks * 64, 64), T.float32),
+             A: T.Tensor((blocks * 64, 64), T.float32)):
+        with T.Kernel(blocks, threads=128) as bx:
+            Q_s = T.alloc_shared((64, 64), T.float16)
+            K_s = T.alloc_shared((64, 64), T.float16)
+            H_s = T.alloc_shared((64, 64), T.float16)
+            o = T.alloc_fragment((64, 64), T.float32)
+            a = T.alloc_fragment((64, 64), T.float32)
+            T.clear(o)
+            T.clear(a)
+            for k in T.Pipelined(trips, num_stages=1):
+                T.copy(Q[bx * 64, k * 64], Q_s)
+                T.copy(K[bx * 64, k * 64], K_s)
+                T.copy(H[k * 64, 0], H_s)
+                T.gemm(Q_s, H_s, o)
+                T.gemm(Q_s, K_s, a, transpose_B=True)
+            T.copy(o, O[bx * 64, 0])
+            T.copy(a, A[bx * 64, 0])
+    return main
+
+
+def test_stage_promotion_leaves_a_loop_of_few_trips_as_written():
+    """A constant trip count under PROMOTE_MIN_TRIPS keeps one stage: nothing much to load ahead,
+    and the second buffers would cost blocks per SM (upstream's gdn chunk_o: one trip, 0.415 ->
+    0.62 ms promoted on the H200)."""
+    from tilelang.transform.attention_schedule import PROMOTE_MIN_TRIPS, promote_stages
+
+    few, many = _chunk_like(PROMOTE_MIN_TRIPS - 1), _chunk_like(PROMOTE_MIN_TRIPS)
+    assert promote_stages(few, "sm_90a", {}) is few
+    assert promote_stages(many, "sm_90a", {}) is not many
+    assert promote_stages(_chunk_like(1), "sm_90a", {}) is not None

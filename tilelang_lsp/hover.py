@@ -223,6 +223,10 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
     if summary.get("persistent"):
         lines.append("- persistent: a grid of min(tiles, SMs) blocks, each looping over output tiles (the "
                      "producer loads the next tile during the epilogue)")
+        if summary.get("persistent_pairs"):
+            gx = summary["persistent_pairs"]
+            lines.append(f"  - its loop runs a number of times that depends on blockIdx.x: a block takes row blocks x "
+                         f"and {gx - 1} - x together, whose loops together run the same number of times for every x")
     elif summary.get("persistent_why"):
         lines.append(f"- one output tile per block, not a persistent grid: {summary['persistent_why']}")
     if summary.get("epilogue_stage"):

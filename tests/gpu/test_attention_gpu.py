@@ -39,6 +39,26 @@ def test_persistent_flash_attention_blocks_loop_over_many_tiles(monkeypatch, sms
     torch.testing.assert_close(kernel(q, k, v), fa.ref_program(q, k, v, False, 1, "bhsd"), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("sms", [1, 3, 7, 132])
+@pytest.mark.parametrize("num_stages,S", [(2, 256), (3, 1000), (2, 1536)])
+def test_causal_flash_attention_runs_persistent_in_pairs_of_row_blocks(monkeypatch, sms, num_stages, S):
+    """Causal attention's KV loop runs bx + 1 times: a persistent block takes row blocks x and
+    gx - 1 - x together, the ring slots counted per role across tiles of unequal length (2, 8
+    and 12 row blocks; 1, 3, 7 and 132 blocks)."""
+    import flash_attention as fa
+    import tilelang
+    from tilelang.jit import adapter_args
+
+    monkeypatch.setitem(adapter_args._SM_COUNTS, torch.cuda.current_device(), sms)
+    B, H, D = 2, 3, 128
+    func = fa.flashattn.get_prim_func(B, H, S, D, True, 1, "bhsd", block_M=128, block_N=128,
+                                      num_stages=num_stages, threads=256)
+    kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_fast_math": True})
+    assert "NUM_SMS" in kernel.artifact.grid[0] and "slots_done" in kernel.artifact.source
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    torch.testing.assert_close(kernel(q, k, v), fa.ref_program(q, k, v, True, 1, "bhsd"), rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("B,H,HK,S,D", [(2, 32, 2, 1000, 128), (1, 8, 1, 4096, 64), (1, 16, 16, 300, 64)])
 def test_flash_decoding(B, H, HK, S, D):
     import flash_decoding as fd

@@ -306,9 +306,15 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     assert "the next tile's while the consumers finish this one" in p["mechanism"]
     causal = summarize(fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bshd", block_M=128, block_N=128,
                                                   num_stages=2), "sm_90a")
-    assert causal["persistent"] is False and "bounds depend on the block index" in causal["persistent_why"]
-    assert "also loads `Q_shared`" in causal["pipelines"][0]["mechanism"]
-    assert "the next tile's" not in causal["pipelines"][0]["mechanism"]
+    # causal: its loop runs bx + 1 times; row blocks x and 3 - x go together (equal work)
+    assert causal["persistent"] is True and causal["persistent_pairs"] == 4
+    assert "row blocks x and 3 - x together" in hover.kernel_markdown(causal, None, None)
+    assert "the next tile's while the consumers finish this one" in causal["pipelines"][0]["mechanism"]
+    odd = summarize(fa.flashattn.get_prim_func(2, 4, 384, 128, True, 1, "bshd", block_M=128, block_N=128,
+                                               num_stages=2), "sm_90a")
+    assert odd["persistent"] is False and "no pairing of row blocks evens it out" in odd["persistent_why"]
+    assert "also loads `Q_shared`" in odd["pipelines"][0]["mechanism"]
+    assert "the next tile's" not in odd["pipelines"][0]["mechanism"]
     three = summarize(fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bshd", block_M=128, block_N=128,
                                                  num_stages=3), "sm_90a")
     assert three["persistent"] is True

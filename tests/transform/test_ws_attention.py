@@ -3,12 +3,15 @@ K / V tiles, a consumer body of synchronous wgmma that releases its stage at the
 iteration, and the reasons a loop keeps the cp.async path."""
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import tilelang.language as T
+from tilelang.engine.lower import lower
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
@@ -172,8 +175,21 @@ def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of
     assert tail.index("tl_mbar[6 + (tile_it * 4 + 4 - 1) % 2]") < tail.index("] / logsum[")
     # the next tile's Q load waits for this tile's TMA store out of the same bytes
     assert tail.index("tl::tma_store_wait<0>") < tail.rindex("named_barrier_sync")
+    # causal: the KV loop runs bx + 1 times, so a block takes row blocks x and 3 - x together
+    # (``Persistent.paired_rows``), each role counting the ring slots it used
     causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
-    assert "tile_it" not in lowered_text(causal, "sm_90a")     # its KV loop length depends on the row block
+    text = lowered_text(causal, "sm_90a")
+    producer = text[text.index("if v >= 256"):text.index("tl::setmaxnreg_inc")]
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    assert "tl_mbar[4 + T.truncmod(slots_issued + k_tma, 2)]" in producer
+    assert "slots_issued = slots_issued + T.min(4, bx_p + 1)" in producer
+    assert "slots_done = slots_done + T.min(4, bx_t + 1)" in consumer
+    assert ("bx_t: T.let[T.int32] = T.Select(T.truncmod(tile_it, 2) == 0, "
+            "3 - T.truncmod(bx + T.Div(tile_it, 2) * num_blocks, 2)") in consumer
+    assert "for tile_it in range(T.Div(16 - bx + num_blocks - 1, num_blocks) * 2)" in consumer
+    assert "tile_it * 4" not in consumer
+    assert lower(causal, target="sm_90a").grid == ["min(16, NUM_SMS)", "1", "1"]   # 2 x 4 x 2 pairs
+    assert "slots_" not in lowered_text(func, "sm_90a")      # tiles of equal length: slot it * n + k
 
 
 def test_the_rescale_of_o_runs_under_the_next_s_and_the_first_iteration_is_peeled():
@@ -204,7 +220,7 @@ def test_the_causal_mask_is_built_only_where_it_bites():
     of a runs under it (a uniform branch), the nest as written otherwise. Causal attention: every
     KV tile left of the diagonal (k < bx) skips the mask; non-causal: the bound check folds."""
     causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
-    loop = lowered_text(causal, "sm_90a")
+    loop = lowered_text(causal, "sm_90a", {"tl.disable_persistent": True})
     loop = loop[loop.index("for k in range(1"):]
     branch = loop.index("if 0 < bx - k:")
     assert loop.index("acc_s[v_1] = T.float32(0.0)") > branch
@@ -245,7 +261,7 @@ def _offset(text, name):
 
 def test_one_tile_per_block_loads_q_once_and_o_keeps_q_bytes():
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
-    text = lowered_text(func, "sm_90a")
+    text = lowered_text(func, "sm_90a", {"tl.disable_persistent": True})
     producer = text[text.index("tl::setmaxnreg_dec"):text.index("tl::setmaxnreg_inc")]
     assert producer.count("T.address_of(Q_shared[") == 2 and "tl_mbar[13]" not in producer   # no wait for Q's return
     assert producer.index("T.address_of(Q_shared[8192])") < producer.index("for k_tma in range")
@@ -309,3 +325,65 @@ def test_the_ring_never_lends_its_bytes_to_a_tile_used_before_the_loop():
     assert "k_tma" in text and "tl::wgmma_gemm_rs" in text
     a, b = _offset(text, "A_s"), _offset(text, "B_s")
     assert a + 128 * 64 <= b or b + 2 * 64 * 64 <= a
+
+
+def _tile_decode(src, role):
+    """(trip count, [bx, by, bz] expressions) of a persistent kernel's tile loop for ``role``
+    ("p": the producer's, "t": the consumers'), from its CUDA."""
+    it = "tile_it_p" if role == "p" else "tile_it"
+    count = re.search(rf"for \(int {it} = 0; {it} < (.*); \+\+{it}\) {{", src).group(1)
+    exprs = [re.search(rf"int {v}_{role} = (.*);", src).group(1) for v in ("bx", "by", "bz")]
+    return count, exprs
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler")
+@pytest.mark.parametrize("B,H,S", [(2, 4, 512), (1, 3, 1000), (2, 1, 256)])
+def test_paired_causal_tiles_cover_every_tile_once_with_even_work(tmp_path, B, H, S):
+    """The paired persistent schedule, evaluated as the generated CUDA writes it (compiled for the
+    host with both roles' index expressions): for grids of 1 .. pairs blocks, every (row block,
+    head, batch) tile is taken exactly once, the producer and the consumers of a block walk the
+    same tiles in the same order, and no block runs more KV iterations than a whole number of
+    pairs' worth (row blocks x and gx - 1 - x: gx + 1 iterations)."""
+    func = fa.flashattn.get_prim_func(B, H, S, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    art = lower(func, target="sm_90a")
+    gx = -(-S // 128)
+    pairs = gx // 2 * H * B
+    assert art.grid == [f"min({pairs}, NUM_SMS)", "1", "1"]
+    (count_p, p), (count_t, t) = _tile_decode(art.source, "p"), _tile_decode(art.source, "t")
+    program = tmp_path / "decode.cpp"
+    program.write_text(f"""#include <algorithm>
+#include <cstdio>
+using std::min;
+int main() {{
+  for (int num_blocks = 1; num_blocks <= {pairs}; ++num_blocks) {{
+    for (int b = 0; b < num_blocks; ++b) {{
+      int n = {count_t.replace("((int)blockIdx.x)", "b")};
+      if (n != {count_p.replace("((int)blockIdx.x)", "b")}) {{ printf("count %d %d\\n", num_blocks, b); return 1; }}
+      int work = 0;
+      for (int tile_it = 0; tile_it < n; ++tile_it) {{
+        int tile_it_p = tile_it;
+        int t[3] = {{{", ".join(e.replace("((int)blockIdx.x)", "b") for e in t)}}};
+        int p[3] = {{{", ".join(e.replace("((int)blockIdx.x)", "b") for e in p)}}};
+        if (t[0] != p[0] || t[1] != p[1] || t[2] != p[2]) {{ printf("roles %d %d\\n", num_blocks, b); return 1; }}
+        work += t[0] + 1;
+        printf("%d %d %d %d\\n", num_blocks, t[0], t[1], t[2]);
+      }}
+      printf("work %d %d %d\\n", num_blocks, b, work);
+    }}
+  }}
+  return 0;
+}}
+""")
+    subprocess.run(["g++", "-O1", "-o", str(tmp_path / "decode"), str(program)], check=True)
+    out = subprocess.run([str(tmp_path / "decode")], capture_output=True, text=True, check=True).stdout
+    seen, work = {}, {}
+    for line in out.splitlines():
+        f = line.split()
+        if f[0] == "work":
+            work.setdefault(int(f[1]), []).append(int(f[3]))
+        else:
+            seen.setdefault(int(f[0]), []).append(tuple(map(int, f[1:])))
+    every = sorted((x, y, z) for x in range(gx) for y in range(H) for z in range(B))
+    for grid in range(1, pairs + 1):
+        assert sorted(seen[grid]) == every, grid
+        assert max(work[grid]) == -(-pairs // grid) * (gx + 1), grid

@@ -25,6 +25,8 @@ pass_configs)`` runs that analysis first (the Run lens, tests). The result::
      "epilogue_registers"?: [[line, why]] (sm_90a: accumulator copies left as register stores),
      "persistent"?: bool (sm_90a: a grid of min(tiles, SMs) blocks looping over the tiles),
      "persistent_why"?: str (why such a loop keeps one tile per block),
+     "persistent_pairs"?: int (the persistent grid's unit is a pair of row blocks x and gx - 1 - x of
+                          equal summed trip counts, gx this value: causal attention),
      "raster"?: {"panel", "grid": [gx, gy], "wave", "bytes", "best_panel", "best_bytes",
                  "plain_bytes"} (``T.use_swizzle`` in row order in a one-gemm kernel: the A and
                  B bytes a wave of blocks reads per K step, ``analysis.raster``)}
@@ -396,6 +398,8 @@ def _warp_specialised(k, out=None):
             out["epilogue_stage"] = [_line(s.span) for s in result.picked]
             out["epilogue_registers"] = [[_line(s.span), why] for s, why in result.skipped]
             out["persistent"] = lw.persistent_tiles is not None
+            if lw.ws is not None and lw.ws.persistent is not None and lw.ws.persistent.paired_rows:
+                out["persistent_pairs"] = lw.ws.persistent.paired_rows
             if lw.persistent_why:
                 out["persistent_why"] = lw.persistent_why
         return lw.ws, lw.ws_reason, lw

@@ -73,7 +73,7 @@ DRAM_EFF = 0.9
 ATTN_EFF = 0.85          # per-step tensor efficiency ceiling of the attention loop (2 warpgroups)
 ATTN_N_HALF = 24         # x bn / (bn + ATTN_N_HALF): per-step softmax, barriers, rescale
 ATTN_LATENCY_S = 0.6e-6  # K/V loads mostly hit L2 (every q block of a head reads them)
-ATTN_TILE_COST_S = 1e-6          # persistent (non-causal): the next tile's Q lands under the loop
+ATTN_TILE_COST_S = 1e-6          # persistent (non-causal, paired causal): the next tile's Q lands under the loop
 ATTN_TILE_COST_CAUSAL_S = 3e-6   # one tile per block: launch, Q load, epilogue
 ATTN_MASKED_STEP = 1.5           # a KV step that builds the causal / bounds mask costs this much more
 MAX_REGS = 240                   # a consumer thread's registers after setmaxnreg (of 255)
@@ -265,12 +265,20 @@ def attention_sm90(batch: int, heads: int, seq_q: int, seq_kv: int, dim: int, ca
         step = _step_time(tc, tl)
     ragged = seq_kv % bn != 0
 
+    def trips(q_block: int) -> int:
+        return math.ceil(min(seq_kv, (q_block + 1) * bm + max(0, seq_kv - seq_q)) / bn)
+
+    # warp_specialize.paired_rows: a causal grid whose row blocks x and q_tiles - 1 - x together
+    # run the same count for every x runs persistent, a block taking such pairs
+    paired = causal and s >= 2 and bps == 1 and q_tiles % 2 == 0 and \
+        len({trips(x) + trips(q_tiles - 1 - x) for x in range(q_tiles // 2)}) == 1
+
     def tile_time(q_block: int) -> float:
         if causal:
-            hi = min(seq_kv, (q_block + 1) * bm + max(0, seq_kv - seq_q))
-            n = math.ceil(hi / bn)
+            n = trips(q_block)
             masked = min(n, math.ceil(bm / bn) + (1 if (q_block * bm) % bn else 0))
-            return n * step + masked * (ATTN_MASKED_STEP - 1) * step + ATTN_TILE_COST_CAUSAL_S
+            return n * step + masked * (ATTN_MASKED_STEP - 1) * step + \
+                (ATTN_TILE_COST_S if paired else ATTN_TILE_COST_CAUSAL_S)
         n = math.ceil(seq_kv / bn)
         return n * step + (ATTN_MASKED_STEP - 1) * step * ragged + ATTN_TILE_COST_S
 
@@ -278,6 +286,11 @@ def attention_sm90(batch: int, heads: int, seq_q: int, seq_kv: int, dim: int, ca
     if not causal:
         rounds = math.ceil(tiles / slots)
         seconds = rounds * tile_time(0)
+    elif paired:   # pairs of equal work, block b taking pairs b, b + grid, ...
+        pair = tile_time(0) + tile_time(q_tiles - 1)
+        units = tiles // 2
+        rounds = math.ceil(units / min(units, dev.sms))
+        seconds = rounds * pair
     else:   # tiles of unequal length, in launch order (q block fastest), onto the first free slot
         times = [tile_time(i) for i in range(q_tiles)]
         free = [0.0] * min(slots, tiles)

@@ -81,9 +81,15 @@ WS_SINGLE_STAGE_KEY = PassConfigKey.TL_ENABLE_WS_SINGLE_STAGE.value
 # opt-in until measured on the GPU: one-stage loops refilled per tile (``_refill_filter``)
 REFILL_KEY = PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL.value
 REFILL_DEFAULT = False
-# opt-in until measured on the GPU: one-stage attention loops given two stages (``promote_stages``)
+# one-stage attention loops given two stages (``promote_stages``): on by default since session 34's
+# H200 A/B (upstream's mha_fwd_bshd 5.05 -> 3.58 ms, its causal form 2.79 -> 2.10); false turns it off
 PROMOTE_KEY = "tl.enable_stage_promotion"
+PROMOTE_DEFAULT = True
 PROMOTE_MARGIN = 8 * 1024   # bytes of the block's shared memory left for barriers and alignment
+# a loop of fewer trips (a compile-time count) keeps its one stage: there is little to load ahead,
+# and the second buffers cost blocks per SM (upstream's gdn chunk_o, one trip of two gemms:
+# 0.415 -> 0.62 ms promoted, session 34)
+PROMOTE_MIN_TRIPS = 4
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")
@@ -136,20 +142,25 @@ def decide_single_stage(func, arch, configs) -> dict:
     False (``engine.pipeline._lower``) and the hover describes that."""
     if configs.get(WS_SINGLE_STAGE_KEY) is not None or _sm(arch) < 90 or any(configs.get(k) for k in STANDS_DOWN):
         return configs
-    blocks, found, stmt = 1, False, func.body
-    while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
-        if str(stmt.node.thread_tag).startswith("blockIdx"):
-            n = const_int(stmt.value)
-            if n is None:
-                return configs
-            blocks, found = blocks * n, True
-        stmt = stmt.body
-    if not found or blocks > (targets.sm_count(arch or "sm_90a") or 132):
+    if not _one_wave(func, arch):
         return configs
     loop = _one_stage_attention(func)
     if loop is None or loop_fragment_registers(func.body, loop, _threads(func.body)) > REGISTER_BUDGET:
         return configs
     return {**configs, WS_SINGLE_STAGE_KEY: True}
+
+
+def _one_wave(func, arch) -> bool:
+    """Whether the kernel's grid is a compile-time constant of at most one block per SM."""
+    blocks, found, stmt = 1, False, func.body
+    while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
+        if str(stmt.node.thread_tag).startswith("blockIdx"):
+            n = const_int(stmt.value)
+            if n is None:
+                return False
+            blocks, found = blocks * n, True
+        stmt = stmt.body
+    return found and blocks <= (targets.sm_count(arch or "sm_90a") or 132)
 
 
 def plan_one_stage(func, arch, configs) -> tuple:
@@ -171,22 +182,26 @@ def _one_stage_attention(func):
 
 
 def promote_stages(func, arch, configs) -> object:
-    """``func`` with its one-stage attention loop given two stages (opt-in
-    ``tl.enable_stage_promotion``, sm_90+), or ``func`` itself. ``num_stages=1`` with several gemms
+    """``func`` with its one-stage attention loop given two stages (``tl.enable_stage_promotion``,
+    on unless set false; sm_90+), or ``func`` itself. ``num_stages=1`` with several gemms
     is how upstream's BSHD / GQA / varlen attention examples are written; with two stages the loop
     takes the path the two-stage BHSD example takes (a TMA producer, a ring of two K / V buffers,
     the previous P V under S = Q K^T, a persistent grid), which the one-stage loop cannot: each
     tile is loaded under the iteration before instead of waited for in its own. Applies to a kernel
-    of one such ``T.Pipelined`` loop (no ``order`` / ``stage`` of the user's) whose producers are
+    of more than one wave (or a grid of runtime size) with one such ``T.Pipelined`` loop (no ``order`` / ``stage`` of the user's) whose producers are
     global -> shared ``T.copy`` tiles, not left to one-stage warp specialisation
     (``decide_single_stage``: one-wave grids) or another one-stage schedule (``STANDS_DOWN``), and
     whose shared memory with a second buffer of each staged tile stays ``PROMOTE_MARGIN`` under
-    the block's budget."""
-    if not configs.get(PROMOTE_KEY) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
-            or any(configs.get(k) for k in STANDS_DOWN):
+    the block's budget, over a loop of at least ``PROMOTE_MIN_TRIPS`` trips where the count is a
+    constant."""
+    if not configs.get(PROMOTE_KEY, PROMOTE_DEFAULT) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
+            or any(configs.get(k) for k in STANDS_DOWN) or _one_wave(func, arch):
         return func
     loop = _one_stage_attention(func)
     if loop is None or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
+        return func
+    trips = const_int(loop.extent)
+    if trips is not None and trips < PROMOTE_MIN_TRIPS:
         return func
     pipe = PipelinedLoop.of(loop)
     staged = [decode_region(p.value.args[1]).buffer for p in pipe.producers]

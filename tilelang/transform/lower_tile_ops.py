@@ -15,8 +15,9 @@ Input: a parsed kernel (tl.* ops, T.Parallel nests, fragment/shared allocations)
 * on sm_90a a pipelined loop (a GEMM main loop, attention's KV loop) may become a TMA producer
   warpgroup plus consumer warpgroups (``warp_specialize``): the block then has 128 more threads
   than ``T.Kernel`` asked for; where one such block fills an SM and the loop's bounds do not
-  depend on the block index, it runs persistent, on a 1-D grid of ``min(tiles, SMs)`` blocks
-  looping over the tiles.
+  depend on the block index (or its trip count pairs up row blocks x and gx - 1 - x: causal
+  attention), it runs persistent, on a 1-D grid of ``min(tiles, SMs)`` blocks looping over the
+  tiles (or pairs).
 
 Every new statement carries the span of the user statement it came from.
 """

@@ -69,7 +69,10 @@ tiles that do run ahead (neither persistent nor clustered).
 
 The loop may also run persistent (``Persistent``, ``_persist``): ``min(tiles, SMs)`` blocks,
 each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring slot of
-iteration k of the it-th tile being ``it * n + k``.
+iteration k of the it-th tile being ``it * n + k``. Where the trip count depends on blockIdx.x
+and row blocks x and gx - 1 - x together run the same count for every x (causal attention:
+``paired_rows``), the unit is such a pair, its two tiles run one after the other, and each role
+counts the ring slots it used instead.
 
 A whole tile copied in front of a general loop and read only by it (attention's Q: ``_heads``)
 is the producer's too: it loads it with TMA before the tile's ring loads, on a full / empty
@@ -97,7 +100,7 @@ from tvm import ir, tirx
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
                                 substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
-from tilelang.transform import pipeline, smem_plan, thread_sync, tma
+from tilelang.transform import block_order, pipeline, smem_plan, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, is_parallel_nest, op_name, scope_of
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
@@ -176,12 +179,30 @@ class Cluster:
 class Persistent:
     """A persistent GEMM: ``min(tiles, SMs)`` blocks, block b takes tiles b, b + grid, ...; the
     mbarrier ring runs on across tiles (iteration j of the main loop of the block's it-th tile
-    is ring slot ``it * n + j``), so the producer loads the next tile during the epilogue."""
+    is ring slot ``it * n + j``), so the producer loads the next tile during the epilogue.
+
+    Where the trip count depends on blockIdx.x (causal attention: row block x runs x + 1 times)
+    and row blocks x and gx - 1 - x together run the same count for every x (``paired_rows``),
+    the unit a block takes is such a pair: ``tiles`` counts pairs, block b runs the two tiles of
+    pairs b, b + grid, ... one after the other, longer first, and each role counts the ring slots
+    it used (``slots_p`` / ``slots_c``) instead of ``it * n``."""
     dims: list                   # [(block index Var, extent)] of blockIdx.x, .y, .z present
-    tiles: object                # number of output tiles (product of the extents)
-    n: object                    # trip count of the main loop, the same for every tile
+    tiles: object                # number of output tiles (product of the extents), or of pairs
+    n: object                    # trip count of the main loop, the same for every tile unless paired
     it_p: object                 # tile-loop variables of the producer and of the consumers
     it_c: object
+    paired_rows: int = 0         # blockIdx.x's extent where tiles go in pairs (above), else 0
+    slots_p: "_TileCounter | None" = None   # paired: ring slots used so far by the producer ...
+    slots_c: "_TileCounter | None" = None   # ... and by the consumers
+
+    def first_slot(self, counter, it):
+        """The ring slot of the current tile's first iteration for the role counting with
+        ``counter`` (tile-loop variable ``it``)."""
+        return it * self.n if counter is None else counter.value
+
+    def advance(self, counter) -> list:
+        """The role's count moved past the current tile (paired tiles), else nothing."""
+        return [] if counter is None else [tirx.BufferStore(counter.buf, counter.value + self.n, [i32(0)])]
 
 
 def plan(lw) -> WsPlan | None:
@@ -435,8 +456,8 @@ PERSISTENT_REGS = 16
 def persistent_plan(lw) -> "Persistent | None":
     """The persistent-grid plan of a warp-specialised loop (the GEMM main loop, attention's KV
     loop), or None (one tile per block): needs a loop whose bounds do not depend on the block
-    index (not causal attention's) and the pipelined loop among the kernel body's top-level
-    statements (so every other statement runs per tile)."""
+    index, or whose trip count pairs up (``paired_rows``: causal attention), and the pipelined
+    loop among the kernel body's top-level statements (so every other statement runs per tile)."""
     ws = lw.ws
     if user_cluster_dims(lw.info.func) is not None:
         return None     # T.ClusterKernel: the grid is the user's, a multiple of the cluster shape
@@ -450,9 +471,16 @@ def persistent_plan(lw) -> "Persistent | None":
     if not dims or "blockIdx.x" not in launch:
         return None
     block_vars = [v for v, _ in dims]
-    if any(uses_vars(e, block_vars) for e in (ws.loop.min, ws.loop.extent)):
-        lw.persistent_why = "the T.Pipelined loop's bounds depend on the block index (tiles of unequal length)"
+    paired = 0
+    if uses_vars(ws.loop.min, block_vars):
+        lw.persistent_why = "the T.Pipelined loop's start depends on the block index (tiles of unequal length)"
         return None
+    if uses_vars(ws.loop.extent, block_vars):
+        paired = paired_rows(lw, dims)
+        if not paired:
+            lw.persistent_why = ("the T.Pipelined loop's trip count depends on the block index, and no pairing of "
+                                 "row blocks evens it out (tiles of unequal length)")
+            return None
     if not any(x.same_as(ws.loop) for x in flatten([lw.info.body])):
         return None
     words = lw.layouts.fragment_words() if lw.T == 256 else 0
@@ -460,10 +488,31 @@ def persistent_plan(lw) -> "Persistent | None":
         lw.persistent_why = (f"the fragments take {words} of a consumer thread's {CONSUMER_REGS} "
                              "registers: the persistent loop's own would spill")
         return None
-    tiles = dims[0][1]
+    tiles = dims[0][1] if not paired else i32(paired // 2)
     for _, e in dims[1:]:
         tiles = tiles * e
-    return Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"))
+    P = Persistent(dims, tiles, None, tirx.Var("tile_it_p", "int32"), tirx.Var("tile_it", "int32"), paired)
+    if paired:
+        P.slots_p, P.slots_c = _tile_counter("slots_issued"), _tile_counter("slots_done")
+    return P
+
+
+def paired_rows(lw, dims) -> int:
+    """blockIdx.x's extent gx where the kernel's trip counts depend on blockIdx.x alone and row
+    blocks x and gx - 1 - x run the same summed count for every x (causal attention with equal
+    block sizes: x + 1 and gx - x), so that a pair of them is a unit of equal work; else 0. Not
+    under a user's T.use_swizzle (the block indices it computes are the ones the counts use)."""
+    swizzles = []
+    walk_stmts(lw.info.body, lambda s: swizzles.append(s) if op_name(s) == "use_swizzle" else None)
+    bx, gx = dims[0][0], const_int(dims[0][1])
+    if gx is None or gx < 2 or gx % 2 or swizzles:
+        return 0
+    if any(const_int(e) is None for _, e in dims[1:]):
+        return 0
+    work = block_order.work_by_row(lw.info.body, bx, gx)
+    if not work or len({work[x] + work[gx - 1 - x] for x in range(gx // 2)}) != 1:
+        return 0
+    return gx
 
 
 def _computed_coordinates(lw, copies) -> str | None:
@@ -891,9 +940,11 @@ def lower_loop(lw, loop):
         P.n = n
     guard = ws.pipe.guard    # (a guarded body: its ring slots are counted, ``_tile_counter``)
     count_p = _tile_counter("tiles_issued") if guard is not None else None
-    jp = (kp - start if P is None else P.it_p * n + (kp - start)) if count_p is None else count_p.value
+    jp = (kp - start if P is None else P.first_slot(P.slots_p, P.it_p) + (kp - start)) if count_p is None \
+        else count_p.value
     # (a count is never negative, which the simplifier cannot know: C division then is floor division)
-    mod, div = (tirx.floormod, tirx.floordiv) if count_p is None else (tirx.truncmod, tirx.truncdiv)
+    counted = count_p is not None or (P is not None and P.slots_p is not None)
+    mod, div = (tirx.truncmod, tirx.truncdiv) if counted else (tirx.floormod, tirx.floordiv)
     stage, phase = mod(jp, i32(S)), mod(div(jp, i32(S)), i32(2))
     loads, nbytes_all = [[] for _ in ws.groups], [0] * len(ws.groups)
     group_of = {i: g for g, members in enumerate(ws.groups) for i in members}
@@ -916,7 +967,8 @@ def lower_loop(lw, loop):
     prefetch = [evaluate_extern("tl::prefetch_tma_descriptor", tma.tmap(j)) for j in range(len(ws.tensormaps))]
     issue_loop = ws.issue_loop = tirx.For(kp, start, n, tirx.ForKind.SERIAL, body, span=loop.span)
     ws.head_issue = _head_issue(lw)
-    issue = prefetch + (ws.head_issue if P is None else []) + (count_p.start() if count_p else []) + [issue_loop]
+    issue = prefetch + (ws.head_issue if P is None else []) + (count_p.start() if count_p else []) + \
+        (P.slots_p.start() if P is not None and P.slots_p else []) + [issue_loop]
     # (persistent: per tile, _persist)
     producer = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(T)), seq(issue), None)]
     # --- consumers: wait for the tile, issue the wgmma, release the previous stage
@@ -924,7 +976,7 @@ def lower_loop(lw, loop):
         lw.bind_loop(k, n)
     count_c = _tile_counter("tiles_done") if guard is not None else None
     jl = k - start if count_c is None else count_c.value
-    j = jl if P is None else P.it_c * n + jl
+    j = jl if P is None else P.first_slot(P.slots_c, P.it_c) + jl
     cstage, cphase = mod(j, i32(S)), mod(div(j, i32(S)), i32(2))
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
@@ -943,7 +995,7 @@ def lower_loop(lw, loop):
                                                                     span=loop.span),
                                                            pipeline.wgmma_wait(lw, ws.gemm, 0)]
         if P is not None:   # the tile's last slot, released once its wgmma retired
-            last = lw.an.simplify(tirx.floormod(P.it_c * n + n - 1, i32(S)))
+            last = lw.an.simplify(mod(P.first_slot(P.slots_c, P.it_c) + n - 1, i32(S)))
             nonempty = None if lw.prove(tirx.GT(n, i32(0))) else tirx.GT(n, i32(0))
             consumer.append(_when(_arrive_empty(ws, last, lane), nonempty, releaser))
     else:
@@ -952,7 +1004,7 @@ def lower_loop(lw, loop):
         consumers = list(ws.pipe.consumers)
         if ws.overlap is not None:
             lw.stage = saved_stage
-            base = i32(0) if P is None else P.it_c * n      # the tile's first ring slot
+            base = i32(0) if P is None else P.first_slot(P.slots_c, P.it_c)      # the tile's first ring slot
             consumer = _lower_overlapped(lw, loop, consumers, ws.overlap, base, releaser)
             # the tail (the last gemm of the last iteration) runs after the loop: when it does
             # not read the heads, they go back before it
@@ -961,7 +1013,7 @@ def lower_loop(lw, loop):
             at = len(consumer) - 1 if not set(ws.head_buffers) & reads else len(consumer)
             consumer = consumer[:at] + head_release(lw) + consumer[at:]
         elif ws.windows:
-            base = i32(0) if P is None else P.it_c * n
+            base = i32(0) if P is None else P.first_slot(P.slots_c, P.it_c)
             consumer = [_lower_windows(lw, loop, consumers, base, releaser)] + head_release(lw)
             lw.stage = saved_stage
         else:
@@ -1463,13 +1515,22 @@ def _persist(lw, front, before, after):
     keep.append(tirx.Bind(grid, tirx.call_extern("int32", "tl::num_blocks")))
     bx = P.dims[0][0]
     count = tirx.truncdiv(P.tiles - bx + grid - 1, grid)
+    if P.paired_rows:   # two tiles a unit
+        count = count * i32(2)
 
     def tile_loop(it, suffix, body, renames):
         new = {v: tirx.Var(f"{v.name}_{suffix}", "int32") for v in block_vars}
         body = substitute_stmt(body, {**new, **renames}, strict=True)
-        t = bx + it * grid
-        binds, stride = [], None
-        for v, e in P.dims:
+        dims = P.dims
+        if P.paired_rows:   # unit u = row p of pair and the rest; its longer tile (gx - 1 - p) first
+            gx, half = P.paired_rows, i32(P.paired_rows // 2)
+            t = bx + tirx.truncdiv(it, i32(2)) * grid
+            p = tirx.truncmod(t, half)
+            row_x = tirx.Select(tirx.EQ(tirx.truncmod(it, i32(2)), i32(0)), i32(gx - 1) - p, p)
+            binds, stride, t, dims = [tirx.Bind(new[dims[0][0]], row_x)], None, tirx.truncdiv(t, half), dims[1:]
+        else:
+            t, binds, stride = bx + it * grid, [], None
+        for v, e in dims:
             idx = t if stride is None else tirx.truncdiv(t, stride)
             last = v.same_as(P.dims[-1][0])
             binds.append(tirx.Bind(new[v], idx if last else tirx.truncmod(idx, e)))
@@ -1478,7 +1539,8 @@ def _persist(lw, front, before, after):
 
     # producer: its own copies of the tile bindings around the TMA issue loop
     renames = {b.var: tirx.Var(f"{b.var.name}_p", "int32") for b in tile_binds}
-    looped = tile_loop(P.it_p, "p", seq(tile_binds + ws.head_issue + [ws.issue_loop]), renames)
+    looped = tile_loop(P.it_p, "p", seq(tile_binds + ws.head_issue + [ws.issue_loop] + P.advance(P.slots_p)),
+                       renames)
     producer = _replace(marker.then_case, ws.issue_loop, looped)
     found = []
     walk_stmts(producer, lambda x: found.append(1) if x.same_as(looped) else None)
@@ -1490,8 +1552,8 @@ def _persist(lw, front, before, after):
         tail = [thread_sync.sync_stmt(lw)]
     if ws.heads_late:   # the heads' bytes are free once the tile's barrier is passed
         tail = [thread_sync.sync_stmt(lw)] + head_release(lw, end_of_tile=True)
-    body = seq(tile_binds + before + [marker.else_case] + after + tail)
-    consumer = seq(ws.raise_regs + [tile_loop(P.it_c, "t", body, {})])
+    body = seq(tile_binds + before + [marker.else_case] + after + tail + P.advance(P.slots_c))
+    consumer = seq(ws.raise_regs + (P.slots_c.start() if P.slots_c else []) + [tile_loop(P.it_c, "t", body, {})])
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
