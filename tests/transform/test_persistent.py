@@ -80,9 +80,18 @@ def test_shared_memory_epilogue_keeps_its_own_bytes_and_meets_a_barrier_per_tile
     # C_s no longer takes the staged tiles' bytes: 3 x (16 + 16) KiB + 32 KiB + mbarriers
     assert art.dynamic_smem >= 128 * 1024
     consumer = art.source[art.source.index("for (int tile_it = 0;"):]
-    # the next tile's C_s writes wait until the stores of this one have read it
-    last_store = consumer.rindex("tl::tma_store_wait<0>()")
-    assert "tl::named_barrier_sync(1, 256)" in consumer[last_store:]
+    # the next tile's C_s writes wait until the stores of this one have read it: thread 0 waits
+    # right before them (the stores have had the whole main loop), then every consumer meets a
+    # barrier; the tile itself ends without a wait or a barrier, and the last stores are waited
+    # for once after the tile loop
+    epilogue = consumer[consumer.index("tl::wgmma_wait<0"):]
+    wait = epilogue.index("tl::tma_store_wait<0>()")
+    assert wait < epilogue.index("tl::named_barrier_sync(1, 256)", wait) < epilogue.index("*(float2*)(C_l +")
+    issue = epilogue.index("tl::tma_store_arrive()")
+    assert epilogue.count("tl::tma_store_wait<0>()") == 2
+    tile_end = epilogue.index("\n    }\n", issue)
+    assert "named_barrier_sync" not in epilogue[issue:tile_end] and "tma_store_wait" not in epilogue[issue:tile_end]
+    assert epilogue[tile_end:].index("tl::tma_store_wait<0>()") > 0
 
 
 def test_shared_memory_epilogue_is_a_swizzled_tile_stored_by_tma():
@@ -100,7 +109,8 @@ def test_shared_memory_epilogue_is_a_swizzled_tile_stored_by_tma():
     src = art.source
     epilogue = src[src.rindex("tl::fence_proxy_async()", 0, src.index("tl::tma_store_2d")):]
     # every consumer's writes reach the async proxy before the barrier, then thread 0 stores two
-    # slabs, closes the group and waits until the stores have read shared memory
+    # slabs, closes the group, and (after the tile loop: persistent) waits until the stores have
+    # read shared memory
     assert epilogue.index("tl::named_barrier_sync(1, 256)") < epilogue.index("if (((int)threadIdx.x) == 0)")
     assert epilogue.count("tl::tma_store_2d(TL_TMAP(2)") == 2
     assert epilogue.index("tl::tma_store_arrive()") < epilogue.index("tl::tma_store_wait<0>()")

@@ -173,8 +173,13 @@ def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of
     # P V of the tile's last iteration retires after the loop; then V's stage goes back
     tail = consumer[consumer.index("tl::wgmma_gemm_rs<"):]
     assert tail.index("tl_mbar[6 + (tile_it * 4 + 4 - 1) % 2]") < tail.index("] / logsum[")
-    # the next tile's Q load waits for this tile's TMA store out of the same bytes
-    assert tail.index("tl::tma_store_wait<0>") < tail.rindex("named_barrier_sync")
+    # O_shared has bytes of its own: thread 0 waits for the previous tile's TMA store of it just
+    # before the tile's own writes (after a whole KV loop, not at the end of the previous tile), a
+    # barrier then lets every consumer write; the last tile's stores are waited for after the loop
+    wait = tail.index("tl::tma_store_wait<0>")
+    assert wait < tail.index("named_barrier_sync", wait) < tail.index("O_shared[") < tail.index("tl::tma_store_4d")
+    store = tail.index("tl::tma_store_arrive")
+    assert "named_barrier_sync" not in tail[store:] and tail[store:].count("tl::tma_store_wait<0>") == 1
     # causal: the KV loop runs bx + 1 times, so a block takes row blocks x and 3 - x together
     # (``Persistent.paired_rows``), each role counting the ring slots it used
     causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)

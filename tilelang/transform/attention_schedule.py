@@ -73,6 +73,7 @@ from tilelang.transform.layout_inference import is_wgmma_gemm
 from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.pipelined_loop import (REFILL_ATTR, PipelinedLoop, body_list, is_pipelined, num_stages,
                                                plain_consumer)
+from tilelang.transform import warp_specialize
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
 
 DISABLE_KEY = "tl.disable_attention_schedule"
@@ -150,6 +151,14 @@ def decide_single_stage(func, arch, configs) -> dict:
     return {**configs, WS_SINGLE_STAGE_KEY: True}
 
 
+def _launch_vars(func) -> list:
+    """The variables the kernel's launch binds (blockIdx / threadIdx)."""
+    out = []
+    walk_stmts(func.body, lambda s: out.append(s.node.var) if isinstance(s, tirx.AttrStmt)
+               and s.attr_key == "thread_extent" else None)
+    return out
+
+
 def _one_wave(func, arch) -> bool:
     """Whether the kernel's grid is a compile-time constant of at most one block per SM."""
     blocks, found, stmt = 1, False, func.body
@@ -188,12 +197,13 @@ def promote_stages(func, arch, configs) -> object:
     takes the path the two-stage BHSD example takes (a TMA producer, a ring of two K / V buffers,
     the previous P V under S = Q K^T, a persistent grid), which the one-stage loop cannot: each
     tile is loaded under the iteration before instead of waited for in its own. Applies to a kernel
-    of more than one wave (or a grid of runtime size) with one such ``T.Pipelined`` loop (no ``order`` / ``stage`` of the user's) whose producers are
-    global -> shared ``T.copy`` tiles, not left to one-stage warp specialisation
-    (``decide_single_stage``: one-wave grids) or another one-stage schedule (``STANDS_DOWN``), and
-    whose shared memory with a second buffer of each staged tile stays ``PROMOTE_MARGIN`` under
-    the block's budget, over a loop of at least ``PROMOTE_MIN_TRIPS`` trips where the count is a
-    constant."""
+    of more than one wave (or a grid of runtime size) with one such ``T.Pipelined`` loop (no
+    ``order`` / ``stage`` of the user's) whose producers are global -> shared ``T.copy`` tiles a
+    TMA producer can issue (``warp_specialize.coordinate_blocker``: not addressed by values the
+    body computes), not left to one-stage warp specialisation (``decide_single_stage``: one-wave
+    grids) or another one-stage schedule (``STANDS_DOWN``), whose shared memory with a second
+    buffer of each staged tile stays ``PROMOTE_MARGIN`` under the block's budget, over a loop of
+    at least ``PROMOTE_MIN_TRIPS`` trips where the count is a constant."""
     if not configs.get(PROMOTE_KEY, PROMOTE_DEFAULT) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
             or any(configs.get(k) for k in STANDS_DOWN) or _one_wave(func, arch):
         return func
@@ -207,6 +217,9 @@ def promote_stages(func, arch, configs) -> object:
     staged = [decode_region(p.value.args[1]).buffer for p in pipe.producers]
     if not staged or any(scope_of(decode_region(p.value.args[0]).buffer) != "global" for p in pipe.producers):
         return func
+    if warp_specialize.coordinate_blocker(func, _launch_vars(func), pipe.producers) is not None:
+        return func     # no TMA producer for these loads (a varlen kernel's computed starts): two cp.async
+        #                 stages measured slower than the one-stage schedule (mha_fwd_varlen 2.21 -> 2.42 ms)
     sizes = alloc_bytes(func.body, SHARED_SCOPES)
     extra = sum(sizes.get(b, 1 << 30) for b in set(staged))
     if sum(sizes.values()) + extra > targets.smem_per_block(arch) - PROMOTE_MARGIN:

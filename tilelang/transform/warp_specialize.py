@@ -516,17 +516,23 @@ def paired_rows(lw, dims) -> int:
 
 
 def _computed_coordinates(lw, copies) -> str | None:
-    """Why the TMA producer cannot issue these copies, or None. The producer warpgroup runs only
-    the pipelined loop: a load's coordinates may use the block indices, the loop's variable,
-    constants and the kernel's parameters, not values the kernel body computes before the loop
-    (a grouped GEMM's ``cur_batch_idx`` / ``m_start`` from its batch tables), which only the
-    consumer threads evaluate."""
+    """Why the TMA producer cannot issue these copies, or None (``coordinate_blocker``)."""
     launch = lw.info.launch_dims()
-    allowed = [v for v, _ in launch.values()] + list(lw.info.func.params)
-    for buf in lw.info.func.buffer_map.values():     # symbolic shapes (T.dynamic) of the tensors
+    return coordinate_blocker(lw.info.func, [v for v, _ in launch.values()], copies)
+
+
+def coordinate_blocker(func, launch_vars, copies) -> str | None:
+    """Why a TMA producer cannot issue these copies of ``func`` (whose launch binds
+    ``launch_vars``), or None. The producer warpgroup runs only the pipelined loop: a load's
+    coordinates may use the block indices, the loops' variables, constants and the kernel's
+    parameters, not values the kernel body computes before the loop (a grouped GEMM's
+    ``cur_batch_idx`` / ``m_start`` from its batch tables, a varlen attention's sequence starts),
+    which only the consumer threads evaluate."""
+    allowed = list(launch_vars) + list(func.params)
+    for buf in func.buffer_map.values():     # symbolic shapes (T.dynamic) of the tensors
         for e in list(buf.shape) + list(buf.strides or []):
             tvm_ffi_walk(e, lambda n: allowed.append(n) if isinstance(n, tirx.Var) else None)
-    walk_stmts(lw.info.body, lambda s: allowed.append(s.loop_var) if isinstance(s, tirx.For) else None)
+    walk_stmts(func.body, lambda s: allowed.append(s.loop_var) if isinstance(s, tirx.For) else None)
     for stmt in copies:
         src = decode_region(stmt.value.args[0])
         for e in list(src.starts):
@@ -1546,17 +1552,60 @@ def _persist(lw, front, before, after):
     walk_stmts(producer, lambda x: found.append(1) if x.same_as(looped) else None)
     # a producer without its tile loop would fill one tile's ring while the consumers wait for all
     assert found, "the persistent producer lost its tile loop"
+    after, drain = _defer_store_wait(lw, before, after)
     tail = []
     reads, writes = thread_sync.shared_rw(seq(before + after)) if before or after else (set(), set())
-    if reads or writes:   # the next tile's epilogue must not overwrite what this one still reads
-        tail = [thread_sync.sync_stmt(lw)]
+    if (reads or writes) and not drain:   # the next tile's epilogue must not overwrite what this one still
+        tail = [thread_sync.sync_stmt(lw)]    # reads (with the wait deferred, its own barrier sees to that)
     if ws.heads_late:   # the heads' bytes are free once the tile's barrier is passed
         tail = [thread_sync.sync_stmt(lw)] + head_release(lw, end_of_tile=True)
     body = seq(tile_binds + before + [marker.else_case] + after + tail + P.advance(P.slots_c))
-    consumer = seq(ws.raise_regs + (P.slots_c.start() if P.slots_c else []) + [tile_loop(P.it_c, "t", body, {})])
+    consumer = seq(ws.raise_regs + (P.slots_c.start() if P.slots_c else []) + [tile_loop(P.it_c, "t", body, {})]
+                   + drain)
     return seq(keep + [tirx.IfThenElse(marker.condition, producer, consumer, span=marker.span)])
 
 
-__all__ = ["user_cluster_dims", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
+_STORE_WAIT = "tl::tma_store_wait<0>"
+
+
+def _is_store_group(st) -> bool:
+    """Thread 0's TMA stores of an epilogue tile, closed by its wait (``lower_copy._tma_store``)."""
+    if not (isinstance(st, tirx.IfThenElse) and st.else_case is None):
+        return False
+    body = flatten([st.then_case])
+    return len(body) > 2 and all(isinstance(x, tirx.Evaluate) for x in body) and \
+        extern_name(body[-1]) == _STORE_WAIT and extern_name(body[-2]) == "tl::tma_store_arrive"
+
+
+def _defer_store_wait(lw, before, after) -> tuple:
+    """(``after``, statements for after the tile loop) of a persistent kernel's consumers. Thread
+    0 waits for a tile's TMA stores to have read shared memory right after issuing them, and the
+    tile's closing barrier holds every consumer thread there. Where nothing of the next tile
+    writes shared memory before its own epilogue (the main loop's consumers only read their
+    stages), that wait goes in front of the first shared-memory write of the next tile's epilogue
+    (with a barrier, so every thread writes after it), where the stores have long finished, and
+    once after the last tile; the kernel stops for them then only. Not where the heads share the
+    tile's bytes (``heads_late``: the next tile's Q lands there once the tile is over)."""
+    ws = lw.ws
+    items = flatten(after)
+    groups = [i for i, st in enumerate(items) if _is_store_group(st)]
+    if ws.heads_late or len(groups) != 1:
+        return after, []
+    at = groups[0]
+    if thread_sync.shared_rw(seq(before + [ws.marker.else_case]))[1] or \
+            any(thread_sync.shared_rw(st)[1] for st in items[at + 1:]):
+        return after, []
+    first = next((i for i, st in enumerate(items[:at]) if thread_sync.shared_rw(st)[1]), None)
+    if first is None:
+        return after, []
+    store = items[at]
+    issue = flatten([store.then_case])[:-1]
+    wait = _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0)))
+    items = (items[:first] + [wait, thread_sync.sync_stmt(lw)] + items[first:at]
+             + [tirx.IfThenElse(store.condition, seq(issue), None, span=store.span)] + items[at + 1:])
+    return items, [wait]
+
+
+__all__ = ["user_cluster_dims", "coordinate_blocker", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
            "plan_or_reason", "persistent_plan", "pair_candidate", "plan_pair", "plan_ring", "lower_loop",
            "init_barriers", "guard_consumers"]
