@@ -166,8 +166,8 @@ EFFECTS = {
         "transform/thread_sync.py); no faster on attention backward (session 27: within 0.5 %, alone and on top of "
         "tl.enable_atomic_line_staging), on the other kernels it changes not yet measured",
     PassConfigKey.TL_ENABLE_STAGE_PROMOTION: "on by default (false turns it off), sm_90a: a T.Pipelined(num_stages=1) "
-        "attention loop (two or more gemms, global -> shared tiles, at least 4 trips where the count is a constant) "
-        "in a grid of more than one wave runs with two stages where shared memory holds a second buffer of each "
+        "attention loop (two or more gemms, global -> shared tiles a TMA producer can address, at least 4 trips where "
+        "the count is a constant) in a grid of more than one wave runs with two stages where shared memory holds a second buffer of each "
         "tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
         "BHSD example's path (TMA producer, K / V ring, persistent grid). H200, session 34: mha_fwd_bshd 5.05 -> "
         "3.58 ms, mha_fwd_bshd_causal 2.79 -> 2.10 ms",
