@@ -130,7 +130,7 @@ def _raster(info, out) -> dict | None:
     from tilelang import targets
     from tilelang.analysis import raster
     from tilelang.language.dtypes import nbytes
-    from tilelang.transform.lower_tile_ops import find_swizzle
+    from tilelang.transform.block_order import find_swizzle
 
     swizzle, gemms, launch = find_swizzle(info.body), out["gemms"], out["launch"]
     try:

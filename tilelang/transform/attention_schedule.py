@@ -84,7 +84,7 @@ REFILL_KEY = PassConfigKey.TL_ENABLE_ONE_STAGE_REFILL.value
 REFILL_DEFAULT = False
 # one-stage attention loops given two stages (``promote_stages``): on by default since session 34's
 # H200 A/B (upstream's mha_fwd_bshd 5.05 -> 3.58 ms, its causal form 2.79 -> 2.10); false turns it off
-PROMOTE_KEY = "tl.enable_stage_promotion"
+PROMOTE_KEY = PassConfigKey.TL_ENABLE_STAGE_PROMOTION.value
 PROMOTE_DEFAULT = True
 PROMOTE_MARGIN = 8 * 1024   # bytes of the block's shared memory left for barriers and alignment
 # a loop of fewer trips (a compile-time count) keeps its one stage: there is little to load ahead,
@@ -151,25 +151,23 @@ def decide_single_stage(func, arch, configs) -> dict:
     return {**configs, WS_SINGLE_STAGE_KEY: True}
 
 
-def _launch_vars(func) -> list:
-    """The variables the kernel's launch binds (blockIdx / threadIdx)."""
+def _launch(body) -> list:
+    """(thread tag, Var, extent) of every launch binding (``thread_extent``) in ``body``."""
     out = []
-    walk_stmts(func.body, lambda s: out.append(s.node.var) if isinstance(s, tirx.AttrStmt)
-               and s.attr_key == "thread_extent" else None)
+    walk_stmts(body, lambda s: out.append((str(s.node.thread_tag), s.node.var, s.value))
+               if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent" else None)
     return out
 
 
 def _one_wave(func, arch) -> bool:
     """Whether the kernel's grid is a compile-time constant of at most one block per SM."""
-    blocks, found, stmt = 1, False, func.body
-    while isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "thread_extent":
-        if str(stmt.node.thread_tag).startswith("blockIdx"):
-            n = const_int(stmt.value)
-            if n is None:
-                return False
-            blocks, found = blocks * n, True
-        stmt = stmt.body
-    return found and blocks <= (targets.sm_count(arch or "sm_90a") or 132)
+    extents = [const_int(e) for tag, _, e in _launch(func.body) if tag.startswith("blockIdx")]
+    if not extents or None in extents:
+        return False
+    blocks = 1
+    for n in extents:
+        blocks *= n
+    return blocks <= (targets.sm_count(arch or "sm_90a") or 132)
 
 
 def plan_one_stage(func, arch, configs) -> tuple:
@@ -217,7 +215,7 @@ def promote_stages(func, arch, configs) -> object:
     staged = [decode_region(p.value.args[1]).buffer for p in pipe.producers]
     if not staged or any(scope_of(decode_region(p.value.args[0]).buffer) != "global" for p in pipe.producers):
         return func
-    if warp_specialize.coordinate_blocker(func, _launch_vars(func), pipe.producers) is not None:
+    if warp_specialize.coordinate_blocker(func, [v for _, v, _ in _launch(func.body)], pipe.producers) is not None:
         return func     # no TMA producer for these loads (a varlen kernel's computed starts): two cp.async
         #                 stages measured slower than the one-stage schedule (mha_fwd_varlen 2.21 -> 2.42 ms)
     sizes = alloc_bytes(func.body, SHARED_SCOPES)
@@ -404,15 +402,10 @@ def _tile_atomic(loop):
 def _threads(body) -> float:
     """Threads of the block (nan when unknown)."""
     threads = 1
-
-    def visit(s):
-        nonlocal threads
-        if isinstance(s, tirx.AttrStmt) and s.attr_key == "thread_extent" \
-                and str(s.node.thread_tag).startswith("threadIdx"):
-            n = const_int(s.value)
+    for tag, _, e in _launch(body):
+        if tag.startswith("threadIdx"):
+            n = const_int(e)
             threads *= n if n else float("nan")
-
-    walk_stmts(body, visit)
     return threads
 
 

@@ -31,10 +31,23 @@ from tvm import tirx
 
 from tilelang import targets
 from tilelang.tir_utils import const_int, i32, substitute, tvm_ffi_walk, walk_stmts
+from tilelang.transform.kernel import op_name
 
 KEY = "tl.enable_longest_first_blocks"
 MIN_GAIN = 1.03      # the predicted gain (``predicted_gain``) below which the order stays
 MAX_SIMULATED = 1 << 15   # blocks; a larger grid has too many waves for its tail to matter
+
+
+def find_swizzle(body):
+    """(panel, order) of the kernel's first ``T.use_swizzle``, or None (the one the lowering uses)."""
+    found = []
+
+    def visit(s):
+        if op_name(s) == "use_swizzle":
+            found.append((int(s.value.args[0].value), str(s.value.args[1].value)))
+
+    walk_stmts(body, visit)
+    return found[0] if found else None
 
 
 def _free_vars(expr) -> list:

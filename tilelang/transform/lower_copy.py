@@ -31,6 +31,7 @@ from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, s
 from tilelang.transform import tma
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
                                        decode_region, safe_value, scope_of)
+from tilelang.transform.pass_config import PassConfigKey
 
 LOCAL_SCOPE = "local"   # T.alloc_local: one private copy per thread
 # A global->shared T.copy outside a pipelined loop is plain loads and stores while the registers
@@ -40,8 +41,8 @@ LOCAL_SCOPE = "local"   # T.alloc_local: one private copy per thread
 COPY_STAGING_BUDGET = 128
 
 
-# opt-in until measured on the GPU: stmatrix for accumulators written to 16-bit shared tiles
-STMATRIX_KEY = "tl.enable_stmatrix"
+# opt-in: stmatrix for accumulators written to 16-bit shared tiles (not faster on the H200, session 34)
+STMATRIX_KEY = PassConfigKey.TL_ENABLE_STMATRIX.value
 
 
 def _match(lw, src: Region, dst: Region, span):

@@ -904,7 +904,7 @@ class Lowerer:
     # ----- the kernel --------------------------------------------------------------------
     def run(self):
         body = self.info.body
-        swz = find_swizzle(body)
+        swz = block_order.find_swizzle(body)
         # the block order: the user's T.use_swizzle, else longest blocks first where that gains
         prelude = self._block_swizzle(*swz) if swz is not None else block_order.plan(self)
         lowered = early_prologue.place(self, self.lower(body))
@@ -1179,18 +1179,6 @@ def _guard_effects(body, cond, registers, reducers, folded=frozenset()):
         return None
 
     return map_stmts(body, pre=pre)
-
-
-def find_swizzle(body):
-    """(panel, order) of the kernel's first ``T.use_swizzle``, or None (the one the lowering uses)."""
-    found = []
-
-    def visit(s):
-        if op_name(s) == "use_swizzle":
-            found.append((int(s.value.args[0].value), str(s.value.args[1].value)))
-
-    walk_stmts(body, visit)
-    return found[0] if found else None
 
 
 def _elems(buf) -> int:

@@ -166,15 +166,16 @@ EFFECTS = {
         "transform/thread_sync.py); no faster on attention backward (session 27: within 0.5 %, alone and on top of "
         "tl.enable_atomic_line_staging), on the other kernels it changes not yet measured",
     PassConfigKey.TL_ENABLE_STAGE_PROMOTION: "on by default (false turns it off), sm_90a: a T.Pipelined(num_stages=1) "
-        "attention loop (two or more gemms, global -> shared tiles a TMA producer can address, at least 4 trips where "
-        "the count is a constant) in a grid of more than one wave runs with two stages where shared memory holds a second buffer of each "
-        "tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
+        "attention loop (two or more gemms, global -> shared tiles a TMA producer can address, at least 4 trips "
+        "where the count is a constant) in a grid of more than one wave runs with two stages where shared memory "
+        "holds a second buffer of each tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
         "BHSD example's path (TMA producer, K / V ring, persistent grid). H200, session 34: mha_fwd_bshd 5.05 -> "
         "3.58 ms, mha_fwd_bshd_causal 2.79 -> 2.10 ms",
     PassConfigKey.TL_ENABLE_STMATRIX: "experimental (sm_90a): T.copy of a whole mma / wgmma accumulator fragment "
         "into a 16-bit shared tile (an epilogue's staging tile) stores four 8x8 matrices per warp instruction "
         "(stmatrix.x4, upstream's epilogue) instead of one 32-bit store per element pair "
-        "(lower_copy._stmatrix); opt-in until measured on the GPU (session 33: checked on the CPU only)",
+        "(lower_copy._stmatrix); opt-in: no faster on the H200 (session 34: GEMM 128x256 epilogues within noise, "
+        "mha_fwd_bhsd 2.7 % and gdn_scaled_dot_kkt 1 % slower)",
     PassConfigKey.TL_ENABLE_EARLY_PROLOGUE: "experimental (cp.async pipelines): a pipelined loop's prologue (its "
         "first tiles' loads) moves up in front of the kernel's earlier statements it does not depend on (the "
         "copy of Q, the clears, the barrier publishing Q), so the first K / V loads overlap Q's instead of "

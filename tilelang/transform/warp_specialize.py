@@ -502,10 +502,8 @@ def paired_rows(lw, dims) -> int:
     blocks x and gx - 1 - x run the same summed count for every x (causal attention with equal
     block sizes: x + 1 and gx - x), so that a pair of them is a unit of equal work; else 0. Not
     under a user's T.use_swizzle (the block indices it computes are the ones the counts use)."""
-    swizzles = []
-    walk_stmts(lw.info.body, lambda s: swizzles.append(s) if op_name(s) == "use_swizzle" else None)
     bx, gx = dims[0][0], const_int(dims[0][1])
-    if gx is None or gx < 2 or gx % 2 or swizzles:
+    if gx is None or gx < 2 or gx % 2 or block_order.find_swizzle(lw.info.body) is not None:
         return 0
     if any(const_int(e) is None for _, e in dims[1:]):
         return 0
