@@ -31,6 +31,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                and Dv loaded at the top of each step, each waited for before its first reader)
     fa_persistent  fa on a persistent grid of 2 blocks (the launcher's SM count forced down): each
                block takes 2 of the 4 (head, row block) tiles, the K and V rings running on
+    fa_double_q  fa with 67 heads (134 tiles: more than the SMs, so Q gets two buffers, tile it
+               reading buffer it % 2) on a persistent grid of 2 blocks
     refill     bench_launch's one-stage attention (B2 H4 S512 D64) with K and V refilled after
                their last reader (tl.enable_one_stage_refill)
     early_prologue  the same with K(0) and V(0) issued before Q's copy (tl.enable_early_prologue)
@@ -107,7 +109,7 @@ def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
-def run_fa(causal: bool, pass_configs=None, sms: int | None = None) -> str:
+def run_fa(causal: bool, pass_configs=None, sms: int | None = None, heads: int | None = None) -> str:
     import torch
     import torch.nn.functional as F
 
@@ -117,7 +119,7 @@ def run_fa(causal: bool, pass_configs=None, sms: int | None = None) -> str:
 
     if sms is not None:
         adapter_args._SM_COUNTS[torch.cuda.current_device()] = sms
-    c = FA_CASE
+    c = FA_CASE if heads is None else {**FA_CASE, "H": heads}
     func = fa.flashattn.get_prim_func(c["B"], c["H"], c["S"], c["D"], causal, 1, "bhsd", block_M=c["block_M"],
                                       block_N=c["block_N"], num_stages=c["num_stages"], threads=c["threads"])
     kernel = tilelang.compile(func, out_idx=[3], pass_configs={"tl.enable_fast_math": True, **(pass_configs or {})})
@@ -355,6 +357,8 @@ KERNELS = {
     "fa_causal": lambda: run_fa(True),
     "fa_persistent": lambda: run_fa(False, sms=2),
     "fa_causal_persistent": lambda: run_fa(True, sms=1),
+    # session 35: more tiles than SMs, so Q has two buffers (warp_specialize.plan_heads)
+    "fa_double_q": lambda: run_fa(False, sms=2, heads=67),
     # session 33, opt-in tl.enable_stmatrix: the epilogue's staging tile written with stmatrix.x4
     "gemm_stmatrix": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True, pass_configs={"tl.enable_stmatrix": True}),
     "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),

@@ -226,7 +226,9 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
         if summary.get("persistent_pairs"):
             gx = summary["persistent_pairs"]
             lines.append(f"  - its loop runs a number of times that depends on blockIdx.x: a block takes row blocks x "
-                         f"and {gx - 1} - x together, whose loops together run the same number of times for every x")
+                         f"and {gx - 1} - x together, whose loops together run the same number of times for every x"
+                         + ("; the last rounds' pairs go out as single row blocks, longest first, so that the blocks "
+                            "finish together" if summary.get("persistent_tail_split") else ""))
     elif summary.get("persistent_why"):
         lines.append(f"- one output tile per block, not a persistent grid: {summary['persistent_why']}")
     if summary.get("epilogue_stage"):

@@ -309,7 +309,12 @@ def test_pipeline_hover_describes_the_warp_specialised_attention_loop():
     # causal: its loop runs bx + 1 times; row blocks x and 3 - x go together (equal work)
     assert causal["persistent"] is True and causal["persistent_pairs"] == 4
     assert "row blocks x and 3 - x together" in hover.kernel_markdown(causal, None, None)
-    assert "the next tile's while the consumers finish this one" in causal["pipelines"][0]["mechanism"]
+    assert causal["persistent_tail_split"] is True
+    assert "the last rounds' pairs go out as single row blocks, longest first" in \
+        hover.kernel_markdown(causal, None, None)
+    # (two tiles a block, so Q has two buffers: warp_specialize.plan_heads)
+    assert "the next tile's into a second buffer as soon as this tile's loads are issued" in \
+        causal["pipelines"][0]["mechanism"]
     odd = summarize(fa.flashattn.get_prim_func(2, 4, 384, 128, True, 1, "bshd", block_M=128, block_N=128,
                                                num_stages=2), "sm_90a")
     assert odd["persistent"] is False and "no pairing of row blocks evens it out" in odd["persistent_why"]

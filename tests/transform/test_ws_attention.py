@@ -189,9 +189,16 @@ def test_non_causal_attention_runs_persistent_and_gives_back_the_last_v_stage_of
     assert "tl_mbar[4 + T.truncmod(slots_issued + k_tma, 2)]" in producer
     assert "slots_issued = slots_issued + T.min(4, bx_p + 1)" in producer
     assert "slots_done = slots_done + T.min(4, bx_t + 1)" in consumer
+    # pairs for all rounds but the last (then single tiles, longest first: ``_PairedTail``)
+    assert ("bx_t: T.let[T.int32] = T.Select(tile_it >= tail_first, T.Select(tail_k_t < tail_nt, 3 - tail_j_t, "
+            "tail_j_t), T.Select(T.truncmod(tile_it, 2) == 0, 3 - T.truncmod(bx + T.Div(tile_it, 2) * num_blocks, 2)"
+            ) in consumer
+    assert "tail_first: T.let[T.int32] = T.max(T.Div(16, num_blocks) - 1, 0) * 2" in text
+    assert "for tile_it in range(tail_tiles)" in consumer
+    plain = lowered_text(causal, "sm_90a", {"tl.disable_paired_tail_split": True})
     assert ("bx_t: T.let[T.int32] = T.Select(T.truncmod(tile_it, 2) == 0, "
-            "3 - T.truncmod(bx + T.Div(tile_it, 2) * num_blocks, 2)") in consumer
-    assert "for tile_it in range(T.Div(16 - bx + num_blocks - 1, num_blocks) * 2)" in consumer
+            "3 - T.truncmod(bx + T.Div(tile_it, 2) * num_blocks, 2)") in plain
+    assert "for tile_it in range(T.Div(16 - bx + num_blocks - 1, num_blocks) * 2)" in plain and "tail_" not in plain
     assert "tile_it * 4" not in consumer
     assert lower(causal, target="sm_90a").grid == ["min(16, NUM_SMS)", "1", "1"]   # 2 x 4 x 2 pairs
     assert "slots_" not in lowered_text(func, "sm_90a")      # tiles of equal length: slot it * n + k
@@ -239,9 +246,10 @@ def test_the_producer_loads_q_and_the_next_tiles_q_during_the_epilogue():
     """Q, copied in front of the loop and read only by it, is the producer's: a TMA box per slab
     on a barrier pair of its own. In a persistent kernel the producer waits until the consumers
     gave the previous tile's Q back (right after the loop, before P V of the last iteration) and
-    O_shared gets bytes of its own, since the next tile's Q lands while O is stored."""
+    O_shared gets bytes of its own, since the next tile's Q lands while O is stored (here with
+    one Q buffer: ``tl.disable_double_head_buffer``)."""
     func = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
-    text = lowered_text(func, "sm_90a")
+    text = lowered_text(func, "sm_90a", {"tl.disable_double_head_buffer": True})
     assert "tl_mbar = T.decl_buffer((10,)" in text      # the ring's 8, then Q's full (8) and empty (9)
     producer = text[text.index("for tile_it_p in range"):text.index("tl::setmaxnreg_inc")]
     q = producer.index("tl::mbarrier_wait\", T.address_of(tl_mbar[9]), tile_it_p % 2 ^ 1)")
@@ -253,6 +261,34 @@ def test_the_producer_loads_q_and_the_next_tiles_q_during_the_epilogue():
     after = consumer[consumer.index("tl_mbar[9]"):]
     assert after.index("tl::wgmma_gemm_rs<") < after.index("] / logsum[")      # Q goes back before P V
     assert _offset(text, "O_shared") - _offset(text, "Q_shared") >= 16384
+
+
+def test_persistent_attention_double_buffers_q_where_shared_memory_holds_two():
+    """With two stages of K and V (64 KiB each), O's 32 KiB and Q twice fit the 227 KiB of an
+    SM: tile ``it`` reads Q buffer ``it % 2``, each with its full / empty pair (phase ``it // 2``),
+    so the producer loads the next tile's Q as soon as it issued this tile's K / V, not once the
+    consumers are past this tile's loop (here 320 tiles: more than the SMs). With three stages
+    only one Q fits; with at most one tile per SM there is nothing to load ahead (one buffer)."""
+    func = fa.flashattn.get_prim_func(2, 40, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    text = lowered_text(func, "sm_90a")
+    assert "tl_mbar = T.decl_buffer((12,)" in text      # the ring's 8, Q's full 8-9 and empty 10-11
+    producer = text[text.index("for tile_it_p in range"):text.index("tl::setmaxnreg_inc")]
+    wait = producer.index('tl::mbarrier_wait", T.address_of(tl_mbar[10 + tile_it_p % 2]), tile_it_p // 2 % 2 ^ 1)')
+    assert wait < producer.index('tl::mbarrier_arrive_expect_tx", T.address_of(tl_mbar[8 + tile_it_p % 2]), 32768)') \
+        < producer.index("T.address_of(Q_shared[tile_it_p % 2 * 16384 + 8192])") < producer.index("for k_tma in range")
+    consumer = text[text.index("tl::setmaxnreg_inc"):]
+    assert consumer.index('tl_mbar[8 + tile_it % 2]), tile_it // 2 % 2)') < consumer.index("tl::wgmma_gemm_ss_async")
+    assert consumer.count("T.address_of(Q_shared[tile_it % 2 * 16384])") == 2    # peeled first S = Q K^T, the loop's
+    after = consumer[consumer.index("tl_mbar[10 + tile_it % 2]"):]
+    assert after.index("tl::wgmma_gemm_rs<") < after.index("] / logsum[")      # Q goes back before P V
+    assert _offset(text, "O_shared") - _offset(text, "Q_shared") >= 2 * 16384
+    assert _offset(text, "tl_mbar") * 8 + 12 * 8 <= 227 * 1024
+    three = fa.flashattn.get_prim_func(2, 40, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=3)
+    assert "tl_mbar = T.decl_buffer((14,)" in lowered_text(three, "sm_90a")     # 12 for the ring, Q's pair
+    one_wave = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    assert "tl_mbar = T.decl_buffer((10,)" in lowered_text(one_wave, "sm_90a")  # 16 tiles on 132 SMs
+    causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
+    assert "tl_mbar = T.decl_buffer((12,)" in lowered_text(causal, "sm_90a")    # pairs: two tiles a block
 
 
 def _offset(text, name):
@@ -333,12 +369,20 @@ def test_the_ring_never_lends_its_bytes_to_a_tile_used_before_the_loop():
 
 
 def _tile_decode(src, role):
-    """(trip count, [bx, by, bz] expressions) of a persistent kernel's tile loop for ``role``
-    ("p": the producer's, "t": the consumers'), from its CUDA."""
+    """(the kernel's grid-level bindings, trip count, the tile's bindings up to bz) of a persistent
+    kernel's tile loop for ``role`` ("p": the producer's, "t": the consumers'), as C++ lines taken
+    from its CUDA (``blockIdx.x`` read as ``b``)."""
+    lines = src.splitlines()
+    top = next(i for i, x in enumerate(lines) if "int num_blocks = tl::num_blocks();" in x)
+    split = next(i for i in range(top, len(lines)) if lines[i].lstrip().startswith("if ("))
     it = "tile_it_p" if role == "p" else "tile_it"
-    count = re.search(rf"for \(int {it} = 0; {it} < (.*); \+\+{it}\) {{", src).group(1)
-    exprs = [re.search(rf"int {v}_{role} = (.*);", src).group(1) for v in ("bx", "by", "bz")]
-    return count, exprs
+    head = next(i for i, x in enumerate(lines) if re.search(rf"for \(int {it} = 0; ", x))
+    count = re.search(rf"for \(int {it} = 0; {it} < (.*); \+\+{it}\) {{", lines[head]).group(1)
+    last = next(i for i in range(head, len(lines)) if re.search(rf"int bz_{role} = ", lines[i]))
+    body = [x.strip() for x in lines[head + 1:last + 1]]
+    assert all(x.strip().startswith("int ") for x in lines[top + 1:split] + body)
+    fix = lambda x: x.replace("((int)blockIdx.x)", "b")   # noqa: E731
+    return [fix(x.strip()) for x in lines[top + 1:split]], fix(count), [fix(x) for x in body]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler")
@@ -348,30 +392,54 @@ def test_paired_causal_tiles_cover_every_tile_once_with_even_work(tmp_path, B, H
     host with both roles' index expressions): for grids of 1 .. pairs blocks, every (row block,
     head, batch) tile is taken exactly once, the producer and the consumers of a block walk the
     same tiles in the same order, and no block runs more KV iterations than a whole number of
-    pairs' worth (row blocks x and gx - 1 - x: gx + 1 iterations)."""
+    pairs' worth (row blocks x and gx - 1 - x: gx + 1 iterations); with the last rounds dealt as
+    single tiles (the default, ``_PairedTail``) no more than the even share rounded up plus one
+    short tile, and never more than pairs to the end."""
+    _check_paired_schedule(tmp_path, B, H, S, {"tl.disable_paired_tail_split": True}, split=False)
+    _check_paired_schedule(tmp_path, B, H, S, {}, split=True)
+
+
+def test_paired_tail_split_evens_the_benchmark_grid(tmp_path):
+    """Causal B8 H32 S4096 on 132 blocks: pairs to the end leave 4 blocks a 32nd pair (1056
+    iterations against an even 1024); dealing the last rounds as single tiles ends at 1025."""
+    if shutil.which("g++") is None:
+        pytest.skip("needs a host C++ compiler")
+    work = _check_paired_schedule(tmp_path, 8, 32, 4096, {}, split=True, grids=[132, 114, 7])
+    assert max(work[132]) == 1025 and min(work[132]) >= 1023
+    plain = _check_paired_schedule(tmp_path, 8, 32, 4096, {"tl.disable_paired_tail_split": True}, split=False,
+                                   grids=[132])
+    assert max(plain[132]) == 1056
+
+
+def _check_paired_schedule(tmp_path, B, H, S, configs, split, grids=None):
+    """Per grid, the KV iterations of each block (after checking coverage and the two roles)."""
     func = fa.flashattn.get_prim_func(B, H, S, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
-    art = lower(func, target="sm_90a")
+    art = lower(func, target="sm_90a", pass_configs=configs)
     gx = -(-S // 128)
     pairs = gx // 2 * H * B
     assert art.grid == [f"min({pairs}, NUM_SMS)", "1", "1"]
-    (count_p, p), (count_t, t) = _tile_decode(art.source, "p"), _tile_decode(art.source, "t")
+    (grid_binds, count_p, p), (_, count_t, t) = _tile_decode(art.source, "p"), _tile_decode(art.source, "t")
+    nl = "\n        "
     program = tmp_path / "decode.cpp"
     program.write_text(f"""#include <algorithm>
 #include <cstdio>
+using std::max;
 using std::min;
+namespace tl {{ inline int opaque(int x) {{ return x; }} }}
 int main() {{
-  for (int num_blocks = 1; num_blocks <= {pairs}; ++num_blocks) {{
+  for (int num_blocks : {{{", ".join(map(str, grids or range(1, pairs + 1)))}}}) {{
     for (int b = 0; b < num_blocks; ++b) {{
-      int n = {count_t.replace("((int)blockIdx.x)", "b")};
-      if (n != {count_p.replace("((int)blockIdx.x)", "b")}) {{ printf("count %d %d\\n", num_blocks, b); return 1; }}
+      {nl.join(grid_binds)}
+      int n = {count_t};
+      if (n != {count_p}) {{ printf("count %d %d\\n", num_blocks, b); return 1; }}
       int work = 0;
       for (int tile_it = 0; tile_it < n; ++tile_it) {{
         int tile_it_p = tile_it;
-        int t[3] = {{{", ".join(e.replace("((int)blockIdx.x)", "b") for e in t)}}};
-        int p[3] = {{{", ".join(e.replace("((int)blockIdx.x)", "b") for e in p)}}};
-        if (t[0] != p[0] || t[1] != p[1] || t[2] != p[2]) {{ printf("roles %d %d\\n", num_blocks, b); return 1; }}
-        work += t[0] + 1;
-        printf("%d %d %d %d\\n", num_blocks, t[0], t[1], t[2]);
+        {nl.join(p)}
+        {nl.join(t)}
+        if (bx_t != bx_p || by_t != by_p || bz_t != bz_p) {{ printf("roles %d %d\\n", num_blocks, b); return 1; }}
+        work += bx_t + 1;
+        printf("%d %d %d %d\\n", num_blocks, bx_t, by_t, bz_t);
       }}
       printf("work %d %d %d\\n", num_blocks, b, work);
     }}
@@ -389,6 +457,13 @@ int main() {{
         else:
             seen.setdefault(int(f[0]), []).append(tuple(map(int, f[1:])))
     every = sorted((x, y, z) for x in range(gx) for y in range(H) for z in range(B))
-    for grid in range(1, pairs + 1):
+    total = sum(x + 1 for x, _, _ in every)
+    for grid in grids or range(1, pairs + 1):
         assert sorted(seen[grid]) == every, grid
-        assert max(work[grid]) == -(-pairs // grid) * (gx + 1), grid
+        pairs_to_the_end = -(-pairs // grid) * (gx + 1)
+        if split:
+            assert max(work[grid]) <= pairs_to_the_end, grid
+            assert max(work[grid]) <= -(-total // grid) + gx // 2, grid
+        else:
+            assert max(work[grid]) == pairs_to_the_end, grid
+    return work

@@ -27,6 +27,7 @@ pass_configs)`` runs that analysis first (the Run lens, tests). The result::
      "persistent_why"?: str (why such a loop keeps one tile per block),
      "persistent_pairs"?: int (the persistent grid's unit is a pair of row blocks x and gx - 1 - x of
                           equal summed trip counts, gx this value: causal attention),
+     "persistent_tail_split"?: bool (such pairs, the last rounds' dealt as single tiles, longest first),
      "raster"?: {"panel", "grid": [gx, gy], "wave", "bytes", "best_panel", "best_bytes",
                  "plain_bytes"} (``T.use_swizzle`` in row order in a one-gemm kernel: the A and
                  B bytes a wave of blocks reads per K step, ``analysis.raster``)}
@@ -370,7 +371,8 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
                 when = ("" if ws.persistent is None else
                         ", the next tile's once this tile's epilogue is done (a buffer written after the loop "
                         "shares its bytes: no room for both)" if ws.heads_late else
-                        ", the next tile's while the consumers finish this one")
+                        ", the next tile's into a second buffer as soon as this tile's loads are issued"
+                        if ws.head_slots > 1 else ", the next tile's while the consumers finish this one")
                 mechanism += (f" The producer also loads {heads} (copied in front of the loop) with TMA, on a "
                               f"barrier of its own{when}.")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
@@ -400,6 +402,7 @@ def _warp_specialised(k, out=None):
             out["persistent"] = lw.persistent_tiles is not None
             if lw.ws is not None and lw.ws.persistent is not None and lw.ws.persistent.paired_rows:
                 out["persistent_pairs"] = lw.ws.persistent.paired_rows
+                out["persistent_tail_split"] = not configs.get("tl.disable_paired_tail_split")
             if lw.persistent_why:
                 out["persistent_why"] = lw.persistent_why
         return lw.ws, lw.ws_reason, lw

@@ -286,11 +286,20 @@ def attention_sm90(batch: int, heads: int, seq_q: int, seq_kv: int, dim: int, ca
     if not causal:
         rounds = math.ceil(tiles / slots)
         seconds = rounds * tile_time(0)
-    elif paired:   # pairs of equal work, block b taking pairs b, b + grid, ...
+    elif paired:   # pairs of equal work, block b taking pairs b, b + grid, ..., the last rounds as
+        # single tiles dealt longest first (warp_specialize._PairedTail)
         pair = tile_time(0) + tile_time(q_tiles - 1)
         units = tiles // 2
-        rounds = math.ceil(units / min(units, dev.sms))
-        seconds = rounds * pair
+        grid = min(units, dev.sms)
+        first = max(units // grid - 1, 0)
+        rest = sorted((tile_time(x) for u in range(first * grid, units)
+                       for x in (u % (q_tiles // 2), q_tiles - 1 - u % (q_tiles // 2))), reverse=True)
+        ends = [0.0] * grid
+        for k, t in enumerate(rest):
+            r, pos = divmod(k, grid)
+            ends[pos if r % 2 == 0 else grid - 1 - pos] += t
+        rounds = math.ceil(units / grid)
+        seconds = first * pair + max(ends)
     else:   # tiles of unequal length, in launch order (q block fastest), onto the first free slot
         times = [tile_time(i) for i in range(q_tiles)]
         free = [0.0] * min(slots, tiles)

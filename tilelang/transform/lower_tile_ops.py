@@ -120,6 +120,7 @@ class Lowerer:
         if self.ws is not None:   # two blocks per SM for a one-warpgroup GEMM (setmaxnreg; may drop persistence)
             warp_specialize.plan_pair(self, SMEM_BUDGET_SM90 - 2 * reserve)
             warp_specialize.plan_ring(self, self.budget)   # one more buffer for the wgmma kept in flight
+            warp_specialize.plan_heads(self, self.budget)  # two buffers for a persistent kernel's Q
         self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
         self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
@@ -167,7 +168,7 @@ class Lowerer:
             if self.ws.heads:
                 with_heads = {**live, **{buf: whole for buf in self.ws.head_buffers}}
                 planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
-                barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2)     # at most, carved after the buffers
+                barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2 * self.ws.head_slots)   # at most, carved after
                 self.ws.heads_late = planned[1] + barriers > self.budget
                 if self.ws.heads_late:
                     planned = None

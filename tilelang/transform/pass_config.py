@@ -54,6 +54,8 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
+    TL_DISABLE_DOUBLE_HEAD_BUFFER = "tl.disable_double_head_buffer"
+    TL_DISABLE_PAIRED_TAIL_SPLIT = "tl.disable_paired_tail_split"
     TL_ENABLE_TENSORMAP_PREFETCH = "tl.enable_tensormap_prefetch"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_ENABLE_WIDE_INDEX = "tl.enable_wide_index"
@@ -246,6 +248,13 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_STREAMING_LAUNCH_BOUND: "a kernel that streams global memory through registers in a "
                                                      "loop (a gemv: no tensor cores, cp.async or TMA) is declared "
                                                      "__launch_bounds__(T) instead of (T, 1)",
+    PassConfigKey.TL_DISABLE_PAIRED_TAIL_SPLIT: "on sm_90a, a persistent causal attention whose blocks take pairs "
+        "of row blocks (x and gx - 1 - x) runs pairs to the end instead of dealing the last rounds' pairs out as "
+        "single tiles, longest first (with pairs to the end, U % G blocks run one pair more than the others)",
+    PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER: "on sm_90a, the tile a persistent warp-specialised kernel's "
+        "producer loads in front of its loop (attention's Q) keeps one buffer instead of two where shared memory "
+        "holds two (the producer then loads the next tile's only once the consumers are past this tile's loop, "
+        "not as soon as it has issued this tile's K / V)",
     PassConfigKey.TL_DISABLE_TMA_PROLOGUE: "on sm_90a, a tile copied into shared memory in front of a "
                                            "warp-specialised loop with several gemms (attention's Q) is loaded "
                                            "by the consumers with cp.async instead of by the TMA producer "

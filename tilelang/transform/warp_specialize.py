@@ -72,14 +72,17 @@ each looping over tiles ``blockIdx.x + it * gridDim.x`` in both roles, the ring 
 iteration k of the it-th tile being ``it * n + k``. Where the trip count depends on blockIdx.x
 and row blocks x and gx - 1 - x together run the same count for every x (causal attention:
 ``paired_rows``), the unit is such a pair, its two tiles run one after the other, and each role
-counts the ring slots it used instead.
+counts the ring slots it used instead; the last rounds' pairs are dealt out as single tiles, longest
+first (``_PairedTail``), so that no block ends a whole pair after the others.
 
 A whole tile copied in front of a general loop and read only by it (attention's Q: ``_heads``)
 is the producer's too: it loads it with TMA before the tile's ring loads, on a full / empty
 pair after the ring's barriers; the consumers wait for it in front of the loop and, in a
 persistent kernel, give it back right after the loop, so the next tile's Q lands while they
-finish P V and store O (which then gets bytes of its own instead of Q's). Where those bytes do
-not fit (three stages of K and V), O keeps Q's bytes and Q goes back at the end of the tile.
+finish P V and store O (which then gets bytes of its own instead of Q's). Where two buffers of
+them fit as well (``plan_heads``: two stages of K and V), tile it reads buffer it % 2 and the
+producer loads the next tile's as soon as it has issued this tile's ring loads. Where not even
+one fits beside O (three stages of K and V), O keeps Q's bytes and Q goes back at the end of the tile.
 
 Every other statement of the kernel runs on the consumer threads only: ``guard_consumers``
 moves the statements around the loop into the consumer branch (so the accumulator never lives
@@ -97,11 +100,13 @@ from dataclasses import dataclass, field
 
 from tvm import ir, tirx
 
+from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
                                 substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import block_order, pipeline, smem_plan, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, is_parallel_nest, op_name, scope_of
+from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
 
 PRODUCER_THREADS = 128
@@ -132,6 +137,7 @@ class WsPlan:
     cluster: "Cluster | None" = None   # clusters of two blocks sharing a tile (tl.cluster_multicast)
     heads: list = field(default_factory=list)    # [(copy statement, tensor map index)]: ``_heads``
     heads_late: bool = False     # persistent, the heads share bytes: given back at the end of the tile
+    head_slots: int = 1          # persistent: 2 where the heads have two buffers (``plan_heads``)
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
     pair: bool = False           # two blocks per SM: setmaxnreg 40 / 216 under __launch_bounds__(256, 2)
     ring: int = 0                # buffers of the ring when not num_stages (``plan_ring``)
@@ -697,6 +703,37 @@ def plan_ring(lw, budget: int) -> None:
     lw._plan_memory()
 
 
+# a persistent kernel's heads keep one buffer (``plan_heads``)
+SINGLE_HEAD_BUFFER_KEY = PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER.value
+
+
+def plan_heads(lw, budget: int) -> None:
+    """Give the heads of a persistent kernel (attention's Q) two buffers where shared memory holds
+    them (``budget``): tile ``it`` reads buffer ``it % 2``, so the producer loads the next tile's
+    heads as soon as it has issued this tile's ring loads, not once the consumers are past this
+    tile's loop, and the next tile's first K / V stages follow them while this tile finishes.
+    Not with ``heads_late`` (the heads already share bytes), two blocks per SM, or a grid of at
+    most one tile per SM (nothing to load ahead; the larger allocation only shrinks L1: H200,
+    mha_inference_split's 128 tiles 0.0675 ms with two Q buffers against 0.0625 with one)."""
+    ws = lw.ws
+    ws.head_slots = 1
+    if not ws.heads or ws.persistent is None or ws.heads_late or ws.pair or lw.configs.get(SINGLE_HEAD_BUFFER_KEY):
+        return
+    tiles = const_int(ws.persistent.tiles)
+    if not ws.persistent.paired_rows and tiles is not None and tiles <= (targets.sm_count("sm_90a") or 132):
+        return
+    saved = {b: lw.stages.get(b, 1) for b in ws.head_buffers}
+    ws.head_slots = 2
+    for b in ws.head_buffers:
+        lw.stages[b] = 2
+    lw._plan_memory()
+    if lw.smem_bytes <= budget and not ws.heads_late:
+        return
+    ws.head_slots = 1
+    lw.stages.update(saved)
+    lw._plan_memory()
+
+
 def _sets_register_limit(func, configs) -> bool:
     """The kernel fixes its registers itself: ``T.annotate_min_blocks_per_sm``, or a
     ``maxrregcount`` flag among its compile flags or ``tl.device_compile_flags`` (setmaxnreg
@@ -854,19 +891,28 @@ def _empty(ws, g, stage):
     return _bar(ws, i32((len(ws.groups) + g) * ws.stages) + stage)
 
 
-def _head_full(ws):
-    """The heads' ``full`` barrier (after the ring's): their TMA bytes have landed."""
-    return _bar(ws, i32(2 * ws.stages * len(ws.groups)))
+def _head_full(ws, slot):
+    """The heads' ``full`` barrier of a head buffer (after the ring's): its TMA bytes have landed."""
+    return _bar(ws, i32(2 * ws.stages * len(ws.groups)) + slot)
 
 
-def _head_empty(ws):
-    """The heads' ``empty`` barrier: every consumer warp is done with this tile's heads."""
-    return _bar(ws, i32(2 * ws.stages * len(ws.groups) + 1))
+def _head_empty(ws, slot):
+    """The heads' ``empty`` barrier of a head buffer: every consumer thread is done with it."""
+    return _bar(ws, i32(2 * ws.stages * len(ws.groups) + ws.head_slots) + slot)
+
+
+def _head_slot(ws, it):
+    """(buffer, phase) of the heads for the tile-loop variable ``it`` (tile 0 without one)."""
+    if it is None:
+        return i32(0), i32(0)
+    if ws.head_slots == 1:
+        return i32(0), tirx.floormod(it, i32(2))
+    return tirx.floormod(it, i32(2)), tirx.floormod(tirx.floordiv(it, i32(2)), i32(2))
 
 
 def barrier_count(ws) -> int:
-    """mbarriers the plan needs: full / empty per group and stage, plus the heads' pair."""
-    return 2 * ws.stages * len(ws.groups) + (2 if ws.heads else 0)
+    """mbarriers the plan needs: full / empty per group and stage, plus the heads' pair per buffer."""
+    return 2 * ws.stages * len(ws.groups) + (2 * ws.head_slots if ws.heads else 0)
 
 
 def plan_overlap(lw) -> None:
@@ -920,9 +966,9 @@ def init_barriers(lw) -> list:
         for s in range(S):
             init.append(evaluate_extern("tl::mbarrier_init", _full(ws, g, i32(s)), 1))
             init.append(evaluate_extern("tl::mbarrier_init", _empty(ws, g, i32(s)), arrivals))
-    if ws.heads:
-        init.append(evaluate_extern("tl::mbarrier_init", _head_full(ws), 1))
-        init.append(evaluate_extern("tl::mbarrier_init", _head_empty(ws), arrivals))
+    for h in range(ws.head_slots if ws.heads else 0):
+        init.append(evaluate_extern("tl::mbarrier_init", _head_full(ws, i32(h)), 1))
+        init.append(evaluate_extern("tl::mbarrier_init", _head_empty(ws, i32(h)), arrivals))
     init.append(evaluate_extern("tl::fence_barrier_init"))
     out = [tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(init), None), evaluate_extern("__syncthreads")]
     if ws.cluster is not None:   # both blocks' barriers exist before either multicasts into them
@@ -982,6 +1028,10 @@ def lower_loop(lw, loop):
     jl = k - start if count_c is None else count_c.value
     j = jl if P is None else P.first_slot(P.slots_c, P.it_c) + jl
     cstage, cphase = mod(j, i32(S)), mod(div(j, i32(S)), i32(2))
+    heads_before = {buf: lw.stage.get(buf) for buf in ws.head_buffers}
+    if ws.head_slots > 1:   # the consumers read this tile's head buffer
+        for buf in ws.head_buffers:
+            lw.stage[buf] = _head_slot(ws, P.it_c)[0]
     saved_stage = dict(lw.stage)
     for p, _ in ws.producers:
         lw.stage[decode_region(p.value.args[1]).buffer] = cstage
@@ -1036,6 +1086,11 @@ def lower_loop(lw, loop):
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
         consumer = head_wait(lw) + consumer
+    for buf, before in heads_before.items():
+        if before is None:
+            lw.stage.pop(buf, None)
+        else:
+            lw.stage[buf] = before
     if releaser is not None:   # lanes release for their warp
         consumer = [fence_warp_releases(c) for c in consumer]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
@@ -1073,18 +1128,19 @@ def _tile_counter(name) -> _TileCounter:
 
 def _head_issue(lw) -> list:
     """The producer's loads of the heads (``_heads``) for one tile: in a persistent kernel it
-    first waits until the consumers gave the previous tile's back (phase of tile ``it``)."""
+    first waits until the consumers gave back the buffer's previous tile (``_head_slot``)."""
     ws = lw.ws
     if not ws.heads:
         return []
+    P = ws.persistent
+    slot, phase = _head_slot(ws, None if P is None else P.it_p)
     loads, nbytes_all = [], 0
     for h, j in ws.heads:
-        nbytes_all += tma.tile_loads(lw, h, j, _head_full(ws), i32(0), loads)
+        nbytes_all += tma.tile_loads(lw, h, j, _head_full(ws, slot), slot, loads)
     wait = []
-    if ws.persistent is not None:
-        phase = tirx.bitwise_xor(tirx.floormod(ws.persistent.it_p, i32(2)), i32(1))
-        wait = [evaluate_extern("tl::mbarrier_wait", _head_empty(ws), phase)]
-    return wait + [evaluate_extern("tl::mbarrier_arrive_expect_tx", _head_full(ws), nbytes_all)] + loads
+    if P is not None:
+        wait = [evaluate_extern("tl::mbarrier_wait", _head_empty(ws, slot), tirx.bitwise_xor(phase, i32(1)))]
+    return wait + [evaluate_extern("tl::mbarrier_arrive_expect_tx", _head_full(ws, slot), nbytes_all)] + loads
 
 
 def head_wait(lw) -> list:
@@ -1092,8 +1148,8 @@ def head_wait(lw) -> list:
     ws = lw.ws
     if not ws.heads:
         return []
-    phase = i32(0) if ws.persistent is None else tirx.floormod(ws.persistent.it_c, i32(2))
-    return [evaluate_extern("tl::mbarrier_wait", _head_full(ws), phase)]
+    slot, phase = _head_slot(ws, None if ws.persistent is None else ws.persistent.it_c)
+    return [evaluate_extern("tl::mbarrier_wait", _head_full(ws, slot), phase)]
 
 
 def head_release(lw, end_of_tile=False) -> list:
@@ -1104,7 +1160,8 @@ def head_release(lw, end_of_tile=False) -> list:
     ws = lw.ws
     if not ws.heads or ws.persistent is None or ws.heads_late != end_of_tile:
         return []
-    return [_when(evaluate_extern("tl::mbarrier_arrive", _head_empty(ws)), _releasing_lanes(lw))]
+    slot, _ = _head_slot(ws, ws.persistent.it_c)
+    return [_when(evaluate_extern("tl::mbarrier_arrive", _head_empty(ws, slot)), _releasing_lanes(lw))]
 
 
 def _releasing_lanes(lw):
@@ -1490,6 +1547,67 @@ def _replace(stmt, old, new):
     return stmt
 
 
+# paired causal tiles keep the plain round robin of pairs to the end (``_PairedTail``)
+PAIRED_TAIL_KEY = PassConfigKey.TL_DISABLE_PAIRED_TAIL_SPLIT.value
+
+
+class _PairedTail:
+    """The last rounds of a paired persistent schedule (``Persistent.paired_rows``), as index
+    expressions of the grid size G (known at run time only) and the block index b.
+
+    U pairs of equal work (gx + 1 iterations each) on G blocks: a round robin of pairs ends with
+    U % G blocks running one pair more than the rest (causal B8 H32 S4096 on 132 SMs: 4096 pairs,
+    4 blocks run a 32nd while 128 idle: 3 % of the kernel). So each block runs the first
+    q - 1 rounds (q = U // G) as pairs, and the remaining NT = U - (q - 1) G pairs (at least G)
+    as 2 NT single tiles, sorted longest first and dealt like a snake draft (round r in block
+    order when r is even, in reverse when odd): the longest tiles go out first, the shortest
+    last, every block ends within about one short tile of the others (the same grid: at most
+    1025 iterations against the even 1024).
+
+    Sorted order, from the pairs' layout: the tail's pairs are u in [P0, U), P0 = (q - 1) G,
+    whole heads of ``half`` = gx / 2 pairs but the first (P0 = h0 * half + s). Pair position j
+    (row blocks gx - 1 - j and j) occurs F + [j >= s] times, F = U / half - h0 - 1 full heads.
+    Rank k < NT is a long tile (row gx - 1 - j, j ascending); rank k >= NT the short tile of rank
+    2 NT - 1 - k among the long ones (row j, j descending). Within a j the heads go in order.
+    The per-block values are bindings in front of the role split (``binds``); each role binds
+    its tile's rank and position (``decode``)."""
+
+    def __init__(self, P, grid, b):
+        U, half = P.tiles, i32(P.paired_rows // 2)
+        self.P, self.grid, self.b, self.half = P, grid, b, half
+        v = {n: tirx.Var(f"tail_{n}", "int32") for n in ("first", "nt", "h0", "s", "f", "tiles")}
+        self.v = v
+        rounds = tirx.Max(tirx.truncdiv(U, grid) - i32(1), i32(0))     # rounds of pairs, every block
+        p0 = rounds * grid
+        tiles = v["nt"] * i32(2)
+        full, rem = tirx.truncdiv(tiles, grid), tirx.truncmod(tiles, grid)
+        mine = tirx.Select(tirx.EQ(tirx.truncmod(full, i32(2)), i32(0)), b, grid - i32(1) - b)
+        self.binds = [tirx.Bind(v["first"], rounds * i32(2)),           # this block's tiles before the tail
+                      tirx.Bind(v["nt"], U - p0),
+                      tirx.Bind(v["h0"], tirx.truncdiv(p0, half)),
+                      tirx.Bind(v["s"], tirx.truncmod(p0, half)),
+                      tirx.Bind(v["f"], tirx.truncdiv(U, half) - tirx.truncdiv(p0, half) - i32(1)),
+                      tirx.Bind(v["tiles"], v["first"] + full + tirx.Cast("int32", tirx.LT(mine, rem)))]
+        self.count = v["tiles"]
+
+    def decode(self, it, suffix, row_x, unit):
+        """([bindings], row block, unit / half) of tile ``it``: the pair's as given before the tail."""
+        v, G, b = self.v, self.grid, self.b
+        s, f, nt = v["s"], v["f"], v["nt"]
+        k, kk, j = (tirx.Var(f"tail_{n}_{suffix}", "int32") for n in ("k", "kk", "j"))
+        r = it - v["first"]
+        binds = [tirx.Bind(k, r * G + tirx.Select(tirx.EQ(tirx.truncmod(r, i32(2)), i32(0)), b, G - i32(1) - b)),
+                 tirx.Bind(kk, tirx.Select(tirx.LT(k, nt), k, nt * i32(2) - i32(1) - k)),
+                 tirx.Bind(j, tirx.Select(tirx.And(tirx.GT(f, i32(0)), tirx.LT(kk, s * f)),
+                                          tirx.truncdiv(kk, tirx.Max(f, i32(1))), tirx.truncdiv(kk + s, f + i32(1))))]
+        before = j * f + tirx.Max(j - s, i32(0))
+        head = v["h0"] + (kk - before) + tirx.Cast("int32", tirx.LT(j, s))
+        in_tail = tirx.GE(it, v["first"])
+        gx = self.P.paired_rows
+        return (binds, tirx.Select(in_tail, tirx.Select(tirx.LT(k, nt), i32(gx - 1) - j, j), row_x),
+                tirx.Select(in_tail, head, unit))
+
+
 def _persist(lw, front, before, after):
     """The role split of a persistent GEMM (see ``Persistent``):
 
@@ -1519,8 +1637,13 @@ def _persist(lw, front, before, after):
     keep.append(tirx.Bind(grid, tirx.call_extern("int32", "tl::num_blocks")))
     bx = P.dims[0][0]
     count = tirx.truncdiv(P.tiles - bx + grid - 1, grid)
+    split = None
     if P.paired_rows:   # two tiles a unit
         count = count * i32(2)
+        if not lw.configs.get(PAIRED_TAIL_KEY):
+            split = _PairedTail(P, grid, bx)
+            count = split.count
+            keep.extend(split.binds)
 
     def tile_loop(it, suffix, body, renames):
         new = {v: tirx.Var(f"{v.name}_{suffix}", "int32") for v in block_vars}
@@ -1531,7 +1654,10 @@ def _persist(lw, front, before, after):
             t = bx + tirx.truncdiv(it, i32(2)) * grid
             p = tirx.truncmod(t, half)
             row_x = tirx.Select(tirx.EQ(tirx.truncmod(it, i32(2)), i32(0)), i32(gx - 1) - p, p)
-            binds, stride, t, dims = [tirx.Bind(new[dims[0][0]], row_x)], None, tirx.truncdiv(t, half), dims[1:]
+            t, binds = tirx.truncdiv(t, half), []
+            if split is not None:    # the last rounds: single tiles, longest first (``_PairedTail``)
+                binds, row_x, t = split.decode(it, suffix, row_x, t)
+            binds, stride, dims = binds + [tirx.Bind(new[dims[0][0]], row_x)], None, dims[1:]
         else:
             t, binds, stride = bx + it * grid, [], None
         for v, e in dims:
@@ -1604,6 +1730,6 @@ def _defer_store_wait(lw, before, after) -> tuple:
     return items, [wait]
 
 
-__all__ = ["user_cluster_dims", "coordinate_blocker", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
+__all__ = ["user_cluster_dims", "plan_heads", "SINGLE_HEAD_BUFFER_KEY", "coordinate_blocker", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
            "plan_or_reason", "persistent_plan", "pair_candidate", "plan_pair", "plan_ring", "lower_loop",
            "init_barriers", "guard_consumers"]
