@@ -713,8 +713,8 @@ def plan_heads(lw, budget: int) -> None:
     heads as soon as it has issued this tile's ring loads, not once the consumers are past this
     tile's loop, and the next tile's first K / V stages follow them while this tile finishes.
     Not with ``heads_late`` (the heads already share bytes), two blocks per SM, or a grid of at
-    most one tile per SM (nothing to load ahead; the larger allocation only shrinks L1: H200,
-    mha_inference_split's 128 tiles 0.0675 ms with two Q buffers against 0.0625 with one)."""
+    most one tile per SM (nothing to load ahead, and measured slower there, for a reason not
+    found: H200, mha_inference_split's 128 tiles 0.0675 ms with two Q buffers against 0.0625)."""
     ws = lw.ws
     ws.head_slots = 1
     if not ws.heads or ws.persistent is None or ws.heads_late or ws.pair or lw.configs.get(SINGLE_HEAD_BUFFER_KEY):
