@@ -97,3 +97,53 @@ def test_a_buffer_passed_by_address_counts_as_read_by_the_async_proxy():
                          smem_alias={})
     assert thread_sync.async_read_buffers(lw) == {s}
     assert thread_sync.needs_fence(lw, {s})
+
+
+def scaled_rows_gemm_then_store():
+    """gdn's scaled_dot_kkt in small: a row scale staged through shared memory before a loop of
+    wgmma over K tiles that read it, and the product stored through a shared tile with TMA that
+    takes the scale's bytes (their lifetimes are disjoint)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), T.bfloat16), s: T.Tensor((64,), T.bfloat16), C: T.Tensor((64, 64), T.bfloat16)):
+        with T.Kernel(1, threads=128) as bx:
+            s_s = T.alloc_shared((64,), T.bfloat16)
+            A_s = T.alloc_shared((64, 64), T.bfloat16)
+            P = T.alloc_fragment((64, 64), T.bfloat16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            C_s = T.alloc_shared((64, 64), T.bfloat16)
+            T.clear(acc)
+            T.copy(s, s_s)
+            for k in T.serial(2):
+                T.copy(A[0, k * 64], A_s)
+                for i, j in T.Parallel(64, 64):
+                    P[i, j] = A_s[i, j] * s_s[i]
+                T.gemm(P, A_s, acc, transpose_B=True)
+            T.copy(acc, C_s)
+            T.copy(C_s, C)
+
+    return main
+
+
+def test_exact_store_fences_drop_the_fence_for_bytes_only_a_store_source_shares():
+    """``tl.enable_exact_store_fences`` (opt-in): the row scale shares bytes with the TMA store's
+    source only, whose own generic writes get a fenced barrier before the store; so the barrier
+    after the scale's writes goes without a fence, while the one before the wgmma (A_s) and the
+    one before the store keep theirs. By default every buffer sharing bytes with an async-read
+    one is fenced."""
+    plain = tilelang.lower(scaled_rows_gemm_then_store(), "sm_90a").source
+    exact = tilelang.lower(scaled_rows_gemm_then_store(), "sm_90a",
+                           pass_configs={"tl.enable_exact_store_fences": True}).source
+    def before_loop(src):      # the statements between the scale's copy and the K loop
+        head = src[:src.index("for (int k = 0;")]
+        return [ln.strip() for ln in head[head.rindex("tl::copy_vec"):].splitlines()[1:]
+                if ln.strip() and not ln.strip().startswith("int ")]
+
+    assert "tl::tma_store_2d" in plain
+    assert before_loop(plain) == ["}", "tl::fence_proxy_async();", "__syncthreads();"], before_loop(plain)
+    assert before_loop(exact) == ["}", "__syncthreads();"], before_loop(exact)
+    assert exact.count("tl::fence_proxy_async") == plain.count("tl::fence_proxy_async") - 1
+    loop = exact[exact.index("for (int k = 0;"):]
+    assert re.search(r"tl::fence_proxy_async\(\);\s+__syncthreads\(\);", loop[:loop.index("tl::wgmma")])
+    store = exact.index("tl::tma_store_2d")
+    assert exact.rindex("tl::fence_proxy_async", 0, store) > exact.rindex("C_s", 0, store) if "C_s" in exact else True
+    assert exact.rindex("tl::fence_proxy_async", 0, store) > exact.rindex("for (int w = 0;", 0, store)

@@ -51,6 +51,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_ATOMIC_LINE_STAGING = "tl.enable_atomic_line_staging"
     TL_ENABLE_EARLY_PROLOGUE = "tl.enable_early_prologue"
     TL_ENABLE_STMATRIX = "tl.enable_stmatrix"
+    TL_ENABLE_EXACT_STORE_FENCES = "tl.enable_exact_store_fences"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
@@ -251,6 +252,11 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PAIRED_TAIL_SPLIT: "on sm_90a, a persistent causal attention whose blocks take pairs "
         "of row blocks (x and gx - 1 - x) runs pairs to the end instead of dealing the last rounds' pairs out as "
         "single tiles, longest first (with pairs to the end, U % G blocks run one pair more than the others)",
+    PassConfigKey.TL_ENABLE_EXACT_STORE_FENCES: "opt-in, sm_90a: a barrier after the threads' writes to a shared "
+        "buffer that only shares bytes with a TMA store's source (not with a wgmma operand or a TMA load's "
+        "destination) goes without fence.proxy.async (the store's own fenced barrier orders those writes); by "
+        "default every buffer sharing bytes with one the async proxy reads is fenced. Drops 2 of the 5 fences of "
+        "upstream's gdn scaled_dot_kkt; not yet timed on a GPU",
     PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER: "on sm_90a, the tile a persistent warp-specialised kernel's "
         "producer loads in front of its loop (attention's Q) keeps one buffer instead of two where shared memory "
         "holds two (the producer then loads the next tile's only once the consumers are past this tile's loop, "

@@ -29,6 +29,7 @@ from tilelang.tir_utils import (const_int, dtype_of, eval_int, evaluate_extern, 
                                 seq, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
+from tilelang.transform.pass_config import PassConfigKey
 
 ASYNC_COPY_FLAG = 3     # the T.copy flag of T.async_copy (language/tile.py: committed, not waited for)
 
@@ -196,6 +197,11 @@ def drop_repeated_barriers(stmt):
     return map_stmts(stmt, pre=pre)
 
 
+# fences only where a buffer written or one sharing its bytes is read by the async proxy otherwise
+# than as a TMA store's source (``needs_fence``); opt-in until measured on a GPU
+EXACT_STORE_FENCES_KEY = PassConfigKey.TL_ENABLE_EXACT_STORE_FENCES.value
+
+
 def fenced(lw, sync, writes=None):
     """``sync`` preceded by ``fence.proxy.async`` where ``needs_fence``."""
     if needs_fence(lw, writes):
@@ -215,7 +221,17 @@ def needs_fence(lw, writes=None) -> bool:
         return True
     readers = async_read_buffers(lw)
     alias = getattr(lw, "smem_alias", None) or {}
-    return bool(widen(set(writes), alias) & readers) or any(b not in _known_shared(lw) for b in writes)
+    if any(b not in _known_shared(lw) for b in writes):
+        return True
+    if not (getattr(lw, "configs", None) or {}).get(EXACT_STORE_FENCES_KEY):
+        return bool(widen(set(writes), alias) & readers)
+    # A buffer the async proxy reads only as the source of a TMA store, and only the threads write,
+    # gets its bytes from generic writes followed by a fenced barrier before the store (the
+    # planner's, or ``lower_copy._bulk_store``'s own): that fence orders every earlier generic
+    # write of the thread too, so buffers merely sharing its bytes need no fence of their own.
+    # (Buffers sharing bytes have disjoint lifetimes: the store source's writes come after theirs.)
+    direct, others = lw._async_direct
+    return bool(set(writes) & direct) or bool(widen(set(writes), alias) & others)
 
 
 def async_read_buffers(lw):
@@ -226,7 +242,7 @@ def async_read_buffers(lw):
     found = getattr(lw, "_async_readers", None)
     if found is not None:
         return found
-    found = set()
+    found, stores, loaded = set(), set(), set()
 
     def on_stmt(st):
         if not (isinstance(st, tirx.Evaluate) and is_tl_call(st.value)):
@@ -238,7 +254,9 @@ def async_read_buffers(lw):
             return
         if name in ("copy", "im2col"):     # the shared side of a store to global memory
             if any(scope_of(r.buffer) == "global" and r.access & 2 for r in regions):
-                found.update(r.buffer for r in regions if scope_of(r.buffer) in SHARED_SCOPES and r.access & 1)
+                stores.update(r.buffer for r in regions if scope_of(r.buffer) in SHARED_SCOPES and r.access & 1)
+            if any(scope_of(r.buffer) == "global" and r.access & 1 for r in regions):    # (may be a TMA load)
+                loaded.update(r.buffer for r in regions if scope_of(r.buffer) in SHARED_SCOPES and r.access & 2)
             return
         found.update(shared)    # gemms (wgmma), cluster copies, tile atomics (bulk reductions), others
 
@@ -249,7 +267,10 @@ def async_read_buffers(lw):
     import tvm_ffi
     walk_stmts(lw.info.body, on_stmt)
     tvm_ffi.structural_walk(lw.info.body, [(ir.Expr, on_expr)], order="pre")
-    lw._async_readers = widen(found, getattr(lw, "smem_alias", None) or {})
+    lw._async_readers = widen(found | stores, getattr(lw, "smem_alias", None) or {})
+    # (as named: all of them; those the async proxy touches otherwise than as a TMA store's source
+    # that only the threads write)
+    lw._async_direct = (found | stores, found | (stores & loaded))
     return lw._async_readers
 
 
