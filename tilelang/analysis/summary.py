@@ -390,7 +390,7 @@ def _warp_specialised(k, out=None):
     if layouts is None or not layouts.wgmma:
         return None, None, None
     try:
-        from tilelang.transform import stage_epilogue
+        from tilelang.transform import stage_epilogue, warp_specialize
         from tilelang.transform.lower_tile_ops import Lowerer
 
         result = stage_epilogue.staged(info, layouts, "sm_90a", configs)
@@ -402,7 +402,7 @@ def _warp_specialised(k, out=None):
             out["persistent"] = lw.persistent_tiles is not None
             if lw.ws is not None and lw.ws.persistent is not None and lw.ws.persistent.paired_rows:
                 out["persistent_pairs"] = lw.ws.persistent.paired_rows
-                out["persistent_tail_split"] = not configs.get("tl.disable_paired_tail_split")
+                out["persistent_tail_split"] = not configs.get(warp_specialize.PAIRED_TAIL_KEY)
             if lw.persistent_why:
                 out["persistent_why"] = lw.persistent_why
         return lw.ws, lw.ws_reason, lw

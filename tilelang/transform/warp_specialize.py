@@ -1028,7 +1028,7 @@ def lower_loop(lw, loop):
     jl = k - start if count_c is None else count_c.value
     j = jl if P is None else P.first_slot(P.slots_c, P.it_c) + jl
     cstage, cphase = mod(j, i32(S)), mod(div(j, i32(S)), i32(2))
-    heads_before = {buf: lw.stage.get(buf) for buf in ws.head_buffers}
+    outer_stage = dict(lw.stage)
     if ws.head_slots > 1:   # the consumers read this tile's head buffer
         for buf in ws.head_buffers:
             lw.stage[buf] = _head_slot(ws, P.it_c)[0]
@@ -1086,11 +1086,7 @@ def lower_loop(lw, loop):
             consumer = [tirx.For(k, start, n, tirx.ForKind.SERIAL, seq([wait_full, body]),
                                  span=loop.span)] + head_release(lw)
         consumer = head_wait(lw) + consumer
-    for buf, before in heads_before.items():
-        if before is None:
-            lw.stage.pop(buf, None)
-        else:
-            lw.stage[buf] = before
+    lw.stage = outer_stage
     if releaser is not None:   # lanes release for their warp
         consumer = [fence_warp_releases(c) for c in consumer]
     if T == 256:  # two consumer warpgroups: 2 x 128 x 232 + 128 x 40 <= 64K registers
@@ -1574,7 +1570,7 @@ class _PairedTail:
 
     def __init__(self, P, grid, b):
         U, half = P.tiles, i32(P.paired_rows // 2)
-        self.P, self.grid, self.b, self.half = P, grid, b, half
+        self.P, self.grid, self.b = P, grid, b
         v = {n: tirx.Var(f"tail_{n}", "int32") for n in ("first", "nt", "h0", "s", "f", "tiles")}
         self.v = v
         rounds = tirx.Max(tirx.truncdiv(U, grid) - i32(1), i32(0))     # rounds of pairs, every block
@@ -1638,12 +1634,12 @@ def _persist(lw, front, before, after):
     bx = P.dims[0][0]
     count = tirx.truncdiv(P.tiles - bx + grid - 1, grid)
     split = None
-    if P.paired_rows:   # two tiles a unit
-        count = count * i32(2)
-        if not lw.configs.get(PAIRED_TAIL_KEY):
-            split = _PairedTail(P, grid, bx)
-            count = split.count
-            keep.extend(split.binds)
+    if P.paired_rows and lw.configs.get(PAIRED_TAIL_KEY):
+        count = count * i32(2)     # two tiles a unit, to the end
+    elif P.paired_rows:            # ... the last rounds as single tiles (``_PairedTail``)
+        split = _PairedTail(P, grid, bx)
+        count = split.count
+        keep.extend(split.binds)
 
     def tile_loop(it, suffix, body, renames):
         new = {v: tirx.Var(f"{v.name}_{suffix}", "int32") for v in block_vars}
