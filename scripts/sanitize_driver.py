@@ -45,6 +45,13 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     dsv4_sparse  upstream's deepseek_v4 sparse_attn_fwd_sm90 (B1 S8 SKV512 H64 D512, top-128 random
                rows, some -1): the gathered cp.async pipeline whose iterations end without a
                barrier since session 29 (nothing after the last reissue touches shared memory)
+    gemm_chunked  upstream's example_gemm_autotune kernel (bf16, 512 x 768 x 256, tiles 128x256x64, 3
+               stages) with its epilogue chunked (opt-in tl.enable_chunked_epilogue) on a persistent
+               grid of 2 blocks: 3 tiles each, the two 64-column chunk tiles reused 6 times a block,
+               each chunk's store waited for in front of the next one's barrier
+    fa_pingpong / fa_causal_pingpong  fa_persistent / fa_causal_persistent with the consumer warpgroups
+               taking turns at the tensor cores (opt-in tl.enable_warpgroup_pingpong: named barriers
+               3 and 4 handed back and forth around each iteration's gemm issues)
     bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
                (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
                (tl.enable_atomic_line_staging false)
@@ -106,6 +113,32 @@ def run_gemm(sms: int | None = None, pass_configs=None, **over) -> str:
     got = out.cpu().float()
     ref = a.float() @ b.float()
     torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
+def run_chunked() -> str:
+    import torch
+
+    import tilelang
+    from tilelang.jit import adapter_args
+
+    sys.path.insert(0, str(ROOT / "tests" / "transform"))
+    from test_chunked_epilogue import KEY, upstream_gemm
+
+    adapter_args._SM_COUNTS[torch.cuda.current_device()] = 2
+    M, N, K = 512, 768, 256
+    kernel = tilelang.compile(upstream_gemm(M, N, K), pass_configs=KEY)
+    log(f"  compiled {kernel.name}: grid {kernel.artifact.grid}, "
+        f"{kernel.get_kernel_source().count('tl::tma_store_2d')} chunk stores a tile")
+    torch.manual_seed(0)
+    a = torch.randn(M, K, dtype=torch.bfloat16)
+    b = torch.randn(N, K, dtype=torch.bfloat16)
+    c = torch.zeros(M, N, dtype=torch.bfloat16).cuda()
+    kernel(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    got = c.cpu().float()
+    ref = a.float() @ b.float().T
+    torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-1)
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
@@ -362,6 +395,11 @@ KERNELS = {
     # session 33, opt-in tl.enable_stmatrix: the epilogue's staging tile written with stmatrix.x4
     "gemm_stmatrix": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True, pass_configs={"tl.enable_stmatrix": True}),
     "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),
+    # session 36, opt-in tl.enable_chunked_epilogue
+    "gemm_chunked": run_chunked,
+    # session 36, opt-in tl.enable_warpgroup_pingpong: the consumer warpgroups take turns at the gemms
+    "fa_pingpong": lambda: run_fa(False, sms=2, pass_configs={"tl.enable_warpgroup_pingpong": True}),
+    "fa_causal_pingpong": lambda: run_fa(True, sms=1, pass_configs={"tl.enable_warpgroup_pingpong": True}),
 }
 
 

@@ -91,3 +91,47 @@ def test_hover_summary_names_the_buffers_sharing_bytes():
     assert summary["smem_total"] == 128 * 128 * 2 + 2 * 64 * 128 * 2
     text = shared_markdown("O_s", summary["buffers"]["O_s"], summary)
     assert "shares its bytes with `Q_s`" in text
+
+
+def _barriers(src):
+    return src.count("__syncthreads()") + src.count("named_barrier_sync")
+
+
+def test_occupancy_neutral_reuse_gives_small_buffers_their_own_bytes():
+    """``tl.enable_occupancy_neutral_reuse`` (opt-in): by default the store's tile ``C_s`` takes
+    the bytes of the row scale ``s_s`` (read in the loop), which costs a barrier before its write
+    and proxy fences after ``s_s``'s writes (its bytes are the TMA store's source). Apart they take
+    8 KiB more, which loses no block per SM (the registers bound the block count first), so with
+    the key each keeps its own bytes, and that barrier and two fences go."""
+    import tilelang
+    from test_proxy_fences import scaled_rows_gemm_then_store
+
+    key = {"tl.enable_occupancy_neutral_reuse": True}
+    info = analyze_kernel(scaled_rows_gemm_then_store())
+    shared = Lowerer(info, infer_layouts(info, "sm_90a"), {})
+    apart = Lowerer(info, infer_layouts(info, "sm_90a"), key)
+    assert shared.smem_alias and not shared.own_bytes
+    assert apart.own_bytes and not apart.smem_alias
+    assert apart.smem_bytes > shared.smem_bytes
+    assert apart.blocks_per_sm(apart.smem_bytes) == shared.blocks_per_sm(shared.smem_bytes)
+    plain = tilelang.lower(scaled_rows_gemm_then_store(), "sm_90a").source
+    own = tilelang.lower(scaled_rows_gemm_then_store(), "sm_90a", pass_configs=key).source
+    assert (_barriers(plain), _barriers(own)) == (5, 4)
+    assert (plain.count("tl::fence_proxy_async"), own.count("tl::fence_proxy_async")) == (4, 2)
+
+    def after_loop(src):       # the barriers between the loop's last gemm and the write of C_s
+        tail = src[src.index("tl::wgmma_gemm_rs"):]
+        return _barriers(tail[:tail.index("for (int w = 0;")])
+    assert (after_loop(plain), after_loop(own)) == (2, 1)          # (one is the loop's own)
+
+
+def test_occupancy_neutral_reuse_keeps_sharing_that_lets_two_blocks_in():
+    """On sm_80 the attention tile O on Q's bytes is what lets two blocks share an SM (64 of
+    164 KiB each, 96 KiB apart): the key leaves that sharing alone."""
+    info = analyze_kernel(attention_like())
+    lw = Lowerer(info, infer_layouts(info, "sm_80"), {"tl.enable_occupancy_neutral_reuse": True}, arch="sm_80")
+    assert not lw.own_bytes
+    views = {b.name: v for b, v in lw.smem_views.items()}
+    assert int(views["O_s"].elem_offset) == int(views["Q_s"].elem_offset) == 0
+    assert lw.blocks_per_sm(lw.smem_bytes) == 2
+    assert lw.blocks_per_sm(lw.smem_bytes + 128 * 128 * 2) == 1

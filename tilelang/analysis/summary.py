@@ -93,6 +93,9 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     if planned[2] is not None and out["smem_total"] is not None:
         # sm_90a wgmma kernels: the lowering's exact carve-out (1024-byte tiles, mbarriers)
         out["smem_total"] = max(out["smem_total"], planned[2].smem_bytes)
+    if planned[2] is not None and planned[2].own_bytes:    # tl.enable_occupancy_neutral_reuse kept them apart
+        for entry in out["buffers"].values():
+            entry.pop("shares_with", None)
     out["stages_fit"] = fitting_stages(out)
     _roofline(k, arch, out)
     try:
@@ -393,7 +396,7 @@ def _warp_specialised(k, out=None):
         from tilelang.transform import stage_epilogue, warp_specialize
         from tilelang.transform.lower_tile_ops import Lowerer
 
-        result = stage_epilogue.staged(info, layouts, "sm_90a", configs)
+        result = stage_epilogue.chunked(stage_epilogue.staged(info, layouts, "sm_90a", configs), "sm_90a", configs)
         reuse = k.lowerer if result.info is info and result.layouts is layouts else None
         lw = result.lowerer or reuse or Lowerer(result.info, result.layouts, configs)
         if out is not None:

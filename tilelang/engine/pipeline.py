@@ -58,13 +58,12 @@ def _lower_once(st, info, layouts, lw=None):
     the next tile's heads with bytes of their own, an extra ring buffer, two blocks per SM) fit
     shared memory before the lowering carves its reduction workspaces; where those take the
     kernel over the budget, it is planned again leaving room for them."""
-    lw = lw or Lowerer(info, layouts, st.pass_configs)
+    lw = lw or Lowerer(info, layouts, st.pass_configs, arch=st.arch)
     lw.arch = st.arch                      # lower_copy: TMA bulk stores need sm_90
     body = lw.run()
     carved = lw.smem_bytes - lw.plan_bytes
     if lw.smem_bytes > targets.smem_per_block(st.arch) and carved > 0:
-        again = Lowerer(info, layouts, lw.configs, reserve=carved)
-        again.arch = st.arch
+        again = Lowerer(info, layouts, lw.configs, reserve=carved, arch=st.arch)
         again_body = again.run()
         if again.smem_bytes < lw.smem_bytes:
             return again, again_body
@@ -95,7 +94,7 @@ def _lower(st):
     if lw.smem_bytes > limit and plan_stages(st.info) != plan_stages(st.info, gathers=False):
         # gathered T.Parallel copies staged by the pipeline (pipelined_loop.gathers): as written
         configs = {**(st.pass_configs or {}), GATHERS_KEY: False}
-        lw_g, body_g = _lower_once(st, st.info, st.layouts, Lowerer(st.info, st.layouts, configs))
+        lw_g, body_g = _lower_once(st, st.info, st.layouts, Lowerer(st.info, st.layouts, configs, arch=st.arch))
         if lw_g.smem_bytes < lw.smem_bytes:
             lw, body = lw_g, body_g
     for change in budget_fallbacks(st.layouts):

@@ -286,8 +286,7 @@ def _tma_store(lw, src, dst, stmt):
     spec = tma.tma_box_spec(lw, dst, src, len(lw.tensormaps))
     if isinstance(spec, str):
         return None
-    j = len(lw.tensormaps)
-    lw.tensormaps.append(spec)
+    j = tma.add_map(lw, spec)
     layout = lw.layouts.shared[src.buffer]
     rows, cols = (const_int(x) for x in src.buffer.shape)
     width = layout.slab_width
@@ -341,8 +340,7 @@ def _bulk_store(lw, src, dst, tile, stmt):
         spec = _box(lw, dst, ext, starts)
         if spec is None:
             return None
-        j = len(lw.tensormaps)
-        lw.tensormaps.append(spec)
+        j = tma.add_map(lw, spec)
         issue = evaluate_extern(f"tl::tma_store_{len(starts)}d", tma.tmap(j), smem, *starts[::-1], span=stmt.span)
     stores = seq([issue, evaluate_extern("tl::tma_store_arrive"), evaluate_extern(wait)])
     return seq([evaluate_extern("tl::fence_proxy_async"), evaluate_extern("__syncthreads"),
@@ -389,8 +387,7 @@ def _tma_load(lw, src, dst, tile, stmt):
         gptr = tirx.address_of(_load_raw(lw, src, starts))
         issue = evaluate_extern("tl::tma_load_bulk", smem, gptr, i32(nbytes_total), bar_ptr, span=stmt.span)
     else:
-        j = len(lw.tensormaps)
-        lw.tensormaps.append(spec)
+        j = tma.add_map(lw, spec)
         issue = evaluate_extern(f"tl::tma_load_{len(starts)}d", smem, tma.tmap(j), bar_ptr, *starts[::-1],
                                 span=stmt.span)
     def one(body):      # issued by thread 0

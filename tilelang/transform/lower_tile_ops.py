@@ -43,6 +43,7 @@ from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of)
 from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgmma_swizzle_bytes
+from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.lower_gemm_fma import fma_call
 from tilelang.transform.vectorize_parallel import vectorize_register_loop
 from tilelang.transform import thread_regions
@@ -50,11 +51,17 @@ from tilelang.transform import thread_regions
 SMEM_ALIGN = 128
 TENSORMAP_PREFETCH = "tl.enable_tensormap_prefetch"   # pass config: prefetch the remaining maps at entry
 SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
+SMEM_RESERVED_PER_BLOCK = 1024     # the shared memory the driver keeps for each resident block (sm_80+)
+MAX_BLOCKS_PER_SM = 32
+OCCUPANCY_NEUTRAL_REUSE_KEY = PassConfigKey.TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE.value
 
 
 class Lowerer:
-    def __init__(self, info: KernelInfo, layouts: Layouts, pass_configs: dict, reserve: int = 0):
+    def __init__(self, info: KernelInfo, layouts: Layouts, pass_configs: dict, reserve: int = 0,
+                 arch: str | None = None):
         self.info = info
+        self.arch = arch
+        self.reserve = reserve
         # shared memory the plans below may fill: the budget less ``reserve`` bytes for what the
         # lowering carves after them (reduction workspaces; ``engine.pipeline`` learns it from a
         # first lowering that went over)
@@ -89,6 +96,7 @@ class Lowerer:
         self.frag = {}          # fragment buffer -> local array buffer
         self.smem_views = {}    # shared buffer -> its flat view over smem (elem_offset: stage 0's start)
         self.smem_bytes = 0
+        self.own_bytes = False      # every shared buffer has bytes of its own (``_prefer_own_bytes``)
         self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
         self.extra_allocs = []
         # sm_90a TMA producer warpgroup, or None and why not (the LSP's pipeline hover)
@@ -121,6 +129,8 @@ class Lowerer:
             warp_specialize.plan_pair(self, SMEM_BUDGET_SM90 - 2 * reserve)
             warp_specialize.plan_ring(self, self.budget)   # one more buffer for the wgmma kept in flight
             warp_specialize.plan_heads(self, self.budget)  # two buffers for a persistent kernel's Q
+        if self.configs.get(OCCUPANCY_NEUTRAL_REUSE_KEY):
+            self._prefer_own_bytes()
         self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
         self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
@@ -129,6 +139,39 @@ class Lowerer:
             self.cluster_dims = warp_specialize.user_cluster_dims(info.func)    # T.ClusterKernel
 
     # ----- memory ------------------------------------------------------------------------
+    def blocks_per_sm(self, smem_bytes: int) -> int:
+        """An upper estimate of the blocks of this kernel one SM holds with ``smem_bytes`` of shared
+        memory each: the least of the shared-memory, thread and register limits, the registers
+        taken as a lower bound (the largest fragment plus 16 a thread: ptxas only knows more)."""
+        spec = targets.gpu_spec(self.arch or "sm_90a") or {}
+        per_sm = spec.get("smem_per_sm", 228 * 1024)
+        threads = self.T + self.extra_threads
+        words = max([-(-int(f.local_size) * nbytes(str(b.dtype)) // 4) for b, f in self.layouts.fragments.items()],
+                    default=0)
+        regs = min(255, -(-(words + 16) // 8) * 8)
+        limits = [spec.get("max_threads_per_sm", 2048) // threads, spec.get("registers_per_sm", 65536) // (regs * threads),
+                  MAX_BLOCKS_PER_SM]
+        if smem_bytes:
+            limits.append(per_sm // (smem_bytes + SMEM_RESERVED_PER_BLOCK))
+        return max(0, min(limits))
+
+    def _prefer_own_bytes(self):
+        """``tl.enable_occupancy_neutral_reuse``: plan again with no shared bytes between buffers
+        and keep that plan where it fits the budget and loses no block per SM (``blocks_per_sm``;
+        a block pair, ``ws.pair``, needs its two), so that the barriers that only order one
+        buffer's reads before another's writes on the same bytes go."""
+        if not self.smem_alias or self.configs.get("tl.disable_shared_memory_reuse"):
+            return
+        need = max(self.blocks_per_sm(self.smem_bytes), 2 if self.ws is not None and self.ws.pair else 1)
+        self.own_bytes = True
+        self._plan_memory()
+        pair_fits = 2 * self.smem_bytes <= SMEM_BUDGET_SM90 - 2 * self.reserve    # (plan_pair's budget)
+        if self.smem_bytes <= self.budget and self.blocks_per_sm(self.smem_bytes) >= need and (
+                not (self.ws is not None and self.ws.pair) or pair_fits):
+            return
+        self.own_bytes = False
+        self._plan_memory()
+
     def _plan_memory(self):
         self.smem_views, self.smem_bytes, self.extra_allocs = {}, 0, []
         self.shared_scratch = []    # (share key, byte offset, bytes) of workspaces others may reuse
@@ -145,7 +188,7 @@ class Lowerer:
         # a persistent kernel the producer fills the next tile's stages during the epilogue, so
         # the staged tiles are live throughout and share bytes with nothing.
         live = smem_plan.live_ranges(self.info.body, list(sizes))
-        reuse = not self.configs.get("tl.disable_shared_memory_reuse")
+        reuse = not self.configs.get("tl.disable_shared_memory_reuse") and not self.own_bytes
         planned = None
         ring = [decode_region(p.value.args[1]).buffer for p, _ in self.ws.producers] if self.ws is not None else []
         # The producer warp starts filling the ring (and loading the heads) as the kernel starts,

@@ -52,6 +52,9 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_EARLY_PROLOGUE = "tl.enable_early_prologue"
     TL_ENABLE_STMATRIX = "tl.enable_stmatrix"
     TL_ENABLE_EXACT_STORE_FENCES = "tl.enable_exact_store_fences"
+    TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE = "tl.enable_occupancy_neutral_reuse"
+    TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
+    TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
@@ -257,6 +260,22 @@ EFFECTS = {
         "destination) goes without fence.proxy.async (the store's own fenced barrier orders those writes); by "
         "default every buffer sharing bytes with one the async proxy reads is fenced. Drops 2 of the 5 fences of "
         "upstream's gdn scaled_dot_kkt; not yet timed on a GPU",
+    PassConfigKey.TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE: "opt-in: shared buffers never live at the same time share "
+        "bytes only where that lets more blocks share an SM (estimated from shared memory, threads, and a lower "
+        "bound of the registers: the largest fragment); otherwise each keeps bytes of its own, and the barriers "
+        "that sharing asks for (a write into bytes another buffer was read from) go. Drops 2 of the 7 barriers of "
+        "upstream's gdn scaled_dot_kkt; not yet timed on a GPU",
+    PassConfigKey.TL_ENABLE_CHUNKED_EPILOGUE: "opt-in, sm_90a: a warp-specialised GEMM whose epilogue stages the "
+        "whole accumulator through one shared tile (`T.copy(C_local, C_shared); T.copy(C_shared, C[...])`, or the "
+        "compiler's own stage) and that keeps one tile per block because the pipeline's extra buffer and that tile "
+        "do not both fit a persistent grid (128x256x64, three stages: 4 x 48 + 64 KiB) stages it 64 columns at a "
+        "time through two 64-column tiles (TMA store per chunk), which lets it run persistent with the extra "
+        "buffer; not yet timed on a GPU",
+    PassConfigKey.TL_ENABLE_WARPGROUP_PINGPONG: "opt-in, sm_90a: in a warp-specialised attention loop whose two "
+        "consumer warpgroups split the rows (S = Q K^T issued with the previous P V), the warpgroups take turns "
+        "at the tensor cores, each waiting on a named barrier before its gemm issues and releasing the other's "
+        "after them, so one warpgroup's softmax runs under the other's gemms (FlashAttention-3's pingpong); not "
+        "yet run on a GPU",
     PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER: "on sm_90a, the tile a persistent warp-specialised kernel's "
         "producer loads in front of its loop (attention's Q) keeps one buffer instead of two where shared memory "
         "holds two (the producer then loads the next tile's only once the consumers are past this tile's loop, "

@@ -24,16 +24,18 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import ir, tirx
 
-from tilelang.language._ops import get_op, region
+from tilelang.language._ops import get_op, is_tl_call, region
 from tilelang.tir_utils import const_int, flatten, seq
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, analyze_kernel, decode_region, op_name, scope_of)
 from tilelang.transform.layout_inference import infer_layouts, slab_stage_shape
 from tilelang.transform.lower_tile_ops import SMEM_BUDGET_SM90, Lowerer
+from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.tma import box_spec
-from tilelang.transform import user_ws
+from tilelang.transform import smem_plan, user_ws
 
 SHARED = "shared.dyn"
 SLAB_COLUMNS = 64      # 16-bit elements per 128-byte swizzle slab of the stage
+CHUNK_KEY = PassConfigKey.TL_ENABLE_CHUNKED_EPILOGUE.value
 
 
 def _candidate(accumulators, stmt) -> bool:
@@ -121,21 +123,107 @@ def staged(info, layouts, arch: str, configs: dict) -> Staging:
         return Staging(info, layouts, skipped=skipped)
     new_info = user_ws.apply(analyze_kernel(func))     # (keeps what T.ws / T.alloc_barrier imply)
     new_layouts = infer_layouts(new_info, arch, configs)
-    lw = Lowerer(new_info, new_layouts, dict(configs))
+    lw = Lowerer(new_info, new_layouts, dict(configs), arch=arch)
     if lw.smem_bytes > SMEM_BUDGET_SM90:
         why = f"the stage would take the kernel to {lw.smem_bytes} bytes of shared memory, over {SMEM_BUDGET_SM90}"
         return Staging(info, layouts, skipped=skipped + [(s, why) for s in picked])
     return Staging(new_info, new_layouts, picked, lw, skipped)
 
 
+def _chunk_pairs(info, layouts, top) -> list:
+    """Indices i of top-level statement pairs ``copy(acc, S); copy(S, G[...])`` (a whole float wgmma
+    accumulator staged through a whole 2-D 16-bit shared tile ``S`` of at least three 64-column
+    slabs, then stored whole) where the two copies are all ``S`` is used for."""
+    accumulators = {decode_region(g.value.args[2]).buffer for g in layouts.gemms}
+    shared = set(info.shared_buffers())
+    out = []
+    for i in range(len(top) - 1):
+        a, b = top[i], top[i + 1]
+        if op_name(a) != "copy" or op_name(b) != "copy" or any(
+                len(c.value.args) > 3 and const_int(c.value.args[3]) == 1 for c in (a, b)):     # disable_tma
+            continue
+        acc, stage = decode_region(a.value.args[0]), decode_region(a.value.args[1])
+        src, dst = decode_region(b.value.args[0]), decode_region(b.value.args[1])
+        if not (acc.buffer in accumulators and acc.is_whole() and str(acc.buffer.dtype) == "float32"
+                and stage.buffer in shared and stage.is_whole() and src.buffer.same_as(stage.buffer)
+                and src.is_whole() and scope_of(dst.buffer) == "global"):
+            continue
+        shape = [const_int(x) for x in stage.buffer.shape]
+        if (len(shape) != 2 or None in shape or shape[1] % SLAB_COLUMNS or shape[1] // SLAB_COLUMNS < 3
+                or str(stage.buffer.dtype) not in ("float16", "bfloat16")
+                or const_int(dst.extents[-1]) != shape[1]):
+            continue
+        users = [k for k, s in enumerate(top) if stage.buffer in smem_plan.names_buffers(s, shared)
+                 or (is_tl_call(getattr(s, "value", None), "annotate_layout")
+                     and s.value.args[0].source.same_as(stage.buffer))]
+        if users == [i, i + 1]:
+            out.append(i)
+    return out
+
+
+def _chunked(a, b):
+    """``copy(acc, S); copy(S, G[r, c])`` as SLAB_COLUMNS-wide chunks through two shared tiles:
+    chunk j copies ``acc[:, 64 j : 64 j + 64]`` into tile j % 2 and that tile to ``G[r, c + 64 j]``."""
+    acc, stage = decode_region(a.value.args[0]), decode_region(a.value.args[1])
+    dst = decode_region(b.value.args[1])
+    rows, cols = (const_int(x) for x in stage.buffer.shape)
+    tiles = [tirx.decl_buffer([rows, SLAB_COLUMNS], str(stage.buffer.dtype), f"{stage.buffer.name}_chunk{t}",
+                              scope=SHARED) for t in range(2)]
+    out = [tirx.AllocBuffer(t) for t in tiles]
+    rest_a, rest_b = list(a.value.args[2:]), list(b.value.args[2:])
+    whole = [0, 0], [rows, SLAB_COLUMNS]
+    for j in range(cols // SLAB_COLUMNS):
+        tile = tiles[j % 2]
+        part = region(acc.buffer, [0, j * SLAB_COLUMNS], [rows, SLAB_COLUMNS], 1)
+        into = ir.Call(get_op("copy"), [part, region(tile, *whole, 2)] + rest_a, ret_ty="handle")
+        starts = list(dst.starts[:-1]) + [dst.starts[-1] + j * SLAB_COLUMNS]
+        to = region(dst.buffer, starts, list(dst.extents[:-1]) + [SLAB_COLUMNS], 2)
+        store = ir.Call(get_op("copy"), [region(tile, *whole, 1), to] + rest_b, ret_ty="handle")
+        out += [tirx.Evaluate(into, span=a.span), tirx.Evaluate(store, span=b.span)]
+    return out
+
+
+def chunked(result: Staging, arch: str, configs: dict) -> Staging:
+    """``tl.enable_chunked_epilogue``: the kernel of ``result`` with its whole-tile epilogue stages
+    chunked (``_chunked``) where that lets the warp-specialised GEMM run persistent with its
+    ring's extra buffer (``warp_specialize.plan_ring``) and it did not before; else ``result``."""
+    info, layouts = result.info, result.layouts
+    if not configs.get(CHUNK_KEY) or not layouts.wgmma:
+        return result
+    top = flatten([info.body])
+    pairs = _chunk_pairs(info, layouts, top)
+    if not pairs:
+        return result
+    before = result.lowerer or Lowerer(info, layouts, dict(configs), arch=arch)
+    if before.ws is None or (before.ws.persistent is not None and before.ws.ring):
+        return result
+    items, k = [], 0
+    while k < len(top):
+        if k in pairs:
+            items += _chunked(top[k], top[k + 1])
+            k += 2
+        else:
+            items.append(top[k])
+            k += 1
+    body = seq(items)
+    for iv, extent in reversed(info.launch):
+        body = tirx.AttrStmt(iv, "thread_extent", extent, body)
+    new_info = user_ws.apply(analyze_kernel(info.func.with_body(body)))
+    new_layouts = infer_layouts(new_info, arch, configs)
+    lw = Lowerer(new_info, new_layouts, dict(configs), arch=arch)
+    if lw.ws is None or lw.ws.persistent is None or not lw.ws.ring or lw.smem_bytes > SMEM_BUDGET_SM90:
+        return result
+    return Staging(new_info, new_layouts, result.picked or [top[k + 1] for k in pairs], lw, result.skipped)
+
+
 def apply(st) -> None:
     """Pipeline step (after layout inference): ``st.func``, ``st.info`` and ``st.layouts``
     become the staged kernel's where ``staged`` applies (and ``st.lowerer`` the Lowerer its
     budget check built, which the lowering then uses)."""
-    result = staged(st.info, st.layouts, st.arch, st.pass_configs)
+    result = chunked(staged(st.info, st.layouts, st.arch, st.pass_configs), st.arch, st.pass_configs)
     if result.picked:
         st.unstaged = (st.func, st.info, st.layouts)    # the lowering's fallback (engine.pipeline)
         st.func, st.info, st.layouts, st.lowerer = result.info.func, result.info, result.layouts, result.lowerer
 
 
-__all__ = ["Staging", "stage", "staged", "apply"]
+__all__ = ["Staging", "stage", "staged", "chunked", "apply"]

@@ -109,6 +109,19 @@ def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzl
             "dims": shape[::-1], "strides": strides, "box": box, "swizzle": width * esize if swizzled else 0}
 
 
+def add_map(lw, spec: dict) -> int:
+    """The index of ``spec`` among the kernel's tensor maps (``lw.tensormaps``): an earlier map
+    equal to it but for its name (the same tensor, box and swizzle: the chunks of a chunked
+    epilogue store through one), else a new one."""
+    same = {k: v for k, v in spec.items() if k != "name"}
+    for j, other in enumerate(lw.tensormaps):
+        if {k: v for k, v in other.items() if k != "name"} == same:
+            return j
+    j = len(lw.tensormaps)
+    lw.tensormaps.append(dict(spec, name=f"tl_tmap_{j}"))
+    return j
+
+
 def tmap(j: int):
     return tirx.call_extern("int64", "TL_TMAP", i32(j))   # not "handle": TVM would cast it to void*
 

@@ -104,7 +104,7 @@ from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
                                 substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
-from tilelang.transform import block_order, pipeline, smem_plan, thread_sync, tma
+from tilelang.transform import block_order, pipeline, smem_plan, thread_regions, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, is_parallel_nest, op_name, scope_of
 from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.pipelined_loop import PipelinedLoop, pipelined_loops
@@ -1470,14 +1470,104 @@ def _lower_overlapped(lw, loop, consumers, rotation, base, releaser):
     # The first iteration is peeled off: ptxas injects a wgmma wait before the deferred
     # statements (C7517) when they and the previous gemm sit in a branch on the iteration.
     first_it = body_at(True)
-    out = [first_it if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), first_it, None),
-           tirx.For(k, start + 1, n - 1, tirx.ForKind.SERIAL, body_at(False), span=loop.span)]
+    steady = body_at(False)
     tail = ([lowered_at(late, n - 1)] if late else []) + [lowered_at([g_last], n - 1)]
+    pp = _Pingpong.plan(lw, [first_it, steady] + tail)
+    if pp is not None:   # (the last P V's turn ends at its issue, as the loop's do; its wait follows)
+        first_it, steady = pp.around_issues(first_it), pp.around_issues(steady)
+        tail = ([pp.sync_me()] + ([lowered_at(late, n - 1)] if late else [])
+                + [lowered_at(g_last, n - 1, asynchronous=True), pp.arrive_other()] + wait_last)
+    out = [first_it if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), first_it, None),
+           tirx.For(k, start + 1, n - 1, tirx.ForKind.SERIAL, steady, span=loop.span)]
     if ws.persistent is not None:   # the ring runs on into the next tile: give the last stage back
         tail.append(release(len(ws.groups) - 1, tirx.floormod(base + n - 1, i32(S))))
     tail = seq(tail)
     out.append(tail if lw.prove(tirx.GT(n, i32(0))) else tirx.IfThenElse(tirx.GT(n, i32(0)), tail, None))
+    if pp is not None:
+        out = [pp.start()] + out + [pp.finish()]
     return out
+
+
+# opt-in: the two consumer warpgroups of an overlapped attention loop take turns at the tensor cores
+PINGPONG_KEY = PassConfigKey.TL_ENABLE_WARPGROUP_PINGPONG.value
+_ASYNC_ISSUES = ("tl::wgmma_gemm_ss_async", "tl::wgmma_gemm_rs_async")
+
+
+class _Pingpong:
+    """``tl.enable_warpgroup_pingpong`` (opt-in): FlashAttention-3's inter-warpgroup schedule for
+    an overlapped loop (``_lower_overlapped``) on two consumer warpgroups that split the rows.
+    Each iteration's gemm issues (S = Q K^T of j, then P V of j - 1) form one turn: warpgroup w
+    waits on named barrier ``B_w`` before its first issue and arrives on the other's after its
+    last, so the turns alternate, 0, 1, 0, 1..., and one warpgroup's softmax runs while the other
+    one's gemms hold the tensor cores (without it both issue together, then both wait on the
+    exponentials). The last P V after the loop is a turn too. Balance per loop: warpgroup 1
+    arrives on ``B_0`` once before the loop (warpgroup 0 goes first) and warpgroup 0 waits on it
+    once after (for warpgroup 1's last arrival; ``finish``), so every barrier phase completes with
+    128 threads of each warpgroup in every tile and none is left open: a warpgroup never arrives
+    twice on a barrier before the other has taken the first arrival. Not where the loop body has a barrier over all
+    consumer threads (a cross-warpgroup reduction would meet the other warpgroup mid-turn)."""
+
+    def __init__(self, lw, ids):
+        self.lw, self.ids = lw, ids
+        self.wg = tirx.floordiv(lw.tid, i32(128))
+
+    @classmethod
+    def plan(cls, lw, lowered) -> "_Pingpong | None":
+        if not lw.configs.get(PINGPONG_KEY) or lw.T != 256 or lw.ws is None or lw.ws.pair:
+            return None
+        found = []
+        for st in lowered:
+            walk_stmts(st, lambda x: found.append(x) if extern_name(x) in _BARRIERS else None)
+        if found:
+            return None
+        ids = lw.__dict__.setdefault("partial_barrier_ids", {})
+        for key in ("pingpong 0", "pingpong 1"):
+            if key not in ids:
+                ids[key] = thread_regions.FIRST_BARRIER + len(ids)
+        if ids["pingpong 1"] > thread_regions.MAX_BARRIER:
+            return None
+        return cls(lw, (ids["pingpong 0"], ids["pingpong 1"]))
+
+    def _on(self, op, mine: bool):
+        """``op`` on this warpgroup's barrier (``mine``) or the other's; constant barrier ids in a
+        warp-uniform branch (with the id in a register ptxas reserves all 16 barriers)."""
+        first, second = (evaluate_extern(op, i32(self.ids[b]), 256) for b in ((0, 1) if mine else (1, 0)))
+        return tirx.IfThenElse(tirx.EQ(self.wg, i32(0)), first, second)
+
+    def sync_me(self):
+        return self._on("tl::named_barrier_sync", True)
+
+    def arrive_other(self):
+        return self._on("tl::named_barrier_arrive", False)
+
+    def start(self):
+        return _when(evaluate_extern("tl::named_barrier_arrive", i32(self.ids[0]), 256), tirx.EQ(self.wg, i32(1)))
+
+    def finish(self):
+        """Warpgroup 0 takes warpgroup 1's last arrival on ``B_0``. In a persistent kernel it
+        then releases warpgroup 1 through ``B_1``: else warpgroup 1 might arrive on ``B_0`` again
+        for the next tile (``start``) before warpgroup 0 took this one, and a phase of 256
+        arrivals would complete without warpgroup 0."""
+        out = [_when(evaluate_extern("tl::named_barrier_sync", i32(self.ids[0]), 256), tirx.EQ(self.wg, i32(0)))]
+        if self.lw.ws.persistent is not None:
+            out += [_when(evaluate_extern("tl::named_barrier_arrive", i32(self.ids[1]), 256), tirx.EQ(self.wg, i32(0))),
+                    _when(evaluate_extern("tl::named_barrier_sync", i32(self.ids[1]), 256), tirx.EQ(self.wg, i32(1)))]
+        return seq(out)
+
+    def around_issues(self, body):
+        """``body`` (one iteration) with the turn around its run of asynchronous gemm issues."""
+        items = flatten([body])
+        at = [i for i, st in enumerate(items) if _issues_gemm(st)]
+        assert at, "an overlapped iteration without its asynchronous gemm issue"
+        first, last = at[0], at[-1]
+        return seq(items[:first] + [self.sync_me()] + items[first:last + 1] + [self.arrive_other()]
+                   + items[last + 1:])
+
+
+def _issues_gemm(st) -> bool:
+    found = []
+    walk_stmts(st, lambda x: found.append(1) if extern_name(x) and extern_name(x).startswith(_ASYNC_ISSUES) else None)
+    return bool(found)
 
 
 _ROLE_FREE = (tirx.Bind, tirx.AllocBuffer, tirx.DeclBuffer)
@@ -1707,10 +1797,10 @@ def _defer_store_wait(lw, before, after) -> tuple:
     once after the last tile; the kernel stops for them then only. Not where the heads share the
     tile's bytes (``heads_late``: the next tile's Q lands there once the tile is over)."""
     ws = lw.ws
-    items = flatten(after)
+    items = _defer_inner_store_waits(lw, flatten(after))
     groups = [i for i, st in enumerate(items) if _is_store_group(st)]
     if ws.heads_late or len(groups) != 1:
-        return after, []
+        return items, []
     at = groups[0]
     if thread_sync.shared_rw(seq(before + [ws.marker.else_case]))[1] or \
             any(thread_sync.shared_rw(st)[1] for st in items[at + 1:]):
@@ -1721,9 +1811,64 @@ def _defer_store_wait(lw, before, after) -> tuple:
     store = items[at]
     issue = flatten([store.then_case])[:-1]
     wait = _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0)))
+    issued = next(i for i, st in enumerate(items) if _issues_store(st))
+    bar = next((b for b in range(issued - 1, -1, -1) if extern_name(items[b]) in _BARRIERS), None)
+    if bar is not None and bar > first and not _overlaps(thread_sync.shared_rw(store)[0],
+                                                         thread_sync.shared_rw(seq(items[:bar]))[1]):
+        # chunks through two tiles: what the next tile writes before its first store goes to the
+        # other tile, so this tile's last store is waited for in front of that store's barrier
+        items = (items[:bar] + [wait] + items[bar:at]
+                 + [tirx.IfThenElse(store.condition, seq(issue), None, span=store.span)] + items[at + 1:])
+        return items, [wait]
     items = (items[:first] + [wait, thread_sync.sync_stmt(lw)] + items[first:at]
              + [tirx.IfThenElse(store.condition, seq(issue), None, span=store.span)] + items[at + 1:])
     return items, [wait]
+
+
+_BARRIERS = ("tl::named_barrier_sync", "__syncthreads")
+
+
+def _issues_store(st) -> bool:
+    """Thread 0's TMA stores, with or without their closing wait."""
+    return (isinstance(st, tirx.IfThenElse) and st.else_case is None
+            and any((extern_name(x) or "").startswith("tl::tma_store_") for x in flatten([st.then_case])))
+
+
+def _view_bytes(view):
+    """(first, end) byte of a shared buffer's view in the block's allocation, or None."""
+    off, n = const_int(view.elem_offset), const_int(view.shape[0]) if len(view.shape) == 1 else None
+    esize = nbytes(str(view.dtype))
+    return (off * esize, (off + n) * esize) if off is not None and n is not None else None
+
+
+def _overlaps(a: set, b: set) -> bool:
+    spans = [[_view_bytes(v) for v in side] for side in (a, b)]
+    return any(x is None or y is None or (x[0] < y[1] and y[0] < x[1]) for x in spans[0] for y in spans[1])
+
+
+def _defer_inner_store_waits(lw, items: list) -> list:
+    """``items`` (a tile's epilogue) where it issues several TMA store groups (a chunked
+    epilogue, ``stage_epilogue.chunked``): thread 0 waits for each group but the last to have read
+    its tile, not right after issuing it, but in front of the barrier that precedes the next group,
+    so that it waits while the other consumers write the next chunk, where those writes touch none
+    of the group's bytes (its tile is then free once every thread is past that barrier)."""
+    groups = [i for i, st in enumerate(items) if _is_store_group(st)]
+    out = list(items)
+    moved = []
+    for g, nxt in zip(groups, groups[1:]):
+        bar = next((b for b in range(nxt - 1, g, -1) if extern_name(items[b]) in _BARRIERS), None)
+        if bar is None:
+            continue
+        source = thread_sync.shared_rw(items[g])[0]
+        written = thread_sync.shared_rw(seq(items[g + 1:bar]))[1] if bar > g + 1 else set()
+        if not source or _overlaps(source, written):
+            continue
+        store = items[g]
+        out[g] = tirx.IfThenElse(store.condition, seq(flatten([store.then_case])[:-1]), None, span=store.span)
+        moved.append(bar)
+    for bar in sorted(moved, reverse=True):
+        out.insert(bar, _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0))))
+    return out
 
 
 __all__ = ["user_cluster_dims", "plan_heads", "SINGLE_HEAD_BUFFER_KEY", "coordinate_blocker", "PRODUCER_THREADS", "Cluster", "Persistent", "WsPlan", "cluster_plan", "plan",
