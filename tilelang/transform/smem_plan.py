@@ -19,7 +19,9 @@ upstream's planner drops it.
 
 Sharing bytes needs barriers the buffers alone would not ask for (a write of ``O_shared`` must
 wait until every thread has finished reading ``Q_shared``): ``aliases`` tells the barrier
-planner (``thread_sync``) which buffers overlap, and it treats them as one.
+planner (``thread_sync``) which buffers overlap, and it treats them as one. (With
+``tl.enable_occupancy_neutral_reuse`` the Lowerer keeps sharing only where it keeps a block per
+SM: ``Lowerer._prefer_own_bytes``.)
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ written by a wgmma gemm and whose destination is a 2-D tile of a 16-bit kernel p
 static shape, whose rows are whole 128-byte slabs and 16-byte aligned in memory (what a TMA box
 needs), when the kernel still fits in shared memory with the stage. ``tl.disable_tma_lower``,
 ``tl.disable_epilogue_staging`` or ``T.copy(..., disable_tma=True)`` keep the direct stores.
+
+With ``tl.enable_chunked_epilogue`` (opt-in, ``chunked``) a whole-tile stage (this module's or the
+user's ``C_shared``) of a warp-specialised GEMM that runs one tile per block only because the
+stage and the ring's extra buffer do not both fit a persistent grid goes out 64 columns at a time
+through two 64-column tiles, where that makes the kernel persistent with the extra buffer.
 """
 
 from __future__ import annotations

@@ -73,7 +73,9 @@ iteration k of the it-th tile being ``it * n + k``. Where the trip count depends
 and row blocks x and gx - 1 - x together run the same count for every x (causal attention:
 ``paired_rows``), the unit is such a pair, its two tiles run one after the other, and each role
 counts the ring slots it used instead; the last rounds' pairs are dealt out as single tiles, longest
-first (``_PairedTail``), so that no block ends a whole pair after the others.
+first (``_PairedTail``), so that no block ends a whole pair after the others. With
+``tl.enable_warpgroup_pingpong`` (opt-in, ``_Pingpong``) the two consumer warpgroups of an
+overlapped loop take turns at their gemm issues through two named barriers.
 
 A whole tile copied in front of a general loop and read only by it (attention's Q: ``_heads``)
 is the producer's too: it loads it with TMA before the tile's ring loads, on a full / empty
