@@ -95,7 +95,14 @@ class Layouts:
 
     def fragment_words(self) -> int:
         """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
-        return sum(-(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4) for buf, frag in self.fragments.items())
+        return sum(self._words_each())
+
+    def largest_fragment_words(self) -> int:
+        """The 32-bit registers a thread's largest fragment takes (0 without fragments)."""
+        return max(self._words_each(), default=0)
+
+    def _words_each(self) -> list:
+        return [-(-int(frag.local_size) * nbytes(str(buf.dtype)) // 4) for buf, frag in self.fragments.items()]
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,7 @@ class Lowerer:
         spec = targets.gpu_spec(self.arch or "sm_90a") or {}
         per_sm = spec.get("smem_per_sm", 228 * 1024)
         threads = self.T + self.extra_threads
-        words = max([-(-int(f.local_size) * nbytes(str(b.dtype)) // 4) for b, f in self.layouts.fragments.items()],
-                    default=0)
-        regs = min(255, -(-(words + 16) // 8) * 8)
+        regs = min(255, -(-(self.layouts.largest_fragment_words() + 16) // 8) * 8)
         limits = [spec.get("max_threads_per_sm", 2048) // threads, spec.get("registers_per_sm", 65536) // (regs * threads),
                   MAX_BLOCKS_PER_SM]
         if smem_bytes:

@@ -112,10 +112,22 @@ def stage(info, layouts, configs):
     items = []
     for s in top:
         items.extend(_staged(s) if any(s.same_as(p) for p in picked) else [s])
+    return _with_body(info, items), picked, skipped
+
+
+def _with_body(info, items):
+    """The kernel of ``info`` with ``items`` as its top-level statements (under its launch)."""
     body = seq(items)
     for iv, extent in reversed(info.launch):
         body = tirx.AttrStmt(iv, "thread_extent", extent, body)
-    return info.func.with_body(body), picked, skipped
+    return info.func.with_body(body)
+
+
+def _planned(func, arch, configs):
+    """(info, layouts, Lowerer) of a rewritten kernel (T.ws / T.alloc_barrier kept)."""
+    info = user_ws.apply(analyze_kernel(func))
+    layouts = infer_layouts(info, arch, configs)
+    return info, layouts, Lowerer(info, layouts, dict(configs), arch=arch)
 
 
 def staged(info, layouts, arch: str, configs: dict) -> Staging:
@@ -126,9 +138,7 @@ def staged(info, layouts, arch: str, configs: dict) -> Staging:
     func, picked, skipped = stage(info, layouts, configs)
     if func is None:
         return Staging(info, layouts, skipped=skipped)
-    new_info = user_ws.apply(analyze_kernel(func))     # (keeps what T.ws / T.alloc_barrier imply)
-    new_layouts = infer_layouts(new_info, arch, configs)
-    lw = Lowerer(new_info, new_layouts, dict(configs), arch=arch)
+    new_info, new_layouts, lw = _planned(func, arch, configs)
     if lw.smem_bytes > SMEM_BUDGET_SM90:
         why = f"the stage would take the kernel to {lw.smem_bytes} bytes of shared memory, over {SMEM_BUDGET_SM90}"
         return Staging(info, layouts, skipped=skipped + [(s, why) for s in picked])
@@ -210,12 +220,7 @@ def chunked(result: Staging, arch: str, configs: dict) -> Staging:
         else:
             items.append(top[k])
             k += 1
-    body = seq(items)
-    for iv, extent in reversed(info.launch):
-        body = tirx.AttrStmt(iv, "thread_extent", extent, body)
-    new_info = user_ws.apply(analyze_kernel(info.func.with_body(body)))
-    new_layouts = infer_layouts(new_info, arch, configs)
-    lw = Lowerer(new_info, new_layouts, dict(configs), arch=arch)
+    new_info, new_layouts, lw = _planned(_with_body(info, items), arch, configs)
     if lw.ws is None or lw.ws.persistent is None or not lw.ws.ring or lw.smem_bytes > SMEM_BUDGET_SM90:
         return result
     return Staging(new_info, new_layouts, result.picked or [top[k + 1] for k in pairs], lw, result.skipped)

@@ -155,6 +155,11 @@ def _barrier_call(stmt):
     return (name,) + tuple(c if c is not None else str(a) for c, a in args)
 
 
+def is_barrier(stmt) -> bool:
+    """A block or named barrier statement (ours or the user's ``T.sync_threads``)."""
+    return _barrier_call(stmt) is not None
+
+
 def _is_block_barrier(stmt) -> bool:
     """A ``__syncthreads()`` statement (ours or the user's ``T.sync_threads()``)."""
     return _barrier_call(stmt) == ("__syncthreads",)

@@ -1506,8 +1506,9 @@ class _Pingpong:
     arrives on ``B_0`` once before the loop (warpgroup 0 goes first) and warpgroup 0 waits on it
     once after (for warpgroup 1's last arrival; ``finish``), so every barrier phase completes with
     128 threads of each warpgroup in every tile and none is left open: a warpgroup never arrives
-    twice on a barrier before the other has taken the first arrival. Not where the loop body has a barrier over all
-    consumer threads (a cross-warpgroup reduction would meet the other warpgroup mid-turn)."""
+    twice on a barrier before the other has taken the first arrival. Not where the loop body has
+    a barrier over all consumer threads (a cross-warpgroup reduction would meet the other
+    warpgroup mid-turn)."""
 
     def __init__(self, lw, ids):
         self.lw, self.ids = lw, ids
@@ -1519,7 +1520,7 @@ class _Pingpong:
             return None
         found = []
         for st in lowered:
-            walk_stmts(st, lambda x: found.append(x) if extern_name(x) in _BARRIERS else None)
+            walk_stmts(st, lambda x: found.append(x) if thread_sync.is_barrier(x) else None)
         if found:
             return None
         ids = lw.__dict__.setdefault("partial_barrier_ids", {})
@@ -1542,18 +1543,21 @@ class _Pingpong:
     def arrive_other(self):
         return self._on("tl::named_barrier_arrive", False)
 
+    def _by(self, wg, op, b):
+        """Warpgroup ``wg`` alone runs ``op`` on barrier ``B_b``."""
+        return _when(evaluate_extern(op, i32(self.ids[b]), 256), tirx.EQ(self.wg, i32(wg)))
+
     def start(self):
-        return _when(evaluate_extern("tl::named_barrier_arrive", i32(self.ids[0]), 256), tirx.EQ(self.wg, i32(1)))
+        return self._by(1, "tl::named_barrier_arrive", 0)
 
     def finish(self):
         """Warpgroup 0 takes warpgroup 1's last arrival on ``B_0``. In a persistent kernel it
         then releases warpgroup 1 through ``B_1``: else warpgroup 1 might arrive on ``B_0`` again
         for the next tile (``start``) before warpgroup 0 took this one, and a phase of 256
         arrivals would complete without warpgroup 0."""
-        out = [_when(evaluate_extern("tl::named_barrier_sync", i32(self.ids[0]), 256), tirx.EQ(self.wg, i32(0)))]
+        out = [self._by(0, "tl::named_barrier_sync", 0)]
         if self.lw.ws.persistent is not None:
-            out += [_when(evaluate_extern("tl::named_barrier_arrive", i32(self.ids[1]), 256), tirx.EQ(self.wg, i32(0))),
-                    _when(evaluate_extern("tl::named_barrier_sync", i32(self.ids[1]), 256), tirx.EQ(self.wg, i32(1)))]
+            out += [self._by(0, "tl::named_barrier_arrive", 1), self._by(1, "tl::named_barrier_sync", 1)]
         return seq(out)
 
     def around_issues(self, body):
@@ -1568,7 +1572,7 @@ class _Pingpong:
 
 def _issues_gemm(st) -> bool:
     found = []
-    walk_stmts(st, lambda x: found.append(1) if extern_name(x) and extern_name(x).startswith(_ASYNC_ISSUES) else None)
+    walk_stmts(st, lambda x: found.append(1) if (extern_name(x) or "").startswith(_ASYNC_ISSUES) else None)
     return bool(found)
 
 
@@ -1811,23 +1815,24 @@ def _defer_store_wait(lw, before, after) -> tuple:
     if first is None:
         return after, []
     store = items[at]
-    issue = flatten([store.then_case])[:-1]
     wait = _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0)))
     issued = next(i for i, st in enumerate(items) if _issues_store(st))
-    bar = next((b for b in range(issued - 1, -1, -1) if extern_name(items[b]) in _BARRIERS), None)
+    bar = next((b for b in range(issued - 1, -1, -1) if thread_sync.is_barrier(items[b])), None)
     if bar is not None and bar > first and not _overlaps(thread_sync.shared_rw(store)[0],
                                                          thread_sync.shared_rw(seq(items[:bar]))[1]):
         # chunks through two tiles: what the next tile writes before its first store goes to the
         # other tile, so this tile's last store is waited for in front of that store's barrier
         items = (items[:bar] + [wait] + items[bar:at]
-                 + [tirx.IfThenElse(store.condition, seq(issue), None, span=store.span)] + items[at + 1:])
+                 + [_without_wait(store)] + items[at + 1:])
         return items, [wait]
     items = (items[:first] + [wait, thread_sync.sync_stmt(lw)] + items[first:at]
-             + [tirx.IfThenElse(store.condition, seq(issue), None, span=store.span)] + items[at + 1:])
+             + [_without_wait(store)] + items[at + 1:])
     return items, [wait]
 
 
-_BARRIERS = ("tl::named_barrier_sync", "__syncthreads")
+def _without_wait(store):
+    """Thread 0's store group (``_is_store_group``) without its closing wait."""
+    return tirx.IfThenElse(store.condition, seq(flatten([store.then_case])[:-1]), None, span=store.span)
 
 
 def _issues_store(st) -> bool:
@@ -1858,15 +1863,14 @@ def _defer_inner_store_waits(lw, items: list) -> list:
     out = list(items)
     moved = []
     for g, nxt in zip(groups, groups[1:]):
-        bar = next((b for b in range(nxt - 1, g, -1) if extern_name(items[b]) in _BARRIERS), None)
+        bar = next((b for b in range(nxt - 1, g, -1) if thread_sync.is_barrier(items[b])), None)
         if bar is None:
             continue
         source = thread_sync.shared_rw(items[g])[0]
         written = thread_sync.shared_rw(seq(items[g + 1:bar]))[1] if bar > g + 1 else set()
         if not source or _overlaps(source, written):
             continue
-        store = items[g]
-        out[g] = tirx.IfThenElse(store.condition, seq(flatten([store.then_case])[:-1]), None, span=store.span)
+        out[g] = _without_wait(items[g])
         moved.append(bar)
     for bar in sorted(moved, reverse=True):
         out.insert(bar, _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0))))
