@@ -54,3 +54,20 @@ def test_a_wide_single_warpgroup_gemm_is_planned_for_one_block_per_sm(stages):
     narrow = summarize(gemm.matmul.get_prim_func(8192, 8192, 8192, trans_B=True, block_M=128, block_N=128,
                                                  block_K=64, num_stages=stages, threads=128), "sm_90a")
     assert not narrow["persistent"]
+
+
+def test_nvcc_failure_message_explains_a_register_failure_without_the_unused_helper_noise():
+    from tilelang.jit.nvcc import _failure_message
+
+    noise = ('k.cu(77): warning #177-D: function "hpow" was declared but never referenced\n'
+             '  static inline half hpow(half x, half y) { return x; }\n'
+             '                     ^\n\n') * 30
+    log = noise + "ptxas fatal   : (C7600) Register allocation failed with register count of '255'.\n"
+    msg = _failure_message("nvcc", 255, ["nvcc", "k.cu"], None, log)
+    lines = msg.splitlines()
+    assert lines[1].strip().startswith("ptxas fatal   : (C7600)")
+    assert lines[2].strip().startswith("hint: ptxas ran out of registers") and "TL0502" in lines[2]
+    shown = msg.split("--- compiler output ---\n", 1)[1]
+    assert "#177-D" not in shown and "hpow" not in shown and "C7600" in shown
+    # other failures carry no register hint
+    assert "hint:" not in _failure_message("nvcc", 1, ["nvcc"], None, "k.cu(3): error: expected a ;")

@@ -92,6 +92,49 @@ def test_float16_accumulator_needs_16_columns_per_warpgroup():
     assert isinstance(wgmma_split(64, 16, 2, True, "float16", 2), str)
 
 
+@pytest.mark.parametrize("M,N,wg,threads,want", [
+    (256, 256, 4, 512, (2, 2)),      # 512 threads leave 128 registers: m64n256 (about 154) cannot issue
+    (256, 256, 4, None, (4, 1)),     # (no thread count: the widest instruction)
+    (256, 128, 4, 512, (4, 1)),      # m64n128 fits 128 registers: unchanged
+    (192, 256, 3, 384, (3, 1)),      # 384 threads leave 168: unchanged
+    (128, 256, 2, 256, (2, 1)),      # a warp-specialised 256-thread GEMM (+ producer): unchanged
+    (256, 256, 8, 1024, (2, 4)),     # 64 registers: m64n64
+])
+def test_split_leaves_each_instruction_registers(M, N, wg, threads, want):
+    assert wgmma_split(M, N, wg, False, "float32", 2, threads=threads) == want
+
+
+def test_a_tile_no_instruction_fits_says_so():
+    # 64 rows on two warpgroups: N splits in two, m64n256 each, where 1024 threads leave 64 registers
+    why = wgmma_split(64, 512, 2, True, "float32", 2, threads=1024)
+    assert wgmma_split(64, 512, 2, True, "float32", 2, threads=256) == (1, 2)
+    assert isinstance(why, str) and "registers a thread" in why and "1024 threads leave 64" in why
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc not found")
+def test_a_256x256_tile_on_512_threads_compiles():
+    """Upstream's dequant example tunes block 256 x 256 on 512 threads: one m64n256 instruction per
+    warpgroup needed about 154 registers where __launch_bounds__(512) leaves 128, and ptxas stopped
+    (C7602). Split 2 x 2 the warpgroups issue m64n128 (as upstream's own split does, with spills)."""
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+             C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(4, 4, threads=512) as (bx, by):
+            A_s = T.alloc_shared((256, 64), "float16")
+            B_s = T.alloc_shared((64, 256), "float16")
+            C_l = T.alloc_fragment((256, 256), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(A[by * 256, k * 64], A_s)
+                T.copy(B[k * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 256, bx * 256])
+
+    kernel = tilelang.compile(main, target="sm_90a")
+    assert "tl::Warpgroups<2, 2>" in kernel.get_kernel_source()
+    assert kernel.ensure_cubin()
+
+
 # ----- layouts ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("M,N,wgm,wgn", [(64, 64, 1, 2), (64, 512, 1, 2), (128, 256, 2, 2), (64, 128, 1, 4)])
 def test_accumulator_layout_is_the_documented_one(M, N, wgm, wgn):

@@ -189,13 +189,41 @@ def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[b
 _MAX_ERROR_LINES = 8
 
 
+# ptxas's register-allocation failures (C7600: the kernel as a whole, C7602: one instruction)
+_REGISTER_FAILURE = re.compile(r"\(C760[02]\)|Register allocation failed|Insufficient registers")
+_REGISTER_HINT = (
+    "hint: ptxas ran out of registers. Each thread holds its share of every fragment (an accumulator of "
+    "block_M x block_N floats over T threads takes block_M * block_N / T registers a thread, see warning "
+    "TL0502), and a thread has at most 255, or 65536 / threads under __launch_bounds__(threads); use "
+    "smaller tiles, more threads, or a 16-bit accumulator")
+
+
+def _without_unused_warnings(log: str) -> str:
+    """``log`` without nvcc's "declared but never referenced" warnings (#177-D) and the two lines
+    (source, caret) each carries: the preamble's helpers the kernel does not call raise them by
+    the dozen, and they hide the line that matters."""
+    out, skip = [], 0
+    for ln in log.splitlines():
+        if skip:
+            skip -= 1
+            continue
+        if "warning #177-D" in ln:
+            skip = 2
+            continue
+        out.append(ln)
+    return "\n".join(out).strip("\n")
+
+
 def _failure_message(tool: str, rc, cmd: list[str], src: Path | None, log: str) -> str:
-    shown = log if len(log) <= _MAX_LOG_IN_MESSAGE else log[:_MAX_LOG_IN_MESSAGE] + "\n... (truncated; see .log)"
+    shown = _without_unused_warnings(log)
+    if len(shown) > _MAX_LOG_IN_MESSAGE:
+        shown = shown[:_MAX_LOG_IN_MESSAGE] + "\n... (truncated; see .log)"
     kept = f"\n  source kept at: {src}" if src else ""
     # the errors first: a long log of warnings would otherwise push them out of the message
     errors = [ln.strip() for ln in log.splitlines() if re.search(r"\berror\b|\bfatal\b", ln)][:_MAX_ERROR_LINES]
     first = "".join(f"\n  {ln}" for ln in errors)
-    return (f"{tool} failed (exit status {rc}){first}{kept}\n  command: {' '.join(cmd)}\n"
+    hint = f"\n  {_REGISTER_HINT}" if _REGISTER_FAILURE.search(log) else ""
+    return (f"{tool} failed (exit status {rc}){first}{hint}{kept}\n  command: {' '.join(cmd)}\n"
             f"--- compiler output ---\n{shown}")
 
 

@@ -210,7 +210,8 @@ def wgmma_blocker(info: KernelInfo, stmt, region=None, split_n: bool = True, nar
         return f"{T} threads are not whole warpgroups"
     wg = T // 128
     forced = is_wgmma_gemm(stmt)
-    split = wgmma_split(M, N, wg, bool(int(args[4].value)), dc, nbytes(db), forced, K, split_n, narrow)
+    split = wgmma_split(M, N, wg, bool(int(args[4].value)), dc, nbytes(db), forced, K, split_n, narrow,
+                        info.num_threads)
     if isinstance(split, str):
         return split
     if narrow_b_slab_bytes(N, split[1], bool(int(args[4].value)), nbytes(db)) and (
@@ -350,8 +351,21 @@ def narrow_b_slab_bytes(N: int, wn: int, trans_b: bool, eb: int) -> int:
 NARROW_SLAB_KEY = "tl.disable_wgmma_narrow_slabs"   # pass config: no narrow_b_slab_bytes (on by default)
 
 
+# Registers one wgmma instruction needs beside its accumulator slice (descriptors, addresses, a
+# register A's k-step): ptxas asked for 154 to issue an m64n256 float32 one (128 accumulators).
+WGMMA_INST_OVERHEAD_REGS = 32
+
+
+def thread_register_cap(threads: int) -> int:
+    """The registers a thread may hold under ``__launch_bounds__(threads)``: 64K a block, in steps
+    of 8, at most 255 (a warp-specialised kernel of at most 256 threads gains a producer warpgroup
+    and raises its consumers' registers with setmaxnreg, so counts from ``threads + 128``)."""
+    launched = threads + 128 if threads <= 256 else threads
+    return min(255, 65536 // launched // 8 * 8)
+
+
 def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced: bool = False, K: int = 16,
-                split_n: bool = True, narrow: bool = False):
+                split_n: bool = True, narrow: bool = False, threads: int | None = None):
     """How ``wg`` warpgroups share an M x N wgmma tile: ``(warpgroups_m, warpgroups_n)``, or why
     they cannot (a str). All of them split M into 64-row multiples when M allows it (the only
     arrangement before N splits existed, kept so those kernels do not change); otherwise the most
@@ -359,8 +373,13 @@ def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced
     (a multiple of 8, of 16 for a float16 accumulator; with an N-major B, whole swizzle slabs of
     its ``eb``-byte elements, or with ``narrow`` slabs as wide as its own columns:
     ``narrow_b_slab_bytes``), which every warpgroup covers with m64nNWk16 instructions.
+    ``threads`` (the block's): an arrangement whose instruction's accumulator slice does not fit
+    the registers a thread has (``thread_register_cap``: 512 threads leave 128, and an m64n256
+    float32 instruction needs about 154) is passed over, so 256 x 256 on four warpgroups issues
+    m64n128 on a 2 x 2 split instead of an instruction ptxas cannot allocate.
     ``split_n=False``: M only (``infer_layouts``' retry)."""
     step = 16 if dc == "float16" else 8
+    cap = thread_register_cap(threads) if threads else 255
     why = None
     for wm in [d for d in range(wg, 0, -1) if wg % d == 0 and (split_n or d == wg)]:
         wn = wg // wm
@@ -372,6 +391,11 @@ def wgmma_split(M: int, N: int, wg: int, trans_b: bool, dc: str, eb: int, forced
                    f"multiples of {step} columns over {wn}") if wn > 1 else f"N={N} / K={K} out of wgmma's range"
             continue
         NW = N // wn
+        inst_regs = wgmma_inst_n(NW) // (4 if dc == "float16" else 2)
+        if inst_regs + WGMMA_INST_OVERHEAD_REGS > cap:
+            why = (f"an m64n{wgmma_inst_n(NW)} instruction over {wm} x {wn} warpgroups needs about "
+                   f"{inst_regs + WGMMA_INST_OVERHEAD_REGS} registers a thread, and {threads} threads leave {cap}")
+            continue
         if wn > 1 and not trans_b and NW % max(1, wgmma_swizzle_bytes(N * eb) // eb) and not (
                 narrow and NW <= 256 and narrow_b_slab_bytes(N, wn, trans_b, eb)):
             why = (f"M={M} does not split into 64-row blocks over {wg} warpgroup(s), and an N-major B "
@@ -614,7 +638,7 @@ class _Inference:
         line = span_line(span)
         if stmt in self.wgmma_gemms:
             split = wgmma_split(M, N, self.T // 128, trans_b, str(c.buffer.dtype), nbytes(str(b.buffer.dtype)),
-                                is_wgmma_gemm(stmt), split_n=self.split_n, narrow=self.narrow)
+                                is_wgmma_gemm(stmt), split_n=self.split_n, narrow=self.narrow, threads=self.T)
             # (a gemm in a thread region was checked against the region's warpgroups instead)
             wg, wgn = split if isinstance(split, tuple) else (self.T // 128, 1)
             self.used_split_n |= wgn > 1
