@@ -372,6 +372,9 @@ def build_kernel(module, message: dict) -> dict:
                                                                  message.get("target"))}
     with _answer_device_queries(message.get("target")):
         diagnostics, summary = check_kernel(func, module, message)
+    guessed = _symbolic_guess_failed(message, diagnostics)
+    if guessed:
+        return {"ok": True, "built": False, "diagnostics": [], "unbound": guessed}
     reply = {"ok": True, "built": True, "diagnostics": diagnostics, "values": used}
     worker_targets.finish(reply, built, func, message["path"])
     if message.get("summary"):
@@ -676,6 +679,28 @@ def _narrow_undefined(diag):
 def _with_binding(diag, binding):
     diag.binding = diag.binding or binding
     return diag
+
+
+def _symbolic_guess_failed(message: dict, diagnostics: list) -> str | None:
+    """Why a traced binding's symbolic sizes (``soft``, e.g. ``UQ`` bound as ``T.dynamic``) are to
+    blame for the kernel's errors, or None. The guess holds where a size only shapes tensors, but a
+    kernel may need the number (``T.annotate_layout`` on a global tensor of that shape): an error
+    naming a symbolic size is the guess failing, not the user's code, and the kernel counts as built
+    without values, as when the factory raises under the guess."""
+    import re
+
+    from tilelang_lsp.binding_trace import is_symbolic_text
+
+    if not message.get("soft"):
+        return None
+    names = [name for name, text in message["kwargs"] if is_symbolic_text(text)]
+    for d in diagnostics:
+        if d.get("severity") != "error":
+            continue
+        hit = next((n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w(])", d.get("message", ""))), None)
+        if hit is not None:
+            return f"with {hit} symbolic the kernel reports {d.get('code')}: {d.get('message', '').splitlines()[0][:120]}"
+    return None
 
 
 def check_kernel(func, module, message: dict):

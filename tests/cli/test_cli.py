@@ -172,3 +172,11 @@ def test_version(run):
 
     status, out, _ = run("--version")
     assert status == 0 and out.strip() == f"tilelang-check {__version__}"
+
+
+def test_a_size_guessed_symbolic_that_the_kernel_needs_as_a_number_is_no_error(run):
+    """upstream's varlen attention backward lays out dQ ([UQ, heads, dim], UQ from the data) with
+    T.annotate_layout: under the symbolic guess for UQ the layout had no output space (a false
+    TL0201); the guess failing is no problem of the user's code."""
+    status, out, _ = run(f"{FIX}/symbolic_global_layout.py")
+    assert (status, out.strip()) == (0, "no problems found")

@@ -58,3 +58,36 @@ def test_upstream_mla_decode_matches_its_reference(batch, kv_ctx):
     out = kernel(q, q_pe, kv, k_pe)
     ref = mod.ref_program(q.float(), q_pe.float(), kv.float(), k_pe.float())
     torch.testing.assert_close(out.float(), ref.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("block", [(256, 256), (128, 256)])
+def test_512_thread_gemm_splits_where_an_instruction_would_not_fit(block):
+    """256 x 256 on 512 threads: each warpgroup's m64n256 would need more registers than
+    __launch_bounds__(512) leaves (ptxas stopped); split 2 x 2 it issues m64n128 (CPU side:
+    test_wgmma_split_n.test_a_256x256_tile_on_512_threads_compiles). 128 x 256 was 2 x 2 already."""
+    import tilelang
+    import tilelang.language as T
+
+    bm, bn, M, N, K = *block, 512, 512, 512
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // bn, M // bm, threads=512) as (bx, by):
+            A_s = T.alloc_shared((bm, 64), "float16")
+            B_s = T.alloc_shared((64, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[by * bm, k * 64], A_s)
+                T.copy(B[k * 64, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    kernel = tilelang.compile(main)
+    assert "tl::Warpgroups<2, 2>" in kernel.get_kernel_source()
+    torch.manual_seed(0)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
