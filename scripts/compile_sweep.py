@@ -45,8 +45,6 @@ def example_modules(upstream: Path, only: list[str]) -> list[str]:
         rel = path.relative_to(root).as_posix()
         if rel.split("/")[0] in SKIP_FOLDERS or any(p in path.name for p in SKIP_PARTS):
             continue
-        if "def main" not in path.read_text(errors="replace") and "@" not in path.read_text(errors="replace"):
-            continue
         if not only or any(p in rel for p in only):
             out.append(rel)
     return out

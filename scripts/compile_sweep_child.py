@@ -180,8 +180,10 @@ class Recorder:
                 for label, kw in variants:
                     sweep.compile(sweep.mode[:-1], self._name, f"{label}: {_describe(kw)}",
                                   lambda kw=kw: self._compiler()(**kw))
-        if self._tuned is not None and not set(_expand(self._tuned, args, kwargs)[0]) <= set(bound):
-            kwargs = {**_expand(self._tuned, args, kwargs)[0], **kwargs}   # a tuned call: its first config
+        if self._tuned is not None:
+            first = next(iter(_expand(self._tuned, args, kwargs)), {})
+            if not set(first) <= set(bound):
+                kwargs = {**first, **kwargs}   # a call left to the tuner: its first config
         return self._inner(*args, **kwargs)
 
     def _configs(self, bound: dict, args, kwargs) -> None:
