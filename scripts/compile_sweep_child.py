@@ -13,7 +13,8 @@ variants of that call, each to a cubin, and records ``ok`` or the error:
   tile parameters (block_M, block_N, block_K, num_stages, threads, ...), up to MAX combinations of
   the values users tune them over;
 - ``sizes``: the call with its problem sizes (M, N, K, seq_len, ...) made odd (1024 -> 875) or 8
-  larger, one at a time and all together;
+  larger, one at a time and all together; an eager factory's tensors remade with every dimension
+  of 64 or more changed the same way;
 - ``dtypes``: the call with float16 and bfloat16 parameters swapped.
 
 A variant that compiles and then fails to launch (no GPU here) counts as compiled. Results go to
@@ -146,7 +147,11 @@ class Sweep:
 
 
 def _describe(kw: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in kw.items() if isinstance(v, (int, float, str)) or "dtype" in k)
+    def text(v):
+        shape = getattr(v, "shape", None)
+        return f"tensor{list(shape)}" if shape is not None and not isinstance(v, (int, float, str)) else v
+    return ", ".join(f"{k}={text(v)}" for k, v in kw.items()
+                     if isinstance(v, (int, float, str)) or "dtype" in k or hasattr(v, "shape"))
 
 
 class Recorder:
@@ -205,16 +210,43 @@ class Recorder:
                           lambda c=config: self._compiler()(**fixed, **c))
 
 
+def _odd(v: int) -> int:
+    return v - v // 7 - 3          # 1024 -> 875: a multiple of no tile
+
+
 def _sizes(bound: dict) -> list:
+    tensors = _tensor_sizes(bound)
+    if tensors:
+        return tensors
     names = [k for k, v in bound.items()
              if k in SIZE_NAMES and isinstance(v, int) and not isinstance(v, bool) and v >= 64]
     if not names:
         return []
-    odd = {n: bound[n] - bound[n] // 7 - 3 for n in names}     # 1024 -> 875: a multiple of no tile
+    odd = {n: _odd(bound[n]) for n in names}
     out = [("all odd", {**bound, **odd})] if len(names) > 1 else []
     for n in names:
         out += [(f"{n} odd", {**bound, n: odd[n]}), (f"{n} + 8", {**bound, n: bound[n] + 8})]
     return out
+
+
+def _tensor_sizes(bound: dict) -> list:
+    """An eager factory's call (tensors in, sizes read off them): every tensor remade with each of
+    its dimensions of 64 or more changed by one function of the size (odd, or 8 larger), so
+    dimensions equal across tensors stay equal (A's K and B's K)."""
+    import torch
+
+    if not any(isinstance(v, torch.Tensor) for v in bound.values()):
+        return []
+
+    def remade(change):
+        def one(v):
+            if not isinstance(v, torch.Tensor):
+                return v
+            shape = [change(d) if d >= 64 else d for d in v.shape]
+            return torch.zeros(shape, dtype=v.dtype)
+        return {k: one(v) for k, v in bound.items()}
+
+    return [("tensor sizes odd", remade(_odd)), ("tensor sizes + 8", remade(lambda d: d + 8))]
 
 
 def _dtypes(bound: dict) -> list:

@@ -95,3 +95,40 @@ def test_compare_counts_what_ours_fails_and_upstream_compiles(tmp_path):
     again = subprocess.run([sys.executable, str(SWEEP), "compare", str(tmp_path / "ours"), str(tmp_path / "up")],
                            capture_output=True, text=True)
     assert again.returncode == 0
+
+
+EAGER = '''
+import torch
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def double(X, block=128):
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), "float16")
+    Y = T.empty((M, N), "float16")
+    with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+        for i, j in T.Parallel(block, N):
+            if bx * block + i < M:
+                Y[bx * block + i, j] = X[bx * block + i, j] * 2
+    return Y
+
+
+def main():
+    double(torch.randn(256, 64, device="cuda").half())
+'''
+
+
+@pytest.mark.skipif(not NVCC, reason="nvcc not found")
+def test_sizes_mode_remakes_an_eager_factorys_tensors(tmp_path):
+    module = tmp_path / "example_double.py"
+    module.write_text(EAGER)
+    out = tmp_path / "sizes.json"
+    proc = subprocess.run([sys.executable, str(CHILD), str(module), str(out), "sizes"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = json.loads(out.read_text())
+    assert [r["variant"].split(", block")[0] for r in records] == ["tensor sizes odd: X=tensor[217, 52]",
+                                                                 "tensor sizes + 8: X=tensor[264, 72]"]
+    assert all(r["ok"] for r in records), records
