@@ -1,5 +1,5 @@
 """Kernels at the configurations users give them, against torch: upstream's flash-attention forward
-at the tile configs its autotune lists and users try (two of them compile only with ours), and one
+at the tile configs its autotune lists and users try (four of them compile only with ours), and one
 GEMM over transposes x types x sizes no tile divides. scripts/compile_sweep.py compiles these
 variants without a GPU (docs/conformance.md); here their results are checked."""
 
@@ -33,6 +33,7 @@ def _flashattn():
 @pytest.mark.parametrize("block_M,block_N,stages,threads", [
     (64, 64, 1, 128), (128, 64, 2, 128), (128, 128, 1, 128), (64, 128, 2, 128),
     (256, 32, 1, 256), (256, 64, 4, 256),            # upstream's compiler stops at a layout conflict
+    (64, 64, 1, 256), (64, 128, 2, 256),             # ... and so did ours: P converts through shared memory
 ])
 def test_upstream_attention_at_user_tiles_matches_sdpa(block_M, block_N, stages, threads, dim, seq, causal):
     import torch.nn.functional as F
@@ -95,3 +96,20 @@ def test_gemm_over_transposes_types_and_odd_sizes_matches_torch(M, N, K, ta, tb,
         assert torch.equal(c.long(), ref.long())
     else:
         torch.testing.assert_close(c.double(), ref.to(c.dtype).double(), rtol=2e-2, atol=2e-1 * (K ** 0.5) / 8)
+
+
+def test_two_gemms_with_p_converted_through_shared_memory_match_torch():
+    """S = Q K^T (warpgroups split S's columns), P = S in float16 (whole rows in each warpgroup,
+    moved through a shared workspace), O = P V (tests/transform/test_fragment_conversion.py)."""
+    import tilelang
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
+    from test_fragment_conversion import two_gemms
+
+    kernel = tilelang.compile(two_gemms())
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(n, 128, device="cuda", dtype=torch.float16) for n in (64, 64, 64))
+    o = torch.empty(64, 128, device="cuda", dtype=torch.float32)
+    kernel(q, k, v, o)
+    p = (q.float() @ k.float().T).half().float()
+    torch.testing.assert_close(o, p @ v.float(), rtol=1e-2, atol=1e-1)

@@ -343,7 +343,8 @@ FRAGMENT_LAYOUT_CONFLICT = _define(
     ## Why is this bad?
     A fragment lives in registers: each thread holds only its own elements. Two incompatible
     layouts would need a shuffle through shared memory that the compiler does not insert for you,
-    so it cannot lower the kernel.
+    so it cannot lower the kernel. (A whole-fragment `T.copy(X_local, Y_local)` between two layouts
+    is such a shuffle, and the compiler does insert it: a shared workspace between two barriers.)
 
     ## Example
     ```python

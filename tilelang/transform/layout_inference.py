@@ -92,6 +92,8 @@ class Layouts:
     unnarrowed: str = ""                            # why B's narrow wgmma slabs were given up (infer_layouts)
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
+    conversions: set = field(default_factory=set)   # T.copy stmts between two fragments of different layouts
+                                                    # (through a shared workspace: lower_copy._convert_layout)
 
     def fragment_words(self) -> int:
         """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
@@ -1137,13 +1139,24 @@ class _Inference:
         return True
 
     def _fragment_to_fragment(self, src, dst, stmt, line):
-        """A register copy keeps each element in its thread: both sides share one layout."""
+        """A register copy keeps each element in its thread: both sides share one layout. Where
+        both already have layouts, and they differ (attention's ``T.copy(acc_s, acc_s_cast)`` when
+        warpgroups split the score tile's columns but the P V gemm needs whole rows of P in each of
+        them), the copy converts through shared memory (``Layouts.conversions``)."""
         s, d = self.known(src.buffer), self.known(dst.buffer)
         if s is None and d is None:
             return False
         if not (src.is_whole() and dst.is_whole()):
             raise LoweringError("TL0002", "copies between parts of fragments are not supported yet; "
                                 "copy whole fragments", stmt.span)
+        r = _reshaped(s, dst.buffer.shape) if s is not None else None
+        if d is not None and r is not None and not (d.shape == r.shape and d.same_as(r)):
+            if _frag_elements(s) != _frag_elements(d):
+                raise LoweringError("TL0601", f"T.copy from fragment '{src.buffer.name}' ({_frag_elements(s)} elements) to "
+                                    f"'{dst.buffer.name}' ({_frag_elements(d)} elements): the element counts differ",
+                                    stmt.span)
+            self.out.conversions.add(stmt)
+            return True
         if s is None:
             self.assign(src.buffer, _reshaped(d, src.buffer.shape), stmt.span, f"the copy at line {line}")
         else:
@@ -1730,6 +1743,10 @@ def _upper_bound(extent):
     bound = tvm.sym.Analyzer().const_int_bound(extent)
     hi = int(bound.max_value)
     return hi if 0 < hi < (1 << 20) else None
+
+
+def _frag_elements(frag) -> int:
+    return int(np.prod(frag.shape))
 
 
 def _reshaped(layout, shape):
