@@ -1,5 +1,5 @@
 """A T.copy between two fragments whose layouts differ converts through shared memory
-(``Layouts.conversions``, ``lower_copy._convert_layout``) instead of stopping at TL0201.
+(``Layouts.conversions``, ``lower_reduce.convert_layout``) instead of stopping at TL0201.
 
 The case that needs it: upstream's flash-attention forward with block_M = 64 on 256 threads. Two
 warpgroups cannot split 64 rows, so they split the score tile's columns (``tl::Warpgroups<1, 2>``),

@@ -93,7 +93,7 @@ class Layouts:
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
     conversions: set = field(default_factory=set)   # T.copy stmts between two fragments of different layouts
-                                                    # (through a shared workspace: lower_copy._convert_layout)
+                                                    # (through a shared workspace: lower_reduce.convert_layout)
 
     def fragment_words(self) -> int:
         """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""

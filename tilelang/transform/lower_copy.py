@@ -744,46 +744,9 @@ def stmatrix_row(layout, tid, s):
     return layout.index(tid - lane + tirx.FloorMod(lane, i32(8)) * 4, s * 8 + tirx.FloorDiv(lane, i32(8)) * 2)
 
 
-def _convert_layout(lw, src, dst, stmt):
-    """``T.copy`` between two whole fragments of different layouts (``Layouts.conversions``): every
-    thread stores the elements of ``src`` it holds (one replica of each) into a shared workspace
-    at their row-major positions, converted to ``dst``'s type, and after a barrier loads the
-    elements of ``dst`` it holds; the barrier before the stores keeps them off a previous use of
-    the workspace, whose bytes a later conversion or cross-warp reduction of the same threads may
-    take (``Lowerer.scratch(share=)``)."""
-    from tilelang.transform import thread_sync
-
-    s_layout, d_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
-    elems = int(math.prod(s_layout.shape))
-    sync = thread_sync.sync_stmt(lw, writes=())
-    share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
-             tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
-    scratch = lw.scratch(f"{dst.buffer.name}_convert", elems, str(dst.dtype), share=share)
-
-    def flat(layout, v):
-        idx = layout.index(lw.tid, v)
-        return simplify(sum((e * math.prod(layout.shape[d + 1:]) for d, e in enumerate(idx)), i32(0)))
-
-    v = tirx.Var("v", "int32")
-    value = tirx.BufferLoad(lw.frag[src.buffer], [v])
-    if str(src.dtype) != str(dst.dtype):
-        value = tirx.Cast(str(dst.dtype), value)
-    store = tirx.BufferStore(scratch, value, [flat(s_layout, v)])
-    if s_layout.replication > 1:
-        store = tirx.IfThenElse(tirx.EQ(s_layout.replica_index(lw.tid), i32(0)), store, None)
-    u = tirx.Var("u", "int32")
-    load = tirx.BufferStore(lw.frag[dst.buffer], tirx.BufferLoad(scratch, [flat(d_layout, u)]), [u])
-    unroll = {"pragma_unroll": True}
-    return seq([sync,
-                tirx.For(v, i32(0), i32(max(s_layout.local_size, 1)), tirx.ForKind.SERIAL, store, annotations=unroll),
-                sync,
-                tirx.For(u, i32(0), i32(max(d_layout.local_size, 1)), tirx.ForKind.SERIAL, load, annotations=unroll)])
-
-
 def _copy_fragment(lw, src, dst, stmt):
-    """Each thread moves the fragment elements it holds, in vectors of consecutive columns."""
-    if stmt in getattr(lw.layouts, "conversions", ()):
-        return _convert_layout(lw, src, dst, stmt)
+    """Each thread moves the fragment elements it holds, in vectors of consecutive columns (a copy
+    between two layouts, ``Layouts.conversions``, is ``lower_reduce.convert_layout``'s)."""
     packed = _packed_cast(lw, src, dst, stmt)
     if packed is not None:
         return packed

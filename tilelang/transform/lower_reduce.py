@@ -1,4 +1,5 @@
-"""Lowering of ``T.reduce_*`` and ``T.cumsum``.
+"""Lowering of ``T.reduce_*`` and ``T.cumsum``, and of the fragment moves through shared memory they
+share a workspace with: ``convert_layout``, a ``T.copy`` between two fragments of different layouts.
 
 A reduction of fragment ``src`` over ``dim`` runs in three steps: each thread folds the registers
 it holds along ``dim`` (from 8 registers on, into ``FOLD_LANES`` independent partial results
@@ -481,6 +482,41 @@ def _scratch_fits(lw, elems, dtype, share=None):
 
 def _subst(expr, var, value):
     return substitute(expr, {var: i32(value)})
+
+
+def convert_layout(lw, stmt):
+    """``T.copy`` between two whole fragments of different layouts (``Layouts.conversions``): every
+    thread stores the elements of ``src`` it holds (one replica of each) into a shared workspace
+    at their row-major positions, converted to ``dst``'s type, and after a barrier loads the
+    elements of ``dst`` it holds; the barrier before the stores keeps them off a previous use of
+    the workspace, whose bytes a later conversion or cross-warp reduction of the same threads may
+    take (``Lowerer.scratch(share=)``)."""
+    src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
+    s_layout, d_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
+    elems = int(math.prod(s_layout.shape))
+    sync = thread_sync.sync_stmt(lw, writes=())
+    share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
+             tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
+    scratch = lw.scratch(f"{dst.buffer.name}_convert", elems, str(dst.dtype), share=share)
+
+    def flat(layout, v):
+        idx = layout.index(lw.tid, v)
+        return simplify(sum((e * math.prod(layout.shape[d + 1:]) for d, e in enumerate(idx)), i32(0)))
+
+    v = tirx.Var("v", "int32")
+    value = tirx.BufferLoad(lw.frag[src.buffer], [v])
+    if str(src.dtype) != str(dst.dtype):
+        value = tirx.Cast(str(dst.dtype), value)
+    store = tirx.BufferStore(scratch, value, [flat(s_layout, v)])
+    if s_layout.replication > 1:
+        store = tirx.IfThenElse(tirx.EQ(s_layout.replica_index(lw.tid), i32(0)), store, None)
+    u = tirx.Var("u", "int32")
+    load = tirx.BufferStore(lw.frag[dst.buffer], tirx.BufferLoad(scratch, [flat(d_layout, u)]), [u])
+    unroll = {"pragma_unroll": True}
+    return seq([sync,
+                tirx.For(v, i32(0), i32(max(s_layout.local_size, 1)), tirx.ForKind.SERIAL, store, annotations=unroll),
+                sync,
+                tirx.For(u, i32(0), i32(max(d_layout.local_size, 1)), tirx.ForKind.SERIAL, load, annotations=unroll)])
 
 
 def lower_cumsum(lw, stmt):

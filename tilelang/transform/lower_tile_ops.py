@@ -560,6 +560,8 @@ class Lowerer:
                 return user_ws.lower_tma_copy(self, stmt)
             if self.ws is not None and self.ws.is_head(stmt):
                 return None      # the TMA producer loads it (warp_specialize._heads)
+            if stmt in self.layouts.conversions:     # two fragments of different layouts
+                return lower_reduce.convert_layout(self, stmt)
             return lower_copy.lower_copy(self, stmt)
         if name == "fill":
             return lower_copy.lower_fill(self, stmt)
