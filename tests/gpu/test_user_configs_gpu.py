@@ -1,5 +1,5 @@
 """Kernels at the configurations users give them, against torch: upstream's flash-attention forward
-at the tile configs its autotune lists and users try (four of them compile only with ours), and one
+at the tile configs its autotune lists and users try (six of them compile only with ours), and one
 GEMM over transposes x types x sizes no tile divides. scripts/compile_sweep.py compiles these
 variants without a GPU (docs/conformance.md); here their results are checked."""
 
@@ -34,6 +34,7 @@ def _flashattn():
     (64, 64, 1, 128), (128, 64, 2, 128), (128, 128, 1, 128), (64, 128, 2, 128),
     (256, 32, 1, 256), (256, 64, 4, 256),            # upstream's compiler stops at a layout conflict
     (64, 64, 1, 256), (64, 128, 2, 256),             # ... and so did ours: P converts through shared memory
+    (32, 64, 1, 128), (32, 128, 0, 128),             # (mma.sync: warps split S's columns, likewise)
 ])
 def test_upstream_attention_at_user_tiles_matches_sdpa(block_M, block_N, stages, threads, dim, seq, causal):
     import torch.nn.functional as F
