@@ -561,8 +561,9 @@ def slab_stage_shape(shape, dtype: str) -> bool:
 
 class _Inference:
     def __init__(self, info: KernelInfo, arch: str = "sm_80", pass_configs: dict | None = None,
-                 split_n: bool = True, mix: bool = True, narrow: bool = True):
+                 split_n: bool = True, mix: bool = True, narrow: bool = True, convert: bool = False):
         self.info = info
+        self.convert = convert      # fragment copies between two layouts convert (infer_layouts' last resort)
         self.split_n = split_n      # wgmma warpgroups may split N (wgmma_split); off: infer_layouts' retry
         self.narrow = narrow and not (pass_configs or {}).get(NARROW_SLAB_KEY)   # narrow_b_slab_bytes
         self.used_narrow = False    # some wgmma B was planned in narrow slabs (off: infer_layouts' retry)
@@ -1142,7 +1143,8 @@ class _Inference:
         """A register copy keeps each element in its thread: both sides share one layout. Where
         both already have layouts, and they differ (attention's ``T.copy(acc_s, acc_s_cast)`` when
         warpgroups split the score tile's columns but the P V gemm needs whole rows of P in each of
-        them), the copy converts through shared memory (``Layouts.conversions``)."""
+        them), the copy converts through shared memory (``Layouts.conversions``) in the plan
+        ``infer_layouts`` tries when every other one stops at a conflict (``convert``)."""
         s, d = self.known(src.buffer), self.known(dst.buffer)
         if s is None and d is None:
             return False
@@ -1150,7 +1152,7 @@ class _Inference:
             raise LoweringError("TL0002", "copies between parts of fragments are not supported yet; "
                                 "copy whole fragments", stmt.span)
         r = _reshaped(s, dst.buffer.shape) if s is not None else None
-        if d is not None and r is not None and not (d.shape == r.shape and d.same_as(r)):
+        if self.convert and d is not None and r is not None and not (d.shape == r.shape and d.same_as(r)):
             if _frag_elements(s) != _frag_elements(d):
                 raise LoweringError("TL0601", f"T.copy from fragment '{src.buffer.name}' ({_frag_elements(s)} elements) to "
                                     f"'{dst.buffer.name}' ({_frag_elements(d)} elements): the element counts differ",
@@ -2025,7 +2027,9 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     fragments cannot take both layouts is planned again with mma.sync for every gemm; one whose
     plan with narrow B slabs fails (a B buffer asked for two slab widths) is planned again
     without them (``Layouts.unnarrowed`` says why), and where that fails too its error stands
-    (the kernel's error before narrow slabs existed)."""
+    (the kernel's error before narrow slabs existed). Where every plan stops at a layout conflict
+    (TL0201), one more lets a whole-fragment copy between two layouts convert through shared memory
+    (``Layouts.conversions``); if that fails too, the first plan's error stands."""
     # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
     # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
     # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does
@@ -2033,25 +2037,37 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     # `tl.disable_wgmma_mix: True`: all of a kernel's gemms on wgmma or none (before session 16).
     configs = pass_configs or {}
 
-    def attempt(split_n: bool, mix: bool, narrow: bool = True) -> Layouts:
-        inference = _Inference(info, arch, pass_configs, split_n=split_n, mix=mix, narrow=narrow)
+    def attempt(split_n: bool, mix: bool, narrow: bool = True, convert: bool = False) -> Layouts:
+        inference = _Inference(info, arch, pass_configs, split_n=split_n, mix=mix, narrow=narrow, convert=convert)
         try:
             return inference.run()
         except (LoweringError, LayoutError) as err:
             if inference.used_narrow:     # e.g. one B read by gemms that want two slab widths
                 # (where the plan without them fails too, its error is the one the kernel had
                 # before narrow slabs existed: the user's own)
-                out = attempt(split_n, mix, False)
+                out = attempt(split_n, mix, False, convert)
                 out.unnarrowed = str(getattr(err, "message", None) or err).splitlines()[0]
                 return out
             if inference.out.mixed:
-                return attempt(split_n, False, narrow)
+                return attempt(split_n, False, narrow, convert)
             if not inference.used_split_n:
                 raise
-        return attempt(False, mix, narrow)
+        return attempt(False, mix, narrow, convert)
 
+    split_n, mix = bool(configs.get(SPLIT_N_KEY, True)), not configs.get(MIX_KEY)
     try:
-        return attempt(bool(configs.get(SPLIT_N_KEY, True)), not configs.get(MIX_KEY))
+        try:
+            return attempt(split_n, mix)
+        except LoweringError as err:
+            # Last resort, where every plan above stops at a layout conflict: fragment copies
+            # between two layouts convert through shared memory (Layouts.conversions). A kernel
+            # one of those plans lowers keeps it (the N-split retry's mma.sync, say).
+            if err.code != "TL0201":
+                raise
+            try:
+                return attempt(split_n, mix, convert=True)
+            except (LoweringError, LayoutError):
+                raise err from None
     except LayoutError as err:
         raise LoweringError("TL0202", f"no fragment layout fits: {err}") from None
 
