@@ -441,8 +441,7 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     sync = thread_sync.sync_stmt(lw, writes=())    # (it orders the workspace only: no proxy fence)
     # Every use below writes the workspace after `sync` and reads it before the next one: a later
     # reduction of the same threads may take its bytes where fresh ones would not fit.
-    share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
-             tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
+    share = _workspace_share(lw, sync)
     batched = n_out == 1 or _scratch_fits(lw, T * n_out, dtype, share)
     scratch = lw.scratch(f"{name}_red_ws", T * n_out if batched else T, dtype, share=share)
     u = tirx.Var("u", "int32")
@@ -473,6 +472,13 @@ def _cross_warp(lw, acc, n_out, axes, combine, dtype, name):
     return out
 
 
+def _workspace_share(lw, sync) -> tuple:
+    """The ``Lowerer.scratch(share=)`` key of a workspace the current threads write after ``sync``
+    and read before their next one: their barrier, thread region, warp-group role and guards."""
+    return (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
+            tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
+
+
 def _scratch_fits(lw, elems, dtype, share=None):
     """Whether ``elems`` more elements of ``dtype`` carved after what the block already uses stay
     within the target's shared memory per block (or, with ``share``, fit on the bytes of an
@@ -495,9 +501,7 @@ def convert_layout(lw, stmt):
     s_layout, d_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
     elems = int(math.prod(s_layout.shape))
     sync = thread_sync.sync_stmt(lw, writes=())
-    share = (str(sync), id(getattr(lw, "thread_region", None)), getattr(lw, "role_block", None),
-             tuple(str(c) for c in getattr(lw, "thread_conds", None) or ()))
-    scratch = lw.scratch(f"{dst.buffer.name}_convert", elems, str(dst.dtype), share=share)
+    scratch = lw.scratch(f"{dst.buffer.name}_convert", elems, str(dst.dtype), share=_workspace_share(lw, sync))
 
     def flat(layout, v):
         idx = layout.index(lw.tid, v)
