@@ -29,9 +29,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conformance import DEFAULT_UPSTREAM  # noqa: E402  (where the pinned upstream copy lies)
+
 CHILD = Path(__file__).resolve().parent / "compile_sweep_child.py"
-UPSTREAM_CANDIDATES = [ROOT.parent / "shared" / "conformance" / "upstream", ROOT / ".gpu" / "conformance" / "upstream"]
 SKIP_FOLDERS = ("amd", "aws", "blockscaled_gemm_sm100", "flash_attention_sm100", "gemm_sm120", "gemm_tcgen05",
                 "plot_layout", "visual_layout_inference", "autodd", "analyze")
 SKIP_PARTS = ("test_", "regression_", "benchmark", "triton", "__init__", "_amd", "cdna", "sm100", "conftest")
@@ -70,8 +71,8 @@ def _run_one(rel: str, args, upstream: Path, out: Path) -> str:
 
 
 def run(args) -> int:
-    upstream = Path(args.upstream) if args.upstream else next((p for p in UPSTREAM_CANDIDATES if p.is_dir()), None)
-    if upstream is None or not (upstream / "examples").is_dir():
+    upstream = Path(args.upstream)
+    if not (upstream / "examples").is_dir():
         print("no upstream tree (give --upstream DIR)", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -134,7 +135,7 @@ def main(argv=None) -> int:
     r.add_argument("--jobs", type=int, default=1)
     r.add_argument("--python", default=sys.executable)
     r.add_argument("--python-path", action="append", default=[])
-    r.add_argument("--upstream")
+    r.add_argument("--upstream", default=os.environ.get("TL_CONFORMANCE_UPSTREAM", str(DEFAULT_UPSTREAM)))
     c = sub.add_parser("compare")
     c.add_argument("ours")
     c.add_argument("upstream_run")

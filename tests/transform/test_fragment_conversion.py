@@ -50,18 +50,21 @@ def two_gemms(threads=256, M=64, N=64, D=128):
 
 
 def test_the_workspace_mapping_moves_every_element_once():
-    """What the lowering does, on the layouts' own tables: replica 0 of each source element stores
-    it at its row-major position, and each destination register loads the element it holds."""
+    """What the lowering does, on the layouts' own tables: each source element is stored once (its
+    one replica) at its row-major position, every destination register finds its element there,
+    and each warpgroup reads elements the other one wrote (why registers alone cannot do it)."""
     src = wgmma_accumulator(64, 64, 1, 256, warpgroups_n=2)
     dst = wgmma_operand_a(64, 64, 1, 256, warpgroups_n=2)
-    assert not src.same_as(dst) and dst.replication == 2
-    smem = np.full(64 * 64, -1)
-    assert src.replication == 1
+    assert not src.same_as(dst) and src.replication == 1 and dst.replication == 2
+    writer = np.full(64 * 64, -1)
     for t in range(256):
-        smem[src.owners()[t]] = src.owners()[t]          # the element's value: its own index
-    assert (smem >= 0).all()
-    got = smem[dst.owners()]
-    assert (got == dst.owners()).all()
+        assert (writer[src.owners()[t]] == -1).all()          # no element stored twice
+        writer[src.owners()[t]] = t
+    assert (writer >= 0).all()                                # every element stored
+    for wg in (0, 1):
+        readers = range(128 * wg, 128 * wg + 128)
+        from_other = {int(writer[f]) // 128 for t in readers for f in dst.owners()[t]} - {wg}
+        assert from_other == {1 - wg}
 
 
 def test_two_gemm_kernel_converts_through_shared_memory():
@@ -71,7 +74,7 @@ def test_two_gemm_kernel_converts_through_shared_memory():
     # a barrier, the 16 stores of S (one replica), a barrier, the 32 loads of P
     assert re.search(r"__syncthreads\(\);\s*(?:int \w+ = [^;]*;\s*)*#pragma unroll\s*for \(int v\w* = 0; v\w* < 16;"
                      r"[^}]*\(\(half\)S\[", body), body
-    assert re.search(r"__syncthreads\(\);\s*#pragma unroll\s*for \(int u\w* = 0; u\w* < 32;[^}]*P\[u\w*\] = "
+    assert re.search(r"__syncthreads\(\);\s*#pragma unroll\s*for \(int (\w+) = 0; \1 < 32;[^}]*P\[\1\] = "
                      r"\(\(half\*\)smem\)\[", body), body
 
 

@@ -1152,11 +1152,8 @@ class _Inference:
             raise LoweringError("TL0002", "copies between parts of fragments are not supported yet; "
                                 "copy whole fragments", stmt.span)
         r = _reshaped(s, dst.buffer.shape) if s is not None else None
-        if self.convert and d is not None and r is not None and not (d.shape == r.shape and d.same_as(r)):
-            if _frag_elements(s) != _frag_elements(d):
-                raise LoweringError("TL0601", f"T.copy from fragment '{src.buffer.name}' ({_frag_elements(s)} elements) to "
-                                    f"'{dst.buffer.name}' ({_frag_elements(d)} elements): the element counts differ",
-                                    stmt.span)
+        if (self.convert and d is not None and r is not None and not (d.shape == r.shape and d.same_as(r))
+                and _frag_elements(s) == _frag_elements(d)):
             self.out.conversions.add(stmt)
             return True
         if s is None:

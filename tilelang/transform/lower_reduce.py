@@ -393,7 +393,7 @@ def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
     body = tirx.IfThenElse(tirx.LT(row, i32(rows)), body, None) if rows % T else body
     stmts += [sync, body if rounds == 1 else tirx.For(r0, i32(0), i32(rounds), tirx.ForKind.SERIAL, body), sync]
     if scope_of(dst.buffer) == FRAGMENT_SCOPE:
-        stmts.append(_fragment_io(lw, dst.buffer, dshape, d_at, load=True))
+        stmts.append(_fragment_io(lw, dst.buffer, d_at, load=True))
     return seq(stmts)
 
 
@@ -498,29 +498,12 @@ def convert_layout(lw, stmt):
     the workspace, whose bytes a later conversion or cross-warp reduction of the same threads may
     take (``Lowerer.scratch(share=)``)."""
     src, dst = decode_region(stmt.value.args[0]), decode_region(stmt.value.args[1])
-    s_layout, d_layout = lw.layouts.fragments[src.buffer], lw.layouts.fragments[dst.buffer]
-    elems = int(math.prod(s_layout.shape))
+    s_shape, d_shape = (list(lw.layouts.fragments[r.buffer].shape) for r in (src, dst))
     sync = thread_sync.sync_stmt(lw, writes=())
-    scratch = lw.scratch(f"{dst.buffer.name}_convert", elems, str(dst.dtype), share=_workspace_share(lw, sync))
-
-    def flat(layout, v):
-        idx = layout.index(lw.tid, v)
-        return simplify(sum((e * math.prod(layout.shape[d + 1:]) for d, e in enumerate(idx)), i32(0)))
-
-    v = tirx.Var("v", "int32")
-    value = tirx.BufferLoad(lw.frag[src.buffer], [v])
-    if str(src.dtype) != str(dst.dtype):
-        value = tirx.Cast(str(dst.dtype), value)
-    store = tirx.BufferStore(scratch, value, [flat(s_layout, v)])
-    if s_layout.replication > 1:
-        store = tirx.IfThenElse(tirx.EQ(s_layout.replica_index(lw.tid), i32(0)), store, None)
-    u = tirx.Var("u", "int32")
-    load = tirx.BufferStore(lw.frag[dst.buffer], tirx.BufferLoad(scratch, [flat(d_layout, u)]), [u])
-    unroll = {"pragma_unroll": True}
-    return seq([sync,
-                tirx.For(v, i32(0), i32(max(s_layout.local_size, 1)), tirx.ForKind.SERIAL, store, annotations=unroll),
-                sync,
-                tirx.For(u, i32(0), i32(max(d_layout.local_size, 1)), tirx.ForKind.SERIAL, load, annotations=unroll)])
+    scratch = lw.scratch(f"{dst.buffer.name}_convert", math.prod(s_shape), str(dst.dtype),
+                         share=_workspace_share(lw, sync))
+    return seq([sync, _fragment_io(lw, src.buffer, _row_major(scratch, s_shape), load=False, one_replica=True),
+                sync, _fragment_io(lw, dst.buffer, _row_major(scratch, d_shape), load=True)])
 
 
 def lower_cumsum(lw, stmt):
@@ -551,7 +534,7 @@ def lower_cumsum(lw, stmt):
     stmts += [sync, _scan(lw, shape, dim, reverse, s_at, d_at, str(src.buffer.dtype), str(dst.buffer.dtype), kind),
               sync]
     if scope_of(dst.buffer) == FRAGMENT_SCOPE:
-        stmts.append(_fragment_io(lw, dst.buffer, shape, d_at, load=True))
+        stmts.append(_fragment_io(lw, dst.buffer, d_at, load=True))
     return seq(stmts)
 
 
@@ -573,20 +556,34 @@ def _scan_operand(lw, region, shape, role, stmts):
         return lambda idx: (lw.smem_views[buf], [lw.shared_offset(
             buf, starts[:lead] + [simplify(s + i) for s, i in zip(starts[lead:], idx)])])
     scratch = lw.scratch(f"{buf.name}_scan_{role}", math.prod(shape), str(buf.dtype))
-    at = lambda idx: (scratch, [sum((e * math.prod(shape[d + 1:]) for d, e in enumerate(idx)), i32(0))])  # noqa: E731
+    at = _row_major(scratch, shape)
     if role == "src":
-        stmts.append(_fragment_io(lw, buf, shape, at, load=False))
+        stmts.append(_fragment_io(lw, buf, at, load=False))
     return at
 
 
-def _fragment_io(lw, buf, shape, at, load):
+def _row_major(scratch, shape):
+    """The accessor ``at(indices) -> (scratch, [flat index])`` of a tile of ``shape`` laid out row
+    by row in ``scratch``."""
+    return lambda idx: (scratch, [sum((e * math.prod(shape[d + 1:]) for d, e in enumerate(idx)), i32(0))])
+
+
+def _fragment_io(lw, buf, at, load, one_replica=False):
+    """Each thread loads the elements of fragment ``buf`` it holds from ``at(indices)`` (``load``),
+    or stores them there, cast to the target's type (``one_replica``: only the first replica of
+    each element stores it)."""
     layout = lw.layouts.fragments[buf]
     v = tirx.Var("v", "int32")
     target, idx = at(layout.index(lw.tid, v))
     if load:
         body = tirx.BufferStore(lw.frag[buf], tirx.BufferLoad(target, idx), [v])
     else:
-        body = tirx.BufferStore(target, tirx.BufferLoad(lw.frag[buf], [v]), idx)
+        value = tirx.BufferLoad(lw.frag[buf], [v])
+        if str(buf.dtype) != str(target.dtype):
+            value = tirx.Cast(str(target.dtype), value)
+        body = tirx.BufferStore(target, value, idx)
+        if one_replica and layout.replication > 1:
+            body = tirx.IfThenElse(tirx.EQ(layout.replica_index(lw.tid), i32(0)), body, None)
     return tirx.For(v, i32(0), i32(max(layout.local_size, 1)), tirx.ForKind.SERIAL, body,
                     annotations={"pragma_unroll": True})
 

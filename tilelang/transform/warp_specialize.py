@@ -1815,7 +1815,7 @@ def _defer_store_wait(lw, before, after) -> tuple:
     if first is None:
         return after, []
     store = items[at]
-    wait = _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0)))
+    wait = _store_wait(lw)
     issued = next(i for i, st in enumerate(items) if _issues_store(st))
     bar = next((b for b in range(issued - 1, -1, -1) if thread_sync.is_barrier(items[b])), None)
     if bar is not None and bar > first and not _overlaps(thread_sync.shared_rw(store)[0],
@@ -1828,6 +1828,11 @@ def _defer_store_wait(lw, before, after) -> tuple:
     items = (items[:first] + [wait, thread_sync.sync_stmt(lw)] + items[first:at]
              + [_without_wait(store)] + items[at + 1:])
     return items, [wait]
+
+
+def _store_wait(lw):
+    """Thread 0 waits until its TMA stores have read their shared tiles."""
+    return _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0)))
 
 
 def _without_wait(store):
@@ -1873,7 +1878,7 @@ def _defer_inner_store_waits(lw, items: list) -> list:
         out[g] = _without_wait(items[g])
         moved.append(bar)
     for bar in sorted(moved, reverse=True):
-        out.insert(bar, _when(evaluate_extern(_STORE_WAIT), tirx.EQ(lw.tid, i32(0))))
+        out.insert(bar, _store_wait(lw))
     return out
 
 
