@@ -52,6 +52,11 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
     fa_pingpong / fa_causal_pingpong  fa_persistent / fa_causal_persistent with the consumer warpgroups
                taking turns at the tensor cores (opt-in tl.enable_warpgroup_pingpong: named barriers
                3 and 4 handed back and forth around each iteration's gemm issues)
+    fa_converted  upstream's example_mha_fwd_bhsd (B1 H2 S256 D64, causal) at block_M = 64 on 256
+               threads: the two warpgroups split S's columns, so P moves to whole rows through a
+               shared workspace between two barriers (session 37's layout conversion), 4 KV tiles
+    gemm_split_512  C = A @ B, fp16, 512^3, 256 x 256 tiles on 512 threads: 2 x 2 warpgroups of
+               m64n128 (session 37: one m64n256 each would not fit __launch_bounds__(512))
     bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
                (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
                (tl.enable_atomic_line_staging false)
@@ -367,6 +372,72 @@ def run_dsv4_sparse() -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
+def run_fa_converted() -> str:
+    import importlib.util
+
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from upstream_paths import examples
+
+    base = examples("flash_attention")
+    if base is None:
+        raise RuntimeError("upstream's examples/flash_attention not found (tests/upstream_paths.py)")
+    spec = importlib.util.spec_from_file_location("example_mha_fwd_bhsd_sanitize", base / "example_mha_fwd_bhsd.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    flashattn = getattr(mod.flashattn, "_target", mod.flashattn)     # the jit factory beneath @autotune
+    B, H, S, D = 1, 2, 256, 64
+    kernel = flashattn(B, H, S, S, D, True, block_M=64, block_N=64, num_stages=1, threads=256)
+    if "tl::Warpgroups<1, 2>" not in kernel.get_kernel_source():
+        raise AssertionError("the warpgroups do not split S's columns: nothing converts")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, S, D, dtype=torch.float16) for _ in range(3))
+    out = kernel(q.cuda(), k.cuda(), v.cuda())
+    torch.cuda.synchronize()
+    got = out.cpu().float()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
+def run_gemm_split_512() -> str:
+    import torch
+
+    import tilelang
+    import tilelang.language as T
+
+    M = N = K = 512
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // 256, M // 256, threads=512) as (bx, by):
+            A_s = T.alloc_shared((256, 64), "float16")
+            B_s = T.alloc_shared((64, 256), "float16")
+            C_l = T.alloc_fragment((256, 256), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[by * 256, k * 64], A_s)
+                T.copy(B[k * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 256, bx * 256])
+
+    kernel = tilelang.compile(main)
+    if "tl::Warpgroups<2, 2>" not in kernel.get_kernel_source():
+        raise AssertionError("not split 2 x 2")
+    torch.manual_seed(0)
+    a = torch.randn(M, K, dtype=torch.float16)
+    b = torch.randn(K, N, dtype=torch.float16)
+    c = torch.empty(M, N, dtype=torch.float16).cuda()
+    kernel(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    got = c.cpu().float()
+    ref = a.float() @ b.float()
+    torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-1)
+    return f"max |diff| {(got - ref).abs().max().item():.3g}"
+
+
 KERNELS = {
     "gemm": run_gemm,
     "dsv4_sparse": run_dsv4_sparse,
@@ -400,6 +471,9 @@ KERNELS = {
     # session 36, opt-in tl.enable_warpgroup_pingpong: the consumer warpgroups take turns at the gemms
     "fa_pingpong": lambda: run_fa(False, sms=2, pass_configs={"tl.enable_warpgroup_pingpong": True}),
     "fa_causal_pingpong": lambda: run_fa(True, sms=1, pass_configs={"tl.enable_warpgroup_pingpong": True}),
+    # session 37: P converted through shared memory; a 256 x 256 tile split 2 x 2 on 512 threads
+    "fa_converted": run_fa_converted,
+    "gemm_split_512": run_gemm_split_512,
 }
 
 
