@@ -54,16 +54,34 @@ class Parallel:
 
 
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None, annotations=None):
-    """A serial loop whose copies and computations the compiler overlaps in ``num_stages`` stages.
+    """A serial loop whose copies and computations the compiler overlaps in ``num_stages`` stages
+    (fewer where a constant trip count runs fewer iterations: ``_stages_for_trip_count``).
     ``annotations`` are upstream's pass hints (``T.WSID``...), with no meaning here."""
     if stop is None:
         start, stop = 0, start
-    ann = {STAGES_ATTR: int(num_stages)}
+    num_stages = int(num_stages)
+    if order is None and stage is None:
+        num_stages = _stages_for_trip_count(start, stop, num_stages)
+    ann = {STAGES_ATTR: num_stages}
     if order is not None:
         ann[ORDER_ATTR] = [int(x) for x in order]
     if stage is not None:
         ann[STAGE_ATTR] = [int(x) for x in stage]
     return builder.serial(start, stop, annotations=ann)
+
+
+def _stages_for_trip_count(start, stop, num_stages: int) -> int:
+    """At most as many stages as a constant trip count runs iterations (never fewer than 2 where
+    2 or more were asked): a buffer for an iteration that never comes only costs shared memory
+    (an autotune config at a small size would otherwise stop at the budget, TL0501)."""
+    if num_stages <= 2:
+        return num_stages
+    from tvm import arith, tirx
+
+    trip = arith.Analyzer().simplify(as_expr(stop) - as_expr(start))
+    if isinstance(trip, tirx.IntImm) and int(trip) < num_stages:
+        return max(int(trip), 2)
+    return num_stages
 
 
 def serial(start, stop=None, step=None, annotations=None):
