@@ -15,10 +15,9 @@
 //   mbarrier_arrive_expect_tx(bar, b)  both at once: what a TMA producer does
 //   mbarrier_try_wait_parity(bar, ph)  true once phase parity `ph` completed
 //   mbarrier_wait(bar, ph)             blocks: on sm_90 try_wait with a
-//                                      suspend-time hint, so a warp that
-//                                      has to wait sleeps until the phase
-//                                      moves (NANOSLEEP.SYNCS in SASS)
-//                                      instead of reissuing the probe
+//                                      suspend-time hint (its retry is a
+//                                      NANOSLEEP.SYNCS in SASS rather than
+//                                      probes issued back to back)
 //   fence_barrier_init()               makes mbarrier_init visible to the
 //                                      async proxy and the cluster
 //   fence_proxy_async()                orders this thread's generic-proxy
@@ -209,10 +208,10 @@ TL_DEVICE bool mbarrier_try_wait_parity(Bar* bar, int phase) {
 //
 // On sm_90 each probe carries a suspend-time hint (PTX: the thread may be
 // suspended up to that many nanoseconds while the phase is incomplete;
-// ptxas turns the retry into NANOSLEEP.SYNCS, which wakes when the barrier
-// changes): waiting warps stop taking issue slots from the warps that do
-// the work.  The hint only bounds one probe; the loop still retries until
-// the phase has completed.
+// ptxas's retry path becomes NANOSLEEP.SYNCS and one more probe, as in
+// CUTLASS's waits, instead of probes back to back that take issue slots
+// from the warps doing the work).  The hint only bounds one probe; the
+// loop still retries until the phase has completed.
 template <class Bar>
 TL_DEVICE void mbarrier_wait(Bar* bar, int phase) {
 #if TL_HAS_SM90

@@ -55,8 +55,9 @@ def test_tile_index_is_not_bounded_by_the_first_grid_dimension(M, N, gx):
     """blockIdx.x now runs over min(tiles, SMs) blocks, more than the kernel's first grid extent:
     its launch extent must say so, or the simplifier folds blockIdx.x to 0 (gx = 1) or drops the
     modulo (a silent miscompile found on the GPU)."""
-    # (128x128x64, 4 stages + the epilogue stage: one block per SM, so persistent)
-    src = lower(gemm(M, N, 64, bm=128, bn=128, bk=64, stages=4), target="sm_90a").source
+    # (128x128x64, 4 stages + the epilogue stage: one block per SM, so persistent; K = 256 runs the
+    # 4 iterations the stages need: a shorter loop keeps fewer stages and fits two blocks an SM)
+    src = lower(gemm(M, N, 256, bm=128, bn=128, bk=64, stages=4), target="sm_90a").source
     consumer = src[src.index("for (int tile_it = 0;"):]
     assert "(((int)blockIdx.x) + (tile_it * num_blocks))" in consumer
     if gx > 1:
