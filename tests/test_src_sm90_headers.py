@@ -402,29 +402,3 @@ def test_descriptors_address_the_layout(tmp_path, high):
     for i, (m, n, k, nwg, ta, tb) in enumerate(DESC_SHAPES):
         assert sum(1 for s in seen_a if s[0] == i) == m * k
         assert sum(1 for s in seen_b if s[0] == i) == k * n
-
-
-WAIT_KERNEL = r"""
-#include "tl.h"
-extern "C" __global__ void wait_on(unsigned long long* flag) {
-  __shared__ unsigned long long bar;
-  if (threadIdx.x == 0) { tl::mbarrier_init(&bar, 1); tl::fence_barrier_init(); }
-  __syncthreads();
-  if (threadIdx.x == 0) tl::mbarrier_arrive(&bar);
-  tl::mbarrier_wait(&bar, 0);
-  flag[threadIdx.x] = 1;
-}
-"""
-
-
-@pytest.mark.parametrize("hint", [None, "0"])
-def test_mbarrier_wait_probes_with_a_suspend_hint_unless_defined_zero(hint, tmp_path):
-    """mbarrier_wait's try_wait carries a suspend-time hint (a fourth operand) by default; the kernel's
-    CUDA opts out with ``#define TL_MBARRIER_SUSPEND_HINT_NS 0`` (tl.disable_mbarrier_suspend_hint)."""
-    src = tmp_path / "wait.cu"
-    src.write_text(WAIT_KERNEL)
-    flags = [] if hint is None else [f"-DTL_MBARRIER_SUSPEND_HINT_NS={hint}"]
-    nvcc([*GENCODE["sm_90a"], *flags, "-ptx", str(src), "-o", str(tmp_path / "wait.ptx")])
-    waits = re.findall(r"mbarrier\.try_wait\.parity\.shared::cta\.b64\s+[^;]*;", (tmp_path / "wait.ptx").read_text())
-    assert waits
-    assert all((w.count(",") == 3) == (hint is None) for w in waits), waits

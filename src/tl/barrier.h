@@ -212,16 +212,10 @@ TL_DEVICE bool mbarrier_try_wait_parity(Bar* bar, int phase) {
 // CUTLASS's waits, instead of probes back to back that take issue slots
 // from the warps doing the work).  The hint only bounds one probe; the
 // loop still retries until the phase has completed.
-// The hint in nanoseconds; 0 (the kernel's CUDA defines it so under the pass
-// config tl.disable_mbarrier_suspend_hint) probes without one.
-#ifndef TL_MBARRIER_SUSPEND_HINT_NS
-#define TL_MBARRIER_SUSPEND_HINT_NS 10000000
-#endif
-
 template <class Bar>
 TL_DEVICE void mbarrier_wait(Bar* bar, int phase) {
-#if TL_HAS_SM90 && TL_MBARRIER_SUSPEND_HINT_NS > 0
-  constexpr uint32_t kSuspendHintNs = TL_MBARRIER_SUSPEND_HINT_NS;
+#if TL_HAS_SM90
+  constexpr uint32_t kSuspendHintNs = 10000000;
   uint32_t done;
   do {
     asm volatile(

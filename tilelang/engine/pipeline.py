@@ -28,7 +28,6 @@ from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
 from tilelang.transform.lower_tile_ops import Lowerer
-from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.pipelined_loop import GATHERS_KEY, plan_stages
 from tilelang.transform.negative_index import legalize_negative_indices
 from tilelang.transform.vector_locals import drop_empty_loops, unroll_vector_loops_with_locals
@@ -145,11 +144,7 @@ def _emit(st):
     if any(arg.startswith("cse_v") for _, arg in st.cuda.args):
         # TVM's CSE computed part of a loop bound on the host: build without it
         st.cuda = emit_cuda(func, st.arch, st.name, maps, st.cluster_dims, cse=False)
-    if st.pass_configs.get(SUSPEND_HINT_OFF) and "mbarrier_wait" in st.cuda.source:
-        st.cuda.source = "#define TL_MBARRIER_SUSPEND_HINT_NS 0\n" + st.cuda.source   # (before tl.h)
 
-
-SUSPEND_HINT_OFF = PassConfigKey.TL_DISABLE_MBARRIER_SUSPEND_HINT.value   # (src/tl/barrier.h)
 
 PASSES = [
     ("check", check_pass),                        # static checks (TL codes)

@@ -55,7 +55,6 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE = "tl.enable_occupancy_neutral_reuse"
     TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
-    TL_DISABLE_MBARRIER_SUSPEND_HINT = "tl.disable_mbarrier_suspend_hint"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
@@ -277,9 +276,6 @@ EFFECTS = {
         "at the tensor cores, each waiting on a named barrier before its gemm issues and releasing the other's "
         "after them, so one warpgroup's softmax runs under the other's gemms (FlashAttention-3's pingpong); not "
         "yet run on a GPU",
-    PassConfigKey.TL_DISABLE_MBARRIER_SUSPEND_HINT: "on sm_90, an mbarrier wait probes with try_wait and a "
-        "suspend-time hint (ptxas retries through NANOSLEEP.SYNCS, as CUTLASS's waits); true drops the hint "
-        "(probes back to back): the kernel's CUDA starts with `#define TL_MBARRIER_SUSPEND_HINT_NS 0`",
     PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER: "on sm_90a, the tile a persistent warp-specialised kernel's "
         "producer loads in front of its loop (attention's Q) keeps one buffer instead of two where shared memory "
         "holds two (the producer then loads the next tile's only once the consumers are past this tile's loop, "
