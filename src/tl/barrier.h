@@ -14,10 +14,7 @@
 //   mbarrier_expect_tx(bar, bytes)     raise the phase's transaction count
 //   mbarrier_arrive_expect_tx(bar, b)  both at once: what a TMA producer does
 //   mbarrier_try_wait_parity(bar, ph)  true once phase parity `ph` completed
-//   mbarrier_wait(bar, ph)             blocks: on sm_90 try_wait with a
-//                                      suspend-time hint (its retry is a
-//                                      NANOSLEEP.SYNCS in SASS rather than
-//                                      probes issued back to back)
+//   mbarrier_wait(bar, ph)             spins on try_wait_parity
 //   fence_barrier_init()               makes mbarrier_init visible to the
 //                                      async proxy and the cluster
 //   fence_proxy_async()                orders this thread's generic-proxy
@@ -205,31 +202,10 @@ TL_DEVICE bool mbarrier_try_wait_parity(Bar* bar, int phase) {
 // Blocks until the phase with parity `phase` has completed (see the top of
 // this file).  Afterwards the data delivered by the phase's TMA loads and the
 // shared memory writes released by its arrivals are visible to this thread.
-//
-// On sm_90 each probe carries a suspend-time hint (PTX: the thread may be
-// suspended up to that many nanoseconds while the phase is incomplete;
-// ptxas's retry path becomes NANOSLEEP.SYNCS and one more probe, as in
-// CUTLASS's waits, instead of probes back to back that take issue slots
-// from the warps doing the work).  The hint only bounds one probe; the
-// loop still retries until the phase has completed.
 template <class Bar>
 TL_DEVICE void mbarrier_wait(Bar* bar, int phase) {
-#if TL_HAS_SM90
-  constexpr uint32_t kSuspendHintNs = 10000000;
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(detail::bar_addr(bar)), "r"(phase), "r"(kSuspendHintNs)
-        : "memory");
-  } while (done == 0);
-#else
   while (!mbarrier_try_wait_parity(bar, phase)) {
   }
-#endif
 }
 
 // Orders this thread's earlier generic-proxy accesses to shared memory
