@@ -46,12 +46,13 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                rows, some -1): the gathered cp.async pipeline whose iterations end without a
                barrier since session 29 (nothing after the last reissue touches shared memory)
     gemm_chunked  upstream's example_gemm_autotune kernel (bf16, 512 x 768 x 256, tiles 128x256x64, 3
-               stages) with its epilogue chunked (opt-in tl.enable_chunked_epilogue) on a persistent
+               stages) with its epilogue chunked (tl.enable_chunked_epilogue, the default) on a persistent
                grid of 2 blocks: 3 tiles each, the two 64-column chunk tiles reused 6 times a block,
                each chunk's store waited for in front of the next one's barrier
     fa_pingpong / fa_causal_pingpong  fa_persistent / fa_causal_persistent with the consumer warpgroups
-               taking turns at the tensor cores (opt-in tl.enable_warpgroup_pingpong: named barriers
-               3 and 4 handed back and forth around each iteration's gemm issues)
+               taking turns at the tensor cores (tl.enable_warpgroup_pingpong true: named barriers
+               3 and 4 handed back and forth around each iteration's gemm issues; by default since
+               session 38 the paired causal schedule takes turns, so fa_causal* do as well)
     fa_converted  upstream's example_mha_fwd_bhsd (B1 H2 S256 D64, causal) at block_M = 64 on 256
                threads: the two warpgroups split S's columns, so P moves to whole rows through a
                shared workspace between two barriers (session 37's layout conversion), 4 KV tiles
@@ -127,7 +128,7 @@ def run_chunked() -> str:
     import tilelang
     from tilelang.jit import adapter_args
 
-    sys.path.insert(0, str(ROOT / "tests" / "transform"))
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "transform")]   # (it imports tests/host_cuda)
     from test_chunked_epilogue import KEY, upstream_gemm
 
     adapter_args._SM_COUNTS[torch.cuda.current_device()] = 2
@@ -466,9 +467,9 @@ KERNELS = {
     # session 33, opt-in tl.enable_stmatrix: the epilogue's staging tile written with stmatrix.x4
     "gemm_stmatrix": lambda: run_gemm(sms=2, block_K=64, smem_epilogue=True, pass_configs={"tl.enable_stmatrix": True}),
     "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),
-    # session 36, opt-in tl.enable_chunked_epilogue
+    # session 36, tl.enable_chunked_epilogue (default since session 38)
     "gemm_chunked": run_chunked,
-    # session 36, opt-in tl.enable_warpgroup_pingpong: the consumer warpgroups take turns at the gemms
+    # session 36, tl.enable_warpgroup_pingpong (default for causal since session 38): the consumer warpgroups take turns at the gemms
     "fa_pingpong": lambda: run_fa(False, sms=2, pass_configs={"tl.enable_warpgroup_pingpong": True}),
     "fa_causal_pingpong": lambda: run_fa(True, sms=1, pass_configs={"tl.enable_warpgroup_pingpong": True}),
     # session 37: P converted through shared memory; a 256 x 256 tile split 2 x 2 on 512 threads

@@ -112,12 +112,16 @@ def test_one_warpgroup_64x128x64_pairs_with_four_buffers():
 
 
 def test_two_warpgroups_128x256x64_is_unchanged():
-    k = build(tn(1024, 128, 256, 64))
+    # (its 64 KiB epilogue stage whole: by default it goes out in 64-column chunks, which leaves room
+    # for a fourth buffer, stage_epilogue.chunked)
+    k = build(tn(1024, 128, 256, 64), **{"tl.enable_chunked_epilogue": False})
     src, art = k.get_kernel_source(), k.artifact
     assert "__launch_bounds__(384)" in src and "__launch_bounds__(384," not in src
     assert "setmaxnreg_dec<40>" in src and "setmaxnreg_inc<232>" in src and "216" not in src
     assert ring(src) == 3 and "num_blocks()" in src          # persistent, three buffers
     assert "tl::wgmma_wait<1, 128>" in src
+    chunked = build(tn(1024, 128, 256, 64)).get_kernel_source()
+    assert ring(chunked) == 4 and "num_blocks()" in chunked and "setmaxnreg_inc<232>" in chunked
 
 
 def test_two_warpgroups_128x128x64_gets_a_fourth_buffer_and_stays_persistent():

@@ -64,8 +64,13 @@ def gemm(M, N, K, bm, bn, bk, threads, dtype=T.float16, c_dtype=T.float16, pad=0
     return main
 
 
+# (whole-tile epilogues: a 128x256 tile is otherwise chunked through two 64-column tiles by default,
+# stage_epilogue.chunked, whose stores stay 32-bit)
+WHOLE = {"tl.enable_chunked_epilogue": False}
+
+
 def source(func, target=SM90, **configs):
-    return tilelang.compile(func, target=target, pass_configs=configs).get_kernel_source()
+    return tilelang.compile(func, target=target, pass_configs={**WHOLE, **configs}).get_kernel_source()
 
 
 @pytest.mark.parametrize("dtype", [T.float16, T.bfloat16])
@@ -92,7 +97,7 @@ def test_where_it_does_not_apply_the_pair_stores_stay():
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_ptxas_takes_it():
-    kernel = tilelang.compile(gemm(1024, 1024, 1024, 128, 256, 64, 256), target=SM90, pass_configs={KEY: True})
+    kernel = tilelang.compile(gemm(1024, 1024, 1024, 128, 256, 64, 256), target=SM90, pass_configs={KEY: True, **WHOLE})
     assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in kernel.get_ptx()
     info = kernel.ptxas_info()
     assert info.spill_stores == 0 and info.spill_loads == 0

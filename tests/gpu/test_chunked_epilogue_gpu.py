@@ -1,4 +1,4 @@
-"""Chunked GEMM epilogues (opt-in ``tl.enable_chunked_epilogue``; tests/transform/test_chunked_epilogue.py
+"""Chunked GEMM epilogues (``tl.enable_chunked_epilogue``, the default since session 38; tests/transform/test_chunked_epilogue.py
 checks the code on CPU) against torch: upstream's example_gemm_autotune kernel, 128x256x64 tiles, three
 stages, persistent with its epilogue going out 64 columns at a time through two shared tiles, on the
 whole GPU and on grids forced down to 1, 3 and 7 blocks (many tiles a block, the chunk tiles reused

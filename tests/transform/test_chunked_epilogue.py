@@ -1,7 +1,7 @@
-"""Chunked GEMM epilogues (``tl.enable_chunked_epilogue``, opt-in; ``stage_epilogue.chunked``):
-an upstream-style 128x256x64 GEMM with three stages stages its whole accumulator through one
-64 KiB shared tile, which leaves no room for the ring's extra buffer in a persistent grid, so by
-default it runs one tile per block. With the key the epilogue goes out 64 columns at a time
+"""Chunked GEMM epilogues (``tl.enable_chunked_epilogue``, on by default since session 38;
+``stage_epilogue.chunked``): an upstream-style 128x256x64 GEMM with three stages stages its whole
+accumulator through one 64 KiB shared tile, which leaves no room for the ring's extra buffer in a
+persistent grid, so without chunks (the key false) it runs one tile per block. Chunked, the epilogue goes out 64 columns at a time
 through two 16 KiB tiles, the kernel runs persistent with four ring buffers, thread 0 waits for
 each chunk's store only before the barrier that precedes the next store (while the others write
 the next chunk), and all four chunk stores go through one tensor map."""
@@ -15,7 +15,8 @@ import tilelang.language as T
 
 from host_cuda import NVCC
 
-KEY = {"tl.enable_chunked_epilogue": True}
+KEY = {"tl.enable_chunked_epilogue": True}      # (the default since session 38)
+OFF = {"tl.enable_chunked_epilogue": False}
 
 
 def upstream_gemm(M=4096, N=4096, K=4096, bm=128, bn=256, bk=64, stages=3, dtype=T.bfloat16, stage_c=True,
@@ -55,8 +56,8 @@ def _consumer_tile(src):
 
 @pytest.mark.parametrize("stage_c", [True, False])
 def test_chunks_make_room_for_a_persistent_ring_of_four(stage_c):
-    plain = tilelang.lower(upstream_gemm(stage_c=stage_c), "sm_90a")
-    chunked = tilelang.lower(upstream_gemm(stage_c=stage_c), "sm_90a", pass_configs=KEY)
+    plain = tilelang.lower(upstream_gemm(stage_c=stage_c), "sm_90a", pass_configs=OFF)
+    chunked = tilelang.lower(upstream_gemm(stage_c=stage_c), "sm_90a")
     assert "tile_it" not in plain.source and "(k & 3)" in plain.source     # one tile per block, four buffers
     assert plain.grid == ["16", "32", "1"]
     src = chunked.source
@@ -91,8 +92,8 @@ def test_each_chunk_store_is_waited_for_in_front_of_the_next_ones_barrier():
 def test_kernels_the_chunks_do_not_apply_to_are_left_alone(kw):
     # 128x128x64, three stages: ring of four and the 32 KiB tile already fit persistent; a
     # C_shared with the user's own layout keeps it
-    plain = tilelang.lower(upstream_gemm(**kw), "sm_90a").source
-    assert tilelang.lower(upstream_gemm(**kw), "sm_90a", pass_configs=KEY).source == plain
+    plain = tilelang.lower(upstream_gemm(**kw), "sm_90a", pass_configs=OFF).source
+    assert tilelang.lower(upstream_gemm(**kw), "sm_90a").source == plain
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -105,9 +106,9 @@ def test_the_chunked_kernel_compiles_without_spills():
 
 
 def test_the_hover_summary_sees_the_chunked_kernel():
-    """The T.Kernel hover describes the kernel the compile builds: persistent with the key."""
+    """The T.Kernel hover describes the kernel the compile builds: persistent unless the key is false."""
     from tilelang.analysis.summary import summarize
 
-    assert not summarize(upstream_gemm(), "sm_90a").get("persistent")
-    on = summarize(upstream_gemm(), "sm_90a", pass_configs=KEY)
+    assert not summarize(upstream_gemm(), "sm_90a", pass_configs=OFF).get("persistent")
+    on = summarize(upstream_gemm(), "sm_90a")
     assert on["persistent"] and not on.get("persistent_why")

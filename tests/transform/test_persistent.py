@@ -178,10 +178,12 @@ def test_a_direct_accumulator_epilogue_is_staged_like_the_explicit_one():
     # the dead pipeline tiles' bytes; with 3 stages the stage would get its own bytes, but over a
     # long main loop (128 k-steps) the ring's extra buffer is worth more than persistence
     # (warp_specialize.plan_ring): one tile per block there too, 4 buffers. Over a shorter one (32
-    # k-steps) the grid persists with 3 buffers and the stage's own bytes.
-    def cfg(K, stages):
+    # k-steps) the grid persists with 3 buffers and the stage's own bytes. (Whole-tile stages: the
+    # chunked epilogue off; by default the three-stage kernel chunks it and persists with 4 buffers.)
+    def cfg(K, stages, configs=None):
         return lower(g.matmul.get_prim_func(8192, 8192, K, block_M=128, block_N=256, block_K=64,
-                                            num_stages=stages, threads=256), target="sm_90a")
+                                            num_stages=stages, threads=256), target="sm_90a",
+                     pass_configs=configs if configs is not None else {"tl.enable_chunked_epilogue": False})
 
     four, three, short = cfg(8192, 4), cfg(8192, 3), cfg(2048, 3)
     assert four.grid == ["32", "64", "1"] and four.dynamic_smem < 200 * 1024
@@ -189,6 +191,9 @@ def test_a_direct_accumulator_epilogue_is_staged_like_the_explicit_one():
     assert three.source.count("tl::mbarrier_init") == 8 == four.source.count("tl::mbarrier_init")
     assert short.grid == ["min(2048, NUM_SMS)", "1", "1"] and short.dynamic_smem > 200 * 1024
     assert short.source.count("tl::mbarrier_init") == 6
+    chunked = cfg(8192, 3, {})
+    assert chunked.grid == ["min(2048, NUM_SMS)", "1", "1"] and chunked.source.count("tl::mbarrier_init") == 8
+    assert cfg(8192, 4, {}).source == four.source          # 5 x 48 KiB + chunks would not fit
 
 
 def test_epilogues_that_stay_register_stores():
