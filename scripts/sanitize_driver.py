@@ -469,7 +469,8 @@ KERNELS = {
     "fa_stmatrix": lambda: run_fa(False, pass_configs={"tl.enable_stmatrix": True}),
     # session 36, tl.enable_chunked_epilogue (default since session 38)
     "gemm_chunked": run_chunked,
-    # session 36, tl.enable_warpgroup_pingpong (default for causal since session 38): the consumer warpgroups take turns at the gemms
+    # session 36, tl.enable_warpgroup_pingpong (default for causal since session 38): the consumer
+    # warpgroups take turns at the gemms
     "fa_pingpong": lambda: run_fa(False, sms=2, pass_configs={"tl.enable_warpgroup_pingpong": True}),
     "fa_causal_pingpong": lambda: run_fa(True, sms=1, pass_configs={"tl.enable_warpgroup_pingpong": True}),
     # session 37: P converted through shared memory; a 256 x 256 tile split 2 x 2 on 512 threads

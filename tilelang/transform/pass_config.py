@@ -265,9 +265,9 @@ EFFECTS = {
         "bound of the registers: the largest fragment); otherwise each keeps bytes of its own, and the barriers "
         "that sharing asks for (a write into bytes another buffer was read from) go. Drops 2 of the 7 barriers of "
         "upstream's gdn scaled_dot_kkt; not yet timed on a GPU",
-    PassConfigKey.TL_ENABLE_CHUNKED_EPILOGUE: "on by default (false turns it off), sm_90a: a warp-specialised GEMM whose epilogue stages the "
-        "whole accumulator through one shared tile (`T.copy(C_local, C_shared); T.copy(C_shared, C[...])`, or the "
-        "compiler's own stage) and that keeps one tile per block because the pipeline's extra buffer and that tile "
+    PassConfigKey.TL_ENABLE_CHUNKED_EPILOGUE: "on by default (false turns it off), sm_90a: a warp-specialised "
+        "GEMM whose epilogue stages the whole accumulator through one shared tile "
+        "(`T.copy(C_local, C_shared); T.copy(C_shared, C[...])`, or the compiler's own stage) and that keeps one tile per block because the pipeline's extra buffer and that tile "
         "do not both fit a persistent grid (128x256x64, three stages: 4 x 48 + 64 KiB) stages it 64 columns at a "
         "time through two 64-column tiles (TMA store per chunk), which lets it run persistent with the extra "
         "buffer (session 38: 2-4 % faster on the 128x256x64 GEMMs, bf16 0.96x -> 0.98-0.99x cuBLAS)",
@@ -275,8 +275,8 @@ EFFECTS = {
         "attention (true: every such loop; false: none): in a warp-specialised attention loop whose two "
         "consumer warpgroups split the rows (S = Q K^T issued with the previous P V), the warpgroups take turns "
         "at the tensor cores, each waiting on a named barrier before its gemm issues and releasing the other's "
-        "after them, so one warpgroup's softmax runs under the other's gemms (FlashAttention-3's pingpong). Session 38: "
-        "causal 1-2 % faster, non-causal up to 2 % slower",
+        "after them, so one warpgroup's softmax runs under the other's gemms (FlashAttention-3's pingpong). "
+        "Session 38: causal 1-2 % faster, non-causal up to 2 % slower",
     PassConfigKey.TL_DISABLE_DOUBLE_HEAD_BUFFER: "on sm_90a, the tile a persistent warp-specialised kernel's "
         "producer loads in front of its loop (attention's Q) keeps one buffer instead of two where shared memory "
         "holds two (the producer then loads the next tile's only once the consumers are past this tile's loop, "

@@ -16,10 +16,11 @@ static shape, whose rows are whole 128-byte slabs and 16-byte aligned in memory 
 needs), when the kernel still fits in shared memory with the stage. ``tl.disable_tma_lower``,
 ``tl.disable_epilogue_staging`` or ``T.copy(..., disable_tma=True)`` keep the direct stores.
 
-Unless ``tl.enable_chunked_epilogue`` is false (on by default since session 38, ``chunked``) a whole-tile stage (this module's or the
-user's ``C_shared``) of a warp-specialised GEMM that runs one tile per block only because the
-stage and the ring's extra buffer do not both fit a persistent grid goes out 64 columns at a time
-through two 64-column tiles, where that makes the kernel persistent with the extra buffer.
+Unless ``tl.enable_chunked_epilogue`` is false (on by default since session 38; ``chunked``) a
+whole-tile stage (this module's or the user's ``C_shared``) of a warp-specialised GEMM that runs
+one tile per block only because the stage and the ring's extra buffer do not both fit a
+persistent grid goes out 64 columns at a time through two 64-column tiles, where that makes the
+kernel persistent with the extra buffer.
 """
 
 from __future__ import annotations
@@ -199,9 +200,10 @@ def _chunked(a, b):
 
 
 def chunked(result: Staging, arch: str, configs: dict) -> Staging:
-    """``tl.enable_chunked_epilogue`` (on unless false): the kernel of ``result`` with its whole-tile epilogue stages
-    chunked (``_chunked``) where that lets the warp-specialised GEMM run persistent with its
-    ring's extra buffer (``warp_specialize.plan_ring``) and it did not before; else ``result``."""
+    """``tl.enable_chunked_epilogue`` (on unless false): the kernel of ``result`` with its
+    whole-tile epilogue stages chunked (``_chunked``) where that lets the warp-specialised GEMM
+    run persistent with its ring's extra buffer (``warp_specialize.plan_ring``) and it did not
+    before; else ``result``."""
     info, layouts = result.info, result.layouts
     if not configs.get(CHUNK_KEY, True) or not layouts.wgmma:
         return result
