@@ -190,6 +190,10 @@ TL_DEVICE void atomic_addx4(float* dst, const float* src) {
   for (int i = 0; i < 4; ++i) atomicAdd(dst + i, src[i]);
 #endif
 }
+// A source handed over as an untyped address (an element of a float32 T.view of a shared buffer
+// of another type: tl::ptr_as<float>(...), which the generated code passes as void*).
+TL_DEVICE void atomic_addx2(float* dst, const void* src) { atomic_addx2(dst, static_cast<const float*>(src)); }
+TL_DEVICE void atomic_addx4(float* dst, const void* src) { atomic_addx4(dst, static_cast<const float*>(src)); }
 
 // ---------------------------------------------------------------------------
 // Ordered loads and stores (T.atomic_load / T.atomic_store) and atomic_or.

@@ -270,6 +270,11 @@ TL_DEVICE T mul(T a, T b) { return a * b; }
 TL_DEVICE half mul(half a, half b) { return __hmul(a, b); }
 TL_DEVICE __nv_bfloat16 mul(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
 
+// The address of an element as a pointer to another element type (an element of a T.view of
+// a shared buffer as another type, handed to a device function by address).
+template <class T, class U>
+TL_DEVICE T* ptr_as(U* p) { return reinterpret_cast<T*>(p); }
+
 template <class T>
 TL_DEVICE T max(T a, T b) { return a > b ? a : b; }
 TL_DEVICE float max(float a, float b) { return fmaxf(a, b); }

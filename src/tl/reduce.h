@@ -6,6 +6,14 @@
 
 #include "common.h"
 
+#if !defined(__CUDACC_RTC__)
+#include "macros_park.h"
+#include <cuda_fp8.h>
+#include "macros_restore.h"
+#else
+#include <cuda_fp8.h>
+#endif
+
 namespace tl {
 
 // Shuffles use the full-warp mask by default: the generated reductions are
@@ -64,6 +72,20 @@ TL_DEVICE short shfl_xor(short v, int lane_mask, unsigned mask = kFullWarpMask) 
 TL_DEVICE unsigned short shfl_xor(unsigned short v, int lane_mask, unsigned mask = kFullWarpMask) {
   return static_cast<unsigned short>(__shfl_xor_sync(mask, static_cast<int>(v), lane_mask));
 }
+
+// 8-bit floats (T.reduce_max / reduce_min of an fp8 fragment) travel as their
+// raw byte; max / min compare the exactly widened values.
+#define TL_FP8_REDUCE(F8)                                                                  \
+  TL_DEVICE F8 shfl_xor(F8 v, int lane_mask, unsigned mask = kFullWarpMask) {              \
+    F8 out;                                                                               \
+    out.__x = static_cast<__nv_fp8_storage_t>(__shfl_xor_sync(mask, static_cast<int>(v.__x), lane_mask)); \
+    return out;                                                                           \
+  }                                                                                       \
+  TL_DEVICE F8 max(F8 a, F8 b) { return static_cast<float>(b) > static_cast<float>(a) ? b : a; } \
+  TL_DEVICE F8 min(F8 a, F8 b) { return static_cast<float>(b) < static_cast<float>(a) ? b : a; }
+TL_FP8_REDUCE(__nv_fp8_e4m3)
+TL_FP8_REDUCE(__nv_fp8_e5m2)
+#undef TL_FP8_REDUCE
 
 // Reduction operators.  Each has `combine`, the associative and commutative
 // binary operation, and `init<T>()`, its identity element, which is what an

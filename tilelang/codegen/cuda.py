@@ -362,7 +362,7 @@ def _legalize_vector_loops(func):
     """Split user vectorized loops wider than a CUDA vector type (see the module docstring)."""
     from tvm import tirx
 
-    from tilelang.tir_utils import const_int, map_loops, substitute_stmt
+    from tilelang.tir_utils import const_int, map_loops, substitute_stmt, uses_vars
 
     an = tvm.sym.Analyzer()
 
@@ -377,7 +377,11 @@ def _legalize_vector_loops(func):
             return None
         accesses = _loop_accesses(node.body)
         narrowest = min([b for _, b, _ in accesses] or [1])
-        if extent * narrowest <= _VECTOR_BYTES:
+        # (a value every lane reads, wider than a CUDA vector once broadcast: TVM prints
+        # ``make_ulonglong4(s, s, s, s, s, s, s, s)`` for a float32x8 one)
+        wide_broadcast = any(extent * b > _VECTOR_BYTES and not uses_vars(index, [node.loop_var])
+                             for index, b, is_store in accesses if not is_store)
+        if extent * narrowest <= _VECTOR_BYTES and not wide_broadcast:
             return None
         w = _vector_width(node, accesses, an)
         if w == 1:

@@ -56,7 +56,7 @@ from .tile import async_copy  # noqa: F401
 from .tile import (GemmWarpPolicy, atomic_add, atomic_addx2, atomic_addx4, atomic_load, atomic_max, atomic_min,
                    atomic_or, atomic_store, clear, copy, cummax, cumsum, fill,
                    gemm, gemm_sp, gemm_v2, reduce, reduce_absmax, reduce_abssum, reduce_bitand, reduce_bitor, reduce_bitxor,
-                   reduce_max, reduce_min, reduce_sum, wait_wgmma, wgmma_gemm)
+                   reduce_max, reduce_min, reduce_sum, wait_wgmma, warpgroup_fence_operand, wgmma_gemm)
 
 _install_parser()
 
@@ -150,6 +150,49 @@ def dynamic(name: str, dtype="int32"):
 
 symbolic = dynamic
 
+
+
+# TVMScript's own names that upstream's T exposes too (it re-exports TVM's IR builder): the
+# ``with T.If(c): with T.Then(): ... with T.Else(): ...`` and ``with T.While(c):`` frames, IR node
+# constructors (T.And, T.Or, T.Not, T.EQ, T.Max, T.IntImm, T.FloatImm, ...), T.decl_buffer,
+# T.where, T.fma, T.broadcast / T.ramp, T.break_loop / T.continue_loop and the TVM builtins.
+# TVMScript's parser handles them as in any TVMScript function; a name T defines itself wins.
+_TVMSCRIPT_NAMES = (
+    "Add", "And", "Assert", "BufferLoad", "Call", "CallEffectKind", "CommReducer", "Div", "EQ", "Else",
+    "FloatImm", "FloorDiv", "FloorMod", "GE", "GT", "If", "IntImm", "IterVar", "LE", "LT", "Max", "Min", "Mod",
+    "Mul", "NE", "Not", "Or", "Ptr", "Range", "Reduce", "Sub", "TVMBackendAllocWorkspace",
+    "TVMBackendFreeWorkspace", "Then", "While", "anylist_getitem", "anylist_resetitem",
+    "anylist_setitem_call_cpacked", "anylist_setitem_call_packed", "arg", "axis", "bind",
+    "block_name_suffix_context", "boolean", "break_loop", "broadcast", "buffer", "buffer_decl", "buffer_store",
+    "buffer_var", "call_cpacked", "call_cpacked_lowered", "call_kernel", "call_llvm_intrin",
+    "call_llvm_pure_intrin", "call_packed", "call_packed_lowered", "continue_loop", "decl_buffer",
+    "end_profile_intrinsic", "env_thread", "fabs", "fma", "func_attr", "func_name", "func_ret",
+    "get_active_lane_mask", "handle_add_byte_offset", "ignore_loop_partition", "index_map", "init", "isnullptr",
+    "iter_var", "llvm_lookup_intrinsic_id", "lookup_param", "meta_class", "meta_var", "q_multiply_shift",
+    "q_multiply_shift_per_axis", "ramp", "reads", "sblock", "sblock_alloc_buffer", "sblock_attr",
+    "start_profile_intrinsic", "target", "thread_return", "tvm_access_ptr", "tvm_bmma_sync", "tvm_call_cpacked",
+    "tvm_call_cpacked_lowered", "tvm_call_packed", "tvm_call_packed_lowered", "tvm_fill_fragment",
+    "tvm_load_matrix_sync", "tvm_mma_sync", "tvm_stack_alloca", "tvm_stack_make_array", "tvm_stack_make_shape",
+    "tvm_storage_sync", "tvm_store_matrix_sync", "tvm_struct_get", "tvm_struct_set", "tvm_thread_invariant",
+    "tvm_throw_last_error", "tvm_tuple", "tvm_warp_activemask", "type_annotation", "undef", "var",
+    "vectorcombine", "vectorhigh", "vectorlow", "void", "vscale", "where", "writes",
+)
+globals().update({_n: getattr(_T, _n) for _n in _TVMSCRIPT_NAMES if _n not in globals() and hasattr(_T, _n)})
+
+cdiv = ceildiv
+loop_break = break_loop  # upstream's spelling of ``break`` inside a kernel loop  # noqa: F405
+allocate = alloc_buffer
+LocalBuffer = Tensor
+StringImm = __import__("tvm").ir.StringImm
+
+
+def index_to_coordinates(index, shape):
+    """Row-major coordinates of the flat ``index`` in ``shape`` (the inverse of the linear index)."""
+    coords = []
+    for extent in reversed(list(shape)):
+        coords.append(index % extent)
+        index = index // extent
+    return coords[::-1]
 
 # Last in the module, since they shadow builtins: C-style aliases upstream code uses (T.float is float32, T.half float16, ...).
 float, half, double = float32, float16, float64  # noqa: A001,F405

@@ -334,7 +334,7 @@ _all_dtypes = (["bool", "short", "int", "uint", "long", "half", "float", "double
                + _with_vectors(("uint8", "uint16", "uint32", "uint64"))
                + _with_vectors(("float16", "float32", "float64"))
                + _with_vectors(_FLOAT8, interleave=False)
-               + ["float4_e2m1_unpacked", "bfloat16", "bfloat16x2"]
+               + ["float4_e2m1_unpacked"] + _with_vectors(("bfloat16",), interleave=False)
                + _with_vectors(("tfloat32",), interleave=False))
 
 

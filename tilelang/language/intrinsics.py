@@ -125,6 +125,16 @@ def ieee_fmaf(x, y, z, rounding_mode="rn"):
     return _ieee("fmaf", [x, y, z], rounding_mode)
 
 
+def fma(x, y, z):
+    """``x * y + z`` as one fused multiply-add, rounded to nearest (upstream's ``T.fma``)."""
+    return _ieee("fmaf", [x, y, z], "rn")
+
+
+def fmul(x, y):
+    """``x * y`` rounded to nearest, never contracted into an FMA with a later add (``T.fmul``)."""
+    return _ieee("mul", [x, y], "rn")
+
+
 def ieee_frcp(x, rounding_mode="rn"):
     return _ieee("frcp", [x], rounding_mode)
 
@@ -697,6 +707,7 @@ def __fns(mask, base, offset):
 __all__ = ["access_ptr", "import_source", "ldg32", "ldg64", "ldg128", "ldg256", "stg32", "stg64", "stg128", "stg256", "lds32",
            "lds64", "lds128", "sts32", "sts64", "sts128", "abs2", "activemask", "add2", "assume", "fma2", "max2", "min2", "mul2", "sub2", "device_assert", "dp4a", "extract_lane", "all_of", "all_sync", "any_of", "any_sync", "ballot", "ballot_sync", "fast_rcp", "get_lane_idx",
            "get_warp_group_idx", "get_warp_idx", "get_warp_idx_sync", "ieee_add", "ieee_fdiv", "ieee_fmaf",
+           "fma", "fmul",
            "ieee_frcp", "ieee_frsqrt", "ieee_fsqrt", "ieee_mul", "ieee_sub", "match_all_sync", "match_any_sync",
            "shfl_down", "shfl_sync", "shfl_up", "shfl_xor", "shuffle_elect", "sync_warp", "tvm_warp_shuffle",
            "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "tvm_warp_shuffle_xor", "syncthreads_and",

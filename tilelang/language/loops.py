@@ -149,9 +149,28 @@ def parallel(start, stop=None, annotations=None):
 
 
 def vectorized(start, stop=None, annotations=None):
+    """A loop that becomes vector instructions. ``T.vectorized(a, b)`` runs ``b - a`` lanes and
+    binds the loop name to ``a + lane`` (TVM's vectorizer takes only loops that start at 0)."""
     if stop is None:
         start, stop = 0, start
-    return builder.vectorized(start, stop, annotations=annotations)
+    if isinstance(start, int) and start == 0 or getattr(start, "value", None) == 0:
+        return builder.vectorized(0, stop, annotations=annotations)
+    return _OffsetLoop(builder.vectorized, start, stop, annotations)
+
+
+class _OffsetLoop:
+    """A loop from ``start`` built as one from 0 whose name stands for ``start + k`` (a loop spec)."""
+
+    tl_loop_spec = True
+
+    def __init__(self, make, start, stop, annotations=None):
+        self.make, self.start, self.stop, self.annotations = make, start, stop, annotations
+
+    def loop_frames(self):
+        return [self.make(0, self.stop - self.start, annotations=self.annotations)]
+
+    def loop_values(self, loop_vars):
+        return self.start + loop_vars[0]
 
 
 Vectorized = vectorized

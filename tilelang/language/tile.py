@@ -253,6 +253,32 @@ def wait_wgmma(id):  # noqa: A002 - upstream's parameter name
     emit("wait_wgmma", [int(value)])
 
 
+def warpgroup_fence_operand(buffer_or_ptr, offset=0, num_regs=None, dtype=None):
+    """Pin the registers of a wgmma accumulator (or register operand) fragment here: no read or
+    write of them moves across this point (upstream's ``T.warpgroup_fence_operand``). The
+    fragments of ``T.wgmma_gemm`` are already pinned after each ``T.wait_wgmma``; this is the
+    explicit form for hand-scheduled code. ``num_regs`` counts this thread's 32-bit registers from
+    its element ``offset`` (default: the rest of the thread's part of the fragment); ``dtype`` is
+    accepted for upstream's signature and must match the buffer's."""
+    x = _unwrap(buffer_or_ptr)
+    if isinstance(x, ir.TensorLoad):
+        if any(not _is_zero(i) for i in x.indices):
+            raise ValueError("T.warpgroup_fence_operand: give the fragment itself and an `offset` (in this thread's "
+                             f"elements), not an element {x.source.name}[...] of it")
+        x = x.source
+    if not is_buffer_var(x):
+        raise TypeError("T.warpgroup_fence_operand expects a register fragment (T.alloc_fragment / T.alloc_local), "
+                        f"got {type(x).__name__}")
+    if dtype is not None and str(dtype) != str(x.dtype):
+        raise ValueError(f"T.warpgroup_fence_operand: dtype {dtype} does not match {x.name}'s {x.dtype}")
+    emit("warpgroup_fence_operand", [_to_region(x, READ_WRITE, what="warpgroup_fence_operand"), offset,
+                                     -1 if num_regs is None else num_regs])
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, int) and e == 0 or isinstance(e, tirx.IntImm) and e.value == 0
+
+
 def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):
     """Emit ``tl.reduce``. Upstream's ``batch`` (outputs per shared barrier pair), ``nan_propagate``
     and the same keys in ``annotations`` travel as two trailing arguments, present only when set;
@@ -356,10 +382,36 @@ def _atomic(kind, dst, value, memory_order=None, return_prev=False):
         if hasattr(val, "ty") and str(getattr(val.ty, "dtype", val.ty)) != str(dtype):
             val = tirx.Cast(str(dtype), val)
         return tirx.call_extern(str(dtype), f"tl::atomic_{kind}", tirx.address_of(dst_u), val)
+    if not is_buffer_var(val_u) and not isinstance(val_u, (ir.TensorRegion, ir.TensorLoad)):
+        # a scalar value: every element of the buffer or slice gets it, one atomic each
+        return _atomic_broadcast(kind, dst_u, val_u)
     src_shape = _shape_of(val_u)
     d = _to_region(dst_u, READ_WRITE, hint=src_shape, what=f"atomic_{kind}")
     s = _to_region(val_u, READ, hint=_shape_of(dst_u), what=f"atomic_{kind}")
     emit("atomic", [d, s, kind])
+    return None
+
+
+def _atomic_broadcast(kind, dst, value):
+    """``T.atomic_<kind>(A[0:m, 0:n], x)`` with a scalar ``x``: a T.Parallel loop over the slice's
+    (non-unit) extents doing the element atomic."""
+    from tvm.tirx.script.builder import ir as builder
+
+    from .loops import Parallel
+
+    r = _to_region(dst, READ_WRITE, what=f"atomic_{kind}")     # tl.region(buf[mins], access, *extents)
+    buf, mins, extents = r.args[0].source, list(r.args[0].indices), list(r.args[2:])
+    loop_dims = [k for k, e in enumerate(extents) if not _is_one(e)]
+    if not loop_dims:
+        builder.evaluate(_atomic(kind, tirx.BufferLoad(buf, mins), value))
+        return None
+    frames = Parallel(*[extents[k] for k in loop_dims]).loop_frames()
+    index = list(mins)
+    for k, frame in zip(loop_dims, frames):
+        index[k] = mins[k] + frame.__enter__()
+    builder.evaluate(_atomic(kind, tirx.BufferLoad(buf, index), value))
+    for frame in reversed(frames):
+        frame.__exit__(None, None, None)
     return None
 
 

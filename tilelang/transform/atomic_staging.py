@@ -59,7 +59,7 @@ def lower_atomic(lw, stmt):
     if str(args[2].value) != "add" or scope_of(src.buffer) != FRAGMENT_SCOPE:
         return None
     layout = lw.layouts.fragments[src.buffer]
-    sd, dd, _ = lower_copy._match(lw, src, dst, stmt.span)
+    sd, dd, _ = lower_copy._match(lw, src, dst, stmt.span, "T.atomic_add")
     if not _applies(lw, layout, src, dst, sd, dd):
         return None
     shape = _warp_shape(layout, len(src.buffer.shape) - 1)

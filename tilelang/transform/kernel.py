@@ -280,8 +280,10 @@ def _with_prelude(kernel, preludes):
 def resolve_views(body):
     """``T.reshape``/``T.view`` of a shared or fragment buffer: every element access to the view
     becomes an access to its buffer at the same row-major position (a view of a shared buffer as
-    another element type reads or writes the same bytes through the buffer's elements, see
-    ``_ViewRewriter``; a row-major ``T.annotate_layout`` of such a view is dropped), and a
+    another element type, or of a register buffer as another type of the same width, reads or
+    writes the same bytes through the buffer's elements, see
+    ``_ViewRewriter``; the address of such an element is its first byte's, as a pointer to the
+    view's type; a row-major ``T.annotate_layout`` of such a view is dropped), and a
     ``T.copy`` of the whole view becomes the element-wise ``T.Parallel`` loop it means, so the
     buffer keeps the one layout the compiler gives it. A reduction or scan of a same-type view runs
     on a staged copy of it (``_staged_view_op``). Other tile ops on such a view are a located
@@ -381,6 +383,23 @@ class _ViewRewriter(ExprRewriter):
             flat = tirx.floordiv(flat, n)
         return [simplify(x) for x in reversed(out)]
 
+    def visit_Call(self, e):
+        # ``&view[i]`` of a view of another element type: the address of its first byte in the
+        # buffer (the element there when the view is as wide or wider), as a pointer to the
+        # view's type (``T.atomic_addx4(dst, view[i, j * 4])`` of a float32 view of bf16 bytes)
+        if getattr(e.op, "name", "") == "tirx.address_of" and isinstance(e.args[0], ir.TensorLoad):
+            load = e.args[0]
+            v = next((k for k in self.views if k.same_as(load.source)), None)
+            if v is not None and str(v.dtype) != str(self.views[v].dtype):
+                src, vbits, sbits, flat = self._pieces(v, [self.visit(i) for i in load.indices])
+                ctype = _VIEW_CTYPES.get(str(v.dtype))
+                if vbits < sbits or ctype is None:
+                    raise LoweringError("TL0002", f"the address of an element of '{v.name}', a {v.dtype} view of "
+                                        f"the {src.dtype} buffer '{src.name}', is not supported", None)
+                first = tirx.BufferLoad(src, self._src_indices(src, flat * (vbits // sbits)))
+                return tirx.call_extern("handle", f"tl::ptr_as<{ctype}>", tirx.address_of(first))
+        return super().visit_Call(e)
+
     def visit_load(self, load, indices):
         v = next((k for k in self.views if k.same_as(load.source)), None)
         if v is not None and str(v.dtype) != str(self.views[v].dtype):
@@ -445,6 +464,11 @@ class _ViewRewriter(ExprRewriter):
         return seq(stores)
 
 
+_VIEW_CTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16",
+                "int64": "int64_t", "int32": "int", "uint32": "unsigned", "int16": "short", "uint16": "unsigned short",
+                "int8": "signed char", "uint8": "unsigned char"}
+
+
 def _bits_as(value, dtype):
     """``value``'s bits as ``dtype`` of the same width (a cast between integers, else a reinterpret)."""
     have = str(value.dtype)
@@ -457,10 +481,14 @@ def _bits_as(value, dtype):
 
 def _reinterpret_blocker(src, view) -> str | None:
     """Why ``view`` (another element type over ``src``'s storage) cannot be resolved (None: it can)."""
-    if scope_of(src) not in ("shared", "shared.dyn"):
-        return (f"views of fragment buffers keep the element type ({src.dtype}); only shared buffers can be "
-                "viewed as another type")
     vb, sb = DataType(str(view.dtype)), DataType(str(src.dtype))
+    if scope_of(src) not in ("shared", "shared.dyn"):
+        # a register buffer's element and its view's are the same bits of the same thread
+        if vb.bits == sb.bits and vb.lanes == sb.lanes == 1:
+            return None
+        return (f"a view of the register buffer '{src.name}' ({src.dtype}) may change the element type only to "
+                f"one of the same width ({sb.bits} bits), not to {view.dtype}; shared buffers can be viewed as "
+                "any type of 8 to 64 bits")
     if vb.lanes != 1 or sb.lanes != 1 or min(vb.bits, sb.bits) < 8 or max(vb.bits, sb.bits) > 64:
         return f"a shared view between {src.dtype} and {view.dtype} (element types of 8 to 64 bits) is not supported"
     if any(const_int(n) is None for n in list(src.shape) + list(view.shape)):

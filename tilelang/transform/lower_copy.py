@@ -45,8 +45,9 @@ COPY_STAGING_BUDGET = 128
 STMATRIX_KEY = PassConfigKey.TL_ENABLE_STMATRIX.value
 
 
-def _match(lw, src: Region, dst: Region, span):
-    """Pair the non-unit dimensions of both regions; returns the common tile extents."""
+def _match(lw, src: Region, dst: Region, span, what="T.copy"):
+    """Pair the non-unit dimensions of both regions; returns the common tile extents (``what``:
+    the tile op named in errors)."""
     sd, se = src.nonunit()
     dd, de = dst.nonunit()
     if not sd and not de and not dd and not se:   # one element to one element: a 1-long tile
@@ -55,9 +56,9 @@ def _match(lw, src: Region, dst: Region, span):
     se_c = [const_int(lw.rewrite(e)) for e in se]
     de_c = [const_int(lw.rewrite(e)) for e in de]
     if None in se_c or None in de_c:
-        raise LoweringError("TL0601", "T.copy extents must be compile-time constants", span)
+        raise LoweringError("TL0601", f"{what} extents must be compile-time constants", span)
     if se_c != de_c:
-        raise LoweringError("TL0601", f"T.copy extent mismatch: source {src.buffer.name} {se_c} vs "
+        raise LoweringError("TL0601", f"{what} extent mismatch: source {src.buffer.name} {se_c} vs "
                             f"destination {dst.buffer.name} {de_c} (dimensions of extent 1 are ignored; "
                             f"the others must match in order)", span)
     return sd, dd, se_c
@@ -983,7 +984,7 @@ def lower_atomic(lw, stmt):
     if scope_of(src.buffer) != FRAGMENT_SCOPE:
         return _threaded_atomic(lw, src, dst, kind, stmt)
     layout = lw.layouts.fragments[src.buffer]
-    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    sd, dd, tile = _match(lw, src, dst, stmt.span, f"T.atomic_{kind}")
     vec = _fragment_atomic_vector(lw, layout, src, dst, sd, dd, tile, kind)
     if vec > 1:
         return _fragment_vector_atomic(lw, layout, src, dst, sd, dd, vec, stmt)
@@ -1060,7 +1061,7 @@ def _threaded_atomic(lw, src, dst, kind, stmt):
     if scope_of(src.buffer) not in SHARED_SCOPES + ("global",):
         raise LoweringError("TL0002", f"tile-level T.atomic_* reads fragments, shared or global memory, not "
                             f"'{src.buffer.name}' (scope '{scope_of(src.buffer)}')", stmt.span)
-    sd, dd, tile = _match(lw, src, dst, stmt.span)
+    sd, dd, tile = _match(lw, src, dst, stmt.span, f"T.atomic_{kind}")
     vec = _atomic_vector(lw, src, dst, sd, dd, tile, kind)
     if vec > 1:
         return _threaded_vector_atomic(lw, src, dst, sd, dd, tile, vec, stmt)

@@ -569,6 +569,8 @@ class Lowerer:
             return self.lower_gemm(stmt)
         if name == "wait_wgmma":
             return self.lower_wait_wgmma(stmt)
+        if name == "warpgroup_fence_operand":
+            return self.lower_warpgroup_fence(stmt)
         if name == "gemm_sp":
             self.check_all_threads("T.gemm_sp", stmt.span)
             return self.lower_gemm_sp(stmt)
@@ -944,6 +946,32 @@ class Lowerer:
                 ptr = tirx.address_of(tirx.BufferLoad(self.frag[buf], [i32(0)]))
                 out.append(evaluate_extern(f"{fence}<{count}>", ptr, span=stmt.span))
         return seq(out)
+
+    def lower_warpgroup_fence(self, stmt):
+        """T.warpgroup_fence_operand: the thread's registers of a fragment (``num_regs`` 32-bit
+        ones from element ``offset``, else the rest) pinned by the same empty asm as the fences
+        after T.wait_wgmma; 8-bit fragments have no such fence and lower to nothing."""
+        args = stmt.value.args
+        buf = decode_region(args[0]).buffer
+        offset, regs = const_int(args[1]), const_int(args[2])
+        if offset is None or regs is None:
+            raise LoweringError("TL0002", "T.warpgroup_fence_operand needs a constant offset and num_regs", stmt.span)
+        if scope_of(buf) == FRAGMENT_SCOPE and buf in self.frag:
+            storage, local = self.frag[buf], self.layouts.fragments[buf].local_size
+        elif scope_of(buf) == "local":
+            storage, local = buf, math.prod(const_int(d) or 1 for d in buf.shape)
+        else:
+            raise LoweringError("TL0002", f"T.warpgroup_fence_operand: '{buf.name}' is not a register fragment "
+                                f"(scope {scope_of(buf)})", stmt.span)
+        bits = tvm.DataType(str(buf.dtype)).bits
+        count = local - offset if regs < 0 else min(regs * max(1, 32 // bits), local - offset)
+        if bits == 16:
+            count -= count % 2
+        if count <= 0 or bits not in (16, 32):
+            return None
+        ptr = tirx.address_of(tirx.BufferLoad(storage, [i32(offset)]))
+        fence = "tl::wgmma_fence_accumulator" if str(buf.dtype) == "float32" else "tl::wgmma_fence_operand"
+        return evaluate_extern(f"{fence}<{count}>", ptr, span=stmt.span)
 
     # ----- the kernel --------------------------------------------------------------------
     def run(self):

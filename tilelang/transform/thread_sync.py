@@ -281,6 +281,7 @@ def async_read_buffers(lw):
 
 # tile ops that touch shared memory only through the threads' own loads and stores
 _GENERIC_OPS = ("fill", "reduce", "cumsum", "annotate_layout", "use_swizzle", "print", "barrier_init", "wait_wgmma",
+                "warpgroup_fence_operand",
                 "reducer_decl", "reducer_init", "reducer_update", "finalize_reducer")
 
 

@@ -1,0 +1,191 @@
+"""Forms found in kernels users wrote for upstream TileLang (its issue tracker, kernel libraries
+built on it) that ours refused: TVMScript's own names on T (T.If / T.Then / T.Else, T.And, T.Not,
+T.Max, T.FloatImm), T.loop_break, T.cdiv, T.fma / T.fmul, the bfloat16 vector dtypes,
+T.warpgroup_fence_operand, a tile atomic with a scalar value, T.vectorized(a, b) from a != 0, a
+T.reduce_max of an fp8 fragment, a fragment viewed as another type of the same width, a wide
+vectorized loop reading one scalar in every lane, a packed atomic from a float view of a 16-bit
+shared buffer. Each is lowered and its CUDA compiled with nvcc."""
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.diagnostics.errors import TileLangCompileError
+from tilelang.jit import nvcc
+
+
+def _cuda(func, arch="sm_90a"):
+    art = tilelang.lower(func, arch)
+    assert nvcc.compile_cubin(art.source, art.arch, art.compile_flags)[:4] == b"\x7fELF"
+    return art.source[art.source.index('extern "C" __global__'):]
+
+
+def test_tvmscript_if_frames_and_expression_nodes():
+    @T.prim_func
+    def kernel(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32"), n: T.int32):
+        with T.Kernel(T.cdiv(1024, 128), threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            acc = T.alloc_var("float32")
+            with T.If(T.And(i < n, T.Not(i == 3))):
+                with T.Then():
+                    acc = T.Max(A[i], T.FloatImm("float32", 0.0))
+                with T.Else():
+                    acc = T.fma(A[i], A[i], 1.0)
+            B[i] = T.fmul(acc, 2.0)
+
+    body = _cuda(kernel)
+    assert "__fmaf_rn(" in body and "__fmul_rn(" in body
+    assert "} else {" in body and "!= 3" in body and "< n" in body
+
+
+def test_loop_break():
+    @T.prim_func
+    def kernel(A: T.Tensor((8,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                if A[i] < 0:
+                    T.loop_break()
+                B[0] += A[i]
+
+    body = _cuda(kernel)
+    assert "break;" in body
+
+
+def test_bfloat16_vector_dtypes():
+    for lanes in (4, 8, 16, 32, 64):
+        assert str(getattr(T, f"bfloat16x{lanes}")) == f"bfloat16x{lanes}"
+    assert [str(x) for x in T.index_to_coordinates(11, (2, 3, 4))] == ["0", "2", "3"]
+
+
+def test_warpgroup_fence_operand_pins_the_accumulator():
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.wgmma_gemm(A_s, B_s, C_l, clear_accum=True)
+            T.wait_wgmma(0)
+            T.warpgroup_fence_operand(C_l, num_regs=16)
+            T.copy(C_l, C)
+
+    body = _cuda(kernel)
+    wait = body.index("tl::wait_wgmma<0>()")
+    assert "tl::wgmma_fence_accumulator<32>" in body[wait:]      # T.wait_wgmma's own fence
+    assert "tl::wgmma_fence_accumulator<16>" in body[wait:]      # the explicit one: 16 registers
+
+
+def test_tile_atomics_with_a_scalar_value():
+    @T.prim_func
+    def kernel(Cnt: T.Tensor((64, 64), "float32"), H: T.Tensor((8, 16), "int32")):
+        with T.Kernel(4, threads=128) as bx:
+            T.atomic_add(Cnt, 1.0)                   # every element of the buffer
+            T.atomic_max(H[bx, 0:16], bx)            # every element of a slice
+
+    body = _cuda(kernel)
+    assert body.count("tl::atomic_add(") == 1 and body.count("tl::atomic_max(") == 1
+    assert "0x1p+0f" in body                          # the scalar 1.0, per element
+
+
+def test_atomic_extent_mismatch_names_the_atomic():
+    @T.prim_func
+    def kernel(D: T.Tensor((32, 32), "float32"), S: T.Tensor((4, 32, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((4, 32, 32), "float32")
+            T.copy(S, s)
+            T.atomic_add(D[0:32, 0:32], s[0:4, 0:32, 0:32])
+
+    with pytest.raises(TileLangCompileError, match="T.atomic_add extent mismatch"):
+        tilelang.lower(kernel, "sm_90a")
+
+
+def test_vectorized_loop_from_a_nonzero_start():
+    @T.prim_func
+    def kernel(H: T.Tensor((8, 16), "int32")):
+        with T.Kernel(1, threads=1):
+            for i in T.vectorized(4, 8):
+                H[0, i] = i
+
+    body = _cuda(kernel)
+    assert "make_int4((4)+(1*0)" in body and "H + 4" in body
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_reduce_max_of_an_fp8_fragment(dtype):
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 128), dtype), C: T.Tensor((64,), dtype)):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_fragment((64, 128), dtype)
+            c = T.alloc_fragment((64,), dtype)
+            T.copy(A, a)
+            T.reduce_max(a, c, dim=1)
+            T.copy(c, C)
+
+    assert "tl::warp_allreduce<tl::MaxOp" in _cuda(kernel)
+
+
+def test_fragment_viewed_as_another_type_of_the_same_width():
+    @T.prim_func
+    def kernel(X: T.Tensor((32,), "float32"), Z: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32):
+            f = T.alloc_fragment((32,), "float32")
+            T.copy(X, f)
+            bits = T.view(f, (32,), "int32")
+            for i in T.Parallel(32):
+                Z[i] = bits[i]
+
+    assert "*(uint *)(&(" in _cuda(kernel)
+
+
+def test_fragment_view_of_another_width_is_refused_at_the_line():
+    @T.prim_func
+    def kernel(X: T.Tensor((32,), "float32"), Z: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=32):
+            f = T.alloc_fragment((32,), "float32")
+            T.copy(X, f)
+            halves = T.view(f, (64,), "float16")
+            for i in T.Parallel(64):
+                Z[i] = halves[i]
+
+    with pytest.raises(TileLangCompileError, match="same width"):
+        tilelang.lower(kernel, "sm_90a")
+
+
+def test_wide_vectorized_loop_with_a_broadcast_scalar():
+    # float32 x 8 lanes with a value every lane reads: split into CUDA-sized vectors (TVM printed
+    # make_ulonglong4 with eight arguments, an nvcc error)
+    @T.prim_func
+    def kernel(X: T.Tensor((4096,), "float32"), V: T.Tensor((4096,), "float32"), O: T.Tensor((4096,), "bfloat16")):
+        with T.Kernel(16, threads=32) as bx:
+            tx = T.get_thread_binding()
+            x = T.alloc_local((8,), "float32")
+            v = T.alloc_local((8,), "float32")
+            s = T.alloc_local((1,), "float32")
+            s[0] = X[0]
+            for i in T.vectorized(8):
+                x[i] = X[bx * 256 + tx * 8 + i]
+                v[i] = V[bx * 256 + tx * 8 + i]
+            for i in T.vectorized(8):
+                O[bx * 256 + tx * 8 + i] = x[i] + s[0] * v[i]
+
+    assert "make_ulonglong4(" not in _cuda(kernel)
+
+
+def test_packed_atomic_from_a_float_view_of_a_16_bit_shared_buffer():
+    # Megatron's sparse attention backward: float32 partial sums staged through a bf16 buffer's
+    # bytes, added to global memory four at a time
+    @T.prim_func
+    def kernel(K: T.Tensor((32, 64), "bfloat16"), dK: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            K_s = T.alloc_shared((32, 64), "bfloat16")
+            T.copy(K, K_s)
+            acc = T.view(K_s, (16, 64), "float32")
+            for i, j in T.Parallel(16, 64):
+                acc[i, j] = T.cast(i * 64 + j, "float32")
+            for i, j in T.Parallel(16, 16):
+                T.atomic_addx4(dK[i, j * 4], acc[i, j * 4])
+
+    body = _cuda(kernel)
+    assert "tl::atomic_addx4(" in body and "tl::ptr_as<float>(" in body
