@@ -71,8 +71,8 @@ from tilelang.transform.kernel import (ALL_SCOPES, FRAGMENT_SCOPE, SAFE_VALUE_AT
                                        is_parallel_nest, op_name, parallel_nest, scope_of)
 from tilelang.transform.layout_inference import is_wgmma_gemm
 from tilelang.transform.pass_config import PassConfigKey
-from tilelang.transform.pipelined_loop import (REFILL_ATTR, PipelinedLoop, body_list, is_pipelined, num_stages,
-                                               plain_consumer)
+from tilelang.transform.pipelined_loop import (REFILL_ATTR, PipelinedLoop, body_list, is_pipelined, is_producer,
+                                               num_stages, plain_consumer)
 from tilelang.transform import warp_specialize
 from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
 
@@ -253,7 +253,7 @@ def planned_loads(func, arch, configs=None) -> list:
             if plan is not None:
                 stmts, moved, _, _, why = plan
                 producers = PipelinedLoop.of(s).producers
-                staged = [i for i, x in enumerate(stmts) if any(x.same_as(p) for p in producers)]
+                staged = [i for i, x in enumerate(stmts) if any(x.same_as(p) for p in producers) or i in why]
                 name = {i: decode_region(stmts[i].value.args[1]).buffer.name for i in staged}
                 out.append((s.span, [name[i] for i in staged if i in moved],
                             [(name[i], why.get(i) or "it is no plain T.copy") for i in staged if i not in moved],
@@ -495,8 +495,10 @@ def _plan(loop, roots):
     gemms = [i for i, s in enumerate(stmts) if op_name(s) == "gemm"]
     if len(gemms) < 2:
         return None
+    # (every global -> shared copy of the body: one that reads its tile before refilling it is
+    # no producer of the pipelined loop, and _blocker says why it stays)
     candidates = [i for i, s in enumerate(stmts) if op_name(s) == "copy" and _flag(s) in (0, 1)
-                  and any(s.same_as(p) for p in pipe.producers)]
+                  and is_producer(s)]
     access = _Accesses(stmts, roots)
     bound = {s.var for s in stmts if isinstance(s, (tirx.Bind, tirx.LetStmt))}
     moved, why = [], {}

@@ -890,6 +890,17 @@ class _Inference:
             # (a loop writing a known fragment through another index, ``t[j, i] = x[i, j]`` into a
             # gemm operand, decides now: it places the fragments it reads, as upstream's does)
             return False
+        for b, idx in frags:
+            # A fragment first met in a loop over part of it (``T.Parallel(100)`` writing ``f[i]``
+            # of a (256,) fragment) takes the layout of a loop over its own shape; this loop then
+            # runs each iteration on the threads that hold its element (``_loop_from_known``).
+            # The loop's own layout would place only its 100 elements.
+            shape = [const_int(x) for x in b.shape]
+            if self.known(b) is None and _is_exact(idx, loop_vars) and None not in shape and shape != ext \
+                    and all(e <= x for e, x in zip(ext, shape)):
+                self.assign(b, self.default_loop_layout(body, shape, [(b, idx)]), stmt.span,
+                            f"a loop over its own shape (the T.Parallel{tuple(ext)} loop at line "
+                            f"{span_line(stmt.span)} covers part of it)")
         extra = self.nest_vars.get(stmt, [])
         self.guard = body_guard(body)
         if layout is None or not self._serves_known(layout, accesses, loop_vars, ext, extra):
@@ -1837,7 +1848,15 @@ def _elements(idx, env, shape):
 
 def body_guard(body):
     """The condition of a T.Parallel body that is one ``if`` without ``else`` (nested ones
-    joined): iterations where it is false touch nothing. None otherwise."""
+    joined), or a sequence of such ``if``s with one condition (``if i < h: a[...] = ...`` then
+    ``if i < h: b[...] = ...``): iterations where it is false touch nothing. None otherwise."""
+    if isinstance(body, tirx.SeqStmt) and len(body.seq) > 1 and all(
+            isinstance(s, tirx.IfThenElse) and s.else_case is None for s in body.seq):
+        first = body.seq[0].condition
+        if all(tvm.ir.structural_equal(s.condition, first) for s in body.seq[1:]):
+            inner = body_guard(tirx.SeqStmt([s.then_case for s in body.seq]))
+            return first if inner is None else tirx.And(first, inner)
+        return None
     conds = []
     while isinstance(body, tirx.IfThenElse) and body.else_case is None:
         conds.append(body.condition)

@@ -187,9 +187,11 @@ def lower_reduce(lw, stmt):
     in_warp, cross = _split_thread_axes(reduced)
     # A block smaller than a warp shuffles among its own lanes only (a mask over the live lanes).
     mask = f", {hex((1 << lw.T) - 1)}u" if lw.T < 32 else ""
-    if cross and n_out == 1 and len(reduced) == 1 and _block_barrier_only(lw):
+    if cross and n_out == 1 and len(reduced) == 1 and _block_barrier_only(lw) and _pow2(reduced[0].extent) \
+            and _pow2(reduced[0].stride):
         # one result per thread, one group of threads spanning warps: the device library's
-        # all-reduce (in-warp shuffles, then the warps' partials through a shared workspace)
+        # all-reduce (in-warp shuffles, then the warps' partials through a shared workspace;
+        # power-of-two groups: others take the general path below)
         axis = reduced[0]
         ws = lw.scratch(f"{dst.buffer.name}_red_ws", lw.T, dtype)
         fn = f"tl::AllReduce<{functor}, {axis.extent}, {axis.stride}>::run"
@@ -405,6 +407,10 @@ def _block_barrier_only(lw) -> bool:
     return (getattr(lw, "ws", None) is None and user_ws.role_sync(lw) is None
             and not getattr(lw, "thread_conds", None)      # (under `if tx < n:`: named barriers)
             and not lw.layouts.wgmma and lw.T % 32 == 0)
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and not n & (n - 1)
 
 
 def _split_thread_axes(axes):

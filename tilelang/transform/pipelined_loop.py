@@ -242,9 +242,39 @@ class PipelinedLoop:
 
 def _ahead(stmts) -> list:
     """The producers among ``stmts``: global-to-shared copies whose region reads nothing the body
-    binds or writes (``_defined_in``)."""
+    binds or writes (``_defined_in``) and whose tile no earlier statement of the body reads (such a
+    read sees the tile of the previous iteration, or the one set before the loop: the copy refills
+    it for the next iteration, so issuing it ahead would overwrite what is still to be read)."""
     local = _defined_in(stmts)
-    return [s for s in stmts if is_producer(s) and not (local and uses_vars(s.value.args[0], local))]
+    out = []
+    for k, s in enumerate(stmts):
+        if not is_producer(s) or (local and uses_vars(s.value.args[0], local)):
+            continue
+        tile = decode_region(s.value.args[1]).buffer
+        if any(tile.same_as(b) for b in _read(stmts[:k])):
+            continue
+        out.append(s)
+    return out
+
+
+def _read(stmts) -> list:
+    """Buffers any of ``stmts`` reads (loads, and tile operands a tile op reads)."""
+    from tilelang.tir_utils import tvm_ffi_walk
+
+    loads, starts, out = [], [], []
+
+    def visit(n):
+        if isinstance(n, ir.TensorLoad):
+            loads.append(n)
+        elif isinstance(n, ir.Call) and getattr(n.op, "name", "") == "tl.region":
+            starts.append(n.args[0])        # the operand's first element: names it, reads nothing
+            r = decode_region(n)
+            if r.access & 1:
+                out.append(r.buffer)
+
+    for st in stmts:
+        tvm_ffi_walk(st, visit)
+    return out + [e.source for e in loads if not any(e.same_as(x) for x in starts)]
 
 
 def _guarded_body(loop):

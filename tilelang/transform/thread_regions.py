@@ -14,8 +14,9 @@ as before: its memory-only tile ops are spread over the selected threads, fragme
 refused. A branch whose fragment work all lies under ``if``s on the thread index nested in it
 (the ``else`` of an ``if tx < 128: ... elif tx < 256: ... else: ...`` chain) is no region itself:
 those inner branches are. Barriers the compiler inserts under conditions on the thread index (``guarded_sync``)
-are named barriers over the threads those conditions select, and are left out where they select
-no warp-aligned range (no barrier can be met there).
+are named barriers over the threads those conditions select (``__syncwarp`` over lanes of one
+warp), and are left out where they select part of several warps or an unknown set (no barrier can
+be met there).
 """
 
 from __future__ import annotations
@@ -65,13 +66,17 @@ def guarded_sync(lw):
     """The barrier the compiler places here under conditions on the thread index: None where no
     such condition encloses it (the caller's own barrier), ``__syncthreads()`` where they select
     the whole block, a named barrier over a warp-aligned range they select (one id per range, from
-    3, as upstream numbers them), and otherwise none (a no-op): only some threads of a warp or of
-    an unknown set get there, so no barrier can order them; the statement holding the `if` is
-    ordered against its neighbours by the barriers around it."""
+    3, as upstream numbers them), ``__syncwarp(lanes)`` over a range inside one warp, and otherwise
+    none (a no-op): part of several warps, or an unknown set, gets there, and no barrier can order
+    them; the statement holding the `if` is ordered against its neighbours by the barriers around
+    it."""
     rng = _sync_range(lw)
     if rng is None:
         return None
     if rng == "none":
+        lanes = _warp_lanes(lw)
+        if lanes is not None:       # threads of one warp: they order themselves
+            return evaluate_extern("__syncwarp", tirx.const(lanes, "uint32"))
         return tirx.Evaluate(i32(0))
     if rng == (0, lw.info.num_threads):
         return evaluate_extern("__syncthreads")
@@ -79,6 +84,15 @@ def guarded_sync(lw):
     if rng not in ids:
         ids[rng] = min(FIRST_BARRIER + len(ids), MAX_BARRIER)
     return evaluate_extern("tl::named_barrier_sync", ids[rng], rng[1])
+
+
+def _warp_lanes(lw):
+    """The lane mask of the threads the enclosing conditions select when they are a contiguous
+    range inside one warp (``tx == 0``, ``tx < 16``), else None."""
+    rng = selected_range(tvm.sym.Analyzer(), lw.info.tid, conjunction(lw.thread_conds), lw.info.num_threads)
+    if rng is None or rng[0] // WARP != (rng[0] + rng[1] - 1) // WARP:
+        return None
+    return ((1 << rng[1]) - 1) << (rng[0] % WARP)
 
 
 def selected_range(analyzer, tid, cond, num_threads):
