@@ -397,7 +397,44 @@ def test_none_is_a_null_pointer_for_a_tensor_of_constant_shape():
     assert rec.calls[-1][-1][1] == 0              # upstream's nullptr
     plan.entry(h(3), h(4))
     assert rec.calls[-1][-1][1] != 0
-    with pytest.raises(TypeError, match=r"'A' \(#0\) must be a torch.Tensor"):   # A binds n: not nullable
-        plan.entry(None, h(4))
+    plan.entry(None, h(4))                        # n is A's alone (and not the grid's): 0 then
+    assert rec.calls[-1][-1][0] == 0
     with pytest.raises(ValueError, match=r"Bias.shape\[0\] must be 4, got 5"):
         plan.entry(h(3), h(5))
+
+
+def test_none_for_a_tensor_whose_symbols_another_argument_binds():
+    """TileKernels' optional tensors: ``mask: (n,)`` beside ``x: (n,)`` may be None (a null
+    pointer) when ``x`` binds ``n``; not when nothing else does."""
+    art = KernelArtifact(
+        name="k", source=SRC, params=[ParamSpec("mask", "tensor", "bool", ["n"]),
+                                      ParamSpec("x", "tensor", "float32", ["n"]),
+                                      ParamSpec("y", "tensor", "float32", ["n", "m"])],
+        kernel_args=["mask", "x", "y", "n", "m"], grid=["(n + 127) // 128", "1", "1"], block=[128, 1, 1],
+        dynamic_smem=0, arch="sm_80", symbols={"n": [0, 0], "m": [2, 1]}, out_idx=[])
+    plan, rec = cpu_plan(art)
+    plan.entry(None, torch.zeros(300), torch.zeros(300, 2))
+    grid, _, values = rec.calls[-1]
+    assert grid == (3, 1, 1) and values[0] == 0 and values[-2:] == (300, 2)
+    plan.entry(torch.zeros(300, dtype=torch.bool), torch.zeros(300), torch.zeros(300, 2))
+    assert rec.calls[-1][-1][0] != 0
+    with pytest.raises(ValueError, match=r"mask.shape\[0\]"):          # a mask of the wrong length
+        plan.entry(torch.zeros(7, dtype=torch.bool), torch.zeros(300), torch.zeros(300, 2))
+    plan.entry(None, None, torch.zeros(300, 2))          # y binds n too
+    assert rec.calls[-1][-1][:2] == (0, 0)
+    with pytest.raises(TypeError, match=r"'mask' \(#0\) must be a torch.Tensor"):   # nothing binds n
+        plan.entry(None, None, None)
+
+
+def test_none_for_a_strided_tensor_with_symbols_of_its_own():
+    """A null tensor's own symbols (a stride only it has) are 0; a tensor passed there binds them."""
+    art = KernelArtifact(
+        name="k", source=SRC, params=[ParamSpec("x", "tensor", "float32", ["n"]),
+                                      ParamSpec("out2", "tensor", "int64", ["n", 8], strides=["ld", 1])],
+        kernel_args=["x", "out2", "n", "ld"], grid=["(n + 127) // 128", "1", "1"], block=[128, 1, 1],
+        dynamic_smem=0, arch="sm_80", symbols={"n": [0, 0]}, out_idx=[])
+    plan, rec = cpu_plan(art)
+    plan.entry(torch.zeros(300), None)
+    assert rec.calls[-1][-1][1:] == (0, 300, 0)
+    plan.entry(torch.zeros(300), torch.zeros(300, 16, dtype=torch.int64)[:, :8])
+    assert rec.calls[-1][-1][2:] == (300, 16)

@@ -497,24 +497,79 @@ class ArgPlan:
         return frozenset(i for i in self.inputs if self.params[i].kind == "tensor"
                          and all(isinstance(e, int) for e in self.params[i].shape + (self.params[i].strides or [])))
 
-    def _null_entry(self):
-        """The entry that accepts None for the nullable tensors (built on first use)."""
-        entry = self._ns.get("_entry_null")
+    def _nullable_for(self, nones: frozenset) -> bool:
+        """Whether one call may pass None for the tensor inputs ``nones``: each is ``_nullable``, or
+        has extents that are constants or plain symbols another tensor or scalar of this call binds
+        too (``mask: (n,)`` beside ``x: (n,)``: TileKernels' optional tensors), constant strides,
+        and no tensor map."""
+        if not nones <= set(self.inputs):
+            return False
+        const = self._nullable()
+        if nones <= const:
+            return True
+        bound = {e for _, _, _, e in self.occurrences([j for j in self.inputs if j not in nones]) if isinstance(e, str)}
+        own = self._own_symbols(nones)
+        mapped = {t["param"] for t in self.tensormaps}
+        for i in nones - const:
+            p = self.params[i]
+            if p.kind != "tensor" or i in mapped:
+                return False
+            for e in list(p.shape) + list(p.strides or []):
+                if isinstance(e, int) or (not is_shape_expr(e) and (e in bound or e in own)):
+                    continue
+                if is_shape_expr(e) and expr_names(e) <= bound:
+                    continue
+                return False
+        return True
+
+    def _own_symbols(self, nones) -> set:
+        """Shape and stride symbols of the tensors ``nones`` that nothing else has (no other
+        parameter, not the grid): null tensors leave them 0 (TileKernels' optional tensors, such as
+        ``to_physical_map: (num_logical_experts, num_duplicate_experts)`` or a ``T.StridedTensor``
+        output; the kernel must not touch them)."""
+        def names(entries):
+            out = set()
+            for e in entries:
+                if isinstance(e, str):
+                    out |= expr_names(e) if is_shape_expr(e) else {e}
+            return out
+
+        def of(j):
+            p = self.params[j]
+            if p.kind != "tensor":
+                return set(self.scalar_syms.get(j, []))
+            return names(list(p.shape) + list(p.strides or []))
+        mine = set().union(*(of(i) for i in nones)) if nones else set()
+        taken = set().union(*(of(j) for j in range(len(self.params)) if j not in nones))
+        taken |= names([g for g in self.art.grid if isinstance(g, str)])
+        return mine - taken
+
+    def _null_entry(self, nones: frozenset = None):
+        """The entry that accepts None for the tensors ``nones`` (default: the ``_nullable`` ones;
+        built on first use, one per set). Their checks run under ``if a is not None``, after every
+        other parameter's, so the symbols they share are bound by then."""
+        null = self._nullable() if nones is None else frozenset(nones) | self._nullable()
+        entries = self.__dict__.setdefault("_null_entries", {})
+        entry = entries.get(null)
         if entry is None:
-            source = self._generate(self._nullable(), "_entry_null")
+            name = f"_entry_null{len(entries)}"
+            source = self._generate(null, name)
             exec(compile(source, f"<tilelang arg plan for {self.name}, None allowed>", "exec"), self._ns)
-            entry = self._ns["_entry_null"]
+            entry = entries[null] = self._ns[name]
         return entry
 
     def _body(self, indices: list[int], alloc: list[int], null=frozenset()) -> list[str]:
         fail = "return _fail(args)"
         out = [f"{''.join(f'a{i}, ' for i in indices)}= args"] if indices else []
         var: dict[str, str] = {}  # symbol -> local holding its value
-        for where, i, d, e in self._ordered(indices):
+        order = [i for i in indices if i not in null] + [i for i in indices if i in null]
+        own = self._own_symbols(null) if null else set()
+        out += [f"y{self.symbols.index(sym)} = 0" for sym in sorted(own)]   # (a null tensor's own: 0)
+        for where, i, d, e in self._ordered(order):
             if where == "shape" and i in self.const_shapes:
                 continue   # checked at the head, in one comparison
             lines = self._emit_entry(where, i, d, e, var, fail)
-            if i in null:   # only constants here (see _nullable): the checks just move under a guard
+            if i in null:   # constants, or symbols bound above (_nullable_for): checks under a guard
                 lines = [f"if a{i} is not None:"] + ["    " + ln for ln in lines] if where == "head" else \
                     ["    " + ln for ln in lines]
             out += lines
@@ -524,14 +579,16 @@ class ArgPlan:
                 out += [f"{v} = (s{i}[{d}] - {b}) // {a}", f"if {v} < 0 or {v} * {a} + {b} != s{i}[{d}]: {fail}"]
         for where, i, d, e in self.expr_occurrences(indices):   # after every symbol is bound
             if all(n in var for n in expr_names(e)):
-                out.append(f"if {'s' if where == 'shape' else 't'}{i}[{d}] != {self._entry_code(e, var)}: {fail}")
+                guard = f"a{i} is not None and " if i in null else ""
+                have = f"{'s' if where == 'shape' else 't'}{i}[{d}]"
+                out.append(f"if {guard}{have} != {self._entry_code(e, var)}: {fail}")
         scalar_bound = {e for w, _, _, e in self.occurrences(indices) if w == "scalar"}
         for sym, v in var.items():
             lo, hi = self.sym_ranges[sym]
             # shape/stride values are never negative; scalar-bound symbols may be
-            low = f" or {v} < {lo}" if sym in scalar_bound or lo > 0 else ""
+            low = f" or {v} < {lo}" if sym in scalar_bound or (lo > 0 and sym not in own) else ""
             out.append(f"if {v} > {hi}{low}: {fail}")
-        out += self._emit_span_checks(indices, var, fail)
+        out += self._emit_span_checks(indices, var, fail, null)
         out += self._emit_device(indices, fail, null)
         for i in self.ptr_params:
             if i in indices:
@@ -606,7 +663,7 @@ class ArgPlan:
                 names |= expr_names(e) if is_shape_expr(e) else {e}
         return any(self.sym_ranges.get(n, (0, 0))[1] > INT32_MAX for n in names)
 
-    def _emit_span_checks(self, indices, var, fail) -> list[str]:
+    def _emit_span_checks(self, indices, var, fail, null=frozenset()) -> list[str]:
         if self.art.index_bits != 32:
             return []
         lines = []
@@ -615,7 +672,8 @@ class ArgPlan:
             if p.kind != "tensor" or self._wide_index(i):
                 continue
             if p.strides is not None:
-                lines.append(f"if _span(s{i}, t{i}) > _IMAX + 1: {fail}")
+                guard = f"a{i} is not None and " if i in null else ""
+                lines.append(f"if {guard}_span(s{i}, t{i}) > _IMAX + 1: {fail}")
             elif any(isinstance(e, str) for e in p.shape):
                 # dims are already checked against symbols, so numel is their product
                 prod = " * ".join(self._entry_code(e, var) for e in p.shape)
@@ -774,8 +832,9 @@ class ArgPlan:
         nones = [k for k, a in enumerate(args) if a is None]
         if nones and len(args) in (len(self.params), len(self.inputs)):
             indices = self.all if len(args) == len(self.params) else self.inputs
-            if all(indices[k] in self._nullable() for k in nones):
-                return self._null_entry()(*args)
+            nset = frozenset(indices[k] for k in nones)
+            if self._nullable_for(nset):
+                return self._null_entry(nset)(*args)
         self.diagnose(args)
         raise RuntimeError(f"{self.name}: internal error: the argument fast path rejected the call "
                            "but no problem was found; please report this with the argument list")
@@ -820,6 +879,7 @@ class ArgPlan:
         """Raise the first problem with ``args``, checking in a fixed order; return if none."""
         indices = self.diagnose_count(len(args))
         vals = dict(zip(indices, args))
+        self._diag_nones = frozenset(i for i, a in vals.items() if a is None)
         env: dict[str, tuple[int, str]] = {}
         for i in indices:
             self._diag_param(i, vals[i], env, indices)
@@ -832,7 +892,7 @@ class ArgPlan:
                 raise ValueError(f"{self.where(i, indices)}: {label} is {dim}, which is not {e} for any {sym} >= 0")
             env[sym] = ((dim - b) // a, label)
         for where, i, d, e in self.expr_occurrences(indices):
-            if expr_names(e) <= set(env):
+            if expr_names(e) <= set(env) and vals[i] is not None:
                 want = self._entry_value(e, env)
                 x = vals[i]
                 actual = self.logical_shape(i, x)[d] if where == "shape" else self.logical_strides(i, x)[d]
@@ -864,7 +924,8 @@ class ArgPlan:
         if p.kind == "pointer":
             self._diag_pointer(i, x, indices)
             return
-        if x is None and i in self._nullable():
+        nones = frozenset(j for j in getattr(self, "_diag_nones", ()) if j in indices) | {i}
+        if x is None and self._nullable_for(nones):
             return   # a null pointer (the kernel must not touch it)
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{w} must be a torch.Tensor ({self.describe_params([i])}), "
