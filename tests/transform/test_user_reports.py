@@ -119,3 +119,35 @@ def test_sibling_ifs_with_one_condition_guard_the_loop():
                     dK[i + s * 16, d] = a_s[i, d] + b_s[i, d]
 
     _body(kernel)
+
+
+def test_a_layout_annotation_before_the_copy_is_no_read_of_the_tile():
+    # (upstream's mhc_pre annotates its tile inside the loop body, above the copy into it)
+    @T.prim_func
+    def kernel(X: T.Tensor((64, 1024), "bfloat16"), O: T.Tensor((64, 256), "float32")):
+        with T.Kernel(1, threads=128):
+            acc = T.alloc_fragment((64, 256), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2):
+                x_s = T.alloc_shared((64, 256), "bfloat16")
+                T.annotate_layout({x_s: tilelang.layout.make_swizzled_layout(x_s)})
+                T.copy(X[0, k * 256], x_s)
+                for i, j in T.Parallel(64, 256):
+                    acc[i, j] += x_s[i, j]
+            T.copy(acc, O)
+
+    body = _body(kernel)
+    assert "cp_async" in body[:body.index("for (int k")]      # the first tile is issued ahead
+
+
+def test_an_address_read_in_a_vectorized_copy_is_no_broadcast_value():
+    @T.prim_func
+    def kernel(X: T.Tensor((64, 128), "float16"), Off: T.Tensor((1,), "int32"), O: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128):
+            off = T.alloc_var("int32")
+            off = Off[0]
+            for i in T.serial(4):
+                for v in T.vectorized(8):
+                    O[off + i, T.get_thread_binding() % 16 * 8 + v] = X[i, T.get_thread_binding() % 16 * 8 + v]
+
+    assert "uint4" in _body(kernel)          # one 16-byte vector, not two half4

@@ -251,6 +251,32 @@ def _flat_index(buf, indices):
     return out
 
 
+def _broadcast_values(loop) -> list:
+    """Element bytes of the loads a vectorized ``loop`` uses as values (not inside an index) that
+    do not depend on its variable: each is broadcast to every lane."""
+    from tvm import ir, tirx
+
+    from tilelang.tir_utils import tvm_ffi_walk, uses_vars, walk_stmts
+
+    values = []
+
+    def on_stmt(st):
+        if isinstance(st, tirx.BufferStore):
+            loads, inner = [], []
+
+            def on_expr(e):
+                if isinstance(e, ir.TensorLoad):
+                    loads.append(e)
+                    for i in e.indices:
+                        tvm_ffi_walk(i, lambda x: inner.append(x) if isinstance(x, ir.TensorLoad) else None)
+
+            tvm_ffi_walk(st.value, on_expr)
+            values.extend(e for e in loads if not any(e.same_as(x) for x in inner))
+
+    walk_stmts(loop.body, on_stmt)
+    return [e.source.dtype.bits * e.source.dtype.lanes // 8 for e in values if not uses_vars(e, [loop.loop_var])]
+
+
 def _loop_accesses(body):
     """[(flat index, element bytes, is_store)] of every buffer access in ``body``."""
     from tvm import ir, tirx
@@ -362,7 +388,7 @@ def _legalize_vector_loops(func):
     """Split user vectorized loops wider than a CUDA vector type (see the module docstring)."""
     from tvm import tirx
 
-    from tilelang.tir_utils import const_int, map_loops, substitute_stmt, uses_vars
+    from tilelang.tir_utils import const_int, map_loops, substitute_stmt
 
     an = tvm.sym.Analyzer()
 
@@ -378,9 +404,9 @@ def _legalize_vector_loops(func):
         accesses = _loop_accesses(node.body)
         narrowest = min([b for _, b, _ in accesses] or [1])
         # (a value every lane reads, wider than a CUDA vector once broadcast: TVM prints
-        # ``make_ulonglong4(s, s, s, s, s, s, s, s)`` for a float32x8 one)
-        wide_broadcast = any(extent * b > _VECTOR_BYTES and not uses_vars(index, [node.loop_var])
-                             for index, b, is_store in accesses if not is_store)
+        # ``make_ulonglong4(s, s, s, s, s, s, s, s)`` for a float32x8 one; loads that only
+        # compute an address, such as a row offset, are no such value)
+        wide_broadcast = any(extent * b > _VECTOR_BYTES for b in _broadcast_values(node))
         if extent * narrowest <= _VECTOR_BYTES and not wide_broadcast:
             return None
         w = _vector_width(node, accesses, an)

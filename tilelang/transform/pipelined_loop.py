@@ -273,8 +273,14 @@ def _read(stmts) -> list:
                 out.append(r.buffer)
 
     for st in stmts:
+        if isinstance(st, tirx.Evaluate) and op_name(st) in _ANNOTATIONS:
+            continue        # (names the buffer, touches none of its bytes)
         tvm_ffi_walk(st, visit)
     return out + [e.source for e in loads if not any(e.same_as(x) for x in starts)]
+
+
+_ANNOTATIONS = ("annotate_layout", "annotate_padding", "annotate_safe_value", "annotate_restrict_buffers",
+                "use_swizzle")
 
 
 def _guarded_body(loop):
