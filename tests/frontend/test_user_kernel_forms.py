@@ -189,3 +189,23 @@ def test_packed_atomic_from_a_float_view_of_a_16_bit_shared_buffer():
 
     body = _cuda(kernel)
     assert "tl::atomic_addx4(" in body and "tl::ptr_as<float>(" in body
+
+
+def test_a_value_rebound_in_a_loop_and_read_after_it_is_explained_at_its_line():
+    # (a KernelBench-style conv kernel: ``acc = 0.0``, ``acc += ...`` in Python loops, ``acc`` read
+    # after them; TVM's well-formedness check only said "Program is not well-formed")
+    from tilelang.frontend.errors import ParseError
+
+    with pytest.raises(ParseError, match=r"'acc' is read outside the block.*T.alloc_var") as err:
+        @T.prim_func
+        def kernel(X: T.Tensor((64, 8), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                for i in T.Parallel(64):
+                    acc = 0.0
+                    for j in range(8):
+                        if X[i, j] > 0:
+                            acc += X[i, j]
+                    acc += 1.0
+                    Y[i] = acc
+
+    assert "acc += X[i, j]" in str(err.value)

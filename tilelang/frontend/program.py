@@ -139,7 +139,44 @@ def _check_well_formed(func, rw):
         if not func.attrs.get("s_tir", False) if func.attrs is not None else True:
             tvm.tirx.analysis.verify_tirx_well_formed(func)
     except Exception as err:  # noqa: BLE001
+        hint = _scope_hint(func, err)
+        if hint is not None:
+            raise _parse_error(rw.file, *hint) from None
         raise _parse_error(rw.file, rw.def_span, "Program is not well-formed.\n\nTraceback: " + str(err)) from None
+
+
+def _scope_hint(func, err):
+    """(where, message) for a kernel that reads a name outside the block that gave it its value
+    (``acc = 0.0`` before a loop, ``acc += x`` inside it, ``acc`` read after it: each ``+=``
+    binds a new value visible only in its block), from TVM's well-formedness message; or None."""
+    import re
+
+    from tvm import tirx
+
+    from tilelang.tir_utils import walk_stmts
+
+    m = re.search(r"(?:buffer|variable|Var) '?(\w+)'? is used at .*(?:no longer in-scope|out of scope|not defined)",
+                  str(err))
+    if m is None:
+        return None
+    name = m.group(1)
+    found = []
+
+    def note(st):
+        named = st.var.name if isinstance(st, tirx.Bind) else st.buffer.name if isinstance(
+            st, (tirx.AllocBuffer, tirx.DeclBuffer)) else None
+        if named == name and st.span is not None and st.span.line > 0:
+            found.append(st.span)
+
+    walk_stmts(func.body, note)
+    if not found:
+        return None
+    span = found[0]
+    where = (span.line, span.column, span.end_line, span.end_column)
+    return where, (f"'{name}' is read outside the block where it gets this value: inside a loop or an `if`, "
+                   f"`{name} = ...` and `{name} += ...` bind a new value that only that block sees. For a value "
+                   f"updated across iterations (an accumulator), declare a variable before the loop: "
+                   f"`{name} = T.alloc_var(T.float32)` (then `{name} = 0.0` and `{name} += ...` update it)")
 
 
 class Macro:
