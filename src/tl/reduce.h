@@ -6,13 +6,7 @@
 
 #include "common.h"
 
-#if !defined(__CUDACC_RTC__)
-#include "macros_park.h"
-#include <cuda_fp8.h>
-#include "macros_restore.h"
-#else
-#include <cuda_fp8.h>
-#endif
+#include "fp8.h"
 
 namespace tl {
 
@@ -74,15 +68,15 @@ TL_DEVICE unsigned short shfl_xor(unsigned short v, int lane_mask, unsigned mask
 }
 
 // 8-bit floats (T.reduce_max / reduce_min of an fp8 fragment) travel as their
-// raw byte; max / min compare the exactly widened values.
+// raw byte; max / min are fp8.h's (the exactly widened values compared).
 #define TL_FP8_REDUCE(F8)                                                                  \
   TL_DEVICE F8 shfl_xor(F8 v, int lane_mask, unsigned mask = kFullWarpMask) {              \
     F8 out;                                                                               \
     out.__x = static_cast<__nv_fp8_storage_t>(__shfl_xor_sync(mask, static_cast<int>(v.__x), lane_mask)); \
     return out;                                                                           \
   }                                                                                       \
-  TL_DEVICE F8 max(F8 a, F8 b) { return static_cast<float>(b) > static_cast<float>(a) ? b : a; } \
-  TL_DEVICE F8 min(F8 a, F8 b) { return static_cast<float>(b) < static_cast<float>(a) ? b : a; }
+  TL_DEVICE F8 max(F8 a, F8 b) { return ::max(a, b); }                                   \
+  TL_DEVICE F8 min(F8 a, F8 b) { return ::min(a, b); }
 TL_FP8_REDUCE(__nv_fp8_e4m3)
 TL_FP8_REDUCE(__nv_fp8_e5m2)
 #undef TL_FP8_REDUCE

@@ -289,10 +289,11 @@ def k_gemm_small_k(M=64, N=64, K=24):        # tile-ai/tilelang#2381
     return main
 
 
-def k_gemm_odd_n(N, M=64, K=64, bK=32):      # tile-ai/tilelang#2593
+def k_pipelined_gemm(N=64, M=64, K=64, bK=32, threads=128, policy=T.GemmWarpPolicy.Square):
+    """tile-ai/tilelang#2593 (block_N = 8 mod 16) and #2522 (FullRow, 256 rows on 256 threads)."""
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=128):
+        with T.Kernel(1, threads=threads):
             As = T.alloc_shared((M, bK), "float16")
             Bs = T.alloc_shared((bK, N), "float16")
             acc = T.alloc_fragment((M, N), "float32")
@@ -300,25 +301,17 @@ def k_gemm_odd_n(N, M=64, K=64, bK=32):      # tile-ai/tilelang#2593
             for k in T.Pipelined(K // bK, num_stages=2):
                 T.copy(A[0, k * bK], As)
                 T.copy(B[k * bK, 0], Bs)
-                T.gemm(As, Bs, acc)
+                T.gemm(As, Bs, acc, policy=policy)
             T.copy(acc, C)
     return main
 
 
-def k_gemm_fullrow_m256(M=256, N=64, K=64, bK=32):   # tile-ai/tilelang#2522
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1, threads=256):
-            As = T.alloc_shared((M, bK), "float16")
-            Bs = T.alloc_shared((bK, N), "float16")
-            acc = T.alloc_fragment((M, N), "float32")
-            T.clear(acc)
-            for k in T.Pipelined(K // bK, num_stages=2):
-                T.copy(A[0, k * bK], As)
-                T.copy(B[k * bK, 0], Bs)
-                T.gemm(As, Bs, acc, policy=T.GemmWarpPolicy.FullRow)
-            T.copy(acc, C)
-    return main
+def k_gemm_odd_n(N):                            # tile-ai/tilelang#2593
+    return k_pipelined_gemm(N=N)
+
+
+def k_gemm_fullrow_m256():                      # tile-ai/tilelang#2522
+    return k_pipelined_gemm(M=256, threads=256, policy=T.GemmWarpPolicy.FullRow)
 
 
 def k_rs_operand_to_shared(M=64, N=64, K=32):   # tile-ai/tilelang#2954

@@ -502,6 +502,12 @@ class ArgPlan:
         has extents that are constants or plain symbols another tensor or scalar of this call binds
         too (``mask: (n,)`` beside ``x: (n,)``: TileKernels' optional tensors), constant strides,
         and no tensor map."""
+        memo = self.__dict__.setdefault("_nullable_memo", {})
+        if nones not in memo:
+            memo[nones] = self._nullable_check(nones)
+        return memo[nones]
+
+    def _nullable_check(self, nones: frozenset) -> bool:
         if not nones <= set(self.inputs):
             return False
         const = self._nullable()
@@ -879,10 +885,10 @@ class ArgPlan:
         """Raise the first problem with ``args``, checking in a fixed order; return if none."""
         indices = self.diagnose_count(len(args))
         vals = dict(zip(indices, args))
-        self._diag_nones = frozenset(i for i, a in vals.items() if a is None)
+        nones = frozenset(i for i, a in vals.items() if a is None)
         env: dict[str, tuple[int, str]] = {}
         for i in indices:
-            self._diag_param(i, vals[i], env, indices)
+            self._diag_param(i, vals[i], env, indices, nones)
         for sym, i, d, a, b in self.solved_symbols(indices):
             x, e = vals[i], self.params[i].shape[d]
             if x is None or sym in env:
@@ -908,7 +914,7 @@ class ArgPlan:
         self._diag_devices(indices, vals)
         self._diag_alignment(indices, vals)
 
-    def _diag_param(self, i, x, env, indices) -> None:
+    def _diag_param(self, i, x, env, indices, nones=frozenset()) -> None:
         p, w = self.params[i], self.where(i, indices)
         if p.kind == "scalar":
             if not self.preds[i](x):
@@ -924,8 +930,7 @@ class ArgPlan:
         if p.kind == "pointer":
             self._diag_pointer(i, x, indices)
             return
-        nones = frozenset(j for j in getattr(self, "_diag_nones", ()) if j in indices) | {i}
-        if x is None and self._nullable_for(nones):
+        if x is None and self._nullable_for(nones | {i}):
             return   # a null pointer (the kernel must not touch it)
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{w} must be a torch.Tensor ({self.describe_params([i])}), "

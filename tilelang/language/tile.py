@@ -13,6 +13,8 @@ import tvm
 from tvm import ir, tirx
 from tvm.tirx import is_buffer_var
 
+from tilelang.tir_utils import const_int
+
 from ._ops import as_expr, emit, region
 
 READ, WRITE, READ_WRITE = 1, 2, 3
@@ -262,7 +264,7 @@ def warpgroup_fence_operand(buffer_or_ptr, offset=0, num_regs=None, dtype=None):
     accepted for upstream's signature and must match the buffer's."""
     x = _unwrap(buffer_or_ptr)
     if isinstance(x, ir.TensorLoad):
-        if any(not _is_zero(i) for i in x.indices):
+        if any(const_int(i) != 0 for i in x.indices):
             raise ValueError("T.warpgroup_fence_operand: give the fragment itself and an `offset` (in this thread's "
                              f"elements), not an element {x.source.name}[...] of it")
         x = x.source
@@ -273,10 +275,6 @@ def warpgroup_fence_operand(buffer_or_ptr, offset=0, num_regs=None, dtype=None):
         raise ValueError(f"T.warpgroup_fence_operand: dtype {dtype} does not match {x.name}'s {x.dtype}")
     emit("warpgroup_fence_operand", [_to_region(x, READ_WRITE, what="warpgroup_fence_operand"), offset,
                                      -1 if num_regs is None else num_regs])
-
-
-def _is_zero(e) -> bool:
-    return isinstance(e, int) and e == 0 or isinstance(e, tirx.IntImm) and e.value == 0
 
 
 def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):

@@ -267,7 +267,8 @@ EFFECTS = {
         "upstream's gdn scaled_dot_kkt; not yet timed on a GPU",
     PassConfigKey.TL_ENABLE_CHUNKED_EPILOGUE: "on by default (false turns it off), sm_90a: a warp-specialised "
         "GEMM whose epilogue stages the whole accumulator through one shared tile "
-        "(`T.copy(C_local, C_shared); T.copy(C_shared, C[...])`, or the compiler's own stage) and that keeps one tile per block because the pipeline's extra buffer and that tile "
+        "(`T.copy(C_local, C_shared); T.copy(C_shared, C[...])`, or the compiler's own stage) and that keeps one "
+        "tile per block because the pipeline's extra buffer and that tile "
         "do not both fit a persistent grid (128x256x64, three stages: 4 x 48 + 64 KiB) stages it 64 columns at a "
         "time through two 64-column tiles (TMA store per chunk), which lets it run persistent with the extra "
         "buffer (session 38: 2-4 % faster on the 128x256x64 GEMMs, bf16 0.96x -> 0.98-0.99x cuBLAS)",

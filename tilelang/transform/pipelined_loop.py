@@ -40,6 +40,7 @@ from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import ExprRewriter, any_expr, const_int, tensor_loads, uses_vars, walk_stmts
 from tilelang.transform.kernel import (SHARED_SCOPES, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        scope_of)
+from tilelang.transform.thread_sync import buffer_rw
 
 
 # Set by ``attention_schedule`` on a one-stage loop that the software pipeliner is to lower with
@@ -251,36 +252,10 @@ def _ahead(stmts) -> list:
         if not is_producer(s) or (local and uses_vars(s.value.args[0], local)):
             continue
         tile = decode_region(s.value.args[1]).buffer
-        if any(tile.same_as(b) for b in _read(stmts[:k])):
+        if any(tile in buffer_rw(st, SHARED_SCOPES)[0] for st in stmts[:k]):
             continue
         out.append(s)
     return out
-
-
-def _read(stmts) -> list:
-    """Buffers any of ``stmts`` reads (loads, and tile operands a tile op reads)."""
-    from tilelang.tir_utils import tvm_ffi_walk
-
-    loads, starts, out = [], [], []
-
-    def visit(n):
-        if isinstance(n, ir.TensorLoad):
-            loads.append(n)
-        elif isinstance(n, ir.Call) and getattr(n.op, "name", "") == "tl.region":
-            starts.append(n.args[0])        # the operand's first element: names it, reads nothing
-            r = decode_region(n)
-            if r.access & 1:
-                out.append(r.buffer)
-
-    for st in stmts:
-        if isinstance(st, tirx.Evaluate) and op_name(st) in _ANNOTATIONS:
-            continue        # (names the buffer, touches none of its bytes)
-        tvm_ffi_walk(st, visit)
-    return out + [e.source for e in loads if not any(e.same_as(x) for x in starts)]
-
-
-_ANNOTATIONS = ("annotate_layout", "annotate_padding", "annotate_safe_value", "annotate_restrict_buffers",
-                "use_swizzle")
 
 
 def _guarded_body(loop):
