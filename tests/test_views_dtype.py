@@ -120,3 +120,40 @@ def test_widening_store_writes_each_element_and_narrowing_store_is_refused():
 
     with pytest.raises(TileLangCompileError, match="would rewrite part of an element"):
         tilelang.lower(narrow, "sm_90a", out_idx=-1)
+
+
+def _gemm_on_view_kernel(B=64, D=128, H=64, src_dtype="uint8", dtype="float8_e4m3fn"):
+    # sglang's fp8 paged MQA logits: K arrives as the bytes of a page (a 1-D uint8 shared buffer)
+    # and the gemm reads them as a (B, D) fp8 tile
+    @T.prim_func
+    def main(q: T.Tensor((H, D), dtype), kv: T.Tensor((B * D,), src_dtype), o: T.Tensor((B, H), "float32")):
+        with T.Kernel(1, threads=128):
+            q_s = T.alloc_shared((H, D), dtype)
+            k_bytes = T.alloc_shared((B * D,), src_dtype)
+            T.copy(q, q_s)
+            T.copy(kv, k_bytes)
+            k_s = T.view(k_bytes, (B, D), dtype)
+            acc = T.alloc_fragment((B, H), "float32")
+            T.gemm(k_s, q_s, acc, transpose_B=True, clear_accum=True)
+            T.copy(acc, o)
+
+    return main
+
+
+def test_gemm_on_a_view_of_another_type_and_shape_runs_on_a_staged_tile():
+    art = tilelang.lower(_gemm_on_view_kernel(), "sm_90a", enable_device_compile=True)
+    assert art.cubin
+    body = _body(art)
+    # the view's bytes are copied once into a tile of the gemm's own layout (swizzled), 16 bytes
+    # at a time through unsigned views of both buffers, before the gemm reads that tile
+    staging = [line for line in body.splitlines() if line.strip().startswith("*(uint4*)(smem +")]
+    assert len(staging) == 1 and "^" in staging[0].split("=")[0]
+    assert "tl::wgmma_gemm_ss<64, 64, 128" in body
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_gemm_on_a_reshape_of_a_flat_buffer(arch):
+    art = tilelang.lower(_gemm_on_view_kernel(D=64, src_dtype="float16", dtype="float16"), arch,
+                         enable_device_compile=True)
+    assert art.cubin
+    assert ("tl::wgmma_gemm_ss<64, 64, 64" if arch == "sm_90a" else "tl::gemm_ss<") in _body(art)

@@ -136,7 +136,7 @@ def test_fragment_viewed_as_another_type_of_the_same_width():
             for i in T.Parallel(32):
                 Z[i] = bits[i]
 
-    assert "*(uint *)(&(" in _cuda(kernel)
+    assert "*(int *)(&(" in _cuda(kernel)     # the float register's bits, read as int32
 
 
 def test_fragment_view_of_another_width_is_refused_at_the_line():
@@ -209,3 +209,22 @@ def test_a_value_rebound_in_a_loop_and_read_after_it_is_explained_at_its_line():
                     Y[i] = acc
 
     assert "acc += X[i, j]" in str(err.value)
+
+
+def test_loop_break_in_an_explicitly_unrolled_loop_is_a_located_error():
+    @T.prim_func
+    def kernel(A: T.Tensor((128, 8), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            acc = T.alloc_var("float32", init=0.0)
+            for i in T.unroll(8, explicit=True):
+                if A[tx, i] < 0:
+                    T.loop_break()
+                acc += A[tx, i]
+            B[tx] = acc
+
+    with pytest.raises(TileLangCompileError) as err:
+        tilelang.lower(kernel, "sm_90a")
+    assert "TL0002" in str(err.value) and "explicit=True" in str(err.value)
+    span = err.value.diagnostics[0].span
+    assert open(__file__).read().splitlines()[span.line - 1].strip() == "T.loop_break()"

@@ -48,3 +48,23 @@ def test_widening_store_through_a_view_writes_both_halves():
     kernel = tilelang.compile(widen, out_idx=-1)
     a = torch.randn(64, device="cuda")
     assert torch.equal(kernel(a).view(torch.int16), a.view(torch.int16))
+
+
+@pytest.mark.parametrize("src_dtype, dtype", [("uint8", "float8_e4m3fn"), ("float16", "float16")],
+                         ids=["fp8_view_of_bytes", "reshape_fp16"])
+def test_gemm_on_a_view_of_a_flat_shared_buffer(src_dtype, dtype):
+    import tilelang
+
+    from test_views_dtype import _gemm_on_view_kernel
+
+    if dtype.startswith("float8") and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("fp8 tensor cores need sm_89 or newer")
+    B, D, H = 64, (128 if dtype.startswith("float8") else 64), 64
+    kernel = tilelang.compile(_gemm_on_view_kernel(B, D, H, src_dtype, dtype), out_idx=-1)
+    torch_dtype = getattr(torch, dtype)
+    q = torch.randn(H, D, device="cuda").to(torch_dtype)
+    k = torch.randn(B, D, device="cuda").to(torch_dtype)
+    kv = k.reshape(-1).view(getattr(torch, src_dtype))
+    out = kernel(q, kv)
+    ref = k.float() @ q.float().T
+    torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)

@@ -61,3 +61,19 @@ def test_inconsistent_dimensions_are_named():
 def test_const_outside_eager_is_a_clear_error():
     with pytest.raises(RuntimeError, match="eager-style"):
         T.const("M")
+
+
+def test_jit_stacked_on_a_prim_func_is_that_kernel_compiled_on_use():
+    # an older upstream form that users' code still has (KernelBench solutions): @tilelang.jit(...)
+    # directly on a @T.prim_func; the object called with tensors is the kernel itself
+    @tilelang.jit(out_idx=-1)
+    @T.prim_func
+    def copy_kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = A[i]
+
+    assert copy_kernel._kernel is None                 # nothing compiled at decoration
+    assert "__global__" in copy_kernel.get_kernel_source()
+    assert isinstance(copy_kernel._kernel, tilelang.JITKernel)
+    assert copy_kernel._kernel.out_idx == [1]

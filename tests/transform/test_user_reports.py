@@ -10,6 +10,13 @@
   ``static_assert``; it takes the general shared-memory path.
 * a T.Parallel body of sibling ``if``s with one condition was not seen as guarded (TL0203 on
   Megatron-LM's sparse attention backward); it is, as one ``if`` around both always was.
+* #2612: an ``if`` on a value read per thread (``c = Mask[tx] != 0; if c:``) was taken as the
+  same in every thread, so a barrier inside it was a ``__syncthreads()`` only some threads reach
+  (may hang); no barrier is placed inside such a branch now (those around it order it), as for
+  other guards that select an unknown set of threads, and as upstream hoists it.
+* barriers under guards that do select whole warps were left out where the guard was written
+  otherwise: ``tx < 48`` with 48 threads (the whole block), ``tx < 64 and bx < 3`` (a conjunct the
+  same in every thread), ``w = tx // 32; if w == 0`` (a warp index in a variable).
 """
 
 import pytest
@@ -76,6 +83,75 @@ def test_barrier_under_a_one_warp_thread_guard_is_syncwarp():
                 B[tx] = S[15 - tx]
 
     assert "__syncwarp((uint)65535);" in _body(kernel)
+
+
+def _exchange_under(flag_of):
+    @T.prim_func
+    def kernel(Mask: T.Tensor((64,), "int32"), Flags: T.Tensor((4,), "int32"), A: T.Tensor((4, 64), "float32"),
+               B: T.Tensor((4, 64), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((64,), "float32")
+            c = flag_of(Mask, Flags, tx, bx)
+            if c:
+                S[tx] = A[bx, tx] * 2.0
+                B[bx, tx] = S[63 - tx]
+    return kernel
+
+
+def test_barrier_under_an_if_on_a_per_thread_value_is_left_out():
+    body = _body(_exchange_under(lambda Mask, Flags, tx, bx: Mask[tx] != 0))
+    branch = body[body.index("if ("):]
+    assert "__syncthreads" not in branch and "bar.sync" not in branch and "named_barrier" not in branch
+
+
+def test_barrier_under_an_if_on_a_per_block_value_stays():
+    body = _body(_exchange_under(lambda Mask, Flags, tx, bx: Flags[bx] != 0))
+    assert "__syncthreads();" in body[body.index("if ("):]
+
+
+def _exchange(threads, guard, blocks=1):
+    @T.prim_func
+    def kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(blocks, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((128,), "float32")
+            w = T.alloc_var("int32")
+            w = tx // 32
+            if guard(tx, bx, w):
+                S[tx] = A[tx] * 2.0
+                B[tx] = S[31 - tx % 32]
+    return kernel
+
+
+@pytest.mark.parametrize("threads, guard, barrier", [
+    (48, lambda tx, bx, w: tx < 48, "__syncthreads();"),                        # the whole block of 48
+    (128, lambda tx, bx, w: T.And(tx < 64, bx < 3), "tl::named_barrier_sync(3, 64);"),  # bx: alike in all threads
+    (128, lambda tx, bx, w: w == 0, "tl::named_barrier_sync(3, 32);"),           # w: tx // 32, read through
+], ids=["whole_block_of_48", "block_uniform_conjunct", "warp_index_variable"])
+def test_barrier_under_a_guard_that_selects_whole_warps(threads, guard, barrier):
+    body = _body(_exchange(threads, guard, blocks=4))
+    assert barrier in body
+
+
+def test_values_derived_from_the_thread_index_vary():
+    from tvm import tirx
+
+    from tilelang.transform.thread_regions import thread_varying
+
+    tx, bx = tirx.Var("tx", "int32"), tirx.Var("bx", "int32")
+    m = tirx.decl_buffer((64,), "int32", "M")
+    c = tirx.decl_buffer((1,), "bool", "c", scope="local")
+    n = tirx.decl_buffer((1,), "int32", "n", scope="local.var")
+    d = tirx.decl_buffer((1,), "int32", "d", scope="local.var")
+    body = tirx.SeqStmt([
+        tirx.BufferStore(c, tirx.BufferLoad(m, [tx]) != 0, [0]),          # a load at the thread's index
+        tirx.BufferStore(n, tirx.BufferLoad(m, [bx]), [0]),                # the same in every thread
+        tirx.IfThenElse(tirx.BufferLoad(c, [0]), tirx.BufferStore(d, tirx.IntImm("int32", 1), [0]), None),
+    ])
+    varying = thread_varying(body, [tx])
+    assert any(v.same_as(c) for v in varying) and any(v.same_as(d) for v in varying)    # d: set under c
+    assert not any(v.same_as(n) for v in varying)
 
 
 def test_reduction_over_a_non_power_of_two_thread_group():

@@ -18,6 +18,8 @@ import logging
 import os
 import threading
 
+from tvm import tirx
+
 from tilelang.diagnostics import hide_internal_frames
 from tilelang.jit import cache, nvcc
 from tilelang.artifact import KernelArtifact
@@ -299,12 +301,41 @@ def _hashable(value):
         return repr(value)
 
 
+class _CompiledOnUse:
+    """``@tilelang.jit(...)`` on a ``@T.prim_func``: the ``JITKernel`` of that function, compiled
+    (through the disk cache) the first time it is called or inspected."""
+
+    def __init__(self, func, options):
+        self._func, self._options, self._kernel = func, options, None
+        attrs = func.attrs or {}
+        self.__name__ = str(attrs["global_symbol"]) if "global_symbol" in attrs else "kernel"
+
+    def _compiled(self) -> JITKernel:
+        if self._kernel is None:
+            self._kernel = compile(self._func, **self._options)
+        return self._kernel
+
+    @hide_internal_frames
+    def __call__(self, *args, **kwargs):
+        return self._compiled()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._compiled(), name)
+
+
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
         execution_backend=None, verbose=False, debug_root_path=None, target_host=None):
-    """Decorate a kernel factory: ``@tilelang.jit(out_idx=[-1])``."""
+    """Decorate a kernel factory: ``@tilelang.jit(out_idx=[-1])``. Stacked directly on a
+    ``@T.prim_func`` (an older upstream form, still common in user code), it gives that kernel,
+    compiled on first use."""
     def wrap(factory):
         from tilelang.jit.eager import EagerJit, is_eager
 
+        if isinstance(factory, tirx.PrimFunc):
+            return _CompiledOnUse(factory, dict(out_idx=out_idx, target=target, pass_configs=pass_configs,
+                                                compile_flags=compile_flags))
         if is_eager(factory):
             return EagerJit(factory, target, pass_configs, compile_flags, compile)
         return _JitFactory(factory, out_idx, target, pass_configs, compile_flags, debug_root_path)

@@ -179,6 +179,7 @@ def analyze_kernel(func) -> KernelInfo:
                             getattr(func.body, "span", None))
     if aliases:
         stmt = substitute_stmt(stmt, aliases)
+    _check_unrolled_breaks(stmt)
     stmt = expand_fragment_copies(apply_global_layouts(resolve_views(stmt)))
     stmt, safe = _strip_safe_values(stmt)
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
@@ -277,6 +278,40 @@ def _with_prelude(kernel, preludes):
     return inner
 
 
+def _check_unrolled_breaks(body):
+    """A ``T.loop_break()`` (or ``continue``) that leaves a loop expanded in the IR
+    (``T.unroll(..., explicit=True)``) has no loop left to leave: a located error (nvcc's
+    "a break statement may only be used within a loop" otherwise)."""
+    def own_exits(stmt):
+        found = []
+
+        def visit(s):
+            if isinstance(s, (tirx.Break, tirx.Continue)) or (
+                    isinstance(s, tirx.Evaluate) and isinstance(s.value, ir.Call)
+                    and getattr(s.value.op, "name", "") in ("tirx.break_loop", "tirx.continue_loop")):
+                found.append(s)
+            elif isinstance(s, (tirx.For, tirx.While)):
+                return      # (exits of an inner loop leave that loop)
+            for c in children(s):
+                visit(c)
+
+        for c in children(stmt):
+            visit(c)
+        return found
+
+    def check(s):
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.UNROLLED and own_exits(s):
+            exit_ = own_exits(s)[0]
+            word = "continue" if isinstance(exit_, tirx.Continue) or "continue" in str(
+                getattr(getattr(exit_, "value", None), "op", "")) else "T.loop_break()"
+            raise LoweringError("TL0002", f"{word} inside a loop unrolled in the IR (T.unroll(..., explicit=True)): "
+                                "the unrolled copies have no loop to leave", getattr(exit_, "span", None) or s.span,
+                                notes=["use T.unroll(...) without explicit=True (nvcc unrolls it and keeps the "
+                                       "exit) or T.serial(...)"])
+
+    walk_stmts(body, check)
+
+
 def resolve_views(body):
     """``T.reshape``/``T.view`` of a shared or fragment buffer: every element access to the view
     becomes an access to its buffer at the same row-major position (a view of a shared buffer as
@@ -285,9 +320,10 @@ def resolve_views(body):
     ``_ViewRewriter``; the address of such an element is its first byte's, as a pointer to the
     view's type; a row-major ``T.annotate_layout`` of such a view is dropped), and a
     ``T.copy`` of the whole view becomes the element-wise ``T.Parallel`` loop it means, so the
-    buffer keeps the one layout the compiler gives it. A reduction or scan of a same-type view runs
-    on a staged copy of it (``_staged_view_op``). Other tile ops on such a view are a located
-    TL0002 error. Views of global tensors are kept (their declaration shares the storage)."""
+    buffer keeps the one layout the compiler gives it. A reduction, scan, fill or gemm of a view
+    runs on a staged copy of it (``_staged_view_op``: a gemm on a (B, D) fp8 view of a page's
+    bytes). Other tile ops on such a view are a located TL0002 error. Views of global tensors are
+    kept (their declaration shares the storage)."""
     views = {}
 
     def collect(s):
@@ -330,9 +366,7 @@ def resolve_views(body):
                 if len(se) == len(de) and all(const_int(a) is not None and const_int(a) == const_int(b)
                                               for a, b in zip(se, de)):
                     return go(_copy_loop(src, dst, s.span))
-            if s.value.op.name in ("tl.reduce", "tl.cumsum") and all(
-                    str(view_of(r.args[0].source).dtype) == str(views[view_of(r.args[0].source)].dtype)
-                    for r in touched):
+            if s.value.op.name in _STAGEABLE:
                 return go(_staged_view_op(s, regions, view_of))
             name = touched[0].args[0].source.name
             raise LoweringError("TL0002", f"{s.value.op.name[3:]} of the view '{name}' of a shared or fragment "
@@ -437,6 +471,8 @@ class _ViewRewriter(ExprRewriter):
             piece = tirx.Cast(f"uint{vbits}", tirx.shift_right(word, shift))
             return _bits_as(piece, str(view.dtype))
         k = vbits // sbits
+        if k == 1:      # the same width: the element's bits as the view's type
+            return _bits_as(tirx.BufferLoad(src, self._src_indices(src, flat)), str(view.dtype))
         word = None
         for j in range(k):
             part = tirx.Cast(f"uint{vbits}", _bits_as(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
@@ -628,12 +664,19 @@ def _partial_fragment_copy(s):
 
 
 VIEW_STAGING = "tl.view_staging"     # For annotation of the loop filling a staged view
+# tile ops that run on staged copies of the views they touch: each needs its operand as a buffer
+# of its own (a gemm's swizzled operand tile, a reduction's input layout), which the view's bytes
+# in its buffer's layout are not
+_STAGEABLE = ("tl.reduce", "tl.cumsum", "tl.gemm", "tl.gemm_sp", "tl.fill")
 
 
 def _staged_view_op(stmt, regions, view_of):
-    """A reduction or scan over views of shared/fragment buffers (same element type): each view
-    is staged in a buffer of its own shape and scope (filled element-wise from the view before
-    the op, written back after it when the op writes it), and the op runs on those buffers."""
+    """A tile op (``_STAGEABLE``) over views of shared/fragment buffers: each view is staged in
+    a buffer of its own shape, type and scope (filled element-wise from the view before the op,
+    written back after it when the op writes it), and the op runs on those buffers, which take
+    the layouts the op wants. The copy costs a pass over the view's bytes (a swizzled gemm tile:
+    one 16-byte load and store per vector, ``vectorize_parallel._as_bit_copy``) and a barrier
+    where other threads wrote them; upstream instead gives the viewed buffer the view's layout."""
     staged, before, after = {}, [], []
     for r in regions:
         v = view_of(r.args[0].source)

@@ -1471,14 +1471,15 @@ class _Inference:
     def _fixpoint(self, consumers, banned, forced):
         """Place consumers in program order until none is left; when none can place anything, give
         a default to one (recorded in ``forced``): a copy's fragment first (vectorised for the
-        copy), else the first statement in program order, passing over the ``banned`` roots while
-        another is left."""
+        copy), else the first statement in program order, passing over the ``banned`` roots and
+        those that wait for a reduction (``_awaits_reduction``) while another is left."""
         pending = consumers
         while pending:
             rest = [s for s in pending if not self.step(s, force=False)]
             if len(rest) == len(pending):
                 # (the loop staging a view for a reduction places the fragments it reads first)
                 allowed = [s for s in rest if not any(s is b for b in banned)] or rest
+                allowed = [s for s in allowed if not self._awaits_reduction(s, rest)] or allowed
                 first = next((s for s in allowed if isinstance(s, tirx.For) and VIEW_STAGING in s.annotations),
                              next((s for s in allowed if op_name(s) in ("copy", "atomic") and not self._defer(s)),
                                   next((s for s in allowed if op_name(s) not in ("copy", "atomic")), allowed[0])))
@@ -1486,6 +1487,19 @@ class _Inference:
                 self.step(first, force=True)
                 rest = [s for s in rest if s is not first]
             pending = rest
+
+    def _awaits_reduction(self, s, pending) -> bool:
+        """Whether ``s`` touches an undecided fragment that a pending reduction writes (not
+        ``s`` itself): the reduction derives that fragment's layout from its input, so a
+        default given through ``s`` (the loop zeroing an accumulator for ``clear=False``, the copy
+        of a row sum to shared memory) would only conflict with it; ``s`` follows it instead."""
+        outs = []
+        for p in pending:
+            if p is not s and op_name(p) == "reduce":
+                dst = decode_region(p.value.args[1])
+                if scope_of(dst.buffer) == FRAGMENT_SCOPE and self.known(dst.buffer) is None:
+                    outs.append(dst.buffer)
+        return bool(outs) and any(any(b.same_as(o) for o in outs) for b, _, _ in buffer_accesses(s))
 
     def _defer(self, s) -> bool:
         """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable

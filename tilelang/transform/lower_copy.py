@@ -126,7 +126,7 @@ def _vector_width(lw, src, dst, sd, dd, tile):
                 strides = _strides(region.buffer)
                 row = const_int(region.buffer.shape[-1])
                 ok = ok and row is not None and row % vec == 0 and strides[-1] == 1
-                ok = ok and all(st is not None and st % vec == 0 for st in strides[:-1])
+                ok = ok and all(_multiple_of(lw, st, vec) for st in _stride_exprs(region.buffer)[:-1])
             ms = lw.an.modular_set(start)
             ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
             ok = ok and _shared_rows_aligned(lw, region, vec)
@@ -177,6 +177,28 @@ def _strides(buffer):
         out.append(s if s is not None else None)
         s = s * e if (s is not None and e is not None) else None
     return list(reversed(out))
+
+
+def _stride_exprs(buffer):
+    """Element strides of a buffer as expressions: a row-major tensor's are products of its
+    extents (``T * H * D`` of a ``(B, T, H, D)`` tensor with a symbolic ``T``); declared strides
+    that are no constants are unknown (None)."""
+    if buffer.strides:
+        return [s if const_int(s) is not None else None for s in buffer.strides]
+    out, s = [], i32(1)
+    for e in reversed(list(buffer.shape)):
+        out.append(s)
+        s = s * e
+    return list(reversed(out))
+
+
+def _multiple_of(lw, expr, n) -> bool:
+    """Whether ``expr`` (None: unknown) is provably a multiple of ``n`` for every value of its
+    symbols."""
+    if expr is None:
+        return False
+    ms = lw.an.modular_set(simplify(lw.rewrite(expr)))
+    return ms.coeff % n == 0 and ms.base % n == 0
 
 
 def _ptr(lw, region, idx):

@@ -35,7 +35,7 @@ from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
-                                seq, simplify, substitute_stmt, uses_vars, walk_stmts)
+                                seq, simplify, substitute_stmt, tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
@@ -449,12 +449,23 @@ class Lowerer:
         where they select no warp-aligned range (``thread_regions.guarded_sync``)."""
         cond = self.rewrite(stmt.condition)
         if not uses_vars(stmt.condition, self.thread_vars):
-            other = None
-            if stmt.else_case is not None:
-                with self.an.constraint_scope(tirx.Not(cond)):
-                    other = self.lower(stmt.else_case)
-            with self.an.constraint_scope(cond):
-                then = self.lower(stmt.then_case)
+            # a condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``):
+            # its tile ops are lowered as written, but a barrier inside is one some threads never
+            # meet (``guarded_sync`` leaves it out; the barriers around the `if` order it, as
+            # upstream hoists them)
+            varying = self._varies(stmt.condition)
+            if varying:
+                self.thread_conds.append(stmt.condition)
+            try:
+                other = None
+                if stmt.else_case is not None:
+                    with self.an.constraint_scope(tirx.Not(cond)):
+                        other = self.lower(stmt.else_case)
+                with self.an.constraint_scope(cond):
+                    then = self.lower(stmt.then_case)
+            finally:
+                if varying:
+                    self.thread_conds.pop()
             return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
         other = None
         if stmt.else_case is not None:
@@ -463,6 +474,16 @@ class Lowerer:
         with self.an.constraint_scope(cond):
             then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
         return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
+
+    def _varies(self, cond) -> bool:
+        """Whether ``cond`` (no thread index in it) reads a value that differs between threads
+        (``thread_regions.thread_varying``, computed once per kernel)."""
+        if not hasattr(self, "_varying"):
+            self._varying = thread_regions.thread_varying(self.info.body, self.thread_vars)
+        varying = self._varying[len(self.thread_vars):]
+        names = [v for v in varying if isinstance(v, tirx.Var)]
+        return bool(varying) and (uses_vars(cond, names) or any(
+            any(ld.source.same_as(v) for v in varying) for ld in tensor_loads(cond)))
 
     def lower_branch(self, body, cond, span):
         """A branch of an `if` on the thread index, ``cond`` holding in it; a thread region
@@ -700,7 +721,7 @@ class Lowerer:
             return tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner,
                             annotations={"pragma_unroll": True}, span=stmt.span)
         wide = vectorize_register_loop(new_body, v, n, self.an, loop_vars[0].name, span=stmt.span,
-                                       annotations={"pragma_unroll": True})
+                                       annotations={"pragma_unroll": True}, declare=self.extra_allocs.append)
         if wide is not None:   # 16-byte memory accesses (transform/vectorize_parallel.py)
             return wide
         return tirx.For(v, i32(0), i32(n), tirx.ForKind.SERIAL, new_body,

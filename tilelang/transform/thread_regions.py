@@ -16,7 +16,8 @@ refused. A branch whose fragment work all lies under ``if``s on the thread index
 those inner branches are. Barriers the compiler inserts under conditions on the thread index (``guarded_sync``)
 are named barriers over the threads those conditions select (``__syncwarp`` over lanes of one
 warp), and are left out where they select part of several warps or an unknown set (no barrier can
-be met there).
+be met there). A condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``,
+``thread_varying``) selects an unknown set: no barrier goes inside its branches.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import tvm
 from tvm import tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import children, evaluate_extern, i32, uses_vars, walk_stmts
+from tilelang.tir_utils import (ExprRewriter, children, const_int, evaluate_extern, i32, substitute, tensor_loads,
+                                uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, is_parallel_nest, scope_of
 
 WARP = 32
@@ -50,16 +52,49 @@ def conjunction(conds):
     return out
 
 
-def _sync_range(lw):
-    """The threads that reach a barrier placed here: (first, count), None (no condition on the
-    thread index encloses it) or "none" (the enclosing conditions select no such range)."""
-    conds = getattr(lw, "thread_conds", None)
-    if not conds:
+def thread_condition(conds, thread_vars, varies, values):
+    """The conditions ``conds`` (those enclosing a statement) as one condition that tells threads
+    of a block apart, on the thread index where it can be: conjuncts the same in every thread
+    (``bx < 3`` of ``tx < 64 and bx < 3``; ``varies(c)`` says whether one without the thread index
+    differs between threads) dropped, and the values ``values`` (``thread_values``) read through
+    (``w = tx // 32; if w == 0``). None: every thread of the block gets there alike."""
+    parts = []
+    for c in conds:
+        parts.extend(_conjuncts(c))
+    keep = [c for c in parts if uses_vars(c, thread_vars) or varies(c)]
+    if not keep:
         return None
-    rng = selected_range(tvm.sym.Analyzer(), lw.info.tid, conjunction(conds), lw.info.num_threads)
-    if rng is None or rng[0] % WARP or rng[1] % WARP:
+    return _Inline(values).visit(conjunction(keep)) if values else conjunction(keep)
+
+
+def _conjuncts(cond):
+    if isinstance(cond, tirx.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def barrier_threads(info, cond):
+    """Who meets a barrier placed under ``cond`` (``thread_condition``'s): None (the whole block,
+    no condition), (first, count) of a range the compiler orders with ``__syncthreads()`` (the
+    whole block) or a named barrier (whole warps), ``("lanes", mask)`` of a contiguous range
+    inside one warp (``__syncwarp``), or "none": part of several warps, or an unknown set."""
+    if cond is None:
+        return None
+    rng = selected_range(tvm.sym.Analyzer(), info.tid, cond, info.num_threads)
+    if rng is None:
         return "none"
-    return rng
+    if rng == (0, info.num_threads) or not (rng[0] % WARP or rng[1] % WARP):
+        return rng
+    if rng[0] // WARP == (rng[0] + rng[1] - 1) // WARP:
+        return ("lanes", ((1 << rng[1]) - 1) << (rng[0] % WARP))
+    return "none"
+
+
+def _lowering_condition(lw):
+    values = getattr(lw, "_thread_values", None)
+    if values is None:
+        values = lw.__dict__["_thread_values"] = thread_values(lw.info.body, lw.thread_vars)
+    return thread_condition(getattr(lw, "thread_conds", None) or (), lw.thread_vars, lw._varies, values)
 
 
 def guarded_sync(lw):
@@ -69,30 +104,121 @@ def guarded_sync(lw):
     3, as upstream numbers them), ``__syncwarp(lanes)`` over a range inside one warp, and otherwise
     none (a no-op): part of several warps, or an unknown set, gets there, and no barrier can order
     them; the statement holding the `if` is ordered against its neighbours by the barriers around
-    it."""
-    rng = _sync_range(lw)
-    if rng is None:
+    it (``barrier_threads``)."""
+    got = barrier_threads(lw.info, _lowering_condition(lw))
+    if got is None:
         return None
-    if rng == "none":
-        lanes = _warp_lanes(lw)
-        if lanes is not None:       # threads of one warp: they order themselves
-            return evaluate_extern("__syncwarp", tirx.const(lanes, "uint32"))
+    if got == "none":
         return tirx.Evaluate(i32(0))
-    if rng == (0, lw.info.num_threads):
+    if got[0] == "lanes":           # threads of one warp: they order themselves
+        return evaluate_extern("__syncwarp", tirx.const(got[1], "uint32"))
+    if got == (0, lw.info.num_threads):
         return evaluate_extern("__syncthreads")
     ids = lw.__dict__.setdefault("partial_barrier_ids", {})
-    if rng not in ids:
-        ids[rng] = min(FIRST_BARRIER + len(ids), MAX_BARRIER)
-    return evaluate_extern("tl::named_barrier_sync", ids[rng], rng[1])
+    if got not in ids:
+        ids[got] = min(FIRST_BARRIER + len(ids), MAX_BARRIER)
+    return evaluate_extern("tl::named_barrier_sync", ids[got], got[1])
 
 
-def _warp_lanes(lw):
-    """The lane mask of the threads the enclosing conditions select when they are a contiguous
-    range inside one warp (``tx == 0``, ``tx < 16``), else None."""
-    rng = selected_range(tvm.sym.Analyzer(), lw.info.tid, conjunction(lw.thread_conds), lw.info.num_threads)
-    if rng is None or rng[0] // WARP != (rng[0] + rng[1] - 1) // WARP:
-        return None
-    return ((1 << rng[1]) - 1) << (rng[0] % WARP)
+_REGISTER_SCOPES = ("local", "local.var")
+
+
+def thread_varying(body, thread_vars) -> list:
+    """The variables and register buffers of ``body`` whose value may differ between the threads
+    of a block: the thread indices, and let variables and register buffers (``T.alloc_var``, a
+    rebound Python name) assigned a value that reads one of them (directly, or a load at an index
+    that does) or assigned under an ``if`` whose condition does. ``c = Mask[tx] != 0``
+    makes ``c`` vary; ``n = seq_lens[bx]`` does not. (A value that only looks thread-dependent,
+    ``T.shfl_sync(.., 0)`` inside one warp, still counts: a block-wide barrier needs the whole
+    block to agree.)"""
+    varying = list(thread_vars)
+
+    def known(var):
+        return any(var.same_as(v) for v in varying)
+
+    def reads_varying(e):
+        return uses_vars(e, varying) or any(known(ld.source) for ld in tensor_loads(e))
+
+    grew = True
+    while grew:
+        grew = False
+
+        def add(var):
+            nonlocal grew
+            if not known(var):
+                varying.append(var)
+                grew = True
+
+        def visit(stmt, under):
+            if isinstance(stmt, tirx.Bind):
+                if under or reads_varying(stmt.value):
+                    add(stmt.var)
+            elif isinstance(stmt, tirx.BufferStore) and str(stmt.buffer.scope()) in _REGISTER_SCOPES:
+                if under or reads_varying(stmt.value) or any(reads_varying(i) for i in stmt.indices):
+                    add(stmt.buffer)
+            elif isinstance(stmt, tirx.IfThenElse):
+                under = under or reads_varying(stmt.condition)
+            elif isinstance(stmt, tirx.While):
+                under = under or reads_varying(stmt.condition)
+            elif isinstance(stmt, tirx.For):
+                if reads_varying(stmt.min) or reads_varying(stmt.extent):
+                    add(stmt.loop_var)
+                    under = True
+            for c in children(stmt):
+                visit(c, under)
+
+        visit(body, False)
+    return varying
+
+
+def thread_values(body, thread_vars) -> list:
+    """Let variables and one-element register buffers given one value in ``body``, an expression
+    of the thread and block indices alone (no load): [(is_buffer, variable or buffer, value)]. A register
+    scalar may also have the constant store of its declaration right before that one
+    (``w = T.alloc_var("int32"); w = tx // 32``)."""
+    binds, stores, adjacent = [], [], []
+
+    def visit(s):
+        if isinstance(s, tirx.Bind):
+            binds.append((s.var, s.value))
+        elif isinstance(s, tirx.BufferStore) and str(s.buffer.scope()) in _REGISTER_SCOPES:
+            stores.append(s)
+        elif isinstance(s, tirx.SeqStmt):
+            seq_ = list(s.seq)
+            for a, b in zip(seq_, seq_[1:]):
+                if (isinstance(a, tirx.BufferStore) and isinstance(b, tirx.BufferStore) and a.buffer.same_as(b.buffer)
+                        and isinstance(a.value, (tirx.IntImm, tirx.FloatImm))):
+                    adjacent.append(a)
+
+    walk_stmts(body, visit)
+    out = []
+    for var, value in binds:
+        if sum(1 for v, _ in binds if v.same_as(var)) == 1 and not tensor_loads(value):
+            out.append((False, var, value))
+    seen = []
+    for st in stores:
+        buf = st.buffer
+        if any(buf.same_as(b) for b in seen):
+            continue
+        seen.append(buf)
+        writes = [w for w in stores if w.buffer.same_as(buf) and not any(w.same_as(a) for a in adjacent)]
+        if (len(writes) == 1 and len(buf.shape) == 1 and const_int(buf.shape[0]) == 1
+                and not tensor_loads(writes[0].value) and uses_vars(writes[0].value, thread_vars)):
+            out.append((True, buf, writes[0].value))
+    return out
+
+
+class _Inline(ExprRewriter):
+    def __init__(self, values):
+        self.values = values
+
+    def visit_var(self, var):
+        value = next((v for buffer, k, v in self.values if not buffer and k.same_as(var)), None)
+        return var if value is None else self.visit(value)
+
+    def visit_load(self, load, indices):
+        value = next((v for buffer, k, v in self.values if buffer and k.same_as(load.source)), None)
+        return super().visit_load(load, indices) if value is None else self.visit(value)
 
 
 def selected_range(analyzer, tid, cond, num_threads):
@@ -106,8 +232,26 @@ def selected_range(analyzer, tid, cond, num_threads):
             return None
         with analyzer.constraint_scope(tirx.And(tirx.GE(tid, i32(lo)), tirx.LT(tid, i32(hi)))):
             if not _proved(analyzer, cond):
-                return None
+                return _enumerated_range(analyzer, tid, cond, num_threads)
     return lo, hi - lo
+
+
+def _enumerated_range(analyzer, tid, cond, num_threads):
+    """``selected_range`` by evaluating ``cond`` for every thread, where the bounds analysis reads
+    nothing out of it (``tx // 32 == 0``) and it depends on the thread index alone."""
+    if not isinstance(tid, tirx.Var) or tensor_loads(cond) or num_threads > 1024:
+        return None
+    holds = []
+    for t in range(num_threads):
+        got = analyzer.simplify(substitute(cond, {tid: i32(t)}))
+        if not isinstance(got, tirx.IntImm):
+            return None
+        holds.append(bool(got.value))
+    first = holds.index(True) if True in holds else None
+    if first is None:
+        return None
+    count = sum(holds)
+    return (first, count) if all(holds[first:first + count]) else None
 
 
 def _proved(analyzer, cond) -> bool:
@@ -249,4 +393,5 @@ def regions(info, thread_vars=None) -> dict:
     return out
 
 
-__all__ = ["Region", "conjunction", "guarded_sync", "has_fragment_work", "regions", "selected_range"]
+__all__ = ["Region", "barrier_threads", "conjunction", "guarded_sync", "has_fragment_work", "regions",
+           "selected_range", "thread_condition", "thread_values", "thread_varying"]

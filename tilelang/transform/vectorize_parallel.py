@@ -37,7 +37,7 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import (const_int, dtype_of, i32, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
+from tilelang.tir_utils import (const_int, dtype_of, i32, seq, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
                                 uses_vars)
 
 _VECTOR_BYTES = 16
@@ -220,9 +220,41 @@ def _width(store, v, n, an, conds=()) -> int:
     return 1
 
 
-def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
+def _unsigned_alias(buf):
+    """``buf``'s storage seen as unsigned integers of its element's width (same shape and offset)."""
+    bits = _elem_bits(buf.dtype)
+    return tirx.decl_buffer(list(buf.shape), f"uint{bits}", f"{buf.name}_bits", data=buf.data,
+                            strides=list(buf.strides), elem_offset=buf.elem_offset, scope=_scope(buf))
+
+
+def _as_bit_copy(store):
+    """A store that copies bits (``dst[i] = src[j]`` or ``dst[i] = reinterpret(src[j])``, one
+    element width of 8 to 64 bits; an element type that TVM prints no vectors of, fp8 in a staged
+    view, only in shared memory) as the same copy between unsigned integers of that width, which
+    vectorise; other stores as they are. Returns the store and the unsigned views it introduces."""
+    value, dtype = store.value, str(store.buffer.dtype)
+    if isinstance(value, ir.Call) and getattr(value.op, "name", "") == "tirx.reinterpret" and len(value.args) == 1:
+        value = value.args[0]
+    bits = _elem_bits(dtype)
+    if (not isinstance(value, ir.TensorLoad) or bits not in (8, 16, 32, 64) or _elem_bits(value.dtype) != bits
+            or (dtype in _COPY_TYPES and str(value.dtype) in _COPY_TYPES)
+            or any(str(b.dtype) not in _COPY_TYPES and not _scope(b).startswith("shared")
+                   for b in (store.buffer, value.source))):
+        return store, []
+    dst = store.buffer if dtype in _COPY_TYPES else _unsigned_alias(store.buffer)
+    src = value.source if str(value.dtype) in _COPY_TYPES else _unsigned_alias(value.source)
+    load = tirx.BufferLoad(src, list(value.indices))
+    if str(load.dtype) != str(dst.dtype):
+        load = tirx.Cast(str(dst.dtype), load) if str(dst.dtype).startswith(("int", "uint")) and str(
+            load.dtype).startswith(("int", "uint")) else tirx.reinterpret(str(dst.dtype), load)
+    aliases = [b for b in (dst, src) if not any(b.same_as(x) for x in (store.buffer, value.source))]
+    return tirx.BufferStore(dst, load, list(store.indices), span=store.span), aliases
+
+
+def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None, declare=None):
     """``for v in range(n): body`` with its accesses ``w`` lanes wide (see the module docstring),
-    or None where that does not apply."""
+    or None where that does not apply. ``declare(buffer)``: declares a shared-memory view the
+    vectorised loop uses (an unsigned view of a bit copy, ``_as_bit_copy``); None: no such views."""
     guards = []     # the nested ``if``s around the store, outermost first
     store = body
     while isinstance(store, tirx.IfThenElse) and store.else_case is None:
@@ -238,6 +270,7 @@ def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
     hoist = 0
     while hoist < len(guards) and not uses_vars(guards[hoist].condition, [v]):
         hoist += 1
+    store, aliases = _as_bit_copy(store) if declare is not None else (store, [])
     w = _width(store, v, n, an, [g.condition for g in guards[hoist:] if uses_vars(g.condition, [v])])
     if w <= 1:
         return None
@@ -251,6 +284,8 @@ def vectorize_register_loop(body, v, n, an, name, span=None, annotations=None):
         loop = tirx.For(vo, i32(0), i32(n // w), tirx.ForKind.SERIAL, inner, annotations=annotations or {}, span=span)
     for g in reversed(guards[:hoist]):
         loop = tirx.IfThenElse(g.condition, loop, None, span=g.span)
+    for a in aliases:
+        declare(a)
     return loop
 
 
