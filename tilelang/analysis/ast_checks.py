@@ -230,15 +230,38 @@ def _check_tensors_mentioned(model, factory) -> list:
     if fn is None or factory.out_idx is not None:
         return []
     used = {node.id for stmt in fn.body for node in ast.walk(stmt) if isinstance(node, ast.Name)}
+    tensors = [arg for arg in fn.args.args if arg.annotation is not None
+               and any(word in ast.unparse(arg.annotation) for word in ("Tensor", "Buffer"))]
+    if any(_writes_name(node, {a.arg for a in tensors}) for stmt in fn.body for node in ast.walk(stmt)):
+        return []   # (as the IR check: an input that a feature leaves unread is no forgotten output)
     out = []
-    for arg in fn.args.args:
-        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
-        if arg.arg in used or not any(word in annotation for word in ("Tensor", "Buffer")):
+    for arg in tensors:
+        if arg.arg in used:
             continue
         out.append(Diagnostic.from_code(
             "TL0402", f"tensor '{arg.arg}' is never used: the kernel body never mentions it, so if it is an "
             "output nothing writes it", model.span(arg)))
     return out
+
+
+def _writes_name(node, names) -> bool:
+    """Whether ``node`` stores into one of the tensors ``names``: ``Y[i] = ...`` / ``Y[i] += ...``,
+    or a tile op's destination (``T.copy(x, Y[...])``, the second argument)."""
+    def root(e):
+        while isinstance(e, (ast.Subscript, ast.Attribute)):
+            e = e.value
+        return e.id if isinstance(e, ast.Name) else None
+
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Subscript) and root(t) in names for t in targets)
+    if isinstance(node, ast.Call) and node.args:
+        if _attr(node) in ("fill", "clear"):
+            return root(node.args[0]) in names
+        if len(node.args) > 1 and _attr(node) in ("copy", "atomic_add", "atomic_max", "atomic_min", "atomic_addx2",
+                                                  "atomic_addx4"):
+            return root(node.args[1]) in names
+    return False
 
 
 def _check_threads(model, nodes) -> list:

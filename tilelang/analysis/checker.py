@@ -25,6 +25,7 @@ from tilelang import targets
 from tilelang.analysis.alignment import check_alignment
 from tilelang.analysis.bounds import check_bounds
 from tilelang.analysis.dataflow import check_dataflow
+from tilelang.analysis.divergence import check_divergence
 from tilelang.analysis.fragments import check_fragment_reads
 from tilelang.analysis.gemm import check_gemms
 from tilelang.analysis.kernel import Kernel
@@ -42,6 +43,7 @@ CHECKS = (
     ("bounds", check_bounds),           # TL0602
     ("alignment", check_alignment),     # TL0301 TL0302
     ("dataflow", check_dataflow),       # TL0401 TL0402 TL0403
+    ("divergence", check_divergence),   # TL0404
     ("resources", check_resources),     # TL0501 TL0503
 )
 
