@@ -23,8 +23,7 @@ from tvm import ir, tirx
 from tilelang.diagnostics import Note
 from tilelang.tir_utils import children, const_int, substitute, tensor_loads, uses_vars, walk_stmts
 from tilelang.transform.kernel import SHARED_SCOPES, scope_of
-from tilelang.transform.thread_regions import (barrier_threads, conjunction, thread_condition, thread_values,
-                                               thread_varying)
+from tilelang.transform.thread_regions import barrier_threads, thread_condition, thread_values, thread_varying
 
 
 def check_divergence(k, rep) -> None:

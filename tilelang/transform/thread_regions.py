@@ -91,10 +91,14 @@ def barrier_threads(info, cond):
 
 
 def _lowering_condition(lw):
+    conds = getattr(lw, "thread_conds", None)
+    if not conds:
+        return None
+    thread_vars = getattr(lw, "thread_vars", None) or list(lw.info.thread_vars.values())
     values = getattr(lw, "_thread_values", None)
     if values is None:
-        values = lw.__dict__["_thread_values"] = thread_values(lw.info.body, lw.thread_vars)
-    return thread_condition(getattr(lw, "thread_conds", None) or (), lw.thread_vars, lw._varies, values)
+        values = lw.__dict__["_thread_values"] = thread_values(lw.info.body, thread_vars)
+    return thread_condition(conds, thread_vars, getattr(lw, "_varies", lambda c: False), values)
 
 
 def guarded_sync(lw):
