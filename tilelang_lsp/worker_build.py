@@ -684,20 +684,28 @@ def _with_binding(diag, binding):
 def _symbolic_guess_failed(message: dict, diagnostics: list) -> str | None:
     """Why a traced binding's symbolic sizes (``soft``, e.g. ``UQ`` bound as ``T.dynamic``) are to
     blame for the kernel's errors, or None. The guess holds where a size only shapes tensors, but a
-    kernel may need the number (``T.annotate_layout`` on a global tensor of that shape): an error
-    naming a symbolic size is the guess failing, not the user's code, and the kernel counts as built
-    without values, as when the factory raises under the guess."""
+    kernel may need the number (``T.annotate_layout`` on a global tensor of that shape,
+    ``T.Parallel(M * N)`` over a fragment): an error naming a symbolic size, in its message or on
+    the source line it points at, is the guess failing, not the user's code, and the kernel counts
+    as built without values, as when the factory raises under the guess."""
     import re
 
     from tilelang_lsp.binding_trace import is_symbolic_text
 
     if not message.get("soft"):
         return None
+    import linecache
+
     names = [name for name, text in message["kwargs"] if is_symbolic_text(text)]
     for d in diagnostics:
         if d.get("severity") != "error":
             continue
-        hit = next((n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w(])", d.get("message", ""))), None)
+        span = d.get("span") or {}
+        # the size named in the message, or on the source line it points at (``T.Parallel(M * N)``:
+        # "extents must be compile-time constants")
+        text = d.get("message", "") + "\n" + (linecache.getline(span["file"], span["line"])
+                                              if span.get("file") and span.get("line") else "")
+        hit = next((n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w(])", text)), None)
         if hit is not None:
             return f"with {hit} symbolic the kernel reports {d.get('code')}: {d.get('message', '').splitlines()[0][:120]}"
     return None
