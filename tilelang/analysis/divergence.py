@@ -23,7 +23,8 @@ from tvm import ir, tirx
 from tilelang.diagnostics import Note
 from tilelang.tir_utils import children, const_int, substitute, tensor_loads, uses_vars, walk_stmts
 from tilelang.transform.kernel import SHARED_SCOPES, scope_of
-from tilelang.transform.thread_regions import barrier_threads, thread_condition, thread_values, thread_varying
+from tilelang.transform.thread_regions import (barrier_threads, reads_any, thread_condition, thread_values,
+                                               thread_varying)
 
 
 def check_divergence(k, rep) -> None:
@@ -38,7 +39,6 @@ class _Divergence:
         self.tid, self.T = info.tid, info.num_threads
         self.an = tvm.sym.Analyzer()
         self.varying = thread_varying(info.body, self.tvars)
-        self.names = [v for v in self.varying if isinstance(v, tirx.Var)]
         self.values = thread_values(info.body, self.tvars)
 
     def run(self):
@@ -46,8 +46,7 @@ class _Divergence:
             self.visit(self.k.info.body, [])
 
     def varies(self, cond) -> bool:
-        return uses_vars(cond, self.names) or any(
-            any(ld.source.same_as(v) for v in self.varying) for ld in tensor_loads(cond))
+        return reads_any(cond, self.varying)
 
     def visit(self, s, conds):
         if isinstance(s, tirx.IfThenElse) and self.varies(s.condition):

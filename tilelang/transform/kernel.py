@@ -300,8 +300,9 @@ def _check_unrolled_breaks(body):
         return found
 
     def check(s):
-        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.UNROLLED and own_exits(s):
-            exit_ = own_exits(s)[0]
+        exits = own_exits(s) if isinstance(s, tirx.For) and s.kind == tirx.ForKind.UNROLLED else []
+        if exits:
+            exit_ = exits[0]
             word = "continue" if isinstance(exit_, tirx.Continue) or "continue" in str(
                 getattr(getattr(exit_, "value", None), "op", "")) else "T.loop_break()"
             raise LoweringError("TL0002", f"{word} inside a loop unrolled in the IR (T.unroll(..., explicit=True)): "
@@ -466,21 +467,21 @@ class _ViewRewriter(ExprRewriter):
         src, vbits, sbits, flat = self._pieces(view, indices)
         if vbits < sbits:
             k = sbits // vbits
-            word = _bits_as(tirx.BufferLoad(src, self._src_indices(src, tirx.floordiv(flat, k))), f"uint{sbits}")
+            word = bits_as(tirx.BufferLoad(src, self._src_indices(src, tirx.floordiv(flat, k))), f"uint{sbits}")
             shift = tirx.Cast(f"uint{sbits}", simplify(tirx.floormod(flat, k) * vbits))
             piece = tirx.Cast(f"uint{vbits}", tirx.shift_right(word, shift))
-            return _bits_as(piece, str(view.dtype))
+            return bits_as(piece, str(view.dtype))
         k = vbits // sbits
         if k == 1:      # the same width: the element's bits as the view's type
-            return _bits_as(tirx.BufferLoad(src, self._src_indices(src, flat)), str(view.dtype))
+            return bits_as(tirx.BufferLoad(src, self._src_indices(src, flat)), str(view.dtype))
         word = None
         for j in range(k):
-            part = tirx.Cast(f"uint{vbits}", _bits_as(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
+            part = tirx.Cast(f"uint{vbits}", bits_as(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
                                                     f"uint{sbits}"))
             if j:
                 part = tirx.shift_left(part, tirx.const(j * sbits, f"uint{vbits}"))
             word = part if word is None else tirx.bitwise_or(word, part)
-        return _bits_as(word, str(view.dtype))
+        return bits_as(word, str(view.dtype))
 
     def reinterpreting_store(self, view, indices, value, span):
         src, vbits, sbits, flat = self._pieces(view, indices)
@@ -490,12 +491,12 @@ class _ViewRewriter(ExprRewriter):
                                 "other threads' stores; write the buffer itself (or through a view at least as "
                                 f"wide as {src.dtype})", span)
         k = vbits // sbits
-        word = _bits_as(value, f"uint{vbits}")
+        word = bits_as(value, f"uint{vbits}")
         stores = []
         for j in range(k):
             part = tirx.Cast(f"uint{sbits}", tirx.shift_right(word, tirx.const(j * sbits, f"uint{vbits}")) if j
                              else word)
-            stores.append(tirx.BufferStore(src, _bits_as(part, str(src.dtype)),
+            stores.append(tirx.BufferStore(src, bits_as(part, str(src.dtype)),
                                            self._src_indices(src, flat * k + j), span=span))
         return seq(stores)
 
@@ -505,7 +506,7 @@ _VIEW_CTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfl
                 "int8": "signed char", "uint8": "unsigned char"}
 
 
-def _bits_as(value, dtype):
+def bits_as(value, dtype):
     """``value``'s bits as ``dtype`` of the same width (a cast between integers, else a reinterpret)."""
     have = str(value.dtype)
     if have == dtype:

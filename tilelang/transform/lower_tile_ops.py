@@ -35,7 +35,7 @@ from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
-                                seq, simplify, substitute_stmt, tensor_loads, uses_vars, walk_stmts)
+                                seq, simplify, substitute_stmt, uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
@@ -480,10 +480,7 @@ class Lowerer:
         (``thread_regions.thread_varying``, computed once per kernel)."""
         if not hasattr(self, "_varying"):
             self._varying = thread_regions.thread_varying(self.info.body, self.thread_vars)
-        varying = self._varying[len(self.thread_vars):]
-        names = [v for v in varying if isinstance(v, tirx.Var)]
-        return bool(varying) and (uses_vars(cond, names) or any(
-            any(ld.source.same_as(v) for v in varying) for ld in tensor_loads(cond)))
+        return thread_regions.reads_any(cond, self._varying[len(self.thread_vars):])
 
     def lower_branch(self, body, cond, span):
         """A branch of an `if` on the thread index, ``cond`` holding in it; a thread region

@@ -141,7 +141,7 @@ def thread_varying(body, thread_vars) -> list:
         return any(var.same_as(v) for v in varying)
 
     def reads_varying(e):
-        return uses_vars(e, varying) or any(known(ld.source) for ld in tensor_loads(e))
+        return reads_any(e, varying)
 
     grew = True
     while grew:
@@ -223,6 +223,13 @@ class _Inline(ExprRewriter):
     def visit_load(self, load, indices):
         value = next((v for buffer, k, v in self.values if buffer and k.same_as(load.source)), None)
         return super().visit_load(load, indices) if value is None else self.visit(value)
+
+
+def reads_any(expr, variables) -> bool:
+    """Whether ``expr`` mentions one of ``variables`` (``thread_varying``'s: let variables, and
+    register buffers, whose loads name them) directly or through a load."""
+    return bool(variables) and (uses_vars(expr, variables) or any(
+        any(ld.source.same_as(v) for v in variables) for ld in tensor_loads(expr)))
 
 
 def selected_range(analyzer, tid, cond, num_threads):
@@ -398,4 +405,4 @@ def regions(info, thread_vars=None) -> dict:
 
 
 __all__ = ["Region", "barrier_threads", "conjunction", "guarded_sync", "has_fragment_work", "regions",
-           "selected_range", "thread_condition", "thread_values", "thread_varying"]
+           "reads_any", "selected_range", "thread_condition", "thread_values", "thread_varying"]

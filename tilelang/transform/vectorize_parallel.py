@@ -37,8 +37,9 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import (const_int, dtype_of, i32, seq, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
+from tilelang.tir_utils import (const_int, dtype_of, i32, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
                                 uses_vars)
+from tilelang.transform.kernel import bits_as
 
 _VECTOR_BYTES = 16
 _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)
@@ -243,10 +244,7 @@ def _as_bit_copy(store):
         return store, []
     dst = store.buffer if dtype in _COPY_TYPES else _unsigned_alias(store.buffer)
     src = value.source if str(value.dtype) in _COPY_TYPES else _unsigned_alias(value.source)
-    load = tirx.BufferLoad(src, list(value.indices))
-    if str(load.dtype) != str(dst.dtype):
-        load = tirx.Cast(str(dst.dtype), load) if str(dst.dtype).startswith(("int", "uint")) and str(
-            load.dtype).startswith(("int", "uint")) else tirx.reinterpret(str(dst.dtype), load)
+    load = bits_as(tirx.BufferLoad(src, list(value.indices)), str(dst.dtype))
     aliases = [b for b in (dst, src) if not any(b.same_as(x) for x in (store.buffer, value.source))]
     return tirx.BufferStore(dst, load, list(store.indices), span=store.span), aliases
 
