@@ -58,6 +58,8 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                shared workspace between two barriers (session 37's layout conversion), 4 KV tiles
     gemm_split_512  C = A @ B, fp16, 512^3, 256 x 256 tiles on 512 threads: 2 x 2 warpgroups of
                m64n128 (session 37: one m64n256 each would not fit __launch_bounds__(512))
+    hoist      shared-memory exchanges under `if tx < 48` (64 threads) and under `if` on every 4th
+               thread / `Mask[tx]` around a loop: the barrier split out of the branch (session 41)
     bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
                (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
                (tl.enable_atomic_line_staging false)
@@ -439,8 +441,22 @@ def run_gemm_split_512() -> str:
     return f"max |diff| {(got - ref).abs().max().item():.3g}"
 
 
+def run_hoist() -> str:
+    """Session 41: barriers split out of branches that part of several warps (48 of 64 threads) or
+    a per-thread value (every 4th thread, ``Mask[tx]``) select: tests/gpu/test_user_reports_gpu.py's
+    #2556 and #2612 kernels."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_user_reports_gpu as g
+
+    g.test_partial_thread_guard_shared_exchange_2556(48)
+    g.test_loop_inside_thread_dependent_if_2612(False)
+    g.test_loop_inside_thread_dependent_if_2612(True)
+    return "split branches match torch"
+
+
 KERNELS = {
     "gemm": run_gemm,
+    "hoist": run_hoist,
     "dsv4_sparse": run_dsv4_sparse,
     "refill": run_refill,
     "early_prologue": lambda: run_refill(early_prologue=True),

@@ -2,11 +2,11 @@
 numbers in the test names), as kernels of our own with the same meaning, checked against torch on
 the CPU. Session 39 read our CUDA for each on a machine without a GPU: four had upstream's bug
 (two loops of different extents over one fragment, a pipelined copy into a tile read earlier in
-the body, barriers under a partial-warp thread guard); the first two are fixed. Two remain known:
-no barrier can order part of several warps or the threads a per-thread value selects
-(``thread_regions.guarded_sync``), so the races of #2556 (48 threads) and #2612 (every 4th thread,
-or ``Mask[tx]``) are expected failures until the compiler refuses such a kernel. Without a GPU
-every test skips; ``kernels()`` lists every kernel for a compile-only check.
+the body, barriers under a partial-warp thread guard); all three are fixed: no barrier can be met
+inside a branch of part of several warps or of the threads a per-thread value selects, so the
+branch is split around it (``barrier_hoist``, session 41: #2556's 48 threads, #2612's every 4th
+thread or ``Mask[tx]``). Without a GPU every test skips; ``kernels()`` lists every kernel for a
+compile-only check.
 """
 
 import pytest
@@ -565,8 +565,7 @@ def test_copy_in_then_offset_fill_2698(lo, hi):
 
 
 @needs_gpu
-@pytest.mark.parametrize("active", [pytest.param(48, marks=pytest.mark.xfail(
-    strict=False, reason="known race: no barrier orders 48 threads (part of two warps)")), 32])
+@pytest.mark.parametrize("active", [48, 32])      # 48: part of two warps, the `if` split around the barrier
 def test_partial_thread_guard_shared_exchange_2556(active):
     blocks, threads = 512, 64
     A = torch.randn(blocks, threads)
@@ -579,11 +578,7 @@ def test_partial_thread_guard_shared_exchange_2556(active):
 
 
 @needs_gpu
-@pytest.mark.parametrize("strided", [
-    pytest.param(False, marks=pytest.mark.xfail(
-        strict=False, reason="known race: no barrier orders the threads a per-thread value selects")),
-    pytest.param(True, marks=pytest.mark.xfail(
-        strict=False, reason="known race: no barrier orders every 4th thread of two warps"))])
+@pytest.mark.parametrize("strided", [False, True])   # the loop and the `if` split around the barrier
 def test_loop_inside_thread_dependent_if_2612(strided):
     threads, iters, blocks = 64, 4, 512
     tx = torch.arange(threads)

@@ -8,7 +8,9 @@ the user's own is examined for element reads of a shared buffer that the branch 
 for every thread that takes the branch (all of them where a per-thread value decides) and every
 iteration of the constant loops inside it, the elements each access touches are computed, and a
 read of an element another thread stores is reported (thread i reads ``S[47 - i]``, which thread
-``47 - i`` stores). Reads of what the thread itself stores (``S[tx * 4 + 3 - j]`` after
+``47 - i`` stores) where the compiler cannot split a barrier out of the branch between the two
+(``transform.barrier_hoist``): both in one statement, or one under a ``while`` or a loop whose
+bounds differ between threads. Reads of what the thread itself stores (``S[tx * 4 + 3 - j]`` after
 ``S[tx * 4 + i] = ...``) are none; so is anything not computable that way (an index read from
 memory, a loop of unknown extent): a warning must never be a false alarm. Tile ops are not
 examined (they carry their own barriers). One warning per buffer and branch, at the read, with
@@ -72,19 +74,26 @@ class _Divergence:
     def examine(self, body, conds):
         if _has_user_sync(body):
             return      # (the kernel orders its threads itself: mbarriers, named barriers)
-        stores, loads = [], []      # (access, statement, {loop var: extent} of the loops around it)
+        # (access, statement, {loop var: extent} of the loops around it, whether a barrier there
+        # can be split out of the branch: only sequences, `if`s and loops every thread runs alike
+        # lie between, barrier_hoist)
+        stores, loads = [], []
 
-        def visit(s, loops):
+        def visit(s, loops, hoistable=True):
             if isinstance(s, tirx.For):
                 lo, n = const_int(s.min), const_int(s.extent)
                 inner = {**loops, s.loop_var: (lo, n)} if lo is not None and n is not None else {**loops,
                                                                                              s.loop_var: None}
-                visit(s.body, inner)
+                alike = s.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED) and not any(
+                    uses_vars(b, self.tvars) or self.varies(b) or tensor_loads(b) for b in (s.min, s.extent))
+                visit(s.body, inner, hoistable and alike)
                 return
+            if isinstance(s, tirx.While):
+                hoistable = False
             exprs = []
             if isinstance(s, tirx.BufferStore):
                 if scope_of(s.buffer) in SHARED_SCOPES:
-                    stores.append((s, s, loops))
+                    stores.append((s, s, loops, hoistable))
                 exprs = [s.value] + list(s.indices)
             elif isinstance(s, tirx.Bind):
                 exprs = [s.value]
@@ -93,19 +102,24 @@ class _Divergence:
             elif isinstance(s, tirx.Evaluate) and not _tile_op(s):
                 exprs = [s.value]
             for e in exprs:
-                loads.extend((ld, s, loops) for ld in tensor_loads(e) if scope_of(ld.source) in SHARED_SCOPES)
+                loads.extend((ld, s, loops, hoistable) for ld in tensor_loads(e)
+                             if scope_of(ld.source) in SHARED_SCOPES)
             for c in children(s):
-                visit(c, loops)
+                visit(c, loops, hoistable)
 
         visit(body, {})
         threads = self.threads(conds)
         if threads is None:
             return
         reported = []
-        for ld, stmt, loops in loads:
+        for ld, stmt, loops, ld_ok in loads:
             if any(b.same_as(ld.source) for b in reported):
                 continue
-            writes = [(w, wl) for w, _, wl in stores if w.buffer.same_as(ld.source)]
+            # a barrier the compiler can split out of the branch orders a write and a read in two
+            # statements; within one statement, or under a `while` or a loop the threads run
+            # differently, none can
+            writes = [(w, wl) for w, _, wl, w_ok in stores if w.buffer.same_as(ld.source)
+                      and (w.same_as(stmt) or not (w_ok and ld_ok))]
             if not writes:
                 continue
             written = {}        # element -> threads that store it
@@ -164,15 +178,18 @@ class _Divergence:
         return out
 
     def _data_only(self, cond) -> bool:
-        return not uses_vars(cond, self.tvars)
+        return not uses_vars(cond, self.tvars) or bool(tensor_loads(cond))
 
     def report(self, buf, load, stmt, write, conds):
         why = ("a value that differs between threads" if all(self._data_only(c) for c in conds)
                else "part of several warps")
         span = self.rep.span(stmt)
         notes = [Note(f"'{buf.name}' is written here, in the same branch", self.rep.span(write)),
-                 Note("no barrier can be placed in that branch, so none orders the write before the read: "
-                      "read after the `if`, or select whole warps (32 threads from a multiple of 32)")]
+                  Note(("the write and the read are one statement: no barrier can come between them"
+                       if write.same_as(stmt) else
+                       "they are under a `while` or a loop whose trip count differs between threads, where "
+                       "no barrier can be met (one between two statements of the branch is split out of the "
+                       "`if`)") + "; read after the `if`, or select whole warps")]
         self.rep.emit("TL0404", f"threads read '{buf.name}' where other threads of this branch write it, under "
                       f"a condition on {why}: no barrier orders the write and the read", span, notes=notes)
 

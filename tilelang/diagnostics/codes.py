@@ -561,32 +561,34 @@ UNORDERED_EXCHANGE = _define(
     "TL0404",
     "unordered-shared-exchange",
     W,
-    "Threads exchange data through shared memory inside a branch no barrier can order.",
+    "Threads exchange data through shared memory where no barrier can order them.",
     """
     ## What it does
     Reports a shared-memory read, inside an `if` that only some threads of the block take, of an
-    element that another thread of that branch writes there. The branch's condition selects part
-    of several warps (`tx < 48`, `tx % 4 == 0`) or depends on a per-thread value
-    (`c = Mask[tx] != 0; if c:`).
+    element that another thread of that branch writes there, where no barrier can order the two.
+    The branch's condition selects part of several warps (`tx < 48`, `tx % 4 == 0`) or depends
+    on a per-thread value (`c = Mask[tx] != 0; if c:`), and the write and the read are one
+    statement, or lie under a `while` or a loop whose trip count differs between threads.
 
     ## Why is this bad?
-    The write and the read need a barrier between them, but a barrier in that branch would wait
-    for threads that never arrive: no `__syncthreads()` or named barrier can be placed there, so
-    the compiler places none (upstream TileLang hoists it out of the branch, with the same
-    effect). The read may see the value from before the write. The result changes from run to
-    run.
+    Between two statements of such a branch the compiler splits the `if` and places the barrier
+    outside it, where every thread meets it (`if c: write; barrier; if c: read`, as upstream
+    does). Within one statement, or inside a loop that the threads run a different number of
+    times, no barrier can be placed: a barrier there would wait for threads that never arrive.
+    The read may see the value from before the write. The result changes from run to run.
 
     ## Example
     ```python
     if tx < 48:
-        S[tx] = A[tx] * 2.0
-        B[tx] = S[47 - tx]        # written by another thread of the branch
+        for k in T.serial(Counts[tx]):      # a trip count per thread
+            S[tx] = A[tx] + acc
+            acc = acc + S[47 - tx]          # written by another thread of the branch
     ```
 
     ## Fix
-    Write in the branch, then read after it (the compiler orders the two with a barrier all
-    threads meet), or make the condition select whole warps (a multiple of 32 threads starting
-    at a multiple of 32), where a named barrier works.
+    Give the loop a trip count every thread shares (guard the body instead: `for k in
+    T.serial(max_count): if k < Counts[tx]: ...`), split the statement in two, or read after the
+    branch (the compiler orders the two with a barrier all threads meet).
     """,
 )
 

@@ -46,7 +46,7 @@ from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgm
 from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.lower_gemm_fma import fma_call
 from tilelang.transform.vectorize_parallel import vectorize_register_loop
-from tilelang.transform import thread_regions
+from tilelang.transform import barrier_hoist, thread_regions
 
 SMEM_ALIGN = 128
 TENSORMAP_PREFETCH = "tl.enable_tensormap_prefetch"   # pass config: prefetch the remaining maps at entry
@@ -401,6 +401,12 @@ class Lowerer:
             # zeros there instead (tl::cp_async_gs_conditional, upstream's form; a predicate the
             # user gave, T.ptx_cp_async(..., predicate), still holds too)
             name = extern_name(value) or ""
+            if name == "__syncthreads" and self.thread_conds and self.ws is None and self.role_block is None:
+                # the user's barrier under an `if` some threads skip: over the threads it selects,
+                # or split out of the `if` (upstream: partial barrier, or an error)
+                got = thread_regions.guarded_sync(self)
+                if got is not None:
+                    return barrier_hoist.marker(user=True) if barrier_hoist.is_marker(got) else got
             if rw.address_guards and name.startswith(("tl::cp_async_gs<", "tl::cp_async_gs_conditional<")):
                 dst, src, *predicate = value.args[1:]
                 cond = functools.reduce(tirx.And, rw.address_guards + predicate)
@@ -445,14 +451,13 @@ class Lowerer:
 
     def lower_if(self, stmt):
         """An `if`. Under a condition on the thread index (``thread_conds``: all enclosing ones)
-        a barrier the compiler needs is a named barrier over the threads they select, or none
-        where they select no warp-aligned range (``thread_regions.guarded_sync``)."""
+        a barrier the compiler needs is a named barrier over the threads they select, or, where
+        they select no warp-aligned range, one split out of the `if` (``thread_regions.guarded_sync``,
+        ``barrier_hoist``)."""
         cond = self.rewrite(stmt.condition)
         if not uses_vars(stmt.condition, self.thread_vars):
             # a condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``):
-            # its tile ops are lowered as written, but a barrier inside is one some threads never
-            # meet (``guarded_sync`` leaves it out; the barriers around the `if` order it, as
-            # upstream hoists them)
+            # its tile ops are lowered as written; a barrier inside is split out (``barrier_hoist``)
             varying = self._varies(stmt.condition)
             if varying:
                 self.thread_conds.append(stmt.condition)
@@ -466,14 +471,16 @@ class Lowerer:
             finally:
                 if varying:
                     self.thread_conds.pop()
-            return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
-        other = None
-        if stmt.else_case is not None:
-            with self.an.constraint_scope(tirx.Not(cond)):
-                other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
-        with self.an.constraint_scope(cond):
-            then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
-        return tirx.IfThenElse(cond, seq([then]), other, span=stmt.span)
+        else:
+            other = None
+            if stmt.else_case is not None:
+                with self.an.constraint_scope(tirx.Not(cond)):
+                    other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
+            with self.an.constraint_scope(cond):
+                then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
+        # a barrier its branches need that only part of the threads reach goes out of the `if`
+        return barrier_hoist.split_if(self, tirx.IfThenElse(cond, seq([then]), other, span=stmt.span),
+                                      lambda: thread_sync.sync_stmt(self))
 
     def _varies(self, cond) -> bool:
         """Whether ``cond`` (no thread index in it) reads a value that differs between threads
@@ -997,7 +1004,7 @@ class Lowerer:
         swz = block_order.find_swizzle(body)
         # the block order: the user's T.use_swizzle, else longest blocks first where that gains
         prelude = self._block_swizzle(*swz) if swz is not None else block_order.plan(self)
-        lowered = early_prologue.place(self, self.lower(body))
+        lowered = early_prologue.place(self, barrier_hoist.settle(self.lower(body)))
         init = []
         persistent = self.ws is not None and self.ws.persistent is not None
         if self.ws is not None:

@@ -15,9 +15,9 @@ refused. A branch whose fragment work all lies under ``if``s on the thread index
 (the ``else`` of an ``if tx < 128: ... elif tx < 256: ... else: ...`` chain) is no region itself:
 those inner branches are. Barriers the compiler inserts under conditions on the thread index (``guarded_sync``)
 are named barriers over the threads those conditions select (``__syncwarp`` over lanes of one
-warp), and are left out where they select part of several warps or an unknown set (no barrier can
-be met there). A condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``,
-``thread_varying``) selects an unknown set: no barrier goes inside its branches.
+warp), and where they select part of several warps or an unknown set (no barrier can be met there) are
+split out of the `if` (``barrier_hoist``). A condition on a value that differs between threads
+(``c = Mask[tx] != 0; if c:``, ``thread_varying``) selects an unknown set.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import tvm
 from tvm import tirx
 
 from tilelang.language._ops import is_tl_call
+from tilelang.transform import barrier_hoist
 from tilelang.tir_utils import (ExprRewriter, children, const_int, evaluate_extern, i32, substitute, tensor_loads,
                                 uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, is_parallel_nest, scope_of
@@ -106,14 +107,14 @@ def guarded_sync(lw):
     such condition encloses it (the caller's own barrier), ``__syncthreads()`` where they select
     the whole block, a named barrier over a warp-aligned range they select (one id per range, from
     3, as upstream numbers them), ``__syncwarp(lanes)`` over a range inside one warp, and otherwise
-    none (a no-op): part of several warps, or an unknown set, gets there, and no barrier can order
-    them; the statement holding the `if` is ordered against its neighbours by the barriers around
-    it (``barrier_threads``)."""
+    (part of several warps, or an unknown set, gets there: no barrier there can order them) a
+    marker the `if`'s lowering splits out (``barrier_hoist``) or, failing that, leaves out: the
+    statement holding the `if` is then ordered against its neighbours by the barriers around it."""
     got = barrier_threads(lw.info, _lowering_condition(lw))
     if got is None:
         return None
     if got == "none":
-        return tirx.Evaluate(i32(0))
+        return barrier_hoist.marker()   # split out of the `if` by its lowering where it can be
     if got[0] == "lanes":           # threads of one warp: they order themselves
         return evaluate_extern("__syncwarp", tirx.const(got[1], "uint32"))
     if got == (0, lw.info.num_threads):
