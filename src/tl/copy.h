@@ -175,6 +175,21 @@ TL_DEVICE void copy_vec(T* dst, const void* src) {
   *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
 }
 
+// BYTES / sizeof(T) copies of value at dst with one vector store (T.fill / T.clear of a plainly
+// laid out shared tile); dst must be aligned to BYTES.
+template <int BYTES, class T>
+TL_DEVICE void fill_vec(T* dst, T value) {
+  static_assert(BYTES % sizeof(T) == 0, "a whole number of elements per vector");
+  using V = typename detail::ElemVec<T, BYTES>::type;
+  union {
+    V v;
+    T e[BYTES / sizeof(T)];
+  } u;
+#pragma unroll
+  for (int i = 0; i < int(BYTES / sizeof(T)); ++i) u.e[i] = value;
+  *reinterpret_cast<V*>(dst) = u.v;
+}
+
 // Zero BYTES bytes at dst with one vector store (the value an out-of-bounds
 // T.copy read gives); dst must be aligned to BYTES.
 template <int BYTES, class T>

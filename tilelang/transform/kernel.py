@@ -213,8 +213,9 @@ def split_kernels(func):
 
     The top level of the body may hold, besides the ``with T.Kernel`` blocks: ``T.alloc_global``
     buffers (scratch memory the launcher allocates and passes to every part), name bindings
-    (substituted into the kernels after them) and evaluated calls such as ``T.assume`` (repeated
-    at the start of every kernel after them). Anything else is a located TL0002 error."""
+    (substituted into the kernels after them), evaluated calls such as ``T.assume`` and views of
+    global memory (``T.Tensor(shape, dtype, x.data)``), repeated at the start of every kernel
+    after them. Anything else is a located TL0002 error."""
     body = func.body
     if isinstance(body, tirx.AttrStmt) and body.attr_key == "thread_extent":
         return None
@@ -231,8 +232,8 @@ def split_kernels(func):
             workspaces.append(s.buffer)
         elif isinstance(s, tirx.Bind):
             binds[s.var] = substitute(s.value, dict(binds)) if binds else s.value
-        elif isinstance(s, tirx.Evaluate):
-            preludes.append(s)
+        elif isinstance(s, tirx.Evaluate) or (isinstance(s, tirx.DeclBuffer) and scope_of(s.buffer) == "global"):
+            preludes.append(s)     # (T.Tensor(shape, dtype, x.data): a view of a parameter, TileOPs' conv)
         elif any(s.same_as(a) for a in host_locals) or (
                 isinstance(s, tirx.BufferStore) and any(s.buffer.same_as(a.buffer) for a in host_locals)):
             continue   # only kept out of the kernels when no kernel reads it (checked below)

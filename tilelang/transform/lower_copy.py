@@ -18,6 +18,7 @@ tensor's ``T.annotate_safe_value`` (0 by default) wherever the destination exist
 
 from __future__ import annotations
 
+import functools
 import math
 
 import tvm
@@ -62,6 +63,43 @@ def _match(lw, src: Region, dst: Region, span, what="T.copy"):
                             f"destination {dst.buffer.name} {de_c} (dimensions of extent 1 are ignored; "
                             f"the others must match in order)", span)
     return sd, dd, se_c
+
+
+def _bounded_tile(lw, src: Region, dst: Region):
+    """For a copy whose extents are known only at run time (``T.copy(x[r0:r0 + n, :], s[0:n, :])``,
+    TileOPs' ragged pooling): (src dims, dst dims, tile, limits), the tile at each such extent's
+    compile-time bound (a shared or local side's room from its start, or what the analyzer bounds
+    it by) and ``limits`` {tile dim: the run-time extent} that the copy's elements are guarded by;
+    None where the copy has constant extents, or where an extent has no bound or the two sides'
+    extents cannot be paired (``_match`` then says why)."""
+    sd, se = src.nonunit()
+    dd, de = dst.nonunit()
+    se, de = [lw.rewrite(e) for e in se], [lw.rewrite(e) for e in de]
+    if len(se) != len(de) or all(const_int(e) is not None for e in se + de):
+        return None
+    tile, limits = [], {}
+    for k, (a, b) in enumerate(zip(se, de)):
+        ca, cb = const_int(a), const_int(b)
+        if ca is not None and cb is not None:
+            if ca != cb:
+                return None
+            tile.append(ca)
+            continue
+        if ca is not None or cb is not None or not lw.prove(tirx.EQ(a, b)):
+            return None
+        bounds = []
+        top = lw.an.const_int_bound(a).max_value
+        if top < 2**31 - 1:
+            bounds.append(int(top))
+        for region, d in ((src, sd[k]), (dst, dd[k])):
+            start, size = const_int(lw.rewrite(region.starts[d])), const_int(region.buffer.shape[d])
+            if scope_of(region.buffer) != "global" and start is not None and size is not None:
+                bounds.append(size - start)
+        if not bounds or min(bounds) <= 0:
+            return None
+        tile.append(min(bounds))
+        limits[k] = a
+    return sd, dd, tile, limits
 
 
 def _indices(region: Region, dims, pos, lw):
@@ -217,6 +255,15 @@ def lower_copy(lw, stmt):
                             f"{s_scope} -> {d_scope} ({src.buffer.name} -> {dst.buffer.name})", stmt.span)
     if s_scope == FRAGMENT_SCOPE or d_scope == FRAGMENT_SCOPE:
         return _copy_fragment(lw, src, dst, stmt)
+    bounded = _bounded_tile(lw, src, dst)
+    if bounded is not None:
+        # extents known at run time: the tile at their bound, each element guarded (thread loads
+        # and stores; vectors along a constant inner extent)
+        sd, dd, tile, limits = bounded
+        vec = 1 if len(tile) - 1 in limits else _vector_width(lw, src, dst, sd, dd, tile)
+        per_thread = LOCAL_SCOPE in (s_scope, d_scope)
+        return _threaded_copy(lw, src, dst, sd, dd, tile, vec, False, stmt.span, per_thread=per_thread,
+                              limits=limits)
     sd, dd, tile = _match(lw, src, dst, stmt.span)
     if LOCAL_SCOPE in (s_scope, d_scope):
         # A T.alloc_local buffer belongs to each thread: every thread copies the whole tile itself.
@@ -526,9 +573,10 @@ def _vector_walk(tile, vec, threads, tid):
     return it, iters, q, total, [simplify(p) for p in reversed(pos)]
 
 
-def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False):
+def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False, limits=None):
     """Each thread moves vectors q = it * T + tid of the tile (row-major order); ``per_thread``
-    (a thread-local side): every thread moves all of them."""
+    (a thread-local side): every thread moves all of them. ``limits`` {tile dim: extent}: only the
+    vectors that start below those extents move (``_bounded_tile``)."""
     threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
     it, iters, q, total, pos = _vector_walk(tile, vec, threads, tid)
     lw.an.bind(it, tvm.ir.Range(0, iters))     # (the bound checks below see the walk's extent)
@@ -588,6 +636,9 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
                     one = tirx.IfThenElse(dst_guard, one, None)
             else:
                 one = tirx.IfThenElse(guard, one, None)
+    if limits:
+        inside = [tirx.LT(pos[k], e) for k, e in sorted(limits.items())]
+        one = tirx.IfThenElse(functools.reduce(tirx.And, inside), one, None)
     if iters == 1:
         return one
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True}, span=span)
@@ -953,6 +1004,17 @@ def lower_fill(lw, stmt):
     tile = [const_int(lw.rewrite(e)) for e in ext]
     if any(t is None for t in tile):
         return _fill_dynamic(lw, region, dims, [lw.rewrite(e) for e in ext], value, stmt.span)
+    vec = _fill_width(lw, region, dims, tile)
+    if vec > 1:
+        # a plainly laid out shared tile: 16-byte stores of the value repeated
+        it, iters, q, total, pos = _vector_walk(tile, vec, lw.T, lw.tid)
+        idx = _indices(region, dims, pos, lw)
+        one = evaluate_extern(f"tl::fill_vec<{vec * nbytes(dtype)}>", lw.shared_ptr(region.buffer, idx), value,
+                              span=stmt.span)
+        if total % lw.T:
+            one = tirx.IfThenElse(tirx.LT(q, i32(total)), one, None)
+        return one if iters == 1 else tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one,
+                                               annotations={"pragma_unroll": True}, span=stmt.span)
     total = math.prod(tile)
     iters = -(-total // lw.T)
     it = tirx.Var("it", "int32")
@@ -972,6 +1034,26 @@ def lower_fill(lw, stmt):
     if iters == 1:
         return one
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True})
+
+
+def _fill_width(lw, region, dims, tile) -> int:
+    """Elements per store of a T.fill of a shared region: 16 bytes' worth where the buffer is laid
+    out row-major (no swizzle, no padding), its last dimension is the tile's inner one, and every
+    row of the region starts at a multiple of the vector; else 1."""
+    buf = region.buffer
+    size = nbytes(str(buf.dtype))
+    if (scope_of(buf) not in SHARED_SCOPES or bits(buf.dtype) % 8 or size > 8 or not dims
+            or dims[-1] != len(buf.shape) - 1 or not _linear(lw, buf)):
+        return 1
+    vec = 16 // size
+    start = lw.rewrite(region.starts[dims[-1]])
+    while vec > 1:
+        ms = lw.an.modular_set(start)
+        if (tile[-1] % vec == 0 and ms.coeff % vec == 0 and ms.base % vec == 0
+                and _shared_rows_aligned(lw, region, vec)):
+            return vec
+        vec //= 2
+    return 1
 
 
 def _fill_dynamic(lw, region, dims, ext, value, span):
