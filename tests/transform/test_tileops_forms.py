@@ -8,7 +8,13 @@ into slow code (session 41's probe):
   ragged pooling) was TL0601: the tile is copied at the extent's bound (the shared side's room),
   each row guarded, 16 bytes at a time along the constant inner extent;
 * ``T.fill`` / ``T.clear`` of a plainly laid out shared tile stored one element per store; now
-  16-byte stores of the value repeated (``tl::fill_vec``).
+  16-byte stores of the value repeated (``tl::fill_vec``);
+* a fragment read inside a T.Parallel at an index the loop does not use (``e_local[i]`` of a
+  serial ``i``, its engram decode GEMV) took the layout of the loop that wrote it: a TL0203, or
+  at a larger size a kernel reading other threads' elements; it is replicated now (upstream too);
+* ``A[i] == m`` of an int64 element and an int32 scalar failed in TVM's script evaluator
+  (mismatched types); comparisons promote their operands now, as arithmetic does;
+* ``@tilelang.jit`` factories have upstream's ``signature``.
 Each kernel's CUDA is compiled with nvcc.
 """
 
@@ -77,3 +83,57 @@ def test_copy_of_an_unbounded_run_time_extent_is_refused():
 def test_fill_of_a_plain_shared_tile_is_16_byte_stores():
     body = _body(_ragged())
     assert "tl::fill_vec<16>((&(((half*)smem)[((it * 1024) + (((int)threadIdx.x) * 8))]))" in body
+
+
+def _gemv_with_a_broadcast_read(M, N):
+    # TileOPs' engram decode: e_local[i] of a serial i, read by every iteration of a T.Parallel
+    @T.prim_func
+    def kernel(e: T.Tensor((M,), "float32"), W: T.Tensor((M, N), "float32"), y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128):
+            e_local = T.alloc_fragment((M,), "float32")
+            k_local = T.alloc_fragment((N,), "float32")
+            for i in T.Parallel(M):
+                e_local[i] = e[i]
+            for j in T.Parallel(N):
+                k_local[j] = 0.0
+            for i in T.serial(M):
+                for j in T.Parallel(N):
+                    k_local[j] += e_local[i] * W[i, j]
+            for j in T.Parallel(N):
+                y[j] = k_local[j]
+    return kernel
+
+
+def test_fragment_read_at_an_index_the_loop_does_not_use_is_replicated():
+    # was TL0203 at 64 x 512, and at 512 x 1024 a kernel that read e_local[i & 3] (another
+    # thread's element); every thread holds the whole fragment now, as upstream lays it out
+    for M, N in ((64, 512), (512, 1024)):
+        body = _body(_gemv_with_a_broadcast_read(M, N))
+        assert f"float e_local[{M}];" in body and "e_local[i_1]" in body
+
+
+def test_comparison_of_an_int64_element_with_an_int32_scalar():
+    @T.prim_func
+    def kernel(A: T.Tensor((32,), "int64"), B: T.Tensor((32,), "int64"), m: T.int32):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                if A[i] == m:
+                    B[i] = 1
+                if A[i] < m:
+                    B[i] = 2
+
+    body = _body(kernel)
+    assert "(A[((int)threadIdx.x)] == ((int64_t)m))" in body
+
+
+def test_jit_factory_has_a_signature():
+    @tilelang.jit(out_idx=[1])
+    def make(block_m, threads=64):
+        @T.prim_func
+        def main(x: T.Tensor((256,), "float32"), y: T.Tensor((256,), "float32")):
+            with T.Kernel(256 // block_m, threads=threads) as bx:
+                for i in T.Parallel(block_m):
+                    y[bx * block_m + i] = x[bx * block_m + i]
+        return main
+
+    assert list(make.signature.parameters) == ["block_m", "threads"]

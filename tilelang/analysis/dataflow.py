@@ -12,7 +12,8 @@ warning must never be a false alarm):
   taken on the first iteration of its loop (``if k == 0:``) counts as taken; a loop runs at
   least once, and since writes never undo one another, the first iteration decides; and a
   branch on the thread index alone (warp roles: ``if tid < 128:``) counts, since the threads of
-  a role read the registers they wrote themselves.
+  a role read the registers they wrote themselves; inside a branch, what an earlier branch of
+  the same condition (structurally, loop variables matched by position) wrote counts as written.
 
 TL0402 reports an ``out_idx`` output never written; without ``out_idx``, a tensor neither read
 nor written only when the kernel writes no tensor at all (an input a feature leaves unread is not
@@ -23,6 +24,7 @@ accumulating into C) does not count.
 
 from __future__ import annotations
 
+import tvm
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
@@ -135,6 +137,7 @@ class _Init:
         self.reported = set()
         self.loops = []          # enclosing loops, innermost last
         self._roles = None       # thread-index variables and names bound to them (``roles()``)
+        self.guarded = []        # (condition, what its then-branch wrote), in program order
 
     def run(self):
         self.visit(self.k.info.body, frozenset())
@@ -179,7 +182,11 @@ class _Init:
 
     def visit_if(self, s, state):
         self.read(s, loads(s.condition), state)
-        then = self.visit(s.then_case, state)
+        # what an earlier branch of the same condition wrote is written here too (``if row < n:
+        # inv[i] = ...`` in one loop, ``if row < n: ... inv[i]`` in the next: TileOPs' attention)
+        same = [w for c, w in self.guarded if tvm.ir.structural_equal(c, s.condition, map_free_vars=True)]
+        then = self.visit(s.then_case, state.union(*same))
+        self.guarded.append((s.condition, then - state))
         other = self.visit(s.else_case, state) if s.else_case is not None else state
         if self._first_iteration(s.condition):
             return then

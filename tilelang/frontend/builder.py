@@ -17,6 +17,7 @@ expression of the user's source (from the traceback's instruction positions).
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from functools import partial
 
@@ -62,6 +63,21 @@ def _op(name):
     if node is None:
         node = _OPS[name] = getattr(doc, name)()
     return node
+
+
+_COMPARISONS = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": operator.ge,
+                "Eq": operator.eq, "NotEq": operator.ne}
+
+
+def _compare(op, a, b):
+    """``a <op> b``; between TIR values through their Python operators, which promote the operand
+    types (``A[i] == m`` of an int64 element and an int32 scalar, TileOPs' GDN prefill), where the
+    script evaluator's comparison requires them equal."""
+    fn = _COMPARISONS.get(op)
+    if fn is None or not any(isinstance(v, Object) and tvm.ir.is_prim_expr(v) for v in (a, b)):
+        return _eval_op(_op(op), [a, b])
+    out = fn(a, b)
+    return out.asobject() if hasattr(out, "asobject") else out
 
 
 def _plain_python(value) -> bool:
@@ -237,7 +253,7 @@ class Builder:
         with self.at(sid):
             result = None
             for i, op in enumerate(ops):
-                sub = _eval_op(_op(op), [values[i], values[i + 1]])
+                sub = _compare(op, values[i], values[i + 1])
                 result = sub if result is None else _eval_op(_op("And"), [result, sub])
             return self._annotate(result)
 

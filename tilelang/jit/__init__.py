@@ -14,6 +14,7 @@ nvcc, a subprocess, runs outside it, so compiles in threads overlap.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -144,7 +145,8 @@ class _JitFactory:
     Kernels are memoised per canonical argument tuple (``func.parse_args``: positional, keyword
     and default spellings of one call share a kernel) and per literal call form (a repeated call
     skips the binding). Upstream's attributes: ``func`` (a ``FactoryFunc``), ``mode`` ("lazy"),
-    ``compile(*args)``, ``par_compile(configs)``, ``get_tir(*args)``, ``get_kernel_source(*args)``.
+    ``compile(*args)``, ``par_compile(configs)``, ``get_tir(*args)``, ``get_kernel_source(*args)``,
+    ``signature``.
     """
 
     __test__ = False   # a kernel factory, not a test: pytest must not collect a ``test_*`` one
@@ -165,6 +167,12 @@ class _JitFactory:
         self._autotuned = callable(bind)
         if self._autotuned:
             bind(out_idx, target, pass_configs, compile_flags)
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The factory's signature (upstream's ``JITImpl.signature``: libraries read the tile
+        parameters it takes from it)."""
+        return inspect.signature(self.factory)
 
     @hide_internal_frames
     def __call__(self, *args, **kwargs):

@@ -1280,6 +1280,16 @@ class _Inference:
             if self.known(buf) is None:
                 self.assign(buf, replicated_fragment([const_int(x) for x in buf.shape], self.T), None,
                             "T.finalize_reducer")
+        for buf in _broadcast_read_fragments(self.info.body):
+            # read inside a T.Parallel nest at an element no loop variable of the nest indexes
+            # (``e_local[i]`` of a serial ``i`` around ``for j in T.Parallel(N)``): every thread
+            # reads it, so every thread holds the whole fragment (upstream replicates it too; laid
+            # out by its writer loop it was read from other threads' registers)
+            if self.known(buf) is None:
+                shape = [const_int(x) for x in buf.shape]
+                self.assign(buf, replicated_fragment(shape, self.T), None,
+                            "its reads inside T.Parallel at elements the loop does not index (replicated: "
+                            "every thread reads them)")
         for buf in _floating_fragments(self.info.body):
             # read or written by scalar code (a ``let``, an ``if`` condition, a serial loop): every
             # thread evaluates that code, so every thread holds every element (upstream's floating
@@ -1667,6 +1677,36 @@ def _reducer_uses_ok(buf, legacy, body) -> bool:
         return not mine(s)
 
     return go(body)
+
+
+def _broadcast_read_fragments(body) -> list:
+    """Fragments read inside a T.Parallel nest at indices that use none of the nest's loop
+    variables, in program order; fragments a gemm, reduction or scan takes (their layout is the
+    operation's) are left out."""
+    written_by_ops = []
+
+    def op_dst(s):
+        if op_name(s) in ("gemm", "gemm_sp", "reduce", "cumsum"):
+            written_by_ops.extend(b for b, _, _ in buffer_accesses(s))
+
+    walk_stmts(body, op_dst)
+    out = []
+
+    def go(s):
+        if s is None:
+            return
+        if is_parallel_nest(s):
+            loop_vars, _, inner = parallel_nest(s)
+            for b, idx, store in buffer_accesses(inner):
+                if (not store and scope_of(b) == FRAGMENT_SCOPE and b not in out and b not in written_by_ops
+                        and not any(uses_vars(i, loop_vars) for i in idx)):
+                    out.append(b)
+            return
+        for c in children(s):
+            go(c)
+
+    go(body)
+    return out
 
 
 def _floating_fragments(body) -> list:
