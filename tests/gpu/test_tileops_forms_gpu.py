@@ -66,3 +66,17 @@ def test_shared_fill_of_each_type(dtype):
     ref = torch.full((48, 64), 3, dtype=tdt, device="cuda")
     ref[8:16, 32:64] = 5
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
+
+
+def test_host_loop_launches_each_stage_in_order():
+    @T.prim_func
+    def kernel(y: T.Tensor((512,), "float32")):
+        for s in range(3):
+            with T.Kernel(4, threads=128) as bx:
+                for i in T.Parallel(128):
+                    y[bx * 128 + i] = y[bx * 128 + i] * 2.0 + s
+
+    y = torch.randn(512, device="cuda")
+    ref = ((y * 2 + 0) * 2 + 1) * 2 + 2
+    tilelang.compile(kernel)(y)
+    torch.testing.assert_close(y, ref)

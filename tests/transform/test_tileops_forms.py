@@ -14,7 +14,12 @@ into slow code (session 41's probe):
   at a larger size a kernel reading other threads' elements; it is replicated now (upstream too);
 * ``A[i] == m`` of an int64 element and an int32 scalar failed in TVM's script evaluator
   (mismatched types); comparisons promote their operands now, as arithmetic does;
-* ``@tilelang.jit`` factories have upstream's ``signature``.
+* ``@tilelang.jit`` factories have upstream's ``signature``;
+* a host-level ``for`` of constant trip count around ``with T.Kernel`` (its FFT stages) launches
+  the kernel once per iteration, the variable a constant in each (was TL0002);
+* ``T.ptx_cp_async`` of TVM's ``T.tvm_access_ptr`` operands (its AdaLayerNorm prefetch);
+* ``T.wgmma_gemm`` inside ``with T.ws(0)`` of a 384-thread block: the checker that runs at compile
+  time laid it out for the whole block (three warp groups) and refused it.
 Each kernel's CUDA is compiled with nvcc.
 """
 
@@ -137,3 +142,78 @@ def test_jit_factory_has_a_signature():
         return main
 
     assert list(make.signature.parameters) == ["block_m", "threads"]
+
+
+def test_host_loop_around_a_kernel_launches_it_per_iteration():
+    # TileOPs' FFT: `for s in range(stages): with T.Kernel(...)`, the kernel launched once a stage
+    @T.prim_func
+    def kernel(y: T.Tensor((512,), "float32")):
+        for s in range(3):
+            with T.Kernel(4, threads=128) as bx:
+                for i in T.Parallel(128):
+                    y[bx * 128 + i] = y[bx * 128 + i] * 2.0 + s
+
+    art = tilelang.lower(kernel, "sm_90a")
+    assert len(art.parts) == 3
+    for s, part in enumerate(art.parts):
+        assert nvcc.compile_cubin(part.source, part.arch, part.compile_flags)[:4] == b"\x7fELF"
+        if s:       # the stage a constant in each launch (1.0, 2.0)
+            assert f"0x1p+1f/*2.000000e+00*/) + 0x1p+{s - 1}f/*{float(s):e}*/)" in part.source
+
+
+def test_host_loop_of_a_run_time_trip_count_is_a_located_error():
+    @T.prim_func
+    def kernel(y: T.Tensor((512,), "float32"), n: T.int32):
+        for s in range(n):
+            with T.Kernel(4, threads=128) as bx:
+                for i in T.Parallel(128):
+                    y[bx * 128 + i] = y[bx * 128 + i] * 2.0
+
+    try:
+        tilelang.lower(kernel, "sm_90a")
+    except Exception as e:      # noqa: BLE001
+        assert "TL0002" in str(e) and "host-level loop" in str(e) and ":" in str(e)
+    else:
+        raise AssertionError("a host loop of a run-time trip count compiled")
+
+
+def test_cp_async_of_tvm_access_pointers():
+    # TileOPs' AdaLayerNorm prefetch: TVM's T.tvm_access_ptr(type, buf.data, offset, extent, rw)
+    @T.prim_func
+    def kernel(x: T.Tensor((1024,), "float16"), y: T.Tensor((1024,), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((1024,), "float16")
+            for j in T.Parallel(256):
+                T.ptx_cp_async(T.tvm_access_ptr(T.type_annotation("float16"), s.data, j * 4, 4, 2),
+                               T.tvm_access_ptr(T.type_annotation("float16"), x.data, j * 4, 4, 1), 4)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(s, y)
+
+    body = _body(kernel)
+    assert "tl::cp_async_gs<8>" in body
+
+
+def test_wgmma_gemm_in_one_role_of_a_384_thread_block():
+    # TileOPs' prefill attention: T.wgmma_gemm inside `with T.ws(0)` of three warp groups is laid
+    # out for that role's 128 threads (the checker, run at compile time, took the whole block)
+    @tilelang.jit
+    def make(threads=384):
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((128, 64), "float16"),
+                 C: T.Tensor((64, 128), "float32")):
+            with T.Kernel(1, threads=threads):
+                As = T.alloc_shared([64, 64], "float16")
+                Bs = T.alloc_shared([128, 64], "float16")
+                with T.ws(0):
+                    T.copy(A, As)
+                    T.copy(B, Bs)
+                    acc = T.alloc_fragment([64, 128], "float32")
+                    T.wgmma_gemm(As, Bs, acc, transpose_B=True, clear_accum=True)
+                    T.wait_wgmma(0)
+                    T.copy(acc, C)
+        return main
+
+    source = make().get_kernel_source()
+    assert "tl::wgmma_gemm_ss_desc<64, 128, 64, 1," in source and "if (((int)threadIdx.x) < 128) {" in source

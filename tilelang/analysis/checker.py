@@ -33,7 +33,7 @@ from tilelang.analysis.report import CheckContext, Reporter
 from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
-from tilelang.transform import attention_schedule, stage_operands, widen_threads
+from tilelang.transform import attention_schedule, stage_operands, user_ws, widen_threads
 from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
 from tilelang.transform.layout_inference import infer_layouts
 
@@ -113,7 +113,8 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)
         func = widen_threads.widen(staged, target_arch, dict(ctx.pass_configs))
-        info = analyze_kernel(func)
+        # (T.ws blocks: the compute role's threads, as the compiler lays them out)
+        info = user_ws.apply(analyze_kernel(func), target_arch)
     except LoweringError as err:
         _report_lowering(rep, err)
         return None, sort_diagnostics(rep.finish())

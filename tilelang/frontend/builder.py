@@ -70,11 +70,12 @@ _COMPARISONS = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE":
 
 
 def _compare(op, a, b):
-    """``a <op> b``; between TIR values through their Python operators, which promote the operand
-    types (``A[i] == m`` of an int64 element and an int32 scalar, TileOPs' GDN prefill), where the
-    script evaluator's comparison requires them equal."""
+    """``a <op> b``; between two TIR values of different types through their Python operators,
+    which promote the operand types (``A[i] == m`` of an int64 element and an int32 scalar,
+    TileOPs' GDN prefill), where the script evaluator's comparison requires them equal."""
     fn = _COMPARISONS.get(op)
-    if fn is None or not any(isinstance(v, Object) and tvm.ir.is_prim_expr(v) for v in (a, b)):
+    exprs = [v for v in (a, b) if isinstance(v, Object) and tvm.ir.is_prim_expr(v)]
+    if fn is None or len(exprs) < 2 or str(exprs[0].ty) == str(exprs[1].ty):
         return _eval_op(_op(op), [a, b])
     out = fn(a, b)
     return out.asobject() if hasattr(out, "asobject") else out

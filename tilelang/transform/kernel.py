@@ -259,9 +259,27 @@ def split_kernels(func):
     return KernelSplit(funcs, workspaces)
 
 
+HOST_LOOP_LIMIT = 64     # launches a host-level `for` around `with T.Kernel` may unroll into
+
+
 def _flatten(stmt) -> list:
+    """The top-level statements of a prim_func body; a host-level ``for`` of constant extent whose
+    body launches kernels (``for s in range(stages): with T.Kernel(...)``, TileOPs' FFT) unrolled,
+    its variable a constant in each copy: those kernels launch in that order, as upstream's host
+    loop launches them."""
     if isinstance(stmt, tirx.SeqStmt):
         return [x for c in stmt.seq for x in _flatten(c)]
+    if isinstance(stmt, tirx.For) and _launch_sites(stmt.body):
+        lo, n = const_int(stmt.min), const_int(stmt.extent)
+        if lo is None or n is None or n > HOST_LOOP_LIMIT or stmt.kind not in (tirx.ForKind.SERIAL,
+                                                                              tirx.ForKind.UNROLLED):
+            raise LoweringError(
+                "TL0002", f"a host-level loop around `with T.Kernel(...)` launches its kernels once per iteration "
+                f"here only for a constant trip count of at most {HOST_LOOP_LIMIT} (got {stmt.extent})",
+                getattr(stmt, "span", None),
+                notes=["Launch the kernel from a Python loop instead (one jit kernel, called once per step), "
+                       "or pass the step as a kernel argument."])
+        return [x for k in range(n) for x in _flatten(substitute_stmt(stmt.body, {stmt.loop_var: i32(lo + k)}))]
     return [stmt]
 
 

@@ -15,9 +15,11 @@ Anything malformed is a ``LoweringError`` (TL0002) at the op's statement.
 
 from __future__ import annotations
 
+import contextvars
+
 from tvm import ir, tirx
 
-from tilelang.tir_utils import ExprRewriter, any_expr, const_int, seq, simplify, substitute
+from tilelang.tir_utils import ExprRewriter, any_expr, const_int, dtype_of, seq, simplify, substitute, walk_stmts
 from tilelang.transform.kernel import LoweringError
 
 ACCESS_PTR = "tl.access_ptr"
@@ -54,12 +56,30 @@ class _Rewriter(ExprRewriter):
         return e
 
 
+# data variable -> Buffer of the function being lowered (``lower_pointer_ops``), for TVM's
+# ``T.tvm_access_ptr``, which names a buffer by its data variable
+_BUFFERS: contextvars.ContextVar = contextvars.ContextVar("tl_pointer_ops_buffers", default=())
+
+
 def _element(ptr, what, span):
-    """The element load an access pointer (or address_of) points at."""
+    """The element load an access pointer (or address_of) points at; TVM's
+    ``T.tvm_access_ptr(T.type_annotation(dtype), buf.data, offset, extent, rw)`` (TileOPs' norms)
+    the element at ``offset`` (row-major) of the buffer whose data it names, in that dtype."""
     if isinstance(ptr, ir.Call) and _op_name(ptr) == ACCESS_PTR:
         return ptr.args[0]
     if isinstance(ptr, ir.Call) and getattr(ptr.op, "name", "") == "tirx.address_of":
         return ptr.args[0]
+    if isinstance(ptr, ir.Call) and getattr(ptr.op, "name", "") == "tirx.tvm_access_ptr" and len(ptr.args) == 5:
+        data = ptr.args[1]
+        if isinstance(data, ir.Call) and getattr(data.op, "name", "") == "tirx.buffer_data":
+            data = data.args[0]         # (``s.data`` in a script)
+        buf = next((b for v, b in _BUFFERS.get() if v.same_as(data) or b.same_as(data)), None)
+        if buf is not None and dtype_of(ptr.args[0]) == str(buf.dtype):
+            idx, rest = [], ptr.args[2]
+            for n in reversed(list(buf.shape)[1:]):
+                idx.append(tirx.floormod(rest, n))
+                rest = tirx.floordiv(rest, n)
+            return tirx.BufferLoad(buf, [simplify(i) for i in [rest] + idx[::-1]])
     raise LoweringError("TL0002", f"T.ptx_cp_async: the {what} must be T.access_ptr(...) or T.address_of(...) "
                         f"of an element, got {ptr}", span)
 
@@ -157,4 +177,11 @@ def lower_pointer_ops(func):
     """``func`` with ``tl.access_ptr`` and ``tl.ptx_cp_async`` lowered (see the module doc)."""
     if not _has_ours(func.body):
         return func
-    return func.with_body(_stmt(func.body))
+    bufs = [(b.data, b) for b in func.buffer_map.values()]
+    walk_stmts(func.body, lambda st: bufs.append((st.buffer.data, st.buffer))
+               if isinstance(st, (tirx.AllocBuffer, tirx.DeclBuffer)) else None)
+    token = _BUFFERS.set(tuple(bufs))
+    try:
+        return func.with_body(_stmt(func.body))
+    finally:
+        _BUFFERS.reset(token)
