@@ -24,6 +24,7 @@ from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
 from tilelang.tir_utils import children, const_int, substitute, tensor_loads, uses_vars, walk_stmts
+from tilelang.transform.barrier_hoist import loop_alike
 from tilelang.transform.kernel import SHARED_SCOPES, scope_of
 from tilelang.transform.thread_regions import (barrier_threads, reads_any, thread_condition, thread_values,
                                                thread_varying)
@@ -84,9 +85,7 @@ class _Divergence:
                 lo, n = const_int(s.min), const_int(s.extent)
                 inner = {**loops, s.loop_var: (lo, n)} if lo is not None and n is not None else {**loops,
                                                                                              s.loop_var: None}
-                alike = s.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED) and not any(
-                    uses_vars(b, self.tvars) or self.varies(b) or tensor_loads(b) for b in (s.min, s.extent))
-                visit(s.body, inner, hoistable and alike)
+                visit(s.body, inner, hoistable and loop_alike(s, self.tvars, self.varies))
                 return
             if isinstance(s, tirx.While):
                 hoistable = False

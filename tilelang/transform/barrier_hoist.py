@@ -68,8 +68,8 @@ def _cut(lw, stmts, local):
             cur = []
         elif not _has_marker(s):
             cur.append(s)
-        elif (isinstance(s, tirx.For) and s.kind in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED)
-              and _alike(lw, [s.min, s.extent], local)):
+        elif isinstance(s, tirx.For) and loop_alike(s, getattr(lw, "thread_vars", None) or [],
+                                                    getattr(lw, "_varies", lambda e: False), local):
             inner = _cut(lw, flatten([s.body]), local)
             if inner is None:
                 return None
@@ -80,13 +80,15 @@ def _cut(lw, stmts, local):
     return out + [("part", cur)]
 
 
-def _alike(lw, exprs, local) -> bool:
-    """Whether every thread computes ``exprs`` alike outside the branch: no thread index, no value
-    that differs between threads, nothing read from memory, nothing the branch defines."""
-    tvars = getattr(lw, "thread_vars", None) or []
-    varies = getattr(lw, "_varies", lambda e: False)
-    return not any(uses_vars(e, tvars) or varies(e) or tensor_loads(e) or (local and uses_vars(e, local))
-                   for e in exprs)
+def loop_alike(loop, thread_vars, varies, local=()) -> bool:
+    """Whether every thread runs ``loop`` alike outside the branch, so that a barrier in it can be
+    split out with it: a serial or unrolled loop whose bounds read no thread index, no value that
+    differs between threads (``varies``), no memory and nothing the branch defines (``local``).
+    The checker's TL0404 asks the same (``analysis/divergence.py``)."""
+    if loop.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+        return False
+    return not any(uses_vars(e, thread_vars) or varies(e) or tensor_loads(e) or (local and uses_vars(e, local))
+                   for e in (loop.min, loop.extent))
 
 
 def _parts(tree):

@@ -165,13 +165,18 @@ def _vector_width(lw, src, dst, sd, dd, tile):
                 row = const_int(region.buffer.shape[-1])
                 ok = ok and row is not None and row % vec == 0 and strides[-1] == 1
                 ok = ok and all(_multiple_of(lw, st, vec) for st in _stride_exprs(region.buffer)[:-1])
-            ms = lw.an.modular_set(start)
-            ok = ok and ms.coeff % vec == 0 and ms.base % vec == 0
-            ok = ok and _shared_rows_aligned(lw, region, vec)
+            ok = ok and _starts_aligned(lw, region, start, vec)
             if ok:
                 break
             vec //= 2
     return vec
+
+
+def _starts_aligned(lw, region, start, vec) -> bool:
+    """Whether a region whose inner start is ``start`` begins every row at a multiple of ``vec``
+    elements (the start's residues, and a plain shared buffer's row strides)."""
+    ms = lw.an.modular_set(start)
+    return ms.coeff % vec == 0 and ms.base % vec == 0 and _shared_rows_aligned(lw, region, vec)
 
 
 def _shared_rows_aligned(lw, region, vec) -> bool:
@@ -1047,13 +1052,9 @@ def _fill_width(lw, region, dims, tile) -> int:
         return 1
     vec = 16 // size
     start = lw.rewrite(region.starts[dims[-1]])
-    while vec > 1:
-        ms = lw.an.modular_set(start)
-        if (tile[-1] % vec == 0 and ms.coeff % vec == 0 and ms.base % vec == 0
-                and _shared_rows_aligned(lw, region, vec)):
-            return vec
+    while vec > 1 and not (tile[-1] % vec == 0 and _starts_aligned(lw, region, start, vec)):
         vec //= 2
-    return 1
+    return vec
 
 
 def _fill_dynamic(lw, region, dims, ext, value, span):
