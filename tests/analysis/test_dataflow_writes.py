@@ -114,3 +114,31 @@ def test_host_level_bindings_before_the_kernel_are_accepted():
 def test_two_kernels_are_checked_part_by_part():
     # Y is written by the second kernel only: no TL0402 for the first part
     assert _codes(two_kernels(), out_idx=[2]) == []
+
+
+def flagged_metadata(else_zeroes=True):
+    """TileOPs' persistent grouped GEMM: a tile's metadata is written where ``i < total`` (which
+    sets ``v[0] = 1``, else 0) and read only under ``if v[0] != 0``."""
+    @T.prim_func
+    def kernel(A: T.Tensor((1024,), "float32"), total: T.int32, B: T.Tensor((1024,), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            ms = T.alloc_local((1,), "int32")
+            v = T.alloc_local((1,), "int32")
+            v[0] = 0
+            for w in T.serial(4):
+                i = bx * 4 + w
+                if i < total:
+                    ms[0] = i * 64
+                    v[0] = 1
+                else:
+                    if else_zeroes:
+                        v[0] = 0
+                if v[0] != 0:
+                    B[ms[0] + T.get_thread_binding()] = A[ms[0] + T.get_thread_binding()]
+    return kernel
+
+
+def test_a_read_under_the_flag_its_write_set_is_initialised():
+    assert "TL0401" not in _codes(flagged_metadata())
+    # without the else's reset the flag may still be set from an earlier iteration's write: no proof
+    assert "TL0401" in _codes(flagged_metadata(else_zeroes=False))

@@ -90,10 +90,11 @@ def test_persistent_gemm_blocks_loop_over_many_tiles(monkeypatch, sms, M, N, K):
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     ref = a.float() @ b.float()
     # 128x256 s4 with the register epilogue (a shared stage would not fit beside its ring: it
-    # would run one tile per block), 128x128 s3 with the compiler's epilogue stage + TMA stores
+    # would run one tile per block), 128x128 s3 over two consumer warp groups with the compiler's
+    # epilogue stage + TMA stores (with one, two blocks fit an SM and the grid is not persistent)
     for cfg, configs in ((dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
                           {"tl.disable_epilogue_staging": True}),
-                         (dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
+                         (dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                           {"tl.disable_block_pair": True})):   # (a pair of blocks per SM is not persistent)
         kernel = tilelang.compile(gemm.matmul.get_prim_func(M, N, K, **cfg), out_idx=[-1], pass_configs=configs)
         assert "NUM_SMS" in kernel.artifact.grid[0]

@@ -13,7 +13,9 @@ warning must never be a false alarm):
   least once, and since writes never undo one another, the first iteration decides; and a
   branch on the thread index alone (warp roles: ``if tid < 128:``) counts, since the threads of
   a role read the registers they wrote themselves; inside a branch, what an earlier branch of
-  the same condition (structurally, loop variables matched by position) wrote counts as written.
+  the same condition (structurally, loop variables matched by position) wrote counts as written,
+  and so does what a branch that set a scalar flag nonzero wrote (``if i < total: ...; v[0] = 1``
+  with ``else: v[0] = 0``) inside a later ``if v[0] != 0`` (until the flag is stored again).
 
 TL0402 reports an ``out_idx`` output never written; without ``out_idx``, a tensor neither read
 nor written only when the kernel writes no tensor at all (an input a feature leaves unread is not
@@ -28,7 +30,7 @@ import tvm
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.tir_utils import const_int, tvm_ffi_walk, walk_stmts
+from tilelang.tir_utils import const_int, flatten, tvm_ffi_walk, walk_stmts
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, op_name
 
 TRACKED = (FRAGMENT_SCOPE, "local")
@@ -138,6 +140,7 @@ class _Init:
         self.loops = []          # enclosing loops, innermost last
         self._roles = None       # thread-index variables and names bound to them (``roles()``)
         self.guarded = []        # (condition, what its then-branch wrote), in program order
+        self.flags = {}          # scalar -> what was written where it was set nonzero (``_flag_set``)
 
     def run(self):
         self.visit(self.k.info.body, frozenset())
@@ -163,6 +166,8 @@ class _Init:
             self.read(s, loads(s.value), state)
             return state
         reads, writes, first = effects(s)
+        for w in writes:
+            self.flags.pop(w, None)
         if isinstance(s, tirx.Evaluate) and op_name(s) is None:
             # an extern call given an element's address (ldmatrix into a register array, a
             # dequantiser writing its output) may write through it: not a read of its value
@@ -185,9 +190,16 @@ class _Init:
         # what an earlier branch of the same condition wrote is written here too (``if row < n:
         # inv[i] = ...`` in one loop, ``if row < n: ... inv[i]`` in the next: TileOPs' attention)
         same = [w for c, w in self.guarded if tvm.ir.structural_equal(c, s.condition, map_free_vars=True)]
+        flag = _flag_test(s.condition)
+        if flag is not None and flag in self.flags:   # ``if v[0] != 0:`` of an earlier ``v[0] = 1``
+            same.append(self.flags[flag])
         then = self.visit(s.then_case, state.union(*same))
         self.guarded.append((s.condition, then - state))
         other = self.visit(s.else_case, state) if s.else_case is not None else state
+        for flag, wrote in ((_flag_set(s.then_case, s.else_case), then - state),
+                            (_flag_set(s.else_case, s.then_case), other - state)):
+            if flag is not None:
+                self.flags[flag] = wrote
         if self._first_iteration(s.condition):
             return then
         if self._thread_role(s.condition):
@@ -263,6 +275,35 @@ class _Init:
             if alloc is None or (span is not None and span.line > alloc.line):
                 return loop
         return stmt
+
+
+def _scalar_store(stmt):
+    """(scalar, constant) of a top-level ``v[0] = c`` of a branch (None where there is none)."""
+    for c in flatten([stmt]) if stmt is not None else []:
+        if isinstance(c, tirx.BufferStore) and len(c.indices) == 1 and const_int(c.indices[0]) == 0 \
+                and const_int(c.value) is not None:
+            yield c.buffer, const_int(c.value)
+
+
+def _flag_set(branch, other):
+    """The scalar a branch sets nonzero while the other sets it to 0 (``if i < total: ...; v[0] = 1
+    else: v[0] = 0``, TileOPs' persistent grouped GEMM): a later ``if v[0] != 0`` runs only
+    after that branch."""
+    zeroed = {b for b, c in _scalar_store(other) if c == 0}
+    for b, c in _scalar_store(branch):
+        if c != 0 and b in zeroed:
+            return b
+    return None
+
+
+def _flag_test(cond):
+    """The scalar ``v`` of a condition ``v[0] != 0`` / ``v[0] == c`` (c nonzero) / ``v[0] > 0``."""
+    if isinstance(cond, (tirx.NE, tirx.GT)) and const_int(cond.b) == 0 or \
+            isinstance(cond, tirx.EQ) and const_int(cond.b) not in (None, 0):
+        load = cond.a
+        if isinstance(load, ir.TensorLoad) and len(load.indices) == 1 and const_int(load.indices[0]) == 0:
+            return load.source
+    return None
 
 
 def _walk_leaves(stmt, fn, conds=()):

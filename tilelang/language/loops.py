@@ -59,6 +59,9 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
     ``annotations`` are upstream's pass hints (``T.WSID``...), with no meaning here."""
     if stop is None:
         start, stop = 0, start
+    # bounds of a 64-bit integer type (``T.Pipelined(seq_end - seq_start)`` of int64 offsets:
+    # TileOPs' prefill kernels) give an int32 loop: its trip count is a number of tiles
+    start, stop = _narrow(start), _narrow(stop)
     num_stages = int(num_stages)
     if order is None and stage is None:
         num_stages = _stages_for_trip_count(start, stop, num_stages)
@@ -68,6 +71,14 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
     if stage is not None:
         ann[STAGE_ATTR] = [int(x) for x in stage]
     return builder.serial(start, stop, annotations=ann)
+
+
+def _narrow(bound):
+    from tvm import tirx
+
+    if hasattr(bound, "ty") and str(getattr(bound.ty, "dtype", "")) == "int64":
+        return tirx.Cast("int32", bound)
+    return bound
 
 
 def _stages_for_trip_count(start, stop, num_stages: int) -> int:

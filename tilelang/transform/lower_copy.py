@@ -54,8 +54,8 @@ def _match(lw, src: Region, dst: Region, span, what="T.copy"):
     if not sd and not de and not dd and not se:   # one element to one element: a 1-long tile
         sd, se = [len(src.starts) - 1], [1]
         dd, de = [len(dst.starts) - 1], [1]
-    se_c = [const_int(lw.rewrite(e)) for e in se]
-    de_c = [const_int(lw.rewrite(e)) for e in de]
+    se_c = [const_int(lw.static(e)) for e in se]
+    de_c = [const_int(lw.static(e)) for e in de]
     if None in se_c or None in de_c:
         raise LoweringError("TL0601", f"{what} extents must be compile-time constants", span)
     if se_c != de_c:
@@ -65,18 +65,39 @@ def _match(lw, src: Region, dst: Region, span, what="T.copy"):
     return sd, dd, se_c
 
 
+def _static_region(lw, call) -> Region:
+    """The region of a tile op's argument, each extent that is constant given the values in scope
+    (``Lowerer.static``) that constant."""
+    region = decode_region(call)
+    extents = []
+    for e in region.extents:
+        c = const_int(lw.static(e))
+        extents.append(e if c is None else tirx.const(c, dtype_of(e)))
+    return Region(region.buffer, region.starts, extents, region.access)
+
+
 def _bounded_tile(lw, src: Region, dst: Region):
-    """For a copy whose extents are known only at run time (``T.copy(x[r0:r0 + n, :], s[0:n, :])``,
-    TileOPs' ragged pooling): (src dims, dst dims, tile, limits), the tile at each such extent's
-    compile-time bound (a shared or local side's room from its start, or what the analyzer bounds
-    it by) and ``limits`` {tile dim: the run-time extent} that the copy's elements are guarded by;
-    None where the copy has constant extents, or where an extent has no bound or the two sides'
-    extents cannot be paired (``_match`` then says why)."""
+    """For a copy whose extents are known only at run time: (src dims, dst dims, tile, limits), or
+    None where the copy has constant extents or its extents cannot be paired (``_match`` then says
+    why). Two cases, per dimension:
+
+    - both extents the same run-time value (``T.copy(x[r0:r0 + n, :], s[0:n, :])``, TileOPs'
+      ragged pooling): the tile at its compile-time bound (a shared or local side's room from its
+      start, or what the analyzer bounds it by);
+    - one a run-time value, the other a constant (``T.copy(cu_seqlens[:n - 1], frag)`` of a
+      fixed-size fragment, TileOPs' prefill utils): the tile at the constant, as upstream sizes
+      such a copy by its on-chip side.
+
+    ``limits`` {tile dim: (run-time extent, fill)}: tile positions from that extent on move
+    nothing; with ``fill`` (only the source's extent is at run time, the destination is on chip)
+    they get what a read past the source gives (``T.annotate_safe_value``, else 0), as elements
+    past a tensor's end do (upstream reads on to the tensor's end there)."""
     sd, se = src.nonunit()
     dd, de = dst.nonunit()
-    se, de = [lw.rewrite(e) for e in se], [lw.rewrite(e) for e in de]
+    se, de = [lw.static(e) for e in se], [lw.static(e) for e in de]
     if len(se) != len(de) or all(const_int(e) is not None for e in se + de):
         return None
+    on_chip = scope_of(dst.buffer) != "global"
     tile, limits = [], {}
     for k, (a, b) in enumerate(zip(se, de)):
         ca, cb = const_int(a), const_int(b)
@@ -85,7 +106,11 @@ def _bounded_tile(lw, src: Region, dst: Region):
                 return None
             tile.append(ca)
             continue
-        if ca is not None or cb is not None or not lw.prove(tirx.EQ(a, b)):
+        if ca is not None or cb is not None:
+            tile.append(ca if ca is not None else cb)
+            limits[k] = (b, False) if ca is not None else (a, on_chip)
+            continue
+        if not lw.prove(tirx.EQ(a, b)):
             return None
         bounds = []
         top = lw.an.const_int_bound(a).max_value
@@ -98,8 +123,16 @@ def _bounded_tile(lw, src: Region, dst: Region):
         if not bounds or min(bounds) <= 0:
             return None
         tile.append(min(bounds))
-        limits[k] = a
+        limits[k] = (a, False)
     return sd, dd, tile, limits
+
+
+def _limit_conds(limits, pos):
+    """(skip, fill) conditions of ``_bounded_tile``'s limits at tile position ``pos`` (None: none)."""
+    conds = {False: [], True: []}
+    for k, (e, fill) in sorted(limits.items()):
+        conds[fill].append(tirx.LT(pos[k], e))
+    return tuple(functools.reduce(tirx.And, c) if c else None for c in (conds[False], conds[True]))
 
 
 def _indices(region: Region, dims, pos, lw):
@@ -117,6 +150,8 @@ def _in_bounds(lw, region: Region, idx, dims, span_vec=1):
     conds = []
     for d in dims:
         shape = region.buffer.shape[d]
+        if dtype_of(shape) != dtype_of(idx[d]):   # (an int64 start: offsets of a ragged batch)
+            shape = tirx.Cast(dtype_of(idx[d]), shape)
         if not lw.prove(tirx.LT(idx[d], shape)):
             conds.append(tirx.LT(idx[d], shape))
     if not conds:
@@ -252,7 +287,7 @@ def _ptr(lw, region, idx):
 
 def lower_copy(lw, stmt):
     args = stmt.value.args
-    src, dst = decode_region(args[0]), decode_region(args[1])
+    src, dst = _static_region(lw, args[0]), _static_region(lw, args[1])
     s_scope, d_scope = scope_of(src.buffer), scope_of(dst.buffer)
     forced = len(args) > 3 and const_int(args[3]) == 3      # T.async_copy: cp.async, no wait
     if forced and (s_scope != "global" or d_scope not in SHARED_SCOPES):
@@ -580,8 +615,8 @@ def _vector_walk(tile, vec, threads, tid):
 
 def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=False, limits=None):
     """Each thread moves vectors q = it * T + tid of the tile (row-major order); ``per_thread``
-    (a thread-local side): every thread moves all of them. ``limits`` {tile dim: extent}: only the
-    vectors that start below those extents move (``_bounded_tile``)."""
+    (a thread-local side): every thread moves all of them. ``limits``: ``_bounded_tile``'s, the
+    vectors that start at or past those extents moving nothing or safe values."""
     threads, tid = (1, i32(0)) if per_thread else (lw.T, lw.tid)
     it, iters, q, total, pos = _vector_walk(tile, vec, threads, tid)
     lw.an.bind(it, tvm.ir.Range(0, iters))     # (the bound checks below see the walk's extent)
@@ -642,8 +677,14 @@ def _threaded_copy(lw, src, dst, sd, dd, tile, vec, use_async, span, per_thread=
             else:
                 one = tirx.IfThenElse(guard, one, None)
     if limits:
-        inside = [tirx.LT(pos[k], e) for k, e in sorted(limits.items())]
-        one = tirx.IfThenElse(functools.reduce(tirx.And, inside), one, None)
+        skip, fill = _limit_conds(limits, pos)
+        if fill is not None:   # the destination's tile past the source's extent: safe values
+            zero = _safe_fill(lw, src, dst, d_idx, vec, span)
+            if total % threads:
+                zero = tirx.IfThenElse(tirx.LT(q, i32(total)), zero, None)
+            one = tirx.IfThenElse(fill, one, zero)
+        if skip is not None:
+            one = tirx.IfThenElse(skip, one, None)
     if iters == 1:
         return one
     return tirx.For(it, i32(0), i32(iters), tirx.ForKind.SERIAL, one, annotations={"pragma_unroll": True}, span=span)
@@ -832,14 +873,16 @@ def _copy_fragment(lw, src, dst, stmt):
     frag_side = src if scope_of(src.buffer) == FRAGMENT_SCOPE else dst
     other = dst if frag_side is src else src
     layout = lw.layouts.fragments[frag_side.buffer]
-    sd, dd, tile = _match(lw, src, dst, stmt.span)
-    if frag_side is src and scope_of(dst.buffer) in SHARED_SCOPES:
+    bounded = _bounded_tile(lw, src, dst)
+    limits = bounded[3] if bounded is not None else {}
+    sd, dd, tile = bounded[:3] if bounded is not None else _match(lw, src, dst, stmt.span)
+    if frag_side is src and scope_of(dst.buffer) in SHARED_SCOPES and not limits:
         matrices = _stmatrix(lw, src, dst, layout, sd, dd, tile, stmt)
         if matrices is not None:
             return matrices
     fd, od = (sd, dd) if frag_side is src else (dd, sd)
     n = max(layout.local_size, 1)
-    vec = _fragment_vector(lw, layout, frag_side, other, fd, od, tile)
+    vec = 1 if limits else _fragment_vector(lw, layout, frag_side, other, fd, od, tile)
     w, lane = tirx.Var("w", "int32"), tirx.Var("l", "int32")
     lw.bind_loop(w, n // vec)
     base = w * vec if vec > 1 else w
@@ -908,6 +951,13 @@ def _copy_fragment(lw, src, dst, stmt):
             zero = _lanes(lane, vec, tirx.BufferStore(f_buf, safe_value(lw.info, other.buffer, dst.dtype), f_flat),
                           serial=True)
             body = tirx.IfThenElse(guard, body, zero)
+    if limits:   # run-time extents (``_bounded_tile``): past them nothing, or safe values
+        skip, fill = _limit_conds(limits, pos)
+        if fill is not None:
+            zero = tirx.BufferStore(f_buf, safe_value(lw.info, other.buffer, dst.dtype), f_flat)
+            body = tirx.IfThenElse(fill, body, zero)
+        if skip is not None:
+            body = tirx.IfThenElse(skip, body, None)
     if inside is not None:
         body = tirx.IfThenElse(inside, body, None)
     if n // vec == 1:
@@ -974,7 +1024,7 @@ def _lanes(lane, vec, body, serial=False):
 
 
 def lower_fill(lw, stmt):
-    region = decode_region(stmt.value.args[0])
+    region = _static_region(lw, stmt.value.args[0])
     value = lw.rewrite(stmt.value.args[1])
     dtype = region.dtype
     if not (hasattr(value, "ty") and dtype_of(value) == dtype):
@@ -1084,7 +1134,7 @@ def _fill_dynamic(lw, region, dims, ext, value, span):
 
 def lower_atomic(lw, stmt):
     args = stmt.value.args
-    dst, src = decode_region(args[0]), decode_region(args[1])
+    dst, src = _static_region(lw, args[0]), _static_region(lw, args[1])
     kind = str(args[2].value)
     if scope_of(src.buffer) != FRAGMENT_SCOPE:
         return _threaded_atomic(lw, src, dst, kind, stmt)

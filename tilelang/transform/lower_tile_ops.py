@@ -34,8 +34,9 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, evaluate_extern, extern_name, has_load, i32, map_stmts,
-                                seq, simplify, substitute_stmt, uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, any_expr, const_int, dtype_of, evaluate_extern, extern_name, has_load,
+                                i32, map_stmts, seq, simplify, substitute, substitute_stmt, tvm_ffi_walk, uses_vars,
+                                walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
@@ -91,6 +92,8 @@ class Lowerer:
         self.loop_depth = 0       # loops (serial, T.Pipelined, while) of more than one iteration around the statement
         self.loops = []           # ... those of them that are `for` loops, outer to inner (as written)
         self.assumed = []         # T.assume conditions holding at the statement being lowered (``lower``)
+        self.values = {}          # Bind variable -> its value, where that reads no memory (``static``)
+        self.known = {}           # local scalar -> the value last stored to it, while still current (``static``)
         self.loop_words = {}      # loop -> its live fragment words a thread (lower_reduce._fold_lanes)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
@@ -363,11 +366,45 @@ class Lowerer:
                 return bool(self.an.can_prove(cond))
         return bool(self.an.can_prove(cond))
 
+    def bind(self, stmt, loop=None):
+        """A ``Bind``, its value rewritten; one that reads no memory is remembered for ``static``."""
+        if not any_expr(stmt.value, lambda e: isinstance(e, (ir.TensorLoad, tirx.Call))):
+            self.values[stmt.var] = stmt.value
+        return tirx.Bind(stmt.var, self.rewrite(stmt.value, loop), span=stmt.span)
+
+    def static(self, expr):
+        """``expr`` (a tile extent) rewritten and simplified; where that is no constant but becomes
+        a positive one with the values of the variables and scalars it reads put in (``right =
+        base + 64; left = right - 64``: ``right - left`` is 64, TileOPs' prefill kernels), that
+        constant. A scalar's value is known from its last store in the statements lowered so far,
+        up to any statement that may store to it or to what the value reads (``lower``); not in
+        pipelined loops, which lower their statements out of order."""
+        plain = self.an.simplify(self.rewrite(expr))
+        if const_int(plain) is not None or not (self.values or self.known):
+            return plain
+        known = _KnownScalars(self.known)
+        for _ in range(8):
+            wider = known.visit(substitute(expr, self.values))
+            if wider.same_as(expr):
+                break
+            expr = wider
+            value = const_int(self.an.simplify(self.rewrite(expr)))
+            if value is not None and value > 0:    # (0: variables not yet set, as stored at allocation)
+                return tirx.const(value, dtype_of(plain))
+        return plain
+
     def bind_loop(self, var, extent):
         self.an.bind(var, tvm.ir.Range(0, extent))
 
     # ----- statements --------------------------------------------------------------------
     def lower(self, stmt):
+        if isinstance(stmt, tirx.BufferStore) and _is_scalar(stmt.buffer):
+            self._forget([stmt.buffer])
+            if not self.pipelining and not uses_vars(stmt.value, [stmt.buffer]):
+                self.known[stmt.buffer] = stmt.value
+        elif isinstance(stmt, (tirx.For, tirx.While)) and self.known:
+            # a loop storing to a scalar: what was known of it may not hold from its second iteration
+            self._forget(_written(stmt))
         if isinstance(stmt, (tirx.IfThenElse, tirx.For, tirx.While)):
             # a T.assume inside holds there only: the assumptions go back to the enclosing ones
             saved = list(self.assumed)
@@ -375,7 +412,20 @@ class Lowerer:
                 return self._lower_stmt(stmt)
             finally:
                 self.assumed = saved
-        return self._lower_stmt(stmt)
+                if self.known:
+                    self._forget(_written(stmt))
+        out = self._lower_stmt(stmt)
+        if not isinstance(stmt, (tirx.BufferStore, tirx.Bind, tirx.SeqStmt)) and self.known:
+            self._forget(_written(stmt))
+        return out
+
+    def _forget(self, buffers):
+        """``known`` without the scalars ``buffers`` and what was computed from them."""
+        gone = [b for b in buffers if _is_scalar(b)]
+        while gone:
+            for b in gone:
+                self.known.pop(b, None)
+            gone = [b for b, v in self.known.items() if uses_vars(v, gone)]
 
     def _lower_stmt(self, stmt):
         if isinstance(stmt, tirx.SeqStmt):
@@ -436,7 +486,7 @@ class Lowerer:
         if isinstance(stmt, tirx.IfThenElse):
             return self.lower_if(stmt)
         if isinstance(stmt, tirx.Bind):
-            return tirx.Bind(stmt.var, self.rewrite(stmt.value), span=stmt.span)
+            return self.bind(stmt)
         if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == "reduce_scope":
             return lower_reduce.lower_thread_allreduce(self, stmt)
         if user_ws.is_ws(stmt):
@@ -749,7 +799,7 @@ class Lowerer:
         if isinstance(body, tirx.AllocBuffer):
             return body
         if isinstance(body, tirx.Bind):
-            return tirx.Bind(body.var, self.rewrite(body.value, loop), span=body.span)
+            return self.bind(body, loop)
         if isinstance(body, tirx.For):
             inner = self._lower_parallel_body(body.body, loop)
             return tirx.For(body.loop_var, self.rewrite(body.min, loop), self.rewrite(body.extent, loop), body.kind,
@@ -1350,3 +1400,53 @@ def _cast_vector_width(body, v, n, registers) -> int:
     while w > 1 and n % w:
         w //= 2
     return w
+
+
+def _is_scalar(buf) -> bool:
+    """A thread's one-element scalar (``x = A[i]``, ``T.alloc_var``)."""
+    shape = list(buf.shape)
+    return (scope_of(buf).startswith("local") and scope_of(buf) != FRAGMENT_SCOPE and len(shape) == 1
+            and const_int(shape[0]) == 1)
+
+
+def _buffers(node) -> list:
+    """Every buffer ``node`` mentions (reads, writes, regions, addresses)."""
+    out = []
+    tvm_ffi_walk(node, lambda e: out.append(e) if tirx.is_buffer_var(e) else None)
+    return out
+
+
+def _written(stmt) -> list:
+    """The buffers ``stmt`` may write: those it stores to, and any a call of it takes as an argument
+    (a region's buffer, an element's address; not one read in an index or a value computed)."""
+    out = []
+
+    def arguments(e):
+        if isinstance(e, tirx.Call):
+            for a in e.args:
+                if isinstance(a, ir.TensorLoad):
+                    out.append(a.source)
+                elif tirx.is_buffer_var(a):
+                    out.append(a)
+
+    def visit(s):
+        if isinstance(s, tirx.BufferStore):
+            out.append(s.buffer)
+        elif isinstance(s, tirx.Evaluate):
+            tvm_ffi_walk(s, arguments)
+    walk_stmts(stmt, visit)
+    return out
+
+
+class _KnownScalars(ExprRewriter):
+    """Reads of scalars replaced by the values ``Lowerer.known`` holds for them."""
+
+    def __init__(self, known):
+        self.known = known
+
+    def visit_load(self, load, indices):
+        value = self.known.get(load.source)
+        if value is not None:
+            return value
+        return super().visit_load(load, indices)
+

@@ -1,0 +1,122 @@
+"""T.copy extents that are constant only given the values in scope, or that differ between the
+two sides (TileOPs' gated delta net prefill, session 42):
+
+* ``right = base + 64 * (i + 1); left = right - 64; T.copy(X[left:right], s)`` with ``base`` a
+  ``T.alloc_var``: ``right`` and ``left`` are scalars the kernel stores, and the extent
+  ``right - left`` is 64 from what was stored (``Lowerer.static``), as long as nothing stored to
+  them since (a later store, or a loop storing to them, ends it);
+* ``T.copy(cu_seqlens[:n - 1], frag)`` of a fixed-size fragment: the tile is the on-chip side's,
+  positions past the run-time extent read as past a tensor's end (0), stores past it are skipped;
+* ``T.Pipelined`` over an int64 trip count (``seq_end - seq_start`` of int64 offsets);
+* compile flags naming upstream's headers (``-include tl_templates/cuda/gemm.h``).
+Each kernel's CUDA is compiled with nvcc.
+"""
+
+import tilelang
+import tilelang.language as T
+from tilelang.jit import nvcc
+
+
+def _body(func, arch="sm_90a", flags=()):
+    art = tilelang.lower(func, arch)
+    assert nvcc.compile_cubin(art.source, art.arch, list(art.compile_flags) + list(flags))[:4] == b"\x7fELF"
+    return art.source[art.source.index('extern "C" __global__'):]
+
+
+def _windows(extra_store=False, stores_in_loop=False):
+    @T.prim_func
+    def kernel(X: T.Tensor((4096,), "float32"), Y: T.Tensor((4096,), "float32"), start: T.int32):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((128,), "float32")
+            base = T.alloc_var("int32")
+            base = start
+            right = T.alloc_var("int32")
+            left = T.alloc_var("int32")
+            right = base + 64
+            left = right - 64
+            for i in T.serial(4):
+                if stores_in_loop:
+                    # the copy of the second iteration sees the stores below, not those before the loop
+                    T.copy(X[left:right], s[0:64])
+                    right = base + (i + 1) * 96
+                    left = right - 64
+                else:
+                    right = base + (i + 1) * 64
+                    left = right - 64
+                    if extra_store:
+                        right = right + 32
+                    T.copy(X[left:right], s[0:64])
+                T.copy(s[0:64], Y[left:left + 64])
+    return kernel
+
+
+def test_extent_from_the_scalars_stored_before_the_copy_is_constant():
+    body = _body(_windows())
+    assert "(right[0] - left[0])" not in body      # no run-time extent guard: a 64-element tile
+    assert "X[(((int)threadIdx.x) + left[0])]" in body
+
+
+def test_a_later_store_or_a_loop_storing_ends_what_is_known():
+    for kernel in (_windows(extra_store=True), _windows(stores_in_loop=True)):
+        body = _body(kernel)
+        # the extent is read at run time: positions past it are zero-filled
+        assert "((int)threadIdx.x) < (right[0] - left[0])" in body
+
+
+def test_slice_of_a_symbolic_length_into_a_fixed_fragment():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def kernel(A: T.Tensor([n], "int32"), B: T.Tensor([n], "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((8,), "int32")
+            T.copy(A[:n - 1], f)
+            for i in T.Parallel(8):
+                f[i] = f[i] * 2
+            T.copy(f, B[1:])
+
+    body = _body(kernel)
+    load, store = body.split("#pragma unroll")[1], body.split("#pragma unroll")[3]
+    # the source's n - 1 elements (past them 0), stored to B[1:] within its n - 1
+    assert ") + 1) < n)" in load and "= 0;" in load
+    assert ") + 1) < n)" in store and "B[" in store
+
+
+def test_shared_tile_from_a_shorter_run_time_source_is_zero_filled_past_it():
+    @T.prim_func
+    def kernel(X: T.Tensor((4096,), "float32"), lens: T.Tensor((8,), "int32"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(8, threads=64) as bx:
+            s = T.alloc_shared((64,), "float32")
+            n = lens[bx]
+            T.copy(X[bx * 64:bx * 64 + n], s)
+            T.copy(s, Y[bx, :])
+
+    body = _body(kernel)
+    head = body[:body.index("__syncthreads")]
+    assert "if (((int)threadIdx.x) < n) {" in head and "0x0p+0f" in head
+
+
+def test_pipelined_loop_over_an_int64_trip_count():
+    @T.prim_func
+    def kernel(offsets: T.Tensor((9,), "int64"), X: T.Tensor((4096, 64), "float16"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64,), "float32")
+            first = offsets[bx]
+            T.clear(acc)
+            for k in T.Pipelined((offsets[bx + 1] - first) // 32, num_stages=2):
+                T.copy(X[first + k * 32:first + k * 32 + 32, :], s)
+                T.reduce_sum(s, acc, dim=0, clear=False)
+            T.copy(acc, Y[bx, :])
+
+    body = _body(kernel)
+    assert "cp_async" in body      # still pipelined
+
+
+def test_compile_flags_may_include_upstreams_headers():
+    @T.prim_func
+    def kernel(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A[bx * 128 + T.get_thread_binding()] = T.float32(1)
+
+    _body(kernel, flags=["-include", "tl_templates/cuda/gemm.h", "-include", "tl_templates/cuda/common.h"])
