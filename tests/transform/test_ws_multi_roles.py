@@ -99,3 +99,32 @@ def test_thread_branches_of_one_range_share_a_fragment():
     # laid out for the region's 128 threads (warp (tx - 128) / 32 == 0 stores it), not the block's 256
     assert "if (((((int)threadIdx.x) & 127) >> 5) == 0) {" in src
     assert src.count("if (128 <= ((int)threadIdx.x)) {") == 2
+
+
+def test_wait_wgmma_in_a_role_fences_its_own_accumulator():
+    """T.wait_wgmma pins the accumulators of the gemms in flight; in a thread region only the
+    region's own (the other role's fragment is not declared there: an internal error before)."""
+    @T.prim_func
+    def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.Tensor((128, 64), T.float32)):
+        with T.Kernel(1, threads=256):
+            a0 = T.alloc_shared((64, 64), T.float16)
+            a1 = T.alloc_shared((64, 64), T.float16)
+            b_s = T.alloc_shared((64, 64), T.float16)
+            T.copy(A[0:64, :], a0)
+            T.copy(A[64:128, :], a1)
+            T.copy(B, b_s)
+            with T.ws(0):
+                acc0 = T.alloc_fragment((64, 64), T.float32)
+                T.wgmma_gemm(a0, b_s, acc0, clear_accum=True)
+                T.wait_wgmma(0)
+                T.copy(acc0, C[0:64, :])
+            with T.ws(1):
+                acc1 = T.alloc_fragment((64, 64), T.float32)
+                T.wgmma_gemm(a1, b_s, acc1, clear_accum=True)
+                T.wait_wgmma(0)
+                T.copy(acc1, C[64:128, :])
+
+    src = tilelang.compile(k, target=SM90).get_kernel_source()
+    first, second = src.split("tl::wait_wgmma<0>();")[1:3]
+    assert "acc0" in first.split("}")[0] and "acc1" not in first.split("}")[0]
+    assert "acc1" in second.split("}")[0] and "acc0" not in second.split("}")[0]

@@ -1002,14 +1002,14 @@ class Lowerer:
         return tirx.IfThenElse(self.rewrite(stmt.value.args[6]), make("true"), make("false"), span=stmt.span)
 
     def lower_wait_wgmma(self, stmt):
-        """``tl::wait_wgmma<n>()``, then the float accumulators of the kernel's T.wgmma_gemm calls
-        are pinned so that no access to them moves above the wait."""
+        """``tl::wait_wgmma<n>()``, then the float accumulators of the kernel's (in a thread region:
+        the region's) T.wgmma_gemm calls are pinned so that no access to them moves above the wait."""
         n = const_int(stmt.value.args[0])
         out = [evaluate_extern(f"tl::wait_wgmma<{n}>", span=stmt.span)]
         seen = []
         for g, plan in self.layouts.gemms.items():
-            if not plan.no_wait:
-                continue
+            if not plan.no_wait or (self.thread_region is not None and self.regions.get(g) is not self.thread_region):
+                continue    # (in a thread region: its own gemms; another region's fragments are not in scope)
             a, c = (decode_region(g.value.args[i]).buffer for i in (0, 2))
             for buf, fence in ((c, "tl::wgmma_fence_accumulator"), (a, "tl::wgmma_fence_operand")):
                 if scope_of(buf) != FRAGMENT_SCOPE or any(buf.same_as(x) for x in seen):
