@@ -13,13 +13,15 @@ upstream name                                  apache-tvm 0.27 object
 =============================================  ===============================================
 ``tvm.arith`` (``Analyzer``, ``ConstIntBound``) ``tvm.sym`` (the module was renamed)
 ``tvm.tir``                                     ``tvm.tirx``
-``tirx.PrimExpr``                               ``tvm.ir.Expr`` (base of every TIR expression)
+``tirx.PrimExpr``, ``tvm.ir.PrimExpr``           ``tvm.ir.Expr`` (base of every TIR expression)
 ``tirx.StringImm``                              ``tvm.ir.StringImm``
 ``tirx.op.Op``                                  ``tvm.ir.Op``
 ``tirx.stmt_functor.post_order_visit(n, f)``    ``tvm_ffi.structural_walk``, ``f`` on every
                                                 statement and expression, children first
 ``tirx.stmt_functor.substitute(n, vmap)``       ``tilelang.tir_utils.substitute`` (expressions)
                                                 / ``substitute_stmt`` (statements)
+``tirx.stmt_functor.ir_transform(n, pre, post)`` a Python rebuild of statements and expressions
+                                                (``_ir_transform``), with upstream's contract
 ``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``, run as a pass named
                                                 ``tirx.Simplify`` (the fork's name, which pass
                                                 instruments report); the inner pass runs in a
@@ -33,6 +35,8 @@ upstream name                                  apache-tvm 0.27 object
                                                 ``import tilelang.testing``)
 ``PrimFunc.buffer_map``                         ``{param: param}`` for the buffer parameters
                                                 (0.27's parameters are the buffers themselves)
+``PrimFunc(..., buffer_map=m)``                 a wrapper of 0.27's constructor (noted exception):
+                                                a parameter ``m`` gives a buffer for becomes it
 ``tirx.BufferLoad``                             builds as 0.27's function does; ``isinstance``
                                                 checks against ``tvm.ir.TensorLoad``
 ``PassContext(config={"tl.*": ...})``           apache-tvm rejects keys no C++ pass registered;
@@ -84,6 +88,69 @@ def _substitute(node, vmap):
     return tir_utils.substitute(node, dict(vmap))
 
 
+def _ir_transform(node, preorder, postorder, only_enable=None):
+    """Upstream's ``ir_transform``: ``node`` (a statement or an expression) rebuilt bottom-up. On
+    each node of a type in ``only_enable`` (type keys such as ``"tir.Call"``; all when None),
+    ``preorder(n)``, where not None, replaces it without visiting inside; else its children are
+    transformed and ``postorder(n)`` of the rebuilt node, where not None, replaces it."""
+    from tvm import ir, tirx
+
+    from tilelang import tir_utils
+
+    names = None if only_enable is None else {str(k).rsplit(".", 1)[-1] for k in only_enable}
+    if names is not None and "BufferLoad" in names:
+        names.add("TensorLoad")
+
+    def enabled(n):
+        return names is None or type(n).__name__ in names
+
+    def call(fn, n):
+        if fn is None or not enabled(n):
+            return None
+        return fn(n)
+
+    class Exprs(tir_utils.ExprRewriter):
+        def visit(self, e):
+            if not isinstance(e, ir.Expr):
+                return e
+            got = call(preorder, e)
+            if got is not None:
+                return got
+            e = super().visit(e)
+            got = call(postorder, e)
+            return e if got is None else got
+
+    ex = Exprs()
+
+    def go(s):
+        if s is None or isinstance(s, ir.Expr):
+            return ex.visit(s) if s is not None else None
+        got = call(preorder, s)
+        if got is not None:
+            return got
+        if isinstance(s, tirx.SeqStmt):
+            s = tirx.SeqStmt([go(x) for x in s.seq])
+        elif isinstance(s, tirx.IfThenElse):
+            s = tirx.IfThenElse(ex.visit(s.condition), go(s.then_case), go(s.else_case), span=s.span)
+        elif isinstance(s, tirx.For):
+            s = tirx.For(s.loop_var, ex.visit(s.min), ex.visit(s.extent), s.kind, go(s.body),
+                         thread_binding=s.thread_binding, annotations=s.annotations, step=s.step, span=s.span)
+        elif isinstance(s, tirx.While):
+            s = tirx.While(ex.visit(s.condition), go(s.body), span=s.span)
+        elif isinstance(s, tirx.AttrStmt):
+            s = tirx.AttrStmt(s.node, s.attr_key, ex.visit(s.value), go(s.body), span=s.span)
+        elif isinstance(s, tirx.Bind):
+            s = tirx.Bind(s.var, ex.visit(s.value), span=s.span)
+        elif isinstance(s, tirx.BufferStore):
+            s = tirx.BufferStore(s.buffer, ex.visit(s.value), [ex.visit(i) for i in s.indices], span=s.span)
+        elif isinstance(s, tirx.Evaluate):
+            s = tirx.Evaluate(ex.visit(s.value), span=s.span)
+        got = call(postorder, s)
+        return s if got is None else got
+
+    return go(node)
+
+
 def _add(obj, name: str, value) -> None:
     if not hasattr(obj, name):
         setattr(obj, name, value)
@@ -97,6 +164,7 @@ def _stmt_functor():
     module = types.ModuleType("tvm.tirx.stmt_functor", "upstream's tvm.tirx.stmt_functor (see tilelang.tvm_compat)")
     module.post_order_visit = _post_order_visit
     module.substitute = _substitute
+    module.ir_transform = _ir_transform
     return module
 
 
@@ -130,6 +198,23 @@ def _buffer_map(func) -> dict:
     from tvm import tirx
 
     return {p: p for p in func.params if tirx.is_buffer_var(p)}
+
+
+def _accept_buffer_map(cls) -> None:
+    """``PrimFunc(params, body, ..., buffer_map={param: buffer})`` (the fork's keyword): 0.27's
+    parameters are the buffers themselves, so a parameter the map gives a buffer for is replaced
+    by that buffer (``buffer_map`` of a 0.27 function maps each buffer to itself)."""
+    init = cls.__init__
+    if getattr(init, "_tl_buffer_map", False):
+        return
+
+    def __init__(self, params, body, *args, buffer_map=None, **kwargs):
+        if buffer_map:
+            params = [next((b for k, b in buffer_map.items() if k.same_as(p)), p) for p in params]
+        init(self, params, body, *args, **kwargs)
+
+    __init__._tl_buffer_map = True
+    cls.__init__ = __init__
 
 
 class _CallMeta(type):
@@ -273,12 +358,14 @@ def install() -> None:
     _add(tvm, "tir", tirx)
     _alias_module("tvm.tir", tirx)
     _add(tirx, "PrimExpr", ir.Expr)
+    _add(ir, "PrimExpr", ir.Expr)      # (the fork has it in tvm.ir too: TileOPs' trace records)
     _add(tirx, "StringImm", ir.StringImm)
     _add(tirx, "Call", Call)
     if not isinstance(tirx.BufferLoad, type):   # a function in 0.27: isinstance checks need a class
         _BufferLoadMeta.build = tirx.BufferLoad
         tirx.BufferLoad = BufferLoad
     _add(tirx.PrimFunc, "buffer_map", property(_buffer_map))
+    _accept_buffer_map(tirx.PrimFunc)
     _add(tvm.tirx.op, "Op", ir.Op)
     if not hasattr(tirx, "stmt_functor"):
         tirx.stmt_functor = _stmt_functor()

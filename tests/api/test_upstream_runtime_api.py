@@ -237,6 +237,33 @@ def test_tvm_fork_names_map_onto_apache_tvm():
     assert tvm.testing.requires_package("torch").name == "skipif" and issubclass(tvm.TVMError, RuntimeError)
 
 
+def test_ir_transform_and_primfunc_buffer_map_of_the_fork():
+    """TileOPs' trace passes (imported by its dense GEMM module): ``ir_transform`` rebuilding a
+    body, ``tvm.ir.PrimExpr``, and ``PrimFunc(..., buffer_map=...)``."""
+    import tvm
+    from tvm import tirx
+    from tvm.tirx.stmt_functor import ir_transform
+
+    assert tvm.ir.PrimExpr is tvm.ir.Expr
+    buf = tirx.decl_buffer((4,), "float32", "A")
+    i = tirx.Var("i", "int32")
+    store = tirx.BufferStore(buf, tirx.BufferLoad(buf, [i]) + tirx.FloatImm("float32", 1.0), [i])
+    body = tirx.For(i, tirx.IntImm("int32", 0), tirx.IntImm("int32", 4), tirx.ForKind.SERIAL,
+                    tirx.SeqStmt([store, tirx.Evaluate(tirx.IntImm("int32", 7))]))
+    seen = []
+    gone = ir_transform(body, None, lambda n: (seen.append(n), tirx.Evaluate(tirx.IntImm("int32", 0)))[1],
+                        ["tir.BufferStore"])
+    assert len(seen) == 1 and "A[i]" not in str(gone) and "T.evaluate(7)" in str(gone)
+    two = ir_transform(body, None, lambda e: tirx.FloatImm("float32", 2.0) if isinstance(e, tirx.FloatImm) else None)
+    assert "T.float32(2.0)" in str(two) and "T.float32(1.0)" in str(body)
+    skipped = ir_transform(body, lambda n: n if isinstance(n, tirx.BufferStore) else None,
+                           lambda e: tirx.FloatImm("float32", 2.0) if isinstance(e, tirx.FloatImm) else None)
+    assert "T.float32(1.0)" in str(skipped)       # a node preorder returns is not entered
+    func = tirx.PrimFunc([buf], body)
+    again = tirx.PrimFunc(params=list(func.params), body=body, buffer_map=dict(func.buffer_map), attrs=func.attrs)
+    assert [p.same_as(buf) for p in again.params] == [True]
+
+
 def test_tirx_call_checks_and_builds_in_the_forks_argument_order():
     from tvm import tirx
 
