@@ -120,3 +120,25 @@ def test_compile_flags_may_include_upstreams_headers():
             A[bx * 128 + T.get_thread_binding()] = T.float32(1)
 
     _body(kernel, flags=["-include", "tl_templates/cuda/gemm.h", "-include", "tl_templates/cuda/common.h"])
+
+
+def _read_bounds(through_scalar):
+    @T.prim_func
+    def kernel(X: T.Tensor((4096,), "float32"), cu: T.Tensor((9,), "int32"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(8, threads=64) as bx:
+            s = T.alloc_shared((64,), "float32")
+            if through_scalar:
+                first = cu[bx]              # TileOPs' prefill: an offset read once into a register
+                left = first + 0
+                right = left + 64
+            else:
+                left = cu[bx]               # two reads of memory another thread may write in between
+                right = cu[bx] + 64
+            T.copy(X[left:right], s)
+            T.copy(s, Y[bx, :])
+    return kernel
+
+
+def test_values_read_from_memory_are_not_assumed_equal():
+    assert "(right[0] - left[0])" not in _body(_read_bounds(True))
+    assert "((int)threadIdx.x) < (right[0] - left))" in _body(_read_bounds(False))

@@ -376,9 +376,10 @@ class Lowerer:
         """``expr`` (a tile extent) rewritten and simplified; where that is no constant but becomes
         a positive one with the values of the variables and scalars it reads put in (``right =
         base + 64; left = right - 64``: ``right - left`` is 64, TileOPs' prefill kernels), that
-        constant. A scalar's value is known from its last store in the statements lowered so far,
-        up to any statement that may store to it or to what the value reads (``lower``); not in
-        pipelined loops, which lower their statements out of order."""
+        constant. A scalar's value is known from its last store in the statements lowered so far
+        where it reads only the thread's own registers, up to any statement that may store to it
+        or to what the value reads (``lower``); not in pipelined loops, which lower their
+        statements out of order."""
         plain = self.an.simplify(self.rewrite(expr))
         if const_int(plain) is not None or not (self.values or self.known):
             return plain
@@ -398,9 +399,10 @@ class Lowerer:
 
     # ----- statements --------------------------------------------------------------------
     def lower(self, stmt):
-        if isinstance(stmt, tirx.BufferStore) and _is_scalar(stmt.buffer):
-            self._forget([stmt.buffer])
-            if not self.pipelining and not uses_vars(stmt.value, [stmt.buffer]):
+        if isinstance(stmt, tirx.BufferStore):
+            if self.known:
+                self._forget([stmt.buffer])
+            if _is_scalar(stmt.buffer) and not self.pipelining and _reads_own(stmt.value, stmt.buffer):
                 self.known[stmt.buffer] = stmt.value
         elif isinstance(stmt, (tirx.For, tirx.While)) and self.known:
             # a loop storing to a scalar: what was known of it may not hold from its second iteration
@@ -420,8 +422,8 @@ class Lowerer:
         return out
 
     def _forget(self, buffers):
-        """``known`` without the scalars ``buffers`` and what was computed from them."""
-        gone = [b for b in buffers if _is_scalar(b)]
+        """``known`` without the scalars among ``buffers`` and what was computed from any of them."""
+        gone = list(buffers)
         while gone:
             for b in gone:
                 self.known.pop(b, None)
@@ -1407,6 +1409,15 @@ def _is_scalar(buf) -> bool:
     shape = list(buf.shape)
     return (scope_of(buf).startswith("local") and scope_of(buf) != FRAGMENT_SCOPE and len(shape) == 1
             and const_int(shape[0]) == 1)
+
+
+def _reads_own(value, buf) -> bool:
+    """Whether ``value`` reads only the thread's own registers (local buffers other than ``buf``):
+    a value read from shared or global memory may change under another thread between two reads."""
+    for b in _buffers(value):
+        if b.same_as(buf) or not scope_of(b).startswith("local") or scope_of(b) == FRAGMENT_SCOPE:
+            return False
+    return True
 
 
 def _buffers(node) -> list:
