@@ -278,7 +278,7 @@ class _Init:
 
 
 def _scalar_store(stmt):
-    """(scalar, constant) of a top-level ``v[0] = c`` of a branch (None where there is none)."""
+    """The (scalar, constant) of each top-level ``v[0] = c`` of a branch (none for a missing one)."""
     for c in flatten([stmt]) if stmt is not None else []:
         if isinstance(c, tirx.BufferStore) and len(c.indices) == 1 and const_int(c.indices[0]) == 0 \
                 and const_int(c.value) is not None:
