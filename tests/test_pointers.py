@@ -300,3 +300,26 @@ def test_async_copy_rejects_other_directions():
 
     with pytest.raises(tvm.error.InternalError, match=r"T\.async_copy only supports global->shared"):
         tilelang.lower(main, target="sm_90a")
+
+
+def test_handle_typed_extern_call_as_a_statement_calls_a_void_function():
+    """``T.call_extern("handle", f, T.access_ptr(...), ...)`` as a statement (upstream's bitnet
+    decode example calls its void decoder so): printed as ``f(...);``, not as 0.27's pointer cast
+    ``(void*)f(...)``, which nvcc refuses for a void function."""
+    from tilelang.jit import nvcc
+
+    src = "__device__ void twice(signed char* a, signed char* b) { b[0] = a[0] * 2; }"
+
+    @T.prim_func
+    def k(A: T.Tensor((128,), "int8"), B: T.Tensor((128,), "int8")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_local((4,), "int8")
+            b = T.alloc_local((4,), "int8")
+            T.import_source(src)
+            a[0] = A[T.get_thread_binding()]
+            T.call_extern("handle", "twice", T.access_ptr(a, "r"), T.access_ptr(b, "w"))
+            B[T.get_thread_binding()] = b[0]
+
+    art = tilelang.lower(k, "sm_90a")
+    assert re.search(r"\n\s+twice\(\(&\(a\w*\[0\]\)\), \(&\(b\w*\[0\]\)\)\);", art.source)
+    assert nvcc.compile_cubin(art.source, art.arch, art.compile_flags)[:4] == b"\x7fELF"

@@ -444,6 +444,11 @@ class Lowerer:
         if isinstance(stmt, tirx.Evaluate):
             rw = _AccessRewriter(self, None)
             value = rw.visit(stmt.value)
+            if extern_name(value) and type(value.ty).__name__ == "PointerType":
+                # T.call_extern("handle", f, ...) as a statement (upstream's examples call void
+                # device functions so): 0.27 prints its pointer result cast, ``(void*)f(...)``,
+                # which nvcc refuses for a void function; the call is made for its effect only
+                value = tirx.call_extern("void", *value.args)
             if extern_name(value) == "tl::assume":
                 cond = value.args[1]    # (the user's promise also spares the bounds guards it implies)
                 cond = cond.value if isinstance(cond, tirx.Cast) else cond
