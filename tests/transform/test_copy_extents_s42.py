@@ -23,7 +23,7 @@ def _body(func, arch="sm_90a", flags=()):
     return art.source[art.source.index('extern "C" __global__'):]
 
 
-def _windows(extra_store=False, stores_in_loop=False):
+def windows(extra_store=False, stores_in_loop=False):
     @T.prim_func
     def kernel(X: T.Tensor((4096,), "float32"), Y: T.Tensor((4096,), "float32"), start: T.int32):
         with T.Kernel(1, threads=64) as bx:
@@ -51,19 +51,20 @@ def _windows(extra_store=False, stores_in_loop=False):
 
 
 def test_extent_from_the_scalars_stored_before_the_copy_is_constant():
-    body = _body(_windows())
+    body = _body(windows())
     assert "(right[0] - left[0])" not in body      # no run-time extent guard: a 64-element tile
     assert "X[(((int)threadIdx.x) + left[0])]" in body
 
 
 def test_a_later_store_or_a_loop_storing_ends_what_is_known():
-    for kernel in (_windows(extra_store=True), _windows(stores_in_loop=True)):
+    for kernel in (windows(extra_store=True), windows(stores_in_loop=True)):
         body = _body(kernel)
         # the extent is read at run time: positions past it are zero-filled
         assert "((int)threadIdx.x) < (right[0] - left[0])" in body
 
 
-def test_slice_of_a_symbolic_length_into_a_fixed_fragment():
+def slice_into_fragment():
+    """``T.copy(A[:n - 1], f)`` of an 8-element fragment, each element doubled, stored to ``B[1:]``."""
     n = T.dynamic("n")
 
     @T.prim_func
@@ -74,32 +75,27 @@ def test_slice_of_a_symbolic_length_into_a_fixed_fragment():
             for i in T.Parallel(8):
                 f[i] = f[i] * 2
             T.copy(f, B[1:])
-
-    body = _body(kernel)
-    load, store = body.split("#pragma unroll")[1], body.split("#pragma unroll")[3]
-    # the source's n - 1 elements (past them 0), stored to B[1:] within its n - 1
-    assert ") + 1) < n)" in load and "= 0;" in load
-    assert ") + 1) < n)" in store and "B[" in store
+    return kernel
 
 
-def test_shared_tile_from_a_shorter_run_time_source_is_zero_filled_past_it():
+def shorter_source():
+    """``lens[bx]`` elements of X into a 64-element shared tile, the tile to ``Y[bx, :]``."""
     @T.prim_func
-    def kernel(X: T.Tensor((4096,), "float32"), lens: T.Tensor((8,), "int32"), Y: T.Tensor((8, 64), "float32")):
+    def kernel(X: T.Tensor((512,), "float32"), lens: T.Tensor((8,), "int32"), Y: T.Tensor((8, 64), "float32")):
         with T.Kernel(8, threads=64) as bx:
             s = T.alloc_shared((64,), "float32")
             n = lens[bx]
             T.copy(X[bx * 64:bx * 64 + n], s)
             T.copy(s, Y[bx, :])
-
-    body = _body(kernel)
-    head = body[:body.index("__syncthreads")]
-    assert "if (((int)threadIdx.x) < n) {" in head and "0x0p+0f" in head
+    return kernel
 
 
-def test_pipelined_loop_over_an_int64_trip_count():
+def int64_pipeline(batches=8, rows=4096):
+    """Column sums of the rows ``offsets[b] .. offsets[b + 1]`` (int64) of X, 32 rows per step."""
     @T.prim_func
-    def kernel(offsets: T.Tensor((9,), "int64"), X: T.Tensor((4096, 64), "float16"), Y: T.Tensor((8, 64), "float32")):
-        with T.Kernel(8, threads=128) as bx:
+    def kernel(offsets: T.Tensor((batches + 1,), "int64"), X: T.Tensor((rows, 64), "float16"),
+               Y: T.Tensor((batches, 64), "float32")):
+        with T.Kernel(batches, threads=128) as bx:
             s = T.alloc_shared((32, 64), "float16")
             acc = T.alloc_fragment((64,), "float32")
             first = offsets[bx]
@@ -108,8 +104,25 @@ def test_pipelined_loop_over_an_int64_trip_count():
                 T.copy(X[first + k * 32:first + k * 32 + 32, :], s)
                 T.reduce_sum(s, acc, dim=0, clear=False)
             T.copy(acc, Y[bx, :])
+    return kernel
 
-    body = _body(kernel)
+
+def test_slice_of_a_symbolic_length_into_a_fixed_fragment():
+    body = _body(slice_into_fragment())
+    load, store = body.split("#pragma unroll")[1], body.split("#pragma unroll")[3]
+    # the source's n - 1 elements (past them 0), stored to B[1:] within its n - 1
+    assert ") + 1) < n)" in load and "= 0;" in load
+    assert ") + 1) < n)" in store and "B[" in store
+
+
+def test_shared_tile_from_a_shorter_run_time_source_is_zero_filled_past_it():
+    body = _body(shorter_source())
+    head = body[:body.index("__syncthreads")]
+    assert "if (((int)threadIdx.x) < n) {" in head and "0x0p+0f" in head
+
+
+def test_pipelined_loop_over_an_int64_trip_count():
+    body = _body(int64_pipeline())
     assert "cp_async" in body      # still pipelined
 
 

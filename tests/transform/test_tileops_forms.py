@@ -36,7 +36,8 @@ def _body(func, arch="sm_90a"):
     return art.source[art.source.index('extern "C" __global__'):]
 
 
-def test_view_of_a_parameter_declared_before_the_kernel():
+def view_before_kernel():
+    """``y = 2 x`` through views of both parameters declared before ``with T.Kernel``."""
     @T.prim_func
     def kernel(x: T.Tensor((4, 64, 8, 8), "float16"), y: T.Tensor((4, 64, 8, 8), "float16")):
         x_flat = T.Tensor((4, 64, 64), "float16", x.data)
@@ -44,12 +45,15 @@ def test_view_of_a_parameter_declared_before_the_kernel():
         with T.Kernel(4, threads=128) as bz:
             for i, j in T.Parallel(64, 64):
                 y_flat[bz, i, j] = x_flat[bz, i, j] * T.float16(2)
+    return kernel
 
-    body = _body(kernel)
+
+def test_view_of_a_parameter_declared_before_the_kernel():
+    body = _body(view_before_kernel())
     assert "*(uint4*)(y + " in body and "*(uint4*)(x + " in body     # the views index the parameters
 
 
-def _ragged(rows_bound=64):
+def ragged(rows_bound=64):
     @T.prim_func
     def kernel(x: T.Tensor((1024, 64), "float16"), lens: T.Tensor((16,), "int32"),
                y: T.Tensor((16, 64, 64), "float16")):
@@ -63,7 +67,7 @@ def _ragged(rows_bound=64):
 
 
 def test_copy_of_a_run_time_extent_is_guarded_per_row():
-    body = _body(_ragged())
+    body = _body(ragged())
     # 64 rows x 64 halfs over 128 threads: 4 rounds of 16-byte vectors, row (it * 16 + tx / 8) < n
     assert re.search(r"if \(\(\(it_1 \* 16\) \+ \(\(\(int\)threadIdx.x\) >> 3\)\) < n\) \{\s*"
                      r"(int cse_v\d+ = [^;]*;\s*)*tl::copy_vec<16>", body)
@@ -86,7 +90,7 @@ def test_copy_of_an_unbounded_run_time_extent_is_refused():
 
 
 def test_fill_of_a_plain_shared_tile_is_16_byte_stores():
-    body = _body(_ragged())
+    body = _body(ragged())
     assert "tl::fill_vec<16>((&(((half*)smem)[((it * 1024) + (((int)threadIdx.x) * 8))]))" in body
 
 
@@ -144,16 +148,19 @@ def test_jit_factory_has_a_signature():
     assert list(make.signature.parameters) == ["block_m", "threads"]
 
 
-def test_host_loop_around_a_kernel_launches_it_per_iteration():
-    # TileOPs' FFT: `for s in range(stages): with T.Kernel(...)`, the kernel launched once a stage
+def host_loop_stages():
+    """TileOPs' FFT form: ``for s in range(3): with T.Kernel(...)``, ``y = 2 y + s`` a stage."""
     @T.prim_func
     def kernel(y: T.Tensor((512,), "float32")):
         for s in range(3):
             with T.Kernel(4, threads=128) as bx:
                 for i in T.Parallel(128):
                     y[bx * 128 + i] = y[bx * 128 + i] * 2.0 + s
+    return kernel
 
-    art = tilelang.lower(kernel, "sm_90a")
+
+def test_host_loop_around_a_kernel_launches_it_per_iteration():
+    art = tilelang.lower(host_loop_stages(), "sm_90a")   # the kernel launched once a stage
     assert len(art.parts) == 3
     for s, part in enumerate(art.parts):
         assert nvcc.compile_cubin(part.source, part.arch, part.compile_flags)[:4] == b"\x7fELF"

@@ -101,9 +101,9 @@ def test_thread_branches_of_one_range_share_a_fragment():
     assert src.count("if (128 <= ((int)threadIdx.x)) {") == 2
 
 
-def test_wait_wgmma_in_a_role_fences_its_own_accumulator():
-    """T.wait_wgmma pins the accumulators of the gemms in flight; in a thread region only the
-    region's own (the other role's fragment is not declared there: an internal error before)."""
+def two_wgmma_roles():
+    """Two T.ws roles, each a 64x64x64 T.wgmma_gemm into its own accumulator, T.wait_wgmma, and
+    the accumulator stored to its half of C."""
     @T.prim_func
     def k(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.Tensor((128, 64), T.float32)):
         with T.Kernel(1, threads=256):
@@ -123,8 +123,13 @@ def test_wait_wgmma_in_a_role_fences_its_own_accumulator():
                 T.wgmma_gemm(a1, b_s, acc1, clear_accum=True)
                 T.wait_wgmma(0)
                 T.copy(acc1, C[64:128, :])
+    return k
 
-    src = tilelang.compile(k, target=SM90).get_kernel_source()
+
+def test_wait_wgmma_in_a_role_fences_its_own_accumulator():
+    """T.wait_wgmma pins the accumulators of the gemms in flight; in a thread region only the
+    region's own (the other role's fragment is not declared there: an internal error before)."""
+    src = tilelang.compile(two_wgmma_roles(), target=SM90).get_kernel_source()
     first, second = src.split("tl::wait_wgmma<0>();")[1:3]
     assert "acc0" in first.split("}")[0] and "acc1" not in first.split("}")[0]
     assert "acc1" in second.split("}")[0] and "acc0" not in second.split("}")[0]

@@ -35,8 +35,8 @@ from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (ExprRewriter, any_expr, const_int, dtype_of, evaluate_extern, extern_name, has_load,
-                                i32, map_stmts, seq, simplify, substitute, substitute_stmt, tvm_ffi_walk, uses_vars,
-                                walk_stmts)
+                                i32, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
+                                uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
@@ -402,24 +402,21 @@ class Lowerer:
         if isinstance(stmt, tirx.BufferStore):
             if self.known:
                 self._forget([stmt.buffer])
-            if _is_scalar(stmt.buffer) and not self.pipelining and _reads_own(stmt.value, stmt.buffer):
+            scalar = pipelined_loop.thread_scalar(stmt.buffer)
+            if scalar and not self.pipelining and _reads_own(stmt.value, stmt.buffer):
                 self.known[stmt.buffer] = stmt.value
         elif isinstance(stmt, (tirx.For, tirx.While)) and self.known:
             # a loop storing to a scalar: what was known of it may not hold from its second iteration
             self._forget(_written(stmt))
-        if isinstance(stmt, (tirx.IfThenElse, tirx.For, tirx.While)):
-            # a T.assume inside holds there only: the assumptions go back to the enclosing ones
-            saved = list(self.assumed)
-            try:
-                return self._lower_stmt(stmt)
-            finally:
+        # a T.assume inside a branch or loop holds there only: the assumptions go back after it
+        saved = list(self.assumed) if isinstance(stmt, (tirx.IfThenElse, tirx.For, tirx.While)) else None
+        try:
+            return self._lower_stmt(stmt)
+        finally:
+            if saved is not None:
                 self.assumed = saved
-                if self.known:
-                    self._forget(_written(stmt))
-        out = self._lower_stmt(stmt)
-        if not isinstance(stmt, (tirx.BufferStore, tirx.Bind, tirx.SeqStmt)) and self.known:
-            self._forget(_written(stmt))
-        return out
+            if self.known and not isinstance(stmt, (tirx.BufferStore, tirx.Bind, tirx.SeqStmt)):
+                self._forget(_written(stmt))      # (what it may have stored to)
 
     def _forget(self, buffers):
         """``known`` without the scalars among ``buffers`` and what was computed from any of them."""
@@ -444,7 +441,7 @@ class Lowerer:
         if isinstance(stmt, tirx.Evaluate):
             rw = _AccessRewriter(self, None)
             value = rw.visit(stmt.value)
-            if extern_name(value) and type(value.ty).__name__ == "PointerType":
+            if extern_name(value) and isinstance(value.ty, ir.PointerType):
                 # T.call_extern("handle", f, ...) as a statement (upstream's examples call void
                 # device functions so): 0.27 prints its pointer result cast, ``(void*)f(...)``,
                 # which nvcc refuses for a void function; the call is made for its effect only
@@ -1015,7 +1012,8 @@ class Lowerer:
         out = [evaluate_extern(f"tl::wait_wgmma<{n}>", span=stmt.span)]
         seen = []
         for g, plan in self.layouts.gemms.items():
-            if not plan.no_wait or (self.thread_region is not None and self.regions.get(g) is not self.thread_region):
+            region = self.thread_region
+            if not plan.no_wait or (region is not None and self.regions.get(g) is not region):
                 continue    # (in a thread region: its own gemms; another region's fragments are not in scope)
             a, c = (decode_region(g.value.args[i]).buffer for i in (0, 2))
             for buf, fence in ((c, "tl::wgmma_fence_accumulator"), (a, "tl::wgmma_fence_operand")):
@@ -1409,27 +1407,11 @@ def _cast_vector_width(body, v, n, registers) -> int:
     return w
 
 
-def _is_scalar(buf) -> bool:
-    """A thread's one-element scalar (``x = A[i]``, ``T.alloc_var``)."""
-    shape = list(buf.shape)
-    return (scope_of(buf).startswith("local") and scope_of(buf) != FRAGMENT_SCOPE and len(shape) == 1
-            and const_int(shape[0]) == 1)
-
-
 def _reads_own(value, buf) -> bool:
     """Whether ``value`` reads only the thread's own registers (local buffers other than ``buf``):
     a value read from shared or global memory may change under another thread between two reads."""
-    for b in _buffers(value):
-        if b.same_as(buf) or not scope_of(b).startswith("local") or scope_of(b) == FRAGMENT_SCOPE:
-            return False
-    return True
-
-
-def _buffers(node) -> list:
-    """Every buffer ``node`` mentions (reads, writes, regions, addresses)."""
-    out = []
-    tvm_ffi_walk(node, lambda e: out.append(e) if tirx.is_buffer_var(e) else None)
-    return out
+    return all(scope_of(e.source) in ("local", "local.var") and not e.source.same_as(buf)
+               for e in tensor_loads(value))
 
 
 def _written(stmt) -> list:

@@ -102,7 +102,7 @@ def gather_width(stmt) -> int:
     if uses_vars(offset, loop_vars) or any_expr(offset, lambda e: isinstance(e, ir.TensorLoad)):
         return 0
     reads = [e for idx in load_idx + store_idx for e in tensor_loads(idx)]   # (the loads in the indices)
-    if not all(scope_of(e.source) == "global" or _thread_scalar(e.source) for e in reads):
+    if not all(scope_of(e.source) == "global" or thread_scalar(e.source) for e in reads):
         return 0
     if not any(scope_of(e.source) == "global" for e in reads):
         return 0    # no index read from memory: a plain copy written as a loop (left as it was)
@@ -162,7 +162,7 @@ class _Inline(ExprRewriter):
         return super().visit_load(load, indices)
 
 
-def _thread_scalar(buf) -> bool:
+def thread_scalar(buf) -> bool:
     """A one-element per-thread buffer (``x = T.alloc_var(...)``, a scalar assigned in the body)."""
     return scope_of(buf) in ("local", "local.var") and [const_int(x) for x in buf.shape] == [1]
 
