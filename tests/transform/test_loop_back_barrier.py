@@ -35,13 +35,20 @@ def two_tiles(n=512, threads=128):
     return main
 
 
-def _loop_body(src):
-    start = src.index("for (int k = 0; k < 2; ++k) {")
+def braced(src, head):
+    """(start, end) of the first statement of ``src`` opening with ``head``: from ``head`` to just
+    past its block's closing brace."""
+    start = src.index(head)
     depth, i = 1, src.index("{", start) + 1
     while depth:
         depth += {"{": 1, "}": -1}.get(src[i], 0)
         i += 1
-    return src[start:i - 1]
+    return start, i
+
+
+def _loop_body(src):
+    start, end = braced(src, "for (int k = 0; k < 2; ++k) {")
+    return src[start:end - 1]
 
 
 def test_the_loop_back_barrier_goes_before_the_first_statement_racing_with_the_last_ones():

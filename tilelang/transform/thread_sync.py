@@ -2,7 +2,8 @@
 race with an earlier statement's (read-after-write, write-after-read, write-after-write between
 different statements), and in a loop body whose next iteration's first accesses race with this
 iteration's last ones, at its end (or, with ``tl.enable_loop_head_barrier``, before the first
-statement of the body that races with them).
+statement of the body that races with them). A loop ending with that barrier leaves nothing of its
+own pending for the statements after it (``closes_with_barrier``).
 
 The analysis runs on the tile-level statements: a tile op's operands say which shared buffers it
 reads and writes. It is conservative: two statements touching the same buffer are assumed to use
@@ -25,8 +26,8 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import (const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, map_stmts,
-                                seq, walk_stmts)
+from tilelang.tir_utils import (any_expr, const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten,
+                                map_stmts, seq, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 from tilelang.transform.pass_config import PassConfigKey
@@ -305,7 +306,8 @@ def widen(bufs, alias):
     return out
 
 
-def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, head=None, user_barriers=False):
+def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, head=None, user_barriers=False,
+                  closing=()):
     """Indices before which a barrier goes, plus the (reads, writes) pending at the end and the
     accesses made before the first barrier. ``alias``: buffer -> buffers sharing its bytes;
     ``rw(stmt) -> (reads, writes)`` says what a statement touches (``storage_sync`` passes its own
@@ -316,7 +318,9 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
     ``head``: a list given by the caller, filled with (k, reads, writes) of each statement before
     the first barrier (with aliases: the accesses made before the first barrier are their union).
     ``user_barriers``: a ``__syncthreads()`` statement of the sequence (the user's ``T.sync_threads()``)
-    orders what came before it as a planned barrier would (``_orders_like_ours``)."""
+    orders what came before it as a planned barrier would (``_orders_like_ours``).
+    ``closing``: indices of statements that end every iteration with a barrier publishing all they
+    wrote (``closes_with_barrier``): after one, what it touched is no longer pending."""
     syncs, pend_r, pend_w = [], set(), set()
     head_r, head_w, head_open = set(), set(), True
     touching = 0
@@ -359,6 +363,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
             pend_r, pend_w, own_r, own_w = set(), set(), set(), set()
             pending = []
             head_open = False
+        before = (pend_r, pend_w, own_r, own_w, list(pending))
         if head_open:
             head_r |= r
             head_w |= w | landed
@@ -368,6 +373,9 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
         pend_w |= w | landed
         own_r, own_w = own_r | direct_r, own_w | direct
         pending.append((k, r, w | landed) if not landed else (None, r, w | landed))
+        if k in closing and not landed:
+            # (whether the loop runs or not, only what was pending before it still is)
+            pend_r, pend_w, own_r, own_w, pending = before
     if written is not None:
         written["end"] = own_w
     return syncs, (pend_r, pend_w), (head_r, head_w), touching
@@ -506,7 +514,9 @@ def _lower_planned(lw, stmts):
         stmts, planned, lowered, origin = _place_waits(lw, stmts, planned, lowered, deferred)
     owners = _owners_fn(lw, stmts)
     written, head = {}, []
-    plan = plan_sequence(planned, alias, rw=rw, owners=owners, written=written, head=head, user_barriers=mine)
+    closing = {k for k, low in enumerate(lowered) if closes_with_barrier(lw, low)}
+    plan = plan_sequence(planned, alias, rw=rw, owners=owners, written=written, head=head, user_barriers=mine,
+                         closing=closing)
     out = []
     for k, s in enumerate(lowered):
         if k in plan[0]:
@@ -514,6 +524,36 @@ def _lower_planned(lw, stmts):
             out.append(fenced(lw, syncs[o], written[k]) if o is not None and o in syncs else sync_stmt(lw, written[k]))
         out.append(s)
     return out, plan, owners, written["end"], stmts, head
+
+
+# calls that leave shared memory in flight past the statement issuing them (cp.async, TMA, bulk
+# copies, asynchronous wgmma and its waits) or order it by other means than the block barrier
+_IN_FLIGHT = ("async", "tma", "mbarrier", "bulk", "wgmma_wait", "wait_wgmma", "cluster", "arrive")
+
+
+def _leaves_in_flight(stmt) -> bool:
+    def pred(e):
+        if not isinstance(e, tirx.Call):
+            return False
+        name = extern_name(e) or getattr(e.op, "name", "")
+        return name != "tl::fence_proxy_async" and any(x in name for x in _IN_FLIGHT)
+
+    return any_expr(stmt, pred)
+
+
+def closes_with_barrier(lw, lowered) -> bool:
+    """Whether the lowered statement is a loop whose every iteration ends with its loop-back barrier
+    (``lower_loop_body``), which publishes, fenced where they need it, all the writes of the
+    iteration since the body's last planned barrier (those before it were published there):
+    nothing the loop touched races with what comes after it (a gemm's loop over K: the statement
+    after it needs no barrier of its own for the loop's accesses). Not where something of the loop
+    may still be in flight at the barrier (cp.async, TMA, asynchronous wgmma)."""
+    if not isinstance(lowered, tirx.For) or lowered.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
+        return False
+    body = flatten([lowered.body])
+    if not body or not any(body[-1].same_as(b) for b in getattr(lw, "loop_back_barriers", ())):
+        return False
+    return not _leaves_in_flight(lowered)
 
 
 def _may_defer_waits(lw, stmts) -> bool:
@@ -631,7 +671,13 @@ def lower_loop_body(lw, body):
             first = next(k for k, r, w in head if conflict(r, w, tail_r, tail_w))
             lowered.insert(first, sync_stmt(lw, tail_written))
         else:
-            lowered.append(sync_stmt(lw, tail_written))
+            back = sync_stmt(lw, tail_written)
+            lowered.append(back)
+            # (it publishes every write of the iteration: those before the body's last planned
+            # barrier at that barrier, the rest here; ``closes_with_barrier``)
+            if not hasattr(lw, "loop_back_barriers"):
+                lw.loop_back_barriers = []
+            lw.loop_back_barriers.append(flatten([back])[-1])
     return seq(lowered)
 
 
