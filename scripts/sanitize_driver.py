@@ -60,6 +60,9 @@ Kernels (small shapes, chosen for the checks the sanitizers make):
                m64n128 (session 37: one m64n256 each would not fit __launch_bounds__(512))
     hoist      shared-memory exchanges under `if tx < 48` (64 threads) and under `if` on every 4th
                thread / `Mask[tx]` around a loop: the barrier split out of the branch (session 41)
+    ordered_roles  attention in two computing T.ws roles ordered by mbarriers, TMA stages indexed
+               by hand (session 43)
+    closing_loop  a loop closed by its loop-back barrier with no barrier after it (session 43)
     bwd_head_barrier / bwd_in_place  the same with the loop-back barrier at the loop head
                (tl.enable_loop_head_barrier) / with dQ's in-place packed atomics
                (tl.enable_atomic_line_staging false)
@@ -454,9 +457,32 @@ def run_hoist() -> str:
     return "split branches match torch"
 
 
+def run_ordered_roles() -> str:
+    """Session 43: two computing T.ws roles ordered by the user's mbarriers, a producer warp loading
+    hand-indexed stages with T.tma_copy (tests/gpu/test_ws_ordered_roles_gpu.py)."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_ws_ordered_roles_gpu as g
+
+    g.test_two_roles_ordered_by_mbarriers_match_torch(1, 2, 512)
+    return "attention by two mbarrier-ordered roles matches torch"
+
+
+def run_closing_loop() -> str:
+    """Session 43: the barrier after a loop closed by its own loop-back barrier left out
+    (tests/gpu/test_closing_loop_barrier_gpu.py: the CPU test's kernels and gdn's scaled_dot_kkt)."""
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    import test_closing_loop_barrier_gpu as g
+
+    g.test_after_loop_matches_torch(2, False)
+    g.test_after_loop_matches_torch(0, True)
+    return "loops closed by their barrier match torch"
+
+
 KERNELS = {
     "gemm": run_gemm,
     "hoist": run_hoist,
+    "ordered_roles": run_ordered_roles,
+    "closing_loop": run_closing_loop,
     "dsv4_sparse": run_dsv4_sparse,
     "refill": run_refill,
     "early_prologue": lambda: run_refill(early_prologue=True),

@@ -495,6 +495,8 @@ class Lowerer:
             return lower_reduce.lower_thread_allreduce(self, stmt)
         if user_ws.is_ws(stmt):
             return user_ws.lower_block(self, stmt)    # T.ws(...): a warp-group role
+        if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == user_ws.ROLE_ATTR:
+            return self.lower(stmt.body)              # (its mark is for the barrier planner only)
         if isinstance(stmt, tirx.AttrStmt):
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([self.lower(stmt.body)]), span=stmt.span)
         if isinstance(stmt, tirx.DeclBuffer):

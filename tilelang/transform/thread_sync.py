@@ -59,14 +59,30 @@ def tile_rw(stmt):
     return buffer_rw(stmt, SHARED_SCOPES, plain=False)
 
 
+def _mbarrier_load(stmt) -> bool:
+    """A ``T.tma_copy(global, shared, barrier=bar)``: its tile is written by the copy engine (or,
+    where it cannot be one TMA load, by threads that fence and arrive on ``bar``), and the
+    threads that read it wait on ``bar`` first, as the user wrote; what orders it is the user's
+    mbarrier, not a block barrier."""
+    if not user_ws.is_tma_copy(stmt) or not isinstance(stmt.value.args[4], ir.TensorLoad):
+        return False
+    src, dst = (decode_region(a) for a in stmt.value.args[:2])
+    return scope_of(src.buffer) == "global" and scope_of(dst.buffer) in SHARED_SCOPES
+
+
 def buffer_rw(stmt, scopes, plain=True):
     """(reads, writes): the buffers of the given scopes a statement touches (a tile operand
     counts as read even when it is only written: conservative); ``plain`` False: only the
-    operands of tile ops, not element loads, stores and atomics."""
+    operands of tile ops, not element loads, stores and atomics. A global -> shared
+    ``T.tma_copy`` with a barrier touches nothing here (``_mbarrier_load``)."""
     reads, writes = set(), set()
+    awaited = []        # the operands of T.tma_copy loads the user's mbarriers order
     import tvm_ffi
 
     def on_stmt(s):
+        if _mbarrier_load(s):
+            awaited.extend(a.args[0] for a in s.value.args[:2] if is_tl_call(a, "region"))
+            return
         if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
             for arg in s.value.args:
                 if is_tl_call(arg, "region"):
@@ -80,7 +96,8 @@ def buffer_rw(stmt, scopes, plain=True):
             writes.add(s.buffer)
 
     def on_load(e):
-        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in scopes:
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in scopes \
+                and not any(e.same_as(x) for x in awaited):
             reads.add(e.source)
         return None
 
@@ -334,7 +351,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
             head_open = False
             continue
         # a T.ws block is ordered against the others by the user's mbarriers
-        r, w = (set(), set()) if user_ws.is_ws(s) else rw(s)
+        r, w = (set(), set()) if user_ws.is_role(s) else rw(s)
         if user_barriers and _leads_with_barrier(s):
             # (a loop whose body opens with the user's barrier: whatever it touches, it touches
             # after one; what came before stays pending, and the statements after it still count
@@ -693,7 +710,7 @@ def _wraps_same_owner(lw, stmts, syncs, owners) -> bool:
     def accesses(ks):
         out = []
         for k in ks:
-            r, w = (set(), set()) if user_ws.is_ws(stmts[k]) else shared_rw(stmts[k])
+            r, w = (set(), set()) if user_ws.is_role(stmts[k]) else shared_rw(stmts[k])
             if alias:
                 r, w = widen(r, alias), widen(w, alias)
             if _async_landing(stmts[k], [])[1] or _has_async_wait(stmts[k]):
@@ -941,8 +958,8 @@ def _touching_leaves(stmts) -> int:
         nonlocal count
         if s is None:
             return
-        if isinstance(s, (tirx.Evaluate, tirx.BufferStore)) or is_parallel_nest(s) or user_ws.is_ws(s):
-            r, w = (set(), set()) if user_ws.is_ws(s) else shared_rw(s)
+        if isinstance(s, (tirx.Evaluate, tirx.BufferStore)) or is_parallel_nest(s) or user_ws.is_role(s):
+            r, w = (set(), set()) if user_ws.is_role(s) else shared_rw(s)
             count += bool(r or w)
             return
         if isinstance(s, tirx.SeqStmt):

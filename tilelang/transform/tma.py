@@ -12,6 +12,8 @@ the ``__grid_constant__ CUtensorMap`` parameters).
 
 from __future__ import annotations
 
+import dataclasses
+
 from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
@@ -50,12 +52,28 @@ def box_layout(layout, tile_name: str, plain: bool) -> tuple | str:
 
 def tma_box_spec(lw, src, dst, index, plain: bool = False) -> dict | str:
     """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
-    load, or a TMA store read the other way), or why there is none (``box_layout``)."""
-    got = box_layout(lw.layouts.shared.get(dst.buffer), dst.buffer.name, plain)
+    load, or a TMA store read the other way), or why there is none (``box_layout``). ``dst`` is
+    the whole tile or one (rows, columns) stage of it (``stage_slice``)."""
+    layout = lw.layouts.shared.get(dst.buffer)
+    tile = list(dst.buffer.shape)
+    if len(tile) > 2 and isinstance(layout, SharedLayout) and stage_slice(dst):
+        layout, tile = dataclasses.replace(layout, shape=tuple(layout.shape[-2:])), tile[-2:]
+    got = box_layout(layout, dst.buffer.name, plain)
     if isinstance(got, str):
         return got
-    return box_spec(lw.info.func.params, lw.an, src, dst.buffer.shape, got[0], str(dst.buffer.dtype),
+    return box_spec(lw.info.func.params, lw.an, src, tile, got[0], str(dst.buffer.dtype),
                     dst.buffer.name, index, swizzled=got[1])
+
+
+def stage_slice(dst) -> bool:
+    """Whether a shared region is one stage of a tile: extent 1 in every dimension but the last two,
+    which it covers whole (``Ks[k % 2, :, :]`` of a ring the user indexes by hand). Leading
+    dimensions are outermost in a tile's layout, so the stage is a (rows, columns) tile of the same
+    layout at ``shared_offset(stage, 0, 0)``."""
+    shape = [const_int(n) for n in dst.buffer.shape]
+    ext = [const_int(e) for e in dst.extents]
+    return len(shape) > 2 and all(e == 1 for e in ext[:-2]) and ext[-2:] == shape[-2:] and all(
+        const_int(x) == 0 for x in dst.starts[-2:])
 
 
 def box_spec(params, analyzer, src, tile, width, dtype, tile_name, index, swizzled: bool = True) -> dict | str:

@@ -27,18 +27,21 @@ specialisation applies, and loops run as written except for this pipelining:
   in such a kernel: the threads outside the role would run them with indices of no element.
   Blocks that compute on *different* groups (each on fragments of its own) instead become
   ``if <thread in its groups>:`` branches before analysis, which ``thread_regions`` lays out
-  for their own threads (tile ops outside them run on the whole block, and the barrier planner
-  orders shared memory between them); that form takes no user mbarriers (TL0002).
+  for their own threads (tile ops outside them run on the whole block). Without user mbarriers
+  the barrier planner orders shared memory between those branches; with them (FlashAttention-3's
+  ping-pong) each branch is marked ``ROLE_ATTR`` and, as a T.ws block, left to the user's
+  mbarriers.
 * Any other block (a producer) spreads its memory-to-memory copies over its own threads, and
   issues ``T.tma_copy`` loads from one of them.
 * Barriers the compiler inserts inside a block are named barriers over that block's threads
   (``thread_sync.sync_stmt``); between blocks the user's barriers order shared memory, so the
   barrier planner sees a block as touching nothing.
 * ``T.tma_copy(src, dst, barrier=bar)`` (``tl.copy`` with a fifth operand, the barrier):
-  global -> shared. Where the tile is in the swizzled wgmma operand layout and the copy is a TMA
-  box (``tma.tma_box_spec``), one thread of the block adds the tile's bytes to ``bar``'s
-  transaction count and issues the boxes; otherwise the block's threads copy the tile
-  themselves (their arrivals on ``bar`` then publish it). A shared -> global ``T.tma_copy`` is
+  global -> shared. Where the tile (the whole tile or one stage of it, ``tma.stage_slice``) is in
+  the swizzled wgmma operand layout and the copy is a TMA box (``tma.tma_box_spec``), one thread
+  of the block adds the tile's bytes to ``bar``'s transaction count and issues the boxes;
+  otherwise the block's threads copy the tile themselves and fence their writes for the async
+  proxy (their arrivals on ``bar`` then publish it). A shared -> global ``T.tma_copy`` is
   a plain copy by the block's threads. With ``cluster_mask`` the load is multicast
   (``tma.multicast``) and must be a TMA load; ``T.copy_cluster(src, dst, cluster_mask=m)``
   without a barrier is the same load completing on a barrier of its own (``lower_copy._tma_load``).
@@ -51,11 +54,13 @@ from dataclasses import dataclass
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
+from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (any_expr, buffer_roots, children, const_int, evaluate_extern, flatten, i32,
                                 map_stmts, seq, tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, LoweringError, decode_region, is_parallel_nest, scope_of
 
 WS_ATTR = "tl.ws"
+ROLE_ATTR = "tl.ws_role"    # a T.ws block of several computing roles, as a thread branch (``_as_thread_branches``)
 GROUP = 128
 _COMPUTE_OPS = ("gemm", "reduce", "cumsum")
 _PIPELINE_KEYS = ("tl.num_stages", "tl.pipeline_order", "tl.pipeline_stage")
@@ -70,6 +75,12 @@ class Roles:
 
 def is_ws(stmt) -> bool:
     return isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == WS_ATTR
+
+
+def is_role(stmt) -> bool:
+    """A T.ws block, or the thread branch one became (``ROLE_ATTR``): ordered against the other
+    roles by the user's mbarriers, not by the barrier planner."""
+    return isinstance(stmt, tirx.AttrStmt) and stmt.attr_key in (WS_ATTR, ROLE_ATTR)
 
 
 def ws_blocks(body) -> list:
@@ -163,14 +174,10 @@ def apply(info, arch=None):
     compute = [b for b in blocks if _touches_fragments(b.body)]
     masks = {int(b.value.value) for b in compute}
     if len(masks) > 1:
-        if _has_user_sync(info.body):
-            raise LoweringError("TL0002", "the T.ws blocks that compute on fragments name different warp groups "
-                                f"({', '.join(str(_groups(m)) for m in sorted(masks))}) in a kernel ordered by "
-                                "the user's mbarriers: this TileLang builds such roles without user barriers "
-                                "only", compute[-1].span,
-                                notes=["give every block that computes the same T.ws(...) groups"])
-        # several computing roles: each block is a thread region of its own threads
-        info.body = _as_thread_branches(_strip_pipelining(info.body), info.tid)
+        # several computing roles: each block is a thread region of its own threads; where the
+        # user's mbarriers order them, the barrier planner leaves the roles to those
+        ordered = _has_user_sync(info.body)
+        info.body = _as_thread_branches(_strip_pipelining(info.body), info.tid, ordered)
         info.user_ws, info.has_user_ws = None, True
         return info
     info.body = _strip_pipelining(pipeline_roles(info, arch))
@@ -209,16 +216,19 @@ def _group_cond(tid, groups):
     return cond, runs
 
 
-def _as_thread_branches(body, tid):
+def _as_thread_branches(body, tid, ordered=False):
     """Every ``T.ws`` block -> ``if <thread in its groups>: body``: with several computing roles
     the blocks are thread regions (``thread_regions``), each laid out for its own warp groups,
-    and the compiler orders shared memory between them as between any branches."""
+    and the compiler orders shared memory between them as between any branches. ``ordered``
+    (the user's mbarriers order the roles): each ``if`` is marked a role (``ROLE_ATTR``), which
+    the barrier planner sees as touching nothing, as it sees a T.ws block."""
     def go(s):
         if s is None:
             return None
         if is_ws(s):
             cond, _ = _group_cond(tid, _groups(int(s.value.value)))
-            return tirx.IfThenElse(cond, seq([go(s.body)]), None, span=s.span)
+            branch = tirx.IfThenElse(cond, seq([go(s.body)]), None, span=s.span)
+            return tirx.AttrStmt(s.node, ROLE_ATTR, s.value, branch, span=s.span) if ordered else branch
         if isinstance(s, tirx.SeqStmt):
             return seq([go(x) for x in s.seq])
         if isinstance(s, tirx.IfThenElse):
@@ -648,18 +658,30 @@ def lower_tma_copy(lw, stmt):
     issue = _bulk(lw, src, dst, bar_ptr)
     if issue is None:
         index = len(lw.tensormaps)
-        spec = tma.tma_box_spec(lw, src, dst, index) if dst.is_whole() else "a part of the shared tile"
+        whole = dst.is_whole() or tma.stage_slice(dst)
+        spec = tma.tma_box_spec(lw, src, dst, index) if whole else "a part of the shared tile"
         if isinstance(spec, str) and mask:
             raise LoweringError("TL0002", f"T.tma_copy(cluster_mask=...): the copy of '{src.buffer.name}' into "
                                 f"'{dst.buffer.name}' is not one TMA load ({spec}), so it cannot be multicast",
                                 stmt.span)
         if isinstance(spec, str):
-            return lower_copy.lower_copy(lw, plain)
+            return _threads_copy(lw, plain)
         lw.tensormaps.append(spec)
         issue = _boxes(lw, src, dst, spec, index, bar_ptr)
     if mask:
         issue = [issue[0]] + [tma.multicast(lw, s, mask, stmt.span) for s in issue[1:]]
     return tirx.IfThenElse(_leader(lw, scope), seq(issue), None, span=stmt.span)
+
+
+def _threads_copy(lw, copy):
+    """A global -> shared ``T.tma_copy`` that is no TMA load, copied by the threads: each fences
+    its writes for the async proxy (a wgmma reads the tile) before it arrives on the barrier."""
+    from tilelang.transform import lower_copy
+
+    out = lower_copy.lower_copy(lw, copy)
+    if out is not None and lw.layouts.wgmma:
+        out = seq([out, evaluate_extern("tl::fence_proxy_async")])
+    return out
 
 
 def _has_call(stmt, prefix) -> bool:
@@ -739,15 +761,17 @@ def _bulk(lw, src, dst, bar_ptr):
 
 
 def _boxes(lw, src, dst, spec, index, bar_ptr):
-    """The TMA boxes of a whole slab-laid-out tile (tensor map ``index``), after ``expect_tx``."""
+    """The TMA boxes of a whole slab-laid-out tile or one stage of it (tensor map ``index``), after
+    ``expect_tx``."""
     from tilelang.transform import tma
 
     width = spec["box"][0]
-    rows, cols = (const_int(x) for x in dst.buffer.shape)
+    rows, cols = (const_int(x) for x in dst.buffer.shape[-2:])
     coords = [lw.rewrite(x) for x in src.starts[::-1]]
     view = lw.smem_views[dst.buffer]
-    base = lw.shared_offset(dst.buffer, [i32(0)] * len(dst.buffer.shape))
-    out = [evaluate_extern("tl::mbarrier_expect_tx", bar_ptr, i32(rows * cols * 2))]
+    # (a stage of the tile: its first element; the stage's rows and columns follow in the layout)
+    base = lw.shared_offset(dst.buffer, [lw.rewrite(x) for x in dst.starts[:-2]] + [i32(0), i32(0)])
+    out = [evaluate_extern("tl::mbarrier_expect_tx", bar_ptr, i32(rows * cols * nbytes(str(dst.buffer.dtype))))]
     for s in range(cols // width):
         dst_ptr = tirx.address_of(tirx.BufferLoad(view, [base + i32(s * rows * width)]))
         out.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tma.tmap(index), bar_ptr,
