@@ -124,6 +124,40 @@ def test_mbarriers_and_ws_roles():
     assert "tl::mbarrier_arrive(" in src and "tl::mbarrier_wait(" in src
 
 
+def test_back_to_back_barrier_allocations_initialise_together():
+    """Three T.alloc_barrier calls in a row: one `if` initialising all five barriers, one fence,
+    one meeting of the block (each call had its own); one after a statement meets on its own."""
+    @T.prim_func
+    def k(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((128,), T.float32)
+            full = T.alloc_barrier([128, 128])
+            empty = T.alloc_barrier([128, 128])
+            done = T.alloc_barrier([128])
+            if tx < 128:
+                s[tx] = A[tx]
+            late = T.alloc_barrier([128])
+            with T.ws(1):
+                if tx >= 128:
+                    s[tx - 128] = A[tx - 128] + s[tx - 128]
+                T.barrier_arrive(full[0])
+                T.barrier_arrive(late[0])
+            with T.ws(0):
+                T.mbarrier_wait_parity(full[0], 0)
+                T.mbarrier_wait_parity(late[0], 0)
+                if tx < 128:
+                    B[tx] = s[tx]
+                T.barrier_arrive(empty[0])
+                T.barrier_arrive(done[0])
+
+    src = _src(k)
+    first = src[src.index("tl::mbarrier_init("):]
+    first = first[:first.index("__syncthreads();")]
+    assert first.count("tl::mbarrier_init(") == 5 and first.count("tl::fence_barrier_init();") == 1
+    assert src.count("tl::mbarrier_init(") == 6 and src.count("tl::fence_barrier_init();") == 2
+
+
 def test_ws_compute_role_gets_its_own_threads():
     """Tile ops in the computing T.ws block are spread over its 128 threads (index tx - 128)."""
     @T.prim_func

@@ -49,6 +49,22 @@ _LANE_STORE = re.compile(r"^(\s*)(?:(\w+)\.[xyzw]|\(\(uint2\*\)\(&\((\w+)\.[xyzw
                          r"(" + _WHOLE_VECTOR_CALL + r");$")
 
 
+_CSE_DECL = re.compile(r"^[ \t]*[A-Za-z_][\w:<> ]*?\b(cse_v\d+) = [^;\n]*;\n", re.M)
+
+
+def _drop_unused_cse(source: str) -> str:
+    """Without the one-line ``T cse_vN = ...;`` declarations whose name nothing else reads: TVM's
+    common-subexpression elimination binds a value whose uses later simplification folds back
+    into their expressions (dead code that ptxas drops anyway, but clutter to a reader)."""
+    while True:
+        dead = [m for m in _CSE_DECL.finditer(source)
+                if len(re.findall(r"\b" + m.group(1) + r"\b", source)) == 1]
+        if not dead:
+            return source
+        for m in reversed(dead):
+            source = source[:m.start()] + source[m.end():]
+
+
 def _fold_lane_calls(source: str) -> str:
     """``v.x = f(a); v.y = f(a); ...`` (TVM's per-lane form of a vector-valued extern call) ->
     ``v = f(a);`` for the whole-vector functions of ``_WHOLE_VECTOR_CALL``."""
@@ -906,7 +922,7 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=N
         source = "#include <cooperative_groups.h>\n" + source
     # bare names (the user's imported code is left as written, its names avoided)
     renames = _bare_names(source + "\n" + "\n".join(imported), [a for _, a in args])
-    source = _half_lane_reads(_scalar_locals(_rename(source, renames)))
+    source = _drop_unused_cse(_half_lane_reads(_scalar_locals(_rename(source, renames))))
     args = [(ctype, renames.get(a, a)) for ctype, a in args]
     if imported:   # T.import_source: the user's device functions, after TVM's prelude
         text = "".join(t.rstrip() + "\n" for t in imported)

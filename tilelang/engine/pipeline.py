@@ -22,8 +22,8 @@ from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
 from tilelang.codegen.wide_index import WIDE_INDEX, widen_large_tensors
-from tilelang.transform import (attention_schedule, stage_epilogue, stage_operands, thread_sync, user_ws,
-                                widen_threads)
+from tilelang.transform import (attention_schedule, stage_epilogue, stage_operands, thread_sync, user_barriers,
+                                user_ws, widen_threads)
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -104,7 +104,8 @@ def _lower(st):
         lw_m, body_m = _lower_once(st, st.info, layouts)
         if lw_m.smem_bytes < lw.smem_bytes:
             st.layouts, lw, body = layouts, lw_m, body_m
-    st.lowered = st.func.with_body(unroll_vector_loops_with_locals(thread_sync.drop_repeated_barriers(body)))
+    st.lowered = st.func.with_body(unroll_vector_loops_with_locals(
+        thread_sync.drop_repeated_barriers(user_barriers.merge_inits(body))))
     st.smem_bytes = lw.smem_bytes
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup

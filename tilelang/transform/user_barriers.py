@@ -2,7 +2,8 @@
 
 ``tl.barrier_init(bars[0], c0, c1, ...)``: thread 0 initialises barrier i with arrival count
 ci, makes the inits visible (``fence_barrier_init``) and the block meets at ``__syncthreads``;
-it stands where ``T.alloc_barrier`` was called, so every thread must reach it. Barriers that a
+it stands where ``T.alloc_barrier`` was called, so every thread must reach it. Back-to-back
+``T.alloc_barrier`` calls initialise together and meet once (``merge_inits``). Barriers that a
 pipelined loop of T.ws blocks uses have one copy per stage (``user_ws.pipeline_roles``): every
 copy is initialised.
 ``tl.mbarrier_wait(bar, parity)``, ``tl.mbarrier_arrive(bar)``, ``tl.mbarrier_expect_tx(bar, n)``,
@@ -13,9 +14,10 @@ calls of ``src/tl/barrier.h`` / ``src/tl/cluster.h`` on the barrier's shared-mem
 
 from __future__ import annotations
 
+import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import i32, seq
+from tilelang.tir_utils import evaluate_extern, extern_name, flatten, i32, map_stmts, seq
 from tilelang.transform.kernel import LoweringError
 
 OPS = {
@@ -68,6 +70,49 @@ def lower(lw, stmt, name):
     fn = OPS[name]
     args = [_ptr(lw, call.args[0], span)] + [lw.rewrite(a) for a in call.args[1:]]
     return tirx.Evaluate(tirx.call_extern("void", fn, *args), span=span)
+
+
+_INIT_CALLS = ("tl::mbarrier_init", "tl::fence_barrier_init")
+
+
+def _init_block(stmt):
+    """(condition, the mbarrier_init statements) of a lowered ``barrier_init``'s ``if tid == 0``
+    (inits, then ``fence_barrier_init``), else None."""
+    if not isinstance(stmt, tirx.IfThenElse) or stmt.else_case is not None:
+        return None
+    body = flatten([stmt.then_case])
+    names = [extern_name(x) for x in body]
+    if len(body) < 2 or names[-1] != "tl::fence_barrier_init" or any(n != _INIT_CALLS[0] for n in names[:-1]):
+        return None
+    return stmt.condition, body[:-1]
+
+
+def merge_inits(body):
+    """``body`` with each run of back-to-back barrier initialisations (one per ``T.alloc_barrier``:
+    ``if tid == 0 { inits; fence }`` and the block meeting) as one: every init, one fence, one
+    meeting (nothing runs between them, so no barrier is used before the meeting either way)."""
+    def pre(st):
+        if not isinstance(st, tirx.SeqStmt):
+            return None
+        out = []
+        for x in flatten([st]):
+            x = merge_inits(x)
+            out.append(x)
+            # [..., init A, meet, init B, meet]: A and B become one init and one meet
+            if len(out) >= 4 and _is_meet(out[-1]) and _is_meet(out[-3]) \
+                    and extern_name(out[-1]) == extern_name(out[-3]):
+                a, b = _init_block(out[-4]), _init_block(out[-2])
+                if a is not None and b is not None and tvm.ir.structural_equal(a[0], b[0]):
+                    merged = tirx.IfThenElse(a[0], seq(a[1] + b[1] + [evaluate_extern(_INIT_CALLS[1])]), None,
+                                             span=out[-4].span)
+                    out[-4:] = [merged, out[-1]]
+        return seq(out)
+
+    return map_stmts(body, pre=pre)
+
+
+def _is_meet(stmt) -> bool:
+    return extern_name(stmt) in ("__syncthreads", "tl::cluster_sync")
 
 
 def _multicasts(lw) -> bool:
