@@ -62,8 +62,9 @@ def tile_rw(stmt):
 def _mbarrier_load(stmt) -> bool:
     """A ``T.tma_copy(global, shared, barrier=bar)``: its tile is written by the copy engine (or,
     where it cannot be one TMA load, by threads that fence and arrive on ``bar``), and the
-    threads that read it wait on ``bar`` first, as the user wrote; what orders it is the user's
-    mbarrier, not a block barrier."""
+    threads that read it wait on ``bar`` first, as the user wrote: it waits for the accesses
+    before it as any write does, but what comes after it is ordered by the user's mbarrier, not
+    by a block barrier (``plan_sequence``)."""
     if not user_ws.is_tma_copy(stmt) or not isinstance(stmt.value.args[4], ir.TensorLoad):
         return False
     src, dst = (decode_region(a) for a in stmt.value.args[:2])
@@ -74,7 +75,7 @@ def buffer_rw(stmt, scopes, plain=True):
     """(reads, writes): the buffers of the given scopes a statement touches (a tile operand
     counts as read even when it is only written: conservative); ``plain`` False: only the
     operands of tile ops, not element loads, stores and atomics. A global -> shared
-    ``T.tma_copy`` with a barrier touches nothing here (``_mbarrier_load``)."""
+    ``T.tma_copy`` with a barrier writes its tile and reads nothing (``_mbarrier_load``)."""
     reads, writes = set(), set()
     awaited = []        # the operands of T.tma_copy loads the user's mbarriers order
     import tvm_ffi
@@ -82,6 +83,9 @@ def buffer_rw(stmt, scopes, plain=True):
     def on_stmt(s):
         if _mbarrier_load(s):
             awaited.extend(a.args[0] for a in s.value.args[:2] if is_tl_call(a, "region"))
+            dst = decode_region(s.value.args[1]).buffer
+            if scope_of(dst) in scopes:
+                writes.add(dst)
             return
         if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
             for arg in s.value.args:
@@ -352,6 +356,10 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
             continue
         # a T.ws block is ordered against the others by the user's mbarriers
         r, w = (set(), set()) if user_ws.is_role(s) else rw(s)
+        # a load landing behind the user's mbarrier: it waits for what came before it like any
+        # write, and is not pending for what comes after (its readers wait on the mbarrier; two
+        # such loads do not race)
+        awaited, w = (w, set()) if _mbarrier_load(s) else (set(), w)
         if user_barriers and _leads_with_barrier(s):
             # (a loop whose body opens with the user's barrier: whatever it touches, it touches
             # after one; what came before stays pending, and the statements after it still count
@@ -367,13 +375,13 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
         landed, in_flight = _async_landing(s, in_flight)
         direct_r, direct = r, w | landed
         if alias:
-            r, w, landed = widen(r, alias), widen(w, alias), widen(landed, alias)
-        if r or w:
+            r, w, landed, awaited = widen(r, alias), widen(w, alias), widen(landed, alias), widen(awaited, alias)
+        if r or w or awaited:
             touching += 1
         # (this statement's buffers with their aliases against the pending ones as named: two
         # buffers that each share bytes with a third, at different bytes, do not conflict)
-        if conflict(r, w, own_r, own_w) and not (
-                owners is not None and not landed and _same_owner([(k, r, w)], pending, owners)):
+        if conflict(r, w | awaited, own_r, own_w) and not (
+                owners is not None and not landed and not awaited and _same_owner([(k, r, w)], pending, owners)):
             syncs.append(k)
             if written is not None:
                 written[k] = own_w
@@ -383,9 +391,9 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
         before = (pend_r, pend_w, own_r, own_w, list(pending))
         if head_open:
             head_r |= r
-            head_w |= w | landed
+            head_w |= w | landed | awaited
             if head is not None:
-                head.append((k, r, w | landed))
+                head.append((k, r, w | landed | awaited))
         pend_r |= r
         pend_w |= w | landed
         own_r, own_w = own_r | direct_r, own_w | direct
