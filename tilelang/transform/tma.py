@@ -50,13 +50,14 @@ def box_layout(layout, tile_name: str, plain: bool) -> tuple | str:
     return f"'{tile_name}' is not in the swizzled wgmma operand layout"
 
 
-def tma_box_spec(lw, src, dst, index, plain: bool = False) -> dict | str:
+def tma_box_spec(lw, src, dst, index, plain: bool = False, stages: bool = False) -> dict | str:
     """The tensor map whose box is the shared tile ``dst`` at ``src`` in a global tensor (a TMA
     load, or a TMA store read the other way), or why there is none (``box_layout``). ``dst`` is
-    the whole tile or one (rows, columns) stage of it (``stage_slice``)."""
+    the whole tile, or with ``stages`` (a caller that issues the boxes at the stage's offset:
+    ``user_ws._boxes``) one (rows, columns) stage of it (``stage_slice``)."""
     layout = lw.layouts.shared.get(dst.buffer)
     tile = list(dst.buffer.shape)
-    if len(tile) > 2 and isinstance(layout, SharedLayout) and stage_slice(dst):
+    if stages and len(tile) > 2 and isinstance(layout, SharedLayout) and stage_slice(dst):
         layout, tile = dataclasses.replace(layout, shape=tuple(layout.shape[-2:])), tile[-2:]
     got = box_layout(layout, dst.buffer.name, plain)
     if isinstance(got, str):

@@ -659,7 +659,7 @@ def lower_tma_copy(lw, stmt):
     if issue is None:
         index = len(lw.tensormaps)
         whole = dst.is_whole() or tma.stage_slice(dst)
-        spec = tma.tma_box_spec(lw, src, dst, index) if whole else "a part of the shared tile"
+        spec = tma.tma_box_spec(lw, src, dst, index, stages=True) if whole else "a part of the shared tile"
         if isinstance(spec, str) and mask:
             raise LoweringError("TL0002", f"T.tma_copy(cluster_mask=...): the copy of '{src.buffer.name}' into "
                                 f"'{dst.buffer.name}' is not one TMA load ({spec}), so it cannot be multicast",
