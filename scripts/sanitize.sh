@@ -13,7 +13,7 @@
 #                       sanitize_<tool>_<kernel>.log, sanitize_summary.txt
 #   TILELANG_CACHE_DIR  the kernel cache shared by the runs (default /tmp/tl-cache)
 #   TOOLS               default "memcheck racecheck synccheck"
-#   KERNELS             default "gemm gemm_persistent gemm_tma_epilogue gemv_er zero_stage streaming fa fa_causal fa_causal_persistent fa_persistent fa_double_q widened ws_early_release ws_single_stage bwd dsv4_sparse gemm_stmatrix fa_stmatrix gemm_chunked fa_pingpong fa_causal_pingpong fa_converted gemm_split_512 hoist" (see sanitize_driver.py --list)
+#   KERNELS             default "gemm gemm_persistent gemm_tma_epilogue gemv_er zero_stage streaming fa fa_causal fa_causal_persistent fa_persistent fa_double_q widened ws_early_release ws_single_stage bwd dsv4_sparse gemm_stmatrix fa_stmatrix gemm_chunked fa_pingpong fa_causal_pingpong fa_converted gemm_split_512 hoist ordered_roles closing_loop" (see sanitize_driver.py --list)
 #   PYTHON              default python3
 #   SANITIZER           compute-sanitizer binary (default: on PATH, else /usr/local/cuda/bin)
 #   RUN_TIMEOUT         seconds per run (default 300)
@@ -31,7 +31,7 @@ export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tl-cache}
 export PYTHONUNBUFFERED=1
 PYTHON=${PYTHON:-python3}
 TOOLS=${TOOLS:-memcheck racecheck synccheck}
-KERNELS=${KERNELS:-gemm gemm_persistent gemm_tma_epilogue gemv_er zero_stage streaming fa fa_causal fa_causal_persistent fa_persistent fa_double_q widened ws_early_release ws_single_stage bwd dsv4_sparse gemm_stmatrix fa_stmatrix gemm_chunked fa_pingpong fa_causal_pingpong fa_converted gemm_split_512 hoist}
+KERNELS=${KERNELS:-gemm gemm_persistent gemm_tma_epilogue gemv_er zero_stage streaming fa fa_causal fa_causal_persistent fa_persistent fa_double_q widened ws_early_release ws_single_stage bwd dsv4_sparse gemm_stmatrix fa_stmatrix gemm_chunked fa_pingpong fa_causal_pingpong fa_converted gemm_split_512 hoist ordered_roles closing_loop}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 summary="$OUT/sanitize_summary.txt"
 : >"$summary"
