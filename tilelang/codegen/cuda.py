@@ -30,6 +30,7 @@ The source is then brought to the form upstream TileLang prints (its tests match
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import tvm
@@ -57,8 +58,8 @@ def _drop_unused_cse(source: str) -> str:
     common-subexpression elimination binds a value whose uses later simplification folds back
     into their expressions (dead code that ptxas drops anyway, but clutter to a reader)."""
     while True:
-        dead = [m for m in _CSE_DECL.finditer(source)
-                if len(re.findall(r"\b" + m.group(1) + r"\b", source)) == 1]
+        uses = Counter(re.findall(r"\bcse_v\d+\b", source))
+        dead = [m for m in _CSE_DECL.finditer(source) if uses[m.group(1)] == 1]
         if not dead:
             return source
         for m in reversed(dead):

@@ -94,6 +94,7 @@ class Lowerer:
         self.assumed = []         # T.assume conditions holding at the statement being lowered (``lower``)
         self.values = {}          # Bind variable -> its value, where that reads no memory (``static``)
         self.known = {}           # local scalar -> the value last stored to it, while still current (``static``)
+        self.loop_back_barriers = []  # the barriers ending loop bodies (``thread_sync.closes_with_barrier``)
         self.loop_words = {}      # loop -> its live fragment words a thread (lower_reduce._fold_lanes)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer

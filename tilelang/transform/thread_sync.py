@@ -388,7 +388,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
             pend_r, pend_w, own_r, own_w = set(), set(), set(), set()
             pending = []
             head_open = False
-        before = (pend_r, pend_w, own_r, own_w, list(pending))
+        before = (pend_r, pend_w, own_r, own_w, list(pending)) if k in closing else None
         if head_open:
             head_r |= r
             head_w |= w | landed | awaited
@@ -398,7 +398,7 @@ def plan_sequence(stmts, alias=None, rw=shared_rw, owners=None, written=None, he
         pend_w |= w | landed
         own_r, own_w = own_r | direct_r, own_w | direct
         pending.append((k, r, w | landed) if not landed else (None, r, w | landed))
-        if k in closing and not landed:
+        if before is not None and not landed:
             # (whether the loop runs or not, only what was pending before it still is)
             pend_r, pend_w, own_r, own_w, pending = before
     if written is not None:
@@ -576,7 +576,7 @@ def closes_with_barrier(lw, lowered) -> bool:
     if not isinstance(lowered, tirx.For) or lowered.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED):
         return False
     body = flatten([lowered.body])
-    if not body or not any(body[-1].same_as(b) for b in getattr(lw, "loop_back_barriers", ())):
+    if not body or not any(body[-1].same_as(b) for b in lw.loop_back_barriers):
         return False
     return not _leaves_in_flight(lowered)
 
@@ -700,8 +700,6 @@ def lower_loop_body(lw, body):
             lowered.append(back)
             # (it publishes every write of the iteration: those before the body's last planned
             # barrier at that barrier, the rest here; ``closes_with_barrier``)
-            if not hasattr(lw, "loop_back_barriers"):
-                lw.loop_back_barriers = []
             lw.loop_back_barriers.append(flatten([back])[-1])
     return seq(lowered)
 

@@ -665,23 +665,17 @@ def lower_tma_copy(lw, stmt):
                                 f"'{dst.buffer.name}' is not one TMA load ({spec}), so it cannot be multicast",
                                 stmt.span)
         if isinstance(spec, str):
-            return _threads_copy(lw, plain)
+            # the threads copy the tile: each fences its writes for the async proxy (a wgmma reads
+            # the tile) before it arrives on the barrier
+            out = lower_copy.lower_copy(lw, plain)
+            if out is None or not lw.layouts.wgmma:
+                return out
+            return seq([out, evaluate_extern("tl::fence_proxy_async")])
         lw.tensormaps.append(spec)
         issue = _boxes(lw, src, dst, spec, index, bar_ptr)
     if mask:
         issue = [issue[0]] + [tma.multicast(lw, s, mask, stmt.span) for s in issue[1:]]
     return tirx.IfThenElse(_leader(lw, scope), seq(issue), None, span=stmt.span)
-
-
-def _threads_copy(lw, copy):
-    """A global -> shared ``T.tma_copy`` that is no TMA load, copied by the threads: each fences
-    its writes for the async proxy (a wgmma reads the tile) before it arrives on the barrier."""
-    from tilelang.transform import lower_copy
-
-    out = lower_copy.lower_copy(lw, copy)
-    if out is not None and lw.layouts.wgmma:
-        out = seq([out, evaluate_extern("tl::fence_proxy_async")])
-    return out
 
 
 def _has_call(stmt, prefix) -> bool:
