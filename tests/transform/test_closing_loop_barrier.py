@@ -1,7 +1,8 @@
 """A loop whose every iteration ends with its loop-back barrier leaves nothing pending behind it
 (``thread_sync.closes_with_barrier``): the statement after the loop gets no barrier of its own for
 what the loop touched (upstream's gdn chunk_scaled_dot_kkt: the loop over K ends with one, then
-the gates are written into bytes the loop read). What was pending before the loop still is.
+the gates are written into bytes the loop read). What was pending before the loop still is. A TMA store that waits for its own reads of shared
+memory before the barrier (a tile copied out through shared memory) leaves nothing in flight.
 CPU only: the generated CUDA is inspected."""
 
 import importlib.util
@@ -12,6 +13,9 @@ import pytest
 
 import tilelang
 import tilelang.language as T
+from tilelang.tir_utils import evaluate_extern, i32, seq
+from tilelang.transform import thread_sync
+from tvm import tirx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from upstream_paths import examples  # noqa: E402
@@ -99,6 +103,54 @@ def test_with_the_loop_head_barrier_the_statement_after_the_loop_keeps_its_own()
     loop, rest = _after(src)
     assert not loop.rstrip("} \n").endswith("__syncthreads();")
     assert "__syncthreads" in rest[:rest.index("(&(C[")]
+
+
+def _loop(*body):
+    k = tirx.Var("k", "int32")
+    return tirx.For(k, i32(0), i32(4), tirx.ForKind.SERIAL, seq(list(body)))
+
+
+def _thread0(*calls):
+    tx = tirx.Var("tx", "int32")
+    return tirx.IfThenElse(tirx.EQ(tx, i32(0)), seq([evaluate_extern(c) for c in calls]), None)
+
+
+def test_a_tma_store_that_waits_for_its_reads_is_not_in_flight():
+    sync = evaluate_extern("__syncthreads")
+    settled = _thread0("tl::tma_store_arrive", "tl::tma_store_wait<0, true>")
+    assert not thread_sync._leaves_in_flight(_loop(settled, sync))
+    assert not thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_arrive", "tl::tma_store_wait<0>"), sync))
+    # still in flight: a store group left unwaited, one waited down to one group, a TMA load
+    assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_arrive"), sync))
+    assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_arrive", "tl::tma_store_wait<1>"), sync))
+    assert thread_sync._leaves_in_flight(_loop(settled, _thread0("tl::tma_load_2d"), sync))
+    assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_wait<0>", "tl::tma_store_arrive"), sync))
+
+
+def _upstream(folder, name, tag):
+    path = examples(folder) / name
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(tag, path)
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+    finally:
+        sys.path.pop(0)
+    return m
+
+
+@pytest.mark.skipif(GDN is None, reason="upstream's examples are not beside the checkout")
+def test_upstream_wy_fast_loop_storing_u_closes():
+    """gdn wy_fast's loop over V ends each iteration with U's TMA store (waited for by thread 0)
+    and the loop-back barrier: the loop over K right after it gets no barrier (or fence) first."""
+    m = _upstream("gdn", "example_wy_fast.py", "wy_fast_s44")
+    k = m.tilelang_recompute_w_u_fwd(1, 1024, 4, 128, 128, T.bfloat16, T.bfloat16, T.float32, T.float32, 64,
+                                     block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0)
+    src = k.get_kernel_source()
+    loop, rest = braced(src, "for (int i_v = 0;")
+    assert src[loop:rest].rstrip("} \n").endswith("__syncthreads();")
+    between = src[rest:src.index("for (int i_k = 0;")]
+    assert "__syncthreads" not in between and "fence_proxy_async" not in between
 
 
 @pytest.mark.skipif(GDN is None, reason="upstream's examples are not beside the checkout")

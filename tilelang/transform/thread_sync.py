@@ -26,7 +26,7 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import (any_expr, const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten,
+from tilelang.tir_utils import (any_expr, const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, i32,
                                 map_stmts, seq, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
@@ -563,7 +563,21 @@ def _leaves_in_flight(stmt) -> bool:
         name = extern_name(e) or getattr(e.op, "name", "")
         return name != "tl::fence_proxy_async" and any(x in name for x in _IN_FLIGHT)
 
-    return any_expr(stmt, pred)
+    # A TMA store group that waits for its own reads of shared memory (``lower_copy``'s stores:
+    # issue, arrive, ``tma_store_wait<0>`` in one thread's branch) has nothing in flight there.
+    settled = map_stmts(stmt, pre=lambda st: tirx.Evaluate(i32(0)) if _settled_store(st) else None)
+    return any_expr(settled, pred)
+
+
+def _settled_store(st) -> bool:
+    """A statement (or one thread's branch) of TMA store calls only, the last of them a wait until
+    no store group still reads shared memory."""
+    if isinstance(st, tirx.IfThenElse) and st.else_case is None:
+        st = st.then_case
+    calls = flatten([st])
+    names = [extern_name(c) if isinstance(c, tirx.Evaluate) else None for c in calls]
+    return (bool(names) and all(n is not None and n.startswith("tl::tma_store") for n in names)
+            and names[-1].startswith("tl::tma_store_wait<0"))
 
 
 def closes_with_barrier(lw, lowered) -> bool:
