@@ -142,3 +142,26 @@ def test_a_read_under_the_flag_its_write_set_is_initialised():
     assert "TL0401" not in _codes(flagged_metadata())
     # without the else's reset the flag may still be set from an earlier iteration's write: no proof
     assert "TL0401" in _codes(flagged_metadata(else_zeroes=False))
+
+
+def running_min(first_writes=True):
+    """dlss5's history clamp: ``if j == 0: lo[0] = x`` else ``lo[0] = min(lo[0], x)`` over an unrolled
+    loop; the else-branch runs only in later iterations, after the first one wrote ``lo``."""
+    @T.prim_func
+    def kernel(A: T.Tensor((1024, 9), "float32"), B: T.Tensor((1024,), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            lo = T.alloc_local((1,), "float32")
+            i = bx * 128 + T.get_thread_binding(0)
+            for j in T.unroll(9):
+                if j == (0 if first_writes else 1):
+                    lo[0] = A[i, j]
+                else:
+                    lo[0] = T.min(lo[0], A[i, j])
+            B[i] = lo[0]
+    return kernel
+
+
+def test_the_else_of_a_first_iteration_branch_sees_its_writes():
+    assert "TL0401" not in _codes(running_min())
+    # ``if j == 1:``: the else-branch runs first, reading lo before anything wrote it
+    assert "TL0401" in _codes(running_min(first_writes=False))

@@ -10,6 +10,7 @@ import pytest
 
 import tilelang
 import tilelang.language as T
+from tilelang.frontend import ParseError
 from tilelang.diagnostics.errors import TileLangCompileError
 from tilelang.jit import nvcc
 
@@ -194,8 +195,6 @@ def test_packed_atomic_from_a_float_view_of_a_16_bit_shared_buffer():
 def test_a_value_rebound_in_a_loop_and_read_after_it_is_explained_at_its_line():
     # (a KernelBench-style conv kernel: ``acc = 0.0``, ``acc += ...`` in Python loops, ``acc`` read
     # after them; TVM's well-formedness check only said "Program is not well-formed")
-    from tilelang.frontend.errors import ParseError
-
     with pytest.raises(ParseError, match=r"'acc' is read outside the block.*T.alloc_var") as err:
         @T.prim_func
         def kernel(X: T.Tensor((64, 8), "float32"), Y: T.Tensor((64,), "float32")):
@@ -228,3 +227,27 @@ def test_loop_break_in_an_explicitly_unrolled_loop_is_a_located_error():
     assert "TL0002" in str(err.value) and "explicit=True" in str(err.value)
     span = err.value.diagnostics[0].span
     assert open(__file__).read().splitlines()[span.line - 1].strip() == "T.loop_break()"
+
+
+def test_an_alloc_var_read_as_its_one_element():
+    """dlss5's ``raw = T.alloc_var("int32", init=v)[0]`` (a value forced into a register): ``[0]``
+    reads the variable, as upstream's one-element buffer; a later store does not change ``raw``."""
+    @T.prim_func
+    def main(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128):
+            t = T.get_thread_binding(0)
+            raw = T.alloc_var("int32", init=A[t] * 2)[0]
+            v = T.alloc_var("int32", init=A[t] + 1)
+            old = v[0]
+            v = 7
+            if raw >= 0:
+                B[t] = raw + old + v
+
+    src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    body = src[src.index("__global__"):]
+    assert "B[((int)threadIdx.x)] = " in body
+    with pytest.raises(ParseError, match=r"one element: index it with \[0\]"):
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "int32")):
+            with T.Kernel(1, threads=128):
+                A[0] = T.alloc_var("int32", init=1)[1]

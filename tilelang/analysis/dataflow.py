@@ -10,7 +10,8 @@ warning must never be a false alarm):
 - reads: ``T.gemm`` accumulating into C, ``T.reduce_*(..., clear=False)``, any load (``+=``);
 - ``if`` joins both branches (a write on one branch only does not count), except that a branch
   taken on the first iteration of its loop (``if k == 0:``) counts as taken; a loop runs at
-  least once, and since writes never undo one another, the first iteration decides; and a
+  least once, and since writes never undo one another, the first iteration decides (its
+  ``else`` runs in later iterations, after what the first one wrote); and a
   branch on the thread index alone (warp roles: ``if tid < 128:``) counts, since the threads of
   a role read the registers they wrote themselves; inside a branch, what an earlier branch of
   the same condition (structurally, loop variables matched by position) wrote counts as written,
@@ -195,12 +196,14 @@ class _Init:
             same.append(self.flags[flag])
         then = self.visit(s.then_case, state.union(*same))
         self.guarded.append((s.condition, then - state))
-        other = self.visit(s.else_case, state) if s.else_case is not None else state
+        first = self._first_iteration(s.condition)
+        # (the else-branch of ``if k == 0:`` runs in later iterations, after the first one's then-branch)
+        other = self.visit(s.else_case, then if first else state) if s.else_case is not None else state
         for flag, wrote in ((_flag_set(s.then_case, s.else_case), then - state),
                             (_flag_set(s.else_case, s.then_case), other - state)):
             if flag is not None:
                 self.flags[flag] = wrote
-        if self._first_iteration(s.condition):
+        if first:
             return then
         if self._thread_role(s.condition):
             return then | other

@@ -34,6 +34,7 @@ from tvm.tirx.script.builder.frame import LaunchThreadFrame
 from tvm.tirx.script.parser import parser as _tparser
 
 from tilelang import knobs
+from tilelang.tir_utils import const_int
 
 _STATE = threading.local()
 _MISSING = object()
@@ -88,6 +89,21 @@ def _plain_python(value) -> bool:
         return False
     return not (hasattr(value, "__enter__") or getattr(type(value), "_is_meta_class", False)
                 or type(value).__name__ == "meta_var")
+
+
+def _scalar_element(value, index):
+    """``x[0]`` of a ``T.alloc_var`` scalar ``x``, as upstream reads its one-element buffer: the
+    scalar's load, or None for anything else (``raw = T.alloc_var("int32", init=v)[0]``)."""
+    load = value.scalar if isinstance(value, T.scalar_wrapper) else value
+    if not isinstance(load, TensorLoad):
+        return None
+    shape = load.source.ty.shape
+    index = index if isinstance(index, tuple) else (index,)
+    if len(shape) != 1 or const_int(shape[0]) != 1 or len(index) != 1:
+        return None
+    if const_int(index[0]) != 0:
+        raise IndexError(f"a T.alloc_var scalar has one element: index it with [0], not [{index[0]}]")
+    return load
 
 
 def _in_kernel() -> bool:
@@ -280,7 +296,8 @@ class Builder:
 
     def getitem(self, sid, value, index):
         with self.at(sid):
-            return self._annotate(value[index])
+            scalar = _scalar_element(value, index)
+            return self._annotate(scalar if scalar is not None else value[index])
 
     # ----- names --------------------------------------------------------------------------
     def lookup(self, name):
