@@ -34,6 +34,21 @@ def dtype_of(expr) -> str:
     return str(getattr(ty, "dtype", ty))
 
 
+def as_logical(cond):
+    """``cond`` with ``&`` / ``|`` between boolean operands as ``and`` / ``or`` (users write guards
+    as ``if (i >= 0) & (i < n):``): the analyzer takes a conjunction apart into what it knows only
+    in the logical form. For the analyzer's constraints; the code keeps the user's operators."""
+    if isinstance(cond, (tirx.BitwiseAnd, tirx.BitwiseOr)) and dtype_of(cond) == "bool" \
+            and dtype_of(cond.a) == "bool" and dtype_of(cond.b) == "bool":
+        a, b = as_logical(cond.a), as_logical(cond.b)
+        return tirx.And(a, b) if isinstance(cond, tirx.BitwiseAnd) else tirx.Or(a, b)
+    if isinstance(cond, (tirx.And, tirx.Or)):
+        a, b = as_logical(cond.a), as_logical(cond.b)
+        if not (a.same_as(cond.a) and b.same_as(cond.b)):
+            return type(cond)(a, b)
+    return cond
+
+
 def const_int(expr):
     """The Python int value of an integer immediate (after simplification), else None."""
     if isinstance(expr, int):

@@ -251,3 +251,31 @@ def test_an_alloc_var_read_as_its_one_element():
         def bad(A: T.Tensor((128,), "int32")):
             with T.Kernel(1, threads=128):
                 A[0] = T.alloc_var("int32", init=1)[1]
+
+
+def test_eval_of_a_string_reads_the_kernels_names():
+    """tilelang-bench's harness builds a kernel's epilogue from a string: ``eval("r[0]")`` with ``r`` a
+    fragment of the kernel (upstream's builder runs the body as Python, so eval sees its locals)."""
+    post = "r[0] * 2"
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 256), "float16"), C: T.Tensor((64,), "float16")):
+        with T.Kernel(64, threads=128) as bx:
+            row = T.alloc_fragment((1, 256), "float")
+            r = T.alloc_fragment((1,), "float")
+            T.copy(A[bx, 0], row)
+            T.reduce_sum(row, r, dim=1, clear=True)
+            C[bx] = T.Cast("float16", eval(post))
+
+    src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    assert "C[((int)blockIdx.x)] = ((half)(r * 0x1p+1f" in src      # (r: the reduced value, one register)
+
+
+def test_upstreams_submodules_of_t_reach_its_names():
+    """``T.builtin.sync_threads()`` (Anjiang-Wei/tilelang_PTX) and ``from tilelang.language.atomic
+    import atomic_add``: upstream's submodule names lead to T's own functions."""
+    from tilelang.language.atomic import atomic_add
+
+    assert T.builtin.sync_threads is T.sync_threads and atomic_add is T.atomic_add
+    with pytest.raises(AttributeError, match="tilelang.language.builtin' has no attribute 'no_such'"):
+        T.builtin.no_such

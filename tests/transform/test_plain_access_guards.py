@@ -139,3 +139,29 @@ def test_a_floor_divided_block_index_is_proven_inside_its_grid():
     loads ahead of the producer's barriers: 14 % slower on the H200)."""
     b = body(_replicated_rows())
     assert "condval" not in b and " < n" not in b
+
+
+def _amp_guarded(logical=False, N=4096, inp=1024):
+    @T.prim_func
+    def kernel(Source: T.Tensor((N,), T.uint8), B: T.Tensor((128,), T.uint32)):
+        with T.Kernel(1, threads=128):
+            t = T.get_thread_binding(0)
+            raw = T.alloc_var(T.int32, init=t * 64 - 100)
+            if logical:
+                if (raw >= 0) and (raw <= N - inp - 4):
+                    B[t] = T.call_extern(T.uint32, "__ldg", T.address_of(Source[inp + raw]))
+            else:
+                if (raw >= 0) & (raw <= N - inp - 4):
+                    B[t] = T.call_extern(T.uint32, "__ldg", T.address_of(Source[inp + raw]))
+
+    return kernel
+
+
+def test_a_guard_written_with_amp_is_known_inside_its_branch():
+    """dlss5's NR kernels guard an address taken in a store's value as ``if (raw >= 0) & (raw <=
+    n - 4):`` (the checker reported it unguarded, TL0602, refusing the kernel); ``&`` of two
+    conditions is a conjunction for the analyzer, as ``and`` is. The code keeps the user's ``&``."""
+    amp, logical = body(_amp_guarded()), body(_amp_guarded(logical=True))
+    assert "if ((0 <= raw) & (raw <= 3068)) {" in amp and "if ((0 <= raw) && (raw <= 3068)) {" in logical
+    for b in (amp, logical):      # the address is inside where the guard holds: no guard of ours
+        assert "__ldg(&(Source[(raw + 1024)]))" in b and "< 4096" not in b

@@ -21,7 +21,7 @@ import tvm_ffi
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.tir_utils import ExprRewriter, const_int, has_load, walk_stmts
+from tilelang.tir_utils import ExprRewriter, as_logical, const_int, has_load, walk_stmts
 from tilelang.transform.kernel import op_name
 
 
@@ -72,7 +72,7 @@ class _Bounds:
                 self.an.bind(s.loop_var, tvm.ir.Range.from_min_extent(s.min, s.extent))
             self.visit(s.body)
         elif isinstance(s, tirx.IfThenElse):
-            cond = self.scalars.visit(s.condition)
+            cond = as_logical(self.scalars.visit(s.condition))
             with self.an.constraint_scope(cond):
                 self.visit(s.then_case)
             if s.else_case is not None:

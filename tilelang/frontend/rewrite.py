@@ -148,6 +148,11 @@ class _Rewriter(ast.NodeTransformer):
             for a in node.args:
                 _add_unit_step(a)
         node = self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "eval" and len(node.args) == 1 and not node.keywords:
+            # ``eval("r[0]")`` in a kernel reads the kernel's own names (upstream's body runs as Python):
+            # the builder calls it, so it gets this function's namespaces, evaluated here
+            node.args += [ast.copy_location(ast.Call(func=_load(f, node), args=[], keywords=[]), node)
+                          for f in ("globals", "locals")]
         return self.tb_call("call", [self.sid(node), node.func, *node.args], node, node.keywords)
 
     def visit_BinOp(self, node):

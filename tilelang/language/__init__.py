@@ -194,6 +194,30 @@ def index_to_coordinates(index, shape):
         index = index // extent
     return coords[::-1]
 
+
+def _upstream_submodule(name: str):
+    """Upstream splits ``tilelang.language`` into submodules that users also reach through it
+    (``T.builtin.sync_threads()``, ``from tilelang.language.atomic import atomic_add``): a module
+    named as upstream's whose attributes are T's own names."""
+    import sys
+    import types
+
+    module = types.ModuleType(f"{__name__}.{name}", f"upstream's tilelang.language.{name}: T's names")
+
+    def attribute(attr):
+        if attr.startswith("__") or attr not in globals():
+            raise AttributeError(f"module 'tilelang.language.{name}' has no attribute {attr!r}")
+        return globals()[attr]
+
+    module.__getattr__ = attribute
+    return sys.modules.setdefault(module.__name__, module)
+
+
+for _n in ("builtin", "atomic", "customize", "common", "copy_op", "fill_op", "gemm_op", "reduce_op", "scan_op",
+           "logical", "loop", "math_intrinsics", "proxy", "symbolics", "warp_specialize", "annotations", "utils"):
+    if _n not in globals():
+        globals()[_n] = _upstream_submodule(_n)
+
 # Last in the module, since they shadow builtins: C-style aliases upstream code uses (T.float is float32, T.half float16, ...).
 float, half, double = float32, float16, float64  # noqa: A001,F405
 int, long, short, uint = int32, int64, int16, uint32  # noqa: A001,F405

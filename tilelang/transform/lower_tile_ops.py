@@ -34,9 +34,9 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import nbytes
-from tilelang.tir_utils import (ExprRewriter, any_expr, const_int, dtype_of, evaluate_extern, extern_name, has_load,
-                                i32, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
-                                uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, any_expr, as_logical, const_int, dtype_of, evaluate_extern, extern_name,
+                                has_load, i32, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads,
+                                tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
@@ -512,6 +512,7 @@ class Lowerer:
         they select no warp-aligned range, one split out of the `if` (``thread_regions.guarded_sync``,
         ``barrier_hoist``)."""
         cond = self.rewrite(stmt.condition)
+        known = as_logical(cond)     # (``(i >= 0) & (i < n)`` as two facts for the analyzer)
         if not uses_vars(stmt.condition, self.thread_vars):
             # a condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``):
             # its tile ops are lowered as written; a barrier inside is split out (``barrier_hoist``)
@@ -521,9 +522,9 @@ class Lowerer:
             try:
                 other = None
                 if stmt.else_case is not None:
-                    with self.an.constraint_scope(tirx.Not(cond)):
+                    with self.an.constraint_scope(tirx.Not(known)):
                         other = self.lower(stmt.else_case)
-                with self.an.constraint_scope(cond):
+                with self.an.constraint_scope(known):
                     then = self.lower(stmt.then_case)
             finally:
                 if varying:
@@ -531,9 +532,9 @@ class Lowerer:
         else:
             other = None
             if stmt.else_case is not None:
-                with self.an.constraint_scope(tirx.Not(cond)):
+                with self.an.constraint_scope(tirx.Not(known)):
                     other = self.lower_branch(stmt.else_case, tirx.Not(stmt.condition), stmt.span)
-            with self.an.constraint_scope(cond):
+            with self.an.constraint_scope(known):
                 then = self.lower_branch(stmt.then_case, stmt.condition, stmt.span)
         # a barrier its branches need that only part of the threads reach goes out of the `if`
         return barrier_hoist.split_if(self, tirx.IfThenElse(cond, seq([then]), other, span=stmt.span),
