@@ -42,3 +42,23 @@ def test_cumsum_over_a_row_offset_shared_region():
     src = _source(kernel)
     # rows 64..127: element offset 64 * 32 = 2048 past the buffer's start
     assert "if (((int)threadIdx.x) < 64)" in src and "+ 2048)" in src
+
+
+def test_shuffles_of_types_cuda_has_no_overload_for_compile():
+    """T.shfl_* of fp8 and 8/16-bit integers (upstream PR #3056's dtypes): CUDA's __shfl*_sync have
+    no overloads for them, so they travel as the bits of a 32-bit word (src/tl/warp.h); nvcc builds
+    each, for sm_90a and sm_80."""
+    for dtype in (T.float8_e4m3, T.float8_e5m2, T.int8, T.uint8, T.int16, T.float16, T.bfloat16):
+        @T.prim_func
+        def kernel(A: T.Tensor((32,), dtype), B: T.Tensor((4, 32), dtype)):
+            with T.Kernel(1, threads=32):
+                tx = T.get_thread_binding()
+                B[0, tx] = T.shfl_sync(A[tx], 0)
+                B[1, tx] = T.shfl_xor(A[tx], 1)
+                B[2, tx] = T.shfl_down(A[tx], 2)
+                B[3, tx] = T.shfl_up(A[tx], 2)
+
+        for target in ("cuda -arch=sm_90a", "cuda -arch=sm_80"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tilelang.compile(kernel, target=target).ensure_cubin()

@@ -39,20 +39,48 @@ template <typename T> TL_DEVICE unsigned match_all_sync(unsigned mask, T value) 
   return __match_all_sync(mask, value, &pred);
 }
 
-// Shuffles for every register type: 16-bit floats go through their own overloads, other types
-// through CUDA's templates.
-template <typename T> TL_DEVICE T shfl_sync(unsigned mask, T v, int lane, int width) {
-  return __shfl_sync(mask, v, lane, width);
-}
-template <typename T> TL_DEVICE T shfl_xor_sync(unsigned mask, T v, int delta, int width) {
-  return __shfl_xor_sync(mask, v, delta, width);
-}
-template <typename T> TL_DEVICE T shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
-  return __shfl_down_sync(mask, v, delta, width);
-}
-template <typename T> TL_DEVICE T shfl_up_sync(unsigned mask, T v, unsigned delta, int width) {
-  return __shfl_up_sync(mask, v, delta, width);
-}
+// Shuffles for every register type: the types CUDA's __shfl*_sync take (32/64-bit integers and
+// floats, 16-bit floats and their pairs) as they are; any other (8-bit floats, chars, shorts,
+// small structs) as the bits of a 32- or 64-bit word.
+namespace detail {
+template <typename T>
+constexpr bool shfl_native_v =
+    is_same_v<T, int> || is_same_v<T, unsigned> || is_same_v<T, long> || is_same_v<T, unsigned long> ||
+    is_same_v<T, long long> || is_same_v<T, unsigned long long> || is_same_v<T, float> ||
+    is_same_v<T, double> || is_same_v<T, half> || is_same_v<T, half2> || is_same_v<T, __nv_bfloat16> ||
+    is_same_v<T, __nv_bfloat162>;
+template <bool Narrow> struct shfl_word_of { using type = unsigned; };
+template <> struct shfl_word_of<false> { using type = unsigned long long; };
+template <typename T>
+struct shfl_word {
+  static_assert(sizeof(T) <= 8, "a shuffled value is at most 8 bytes");
+  using type = typename shfl_word_of<sizeof(T) <= 4>::type;
+  static TL_DEVICE type pack(T v) {
+    type w = 0;
+    memcpy(&w, &v, sizeof(T));
+    return w;
+  }
+  static TL_DEVICE T unpack(type w) {
+    T v;
+    memcpy(&v, &w, sizeof(T));
+    return v;
+  }
+};
+}  // namespace detail
+
+#define TL_SHUFFLE(NAME, CUDA, OFFSET_T)                                                        \
+  template <typename T> TL_DEVICE T NAME(unsigned mask, T v, OFFSET_T offset, int width) {      \
+    if constexpr (detail::shfl_native_v<T>) {                                                   \
+      return ::CUDA(mask, v, offset, width);                                                    \
+    } else {                                                                                    \
+      using W = detail::shfl_word<T>;                                                           \
+      return W::unpack(::CUDA(mask, W::pack(v), offset, width));                                \
+    }                                                                                           \
+  }
+TL_SHUFFLE(shfl_sync, __shfl_sync, int)
+TL_SHUFFLE(shfl_xor_sync, __shfl_xor_sync, int)
+TL_SHUFFLE(shfl_down_sync, __shfl_down_sync, unsigned)
+TL_SHUFFLE(shfl_up_sync, __shfl_up_sync, unsigned)
 
 // One lane of each group of `extent` threads (0: of the whole block) is elected: the group's
 // first thread.
@@ -84,18 +112,11 @@ template <typename T> TL_DEVICE unsigned __match_all_sync(unsigned mask, T value
   int pred;
   return ::__match_all_sync(mask, value, &pred);
 }
-template <typename T> TL_DEVICE T __shfl_sync(unsigned mask, T v, int lane, int width) {
-  return ::__shfl_sync(mask, v, lane, width);
-}
-template <typename T> TL_DEVICE T __shfl_xor_sync(unsigned mask, T v, int delta, int width) {
-  return ::__shfl_xor_sync(mask, v, delta, width);
-}
-template <typename T> TL_DEVICE T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width) {
-  return ::__shfl_down_sync(mask, v, delta, width);
-}
-template <typename T> TL_DEVICE T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width) {
-  return ::__shfl_up_sync(mask, v, delta, width);
-}
+TL_SHUFFLE(__shfl_sync, __shfl_sync, int)
+TL_SHUFFLE(__shfl_xor_sync, __shfl_xor_sync, int)
+TL_SHUFFLE(__shfl_down_sync, __shfl_down_sync, unsigned)
+TL_SHUFFLE(__shfl_up_sync, __shfl_up_sync, unsigned)
+#undef TL_SHUFFLE
 TL_DEVICE int __ffs(int v) { return ::__ffs(v); }
 TL_DEVICE int __ffs(unsigned v) { return ::__ffs((int)v); }
 TL_DEVICE int __ffsll(long long v) { return ::__ffsll(v); }

@@ -54,6 +54,10 @@ def test_requires_package_and_backends_we_do_not_target():
         (mark,) = deco(f).pytestmark[-1:]
         assert mark.name == "skip" and "CUDA" in mark.kwargs["reason"]
     assert tilelang.testing.requires_cuda_or_cdna(f).pytestmark[-1].name == "skipif"
+    # as marks of a parameter (upstream PR #2807: ``pytest.param("hip", marks=requires_rocm.marks())``)
+    (cuda,), (rocm,) = tilelang.testing.requires_cuda.marks(), tilelang.testing.requires_rocm.marks()
+    assert cuda.name == "skipif" and rocm.name == "skip"
+    assert pytest.param("hip", marks=list(tilelang.testing.requires_rocm.marks())).marks[0].name == "skip"
 
 
 def test_perf_regression_harness(capsys, monkeypatch):

@@ -279,3 +279,44 @@ def test_upstreams_submodules_of_t_reach_its_names():
     assert T.builtin.sync_threads is T.sync_threads and atomic_add is T.atomic_add
     with pytest.raises(AttributeError, match="tilelang.language.builtin' has no attribute 'no_such'"):
         T.builtin.no_such
+
+
+def test_a_bare_return_ending_the_kernel_body_is_dropped():
+    """tilelang-debugger's kernels end their ``with T.Kernel`` body with ``return`` (upstream drops
+    it); a bare ``return`` anywhere else would drop what follows, so it is refused, located."""
+    @T.prim_func
+    def tail(x: T.Tensor((32,), "int32"), y: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            y[tx] = x[tx] + 1
+            return
+
+    assert "y[((int)threadIdx.x)] = (x[((int)threadIdx.x)] + 1);" in tilelang.compile(
+        tail, target="cuda -arch=sm_90a").get_kernel_source()
+    with pytest.raises(ParseError, match="a bare `return` inside a kernel only ends its body") as err:
+        @T.prim_func
+        def early(x: T.Tensor((32,), "int32"), y: T.Tensor((32,), "int32")):
+            with T.Kernel(1, threads=32):
+                tx = T.get_thread_binding()
+                if tx >= 16:
+                    return
+                y[tx] = x[tx] + 1
+    assert "return" in str(err.value)
+
+
+def test_a_thread_dimension_the_launch_leaves_at_one_is_zero():
+    """``T.get_thread_binding(1)`` of ``threads=32`` (tilelang-debugger): threadIdx.y, always 0, as
+    upstream binds it; ``T.get_block_binding(2)`` of a 1-D grid likewise."""
+    @T.prim_func
+    def main(x: T.Tensor((256,), "int32"), y: T.Tensor((256,), "int32")):
+        with T.Kernel(4, threads=32):
+            tx = T.get_thread_binding(0) + T.get_thread_binding(1) * 16 + T.get_block_binding(2) * 64
+            y[tx] = x[tx] + T.get_thread_extent(2)
+
+    src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    assert "y[((int)threadIdx.x)] = (x[((int)threadIdx.x)] + 1);" in src
+    with pytest.raises(ParseError, match="CUDA has thread dimensions 0, 1 and 2"):
+        @T.prim_func
+        def bad(x: T.Tensor((32,), "int32")):
+            with T.Kernel(1, threads=32):
+                x[T.get_thread_binding(3)] = 0

@@ -2,7 +2,8 @@
 (``thread_sync.closes_with_barrier``): the statement after the loop gets no barrier of its own for
 what the loop touched (upstream's gdn chunk_scaled_dot_kkt: the loop over K ends with one, then
 the gates are written into bytes the loop read). What was pending before the loop still is. A TMA store that waits for its own reads of shared
-memory before the barrier (a tile copied out through shared memory) leaves nothing in flight.
+memory before the barrier (a tile copied out through shared memory), and cp.async groups the body
+retires with ``cp_async_wait<0>`` before it, leave nothing in flight.
 CPU only: the generated CUDA is inspected."""
 
 import importlib.util
@@ -125,6 +126,17 @@ def test_a_tma_store_that_waits_for_its_reads_is_not_in_flight():
     assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_arrive", "tl::tma_store_wait<1>"), sync))
     assert thread_sync._leaves_in_flight(_loop(settled, _thread0("tl::tma_load_2d"), sync))
     assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_store_wait<0>", "tl::tma_store_arrive"), sync))
+
+
+def test_cp_async_groups_retired_in_the_body_are_not_in_flight():
+    sync = evaluate_extern("__syncthreads")
+    copy, commit = evaluate_extern("tl::cp_async_gs<16>"), evaluate_extern("tl::cp_async_commit")
+    assert not thread_sync._leaves_in_flight(_loop(copy, commit, evaluate_extern("tl::cp_async_wait<0>"), sync))
+    assert thread_sync._leaves_in_flight(_loop(copy, commit, evaluate_extern("tl::cp_async_wait<1>"), sync))
+    assert thread_sync._leaves_in_flight(_loop(evaluate_extern("tl::cp_async_wait<0>"), copy, commit, sync))
+    # the wait retires cp.async only: a TMA load before it stays in flight
+    assert thread_sync._leaves_in_flight(_loop(_thread0("tl::tma_load_2d"), copy, commit,
+                                               evaluate_extern("tl::cp_async_wait<0>"), sync))
 
 
 def _upstream(folder, name, tag):

@@ -627,10 +627,13 @@ class Builder:
         frame.add_callback(partial(frame.__exit__, None, None, None))
         frame.__enter__()
 
-    def ret(self, value):
+    def ret(self, value, tail=False):
         if self.modes[-1] != "prim_func":
             return value
         if value is None:
-            raise ValueError("Expression to be returned must be a Expr")
+            if tail:
+                return None     # a bare ``return`` ending the kernel body (upstream drops it)
+            raise ValueError("a bare `return` inside a kernel only ends its body; to stop some threads early, put "
+                             "what follows under an `if` (or call T.thread_return())")
         T.Return(value)
         return None

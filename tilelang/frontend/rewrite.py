@@ -366,8 +366,19 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Return(self, node):
         value = self.visit(node.value) if node.value is not None else _const(None, node)
-        ret = ast.copy_location(ast.Return(value=self.tb_call("ret", [value], node)), node)
+        tail = _const(getattr(node, "tl_tail", False), node)
+        ret = ast.copy_location(ast.Return(value=self.tb_call("ret", [value, tail], node)), node)
         return self.at(node, [ret])
+
+
+def _mark_tail_return(stmts) -> None:
+    """Mark a bare ``return`` that ends the function, directly or as the last statement of the
+    ``with`` blocks that end it (the end of a ``with T.Kernel`` body): nothing follows it."""
+    last = stmts[-1] if stmts else None
+    if isinstance(last, ast.Return) and last.value is None:
+        last.tl_tail = True
+    elif isinstance(last, ast.With):
+        _mark_tail_return(last.body)
 
 
 def _blocks_needed(stmts) -> int:
@@ -453,6 +464,7 @@ def rewrite(func) -> Rewritten:
     eager_body = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "empty"
                      for n in ast.walk(fdef))
     rw.sid(fdef)  # span 0: the whole definition
+    _mark_tail_return(fdef.body)
     fdef.body = rw.body(fdef.body)
     freevars = func.__code__.co_freevars
     factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(arg="__tb")] + [ast.arg(arg=v) for v in freevars],

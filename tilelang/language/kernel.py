@@ -155,11 +155,21 @@ def _require_kernel(what: str) -> KernelContext:
 
 
 def get_thread_binding(dim: int = 0):
-    """The threadIdx variable of dimension ``dim`` of the enclosing kernel."""
+    """The threadIdx variable of dimension ``dim`` of the enclosing kernel; 0 for a dimension the
+    launch leaves at one thread (``T.get_thread_binding(1)`` of ``threads=32``: threadIdx.y is 0,
+    as with upstream, which binds all three)."""
     ctx = _require_kernel("T.get_thread_binding")
-    if dim >= len(ctx.thread_vars):
-        raise IndexError(f"the kernel has {len(ctx.thread_vars)} thread dimension(s), asked for {dim}")
-    return ctx.thread_vars[dim]
+    return _binding(ctx.thread_vars, dim, "thread")
+
+
+def _binding(variables, dim, what):
+    if not 0 <= dim < 3:
+        raise IndexError(f"T.get_{what}_binding({dim}): CUDA has {what} dimensions 0, 1 and 2")
+    if dim >= len(variables):
+        from tvm import tirx
+
+        return tirx.IntImm("int32", 0)
+    return variables[dim]
 
 
 def get_thread_bindings():
@@ -168,9 +178,7 @@ def get_thread_bindings():
 
 def get_block_binding(dim: int = 0):
     ctx = _require_kernel("T.get_block_binding")
-    if dim >= len(ctx.block_vars):
-        raise IndexError(f"the kernel has {len(ctx.block_vars)} grid dimension(s), asked for {dim}")
-    return ctx.block_vars[dim]
+    return _binding(ctx.block_vars, dim, "block")
 
 
 def get_block_bindings():
@@ -178,7 +186,8 @@ def get_block_bindings():
 
 
 def get_thread_extent(dim: int = 0) -> int:
-    return int(_require_kernel("T.get_thread_extent").threads[dim])
+    threads = _require_kernel("T.get_thread_extent").threads
+    return int(threads[dim]) if dim < len(threads) else 1
 
 
 def ClusterKernel(*blocks, cluster_dims, threads=None, prelude=None):  # noqa: N802 - upstream's name

@@ -49,25 +49,38 @@ def _capability():
     return None
 
 
-def requires_cuda(func):
-    """Skip the test on a machine without a CUDA GPU."""
+class _Gate:
+    """A test requirement used as upstream's (TVM's ``Feature``): ``@gate`` on a test, or its pytest
+    marks in a parameter (``pytest.param("cuda", marks=gate.marks())``)."""
+
+    def __init__(self, mark, doc: str):
+        self._mark, self.__doc__ = mark, doc
+
+    def marks(self, **_options) -> list:
+        return [self._mark()]
+
+    def __call__(self, func):
+        return self._mark()(func)
+
+
+def _skip_without_gpu():
     import pytest
 
-    return pytest.mark.skipif(_capability() is None, reason="needs a CUDA GPU")(func)
+    return pytest.mark.skipif(_capability() is None, reason="needs a CUDA GPU")
 
 
-def requires_cuda_or_cdna(func):
-    """Skip without a CUDA GPU (upstream also accepts AMD CDNA GPUs, which we do not target)."""
-    return requires_cuda(func)
+requires_cuda = _Gate(_skip_without_gpu, "Skip the test on a machine without a CUDA GPU.")
+requires_cuda_or_cdna = _Gate(_skip_without_gpu, "Skip without a CUDA GPU (upstream also accepts AMD CDNA GPUs, "
+                                                 "which we do not target).")
 
 
 def _never(backend: str, why: str):
-    def mark(func):
+    def mark():
         import pytest
 
-        return pytest.mark.skip(reason=f"needs {backend}: {why}")(func)
+        return pytest.mark.skip(reason=f"needs {backend}: {why}")
 
-    return mark
+    return _Gate(mark, f"Skip: needs {backend} ({why}).")
 
 
 requires_rocm = _never("a ROCm GPU", "TileLang here compiles for CUDA GPUs only")

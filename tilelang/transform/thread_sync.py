@@ -557,16 +557,30 @@ _IN_FLIGHT = ("async", "tma", "mbarrier", "bulk", "wgmma_wait", "wait_wgmma", "c
 
 
 def _leaves_in_flight(stmt) -> bool:
-    def pred(e):
-        if not isinstance(e, tirx.Call):
-            return False
-        name = extern_name(e) or getattr(e.op, "name", "")
-        return name != "tl::fence_proxy_async" and any(x in name for x in _IN_FLIGHT)
+    """Whether something ``stmt`` (a loop: its body, statement by statement) issues may still be in
+    flight after it. A TMA store group that waits for its own reads of shared memory
+    (``lower_copy``'s stores: issue, arrive, ``tma_store_wait<0>`` in one thread's branch) has
+    nothing in flight; cp.async groups are retired by a later ``cp_async_wait<0>`` of the body."""
+    def names(st):
+        found = set()
 
-    # A TMA store group that waits for its own reads of shared memory (``lower_copy``'s stores:
-    # issue, arrive, ``tma_store_wait<0>`` in one thread's branch) has nothing in flight there.
-    settled = map_stmts(stmt, pre=lambda st: tirx.Evaluate(i32(0)) if _settled_store(st) else None)
-    return any_expr(settled, pred)
+        def pred(e):
+            if isinstance(e, tirx.Call):
+                name = extern_name(e) or getattr(e.op, "name", "")
+                if name != "tl::fence_proxy_async" and any(x in name for x in _IN_FLIGHT):
+                    found.add(name)
+            return False
+
+        any_expr(map_stmts(st, pre=lambda s: tirx.Evaluate(i32(0)) if _settled_store(s) else None), pred)
+        return found
+
+    pending = set()
+    for st in flatten([stmt.body]) if isinstance(stmt, tirx.For) else [stmt]:
+        if isinstance(st, tirx.Evaluate) and extern_name(st) == "tl::cp_async_wait<0>":
+            pending = {n for n in pending if not n.startswith("tl::cp_async")}
+        else:
+            pending |= names(st)
+    return bool(pending)
 
 
 def _settled_store(st) -> bool:
