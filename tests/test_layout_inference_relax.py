@@ -63,6 +63,30 @@ def test_read_through_a_division_runs_on_the_holding_threads():
     assert "T.Parallel" in out.origin[next(b for b in out.fragments if b.name == "a")]
 
 
+def test_an_outer_sum_of_two_copied_vectors_places_them_from_the_loop():
+    """amaranthine09's outer vector addition: ``c[i, j] = a[i] + b[j]`` of two fragments filled by
+    T.copy (a TL0201 before: each copy gave its vector a layout of its own first). The copies wait
+    for the loop, which takes the layout of the tile it writes and places both vectors."""
+    @T.prim_func
+    def k(A: T.Tensor((512,), "float16"), B: T.Tensor((1024,), "float16"), C: T.Tensor((512, 1024), "float16")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            a = T.alloc_fragment((64,), "float16")
+            b = T.alloc_fragment((128,), "float16")
+            c = T.alloc_fragment((64, 128), "float16")
+            T.copy(A[by * 64:(by + 1) * 64], a)
+            T.copy(B[bx * 128:(bx + 1) * 128], b)
+            for i, j in T.Parallel(64, 128):
+                c[i, j] = a[i] + b[j]
+            T.copy(c, C[by * 64:(by + 1) * 64, bx * 128:(bx + 1) * 128])
+
+    out = _check_every_nest(k)
+    for name in ("a", "b"):
+        assert "T.Parallel" in out.origin[next(f for f in out.fragments if f.name == name)]
+    src = _source(k, target="cuda -arch=sm_90a")
+    # each thread loads the rows and the 8 columns of its part of c (b as one 16-byte vector)
+    assert "c[v] = (a[(v >> 3)] + b[(v & 7)]);" in src and "*(uint4*)(b + 0) = *(uint4*)(B + " in src
+
+
 def test_transposed_write_places_the_fragment_transposed():
     @T.prim_func
     def k(A: T.Tensor((64, 32), "float32"), B: T.Tensor((32, 64), "float32")):

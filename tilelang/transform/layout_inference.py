@@ -578,11 +578,17 @@ class _Inference:
         self.guard = None       # body_guard of the T.Parallel nest being placed
         self._stepping = None   # the consumer being placed (_settle: where a conflict arose)
         self.free_indexed = set()       # fragments some T.Parallel nest indexes by other expressions
+        self.broadcast = set()          # ... or by some of its variables only (``a[i]`` in a loop over i, j)
         for nest in self.nest_vars:
             loop_vars, _, body = parallel_nest(nest)
             for b, idx, _ in buffer_accesses(body):
-                if scope_of(b) == FRAGMENT_SCOPE and _plain_dims(idx, loop_vars) is None:
+                if scope_of(b) != FRAGMENT_SCOPE:
+                    continue
+                dims = _plain_dims(idx, loop_vars)
+                if dims is None:
                     self.free_indexed.add(b)
+                elif len(dims) < len(loop_vars):
+                    self.broadcast.add(b)
         self.arch = arch
         self.configs = pass_configs or {}
         self.regions = thread_regions.regions(info)     # tile work under `if tx < n:` branches
@@ -1513,10 +1519,12 @@ class _Inference:
 
     def _defer(self, s) -> bool:
         """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable
-        index waits for that loop to place it: the loop knows which threads need which element."""
+        index, or broadcasts over loop variables it is not indexed by (``c[i, j] = a[i] + b[j]``, an
+        outer sum of two copied vectors), waits for that loop to place it: the loop knows which
+        threads need which element."""
         return any(scope_of(r.buffer) == FRAGMENT_SCOPE and self.known(r.buffer) is None
-                   and r.buffer in self.free_indexed for r in (decode_region(s.value.args[0]),
-                                                               decode_region(s.value.args[1])))
+                   and (r.buffer in self.free_indexed or r.buffer in self.broadcast)
+                   for r in (decode_region(s.value.args[0]), decode_region(s.value.args[1])))
 
     def _epilogue_staging(self, consumers) -> set:
         """Shared tiles written by a ``T.copy`` from a fragment in an sm_90a wgmma kernel (an
