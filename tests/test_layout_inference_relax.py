@@ -259,6 +259,33 @@ def test_parallel_over_a_dynamic_extent_is_guarded():
     assert "< n)" in src
 
 
+def test_parallel_over_an_unbounded_run_time_extent_takes_chunks_of_the_block():
+    """tilelang-debugger's ``T.Parallel(n)`` over a symbolic ``n`` with no bound, memory only (TL0603
+    before): the block's 32 threads take 32 iterations at a time, each guarded by ``n``; a loop over
+    a fragment still needs a constant extent."""
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def k(x: T.Tensor((n,), "int32"), y: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(n):
+                y[i] = x[i] + 3
+
+    src = _source(k, target="cuda -arch=sm_90a")
+    assert "for (int i_chunk = 0; i_chunk < ((n + 31) >> 5); ++i_chunk) {" in src
+    assert "if (((i_chunk * 32) + ((int)threadIdx.x)) < n) {" in src
+
+    @T.prim_func
+    def frag(x: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=32):
+            f = T.alloc_fragment((32,), "int32")
+            for i in T.Parallel(n):
+                f[i] = x[i]
+
+    with pytest.raises(TileLangCompileError, match="TL0603|T.Parallel"):
+        tilelang.compile(frag, target="cuda -arch=sm_90a")
+
+
 def test_tile_ops_under_a_thread_range_use_those_threads():
     @T.prim_func
     def k(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):

@@ -320,3 +320,20 @@ def test_a_thread_dimension_the_launch_leaves_at_one_is_zero():
         def bad(x: T.Tensor((32,), "int32")):
             with T.Kernel(1, threads=32):
                 x[T.get_thread_binding(3)] = 0
+
+
+def test_a_shared_tile_of_symbolic_extent_is_a_located_error():
+    """Upstream PR #2909's ``T.alloc_shared((m, N))`` with ``m = T.dynamic("m")``: our shared-memory
+    plan is sized at compile time, so it is refused at the allocation (an internal TypeError before)."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, 256), "float16"), B: T.Tensor((m, 256), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((m, 256), "float16")
+            T.copy(A[0:m, :], s)
+            T.copy(s, B[0:m, :])
+
+    with pytest.raises(TileLangCompileError, match=r"TL0002.*'s' is allocated with shape \[m, 256\]") as err:
+        tilelang.compile(main, target="cuda -arch=sm_90a")
+    assert "s = T.alloc_shared((m, 256)" in str(err.value)       # shown at the allocation

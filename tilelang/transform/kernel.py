@@ -20,8 +20,8 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.alloc import TFLOAT32
 from tilelang.language.dtypes import nbytes
 from tilelang.layout.layout import unpack_layout_expr
-from tilelang.tir_utils import (ExprRewriter, children, const_int, i32, map_stmts, seq, simplify, substitute, substitute_stmt,
-                                uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, children, const_int, dtype_of, i32, map_stmts, seq, simplify, substitute,
+                                substitute_stmt, uses_vars, walk_stmts)
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
@@ -181,6 +181,8 @@ def analyze_kernel(func) -> KernelInfo:
         stmt = substitute_stmt(stmt, aliases)
     _check_unrolled_breaks(stmt)
     stmt = expand_fragment_copies(apply_global_layouts(resolve_views(stmt)))
+    if None not in threads:
+        stmt = chunk_unbounded_parallel(stmt, math.prod(threads))
     stmt, safe = _strip_safe_values(stmt)
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
 
@@ -189,6 +191,14 @@ def analyze_kernel(func) -> KernelInfo:
             info.buffers[s.buffer] = scope_of(s.buffer)
             if s.annotations is not None and TFLOAT32 in s.annotations:
                 info.tfloat32.add(s.buffer)
+            if scope_of(s.buffer) in SHARED_SCOPES + (FRAGMENT_SCOPE, "local") and any(
+                    const_int(x) is None for x in s.buffer.shape):
+                raise LoweringError(
+                    "TL0002", f"'{s.buffer.name}' is allocated with shape {list(s.buffer.shape)}: on-chip buffers "
+                    "(shared memory, fragments, locals) need compile-time extents here",
+                    getattr(s, "span", None) or getattr(s.buffer, "span", None),
+                    notes=["Allocate the largest tile the kernel handles (a constant, or a bound of the symbol) and "
+                           "copy only the part in use (T.copy of a run-time extent guards the rest)."])
             if scope_of(s.buffer) == "shared.tmem":   # T.alloc_tmem (tilelang/language/tmem.py)
                 raise LoweringError(
                     "TL0002", f"'{s.buffer.name}' is sm_100 tensor memory (T.alloc_tmem): this TileLang does not "
@@ -958,6 +968,28 @@ def op_name(stmt) -> str | None:
 
 def buffer_bytes(buffer) -> int:
     return math.prod(const_int(s) for s in buffer.shape) * nbytes(str(buffer.dtype))
+
+
+def chunk_unbounded_parallel(stmt, threads: int):
+    """A 1-D ``T.Parallel(n)`` over a run-time ``n`` with no constant bound that touches no fragment
+    (memory only: tilelang-debugger's ``y[i] = x[i] + 3`` over a symbolic ``n``) runs as upstream runs
+    it: the block's threads take ``threads`` iterations at a time, a serial loop over
+    ``ceildiv(n, threads)`` chunks around a ``T.Parallel(threads)`` guarded by the extent."""
+    def pre(s):
+        if not is_parallel_nest(s) or int(s.annotations["tl.parallel"]) != 1 or const_int(s.extent) is not None:
+            return None
+        hi = int(tvm.sym.Analyzer().const_int_bound(s.extent).max_value)
+        if 0 < hi < (1 << 20) or any(scope_of(b) == FRAGMENT_SCOPE for b, _, _ in buffer_accesses(s.body)):
+            return None     # (a bounded extent spans its bound; a fragment needs constant extents: TL0603)
+        var, dtype = s.loop_var, dtype_of(s.loop_var)
+        outer, inner = tirx.Var(f"{var.name}_chunk", var.ty), tirx.Var(var.name, var.ty)
+        step, zero = tirx.IntImm(dtype, threads), tirx.IntImm(dtype, 0)
+        body = tirx.IfThenElse(tirx.LT(outer * step + inner, s.extent),
+                               substitute_stmt(s.body, {var: s.min + outer * step + inner}), None, span=s.span)
+        loop = tirx.For(inner, zero, step, s.kind, body, annotations=s.annotations, span=s.span)
+        return tirx.For(outer, zero, tirx.floordiv(s.extent + step - 1, step), tirx.ForKind.SERIAL, loop, span=s.span)
+
+    return map_stmts(stmt, pre=pre)
 
 
 def is_parallel_nest(stmt) -> bool:

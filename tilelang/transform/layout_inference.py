@@ -870,7 +870,8 @@ class _Inference:
             bound = [_upper_bound(e) for e in extents]
             if accesses or None in bound:
                 raise LoweringError("TL0603", "T.Parallel extents must be compile-time constants (or, for a "
-                                    "loop that touches no fragment, have a constant upper bound)", stmt.span)
+                                    "loop that touches no fragment, have a constant upper bound or be a 1-D loop)",
+                                    stmt.span)
             self.out.loops[loop_vars[0]] = self.default_loop_layout(body, bound, [], loop_vars[-1],
                                                                     _coalesced_width(stmt))
             return True
