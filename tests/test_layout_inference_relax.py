@@ -286,6 +286,45 @@ def test_parallel_over_an_unbounded_run_time_extent_takes_chunks_of_the_block():
         tilelang.compile(frag, target="cuda -arch=sm_90a")
 
 
+def test_fragment_work_under_one_thread_keeps_the_fragment_whole_in_it():
+    """HiLS sparse attention's ``if tx == 0:`` counting valid lengths in a small fragment with a
+    T.Parallel (TL0002 before: tile ops spread over the whole block): the branch is a region of one
+    thread, every fragment element lies in it. A gemm needs warps: there it stays refused."""
+    @T.prim_func
+    def k(A: T.Tensor((4, 16), "int32"), B: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=128):
+            out = T.alloc_shared((4,), "int32")
+            if T.get_thread_binding() == 0:
+                lens = T.alloc_fragment((4,), "int32")
+                for q in T.Parallel(4):
+                    lens[q] = 0
+                    for j in T.serial(16):
+                        if A[q, j] >= 0:
+                            lens[q] = lens[q] + 1
+                for q in T.serial(4):
+                    out[q] = lens[q]
+            T.sync_threads()
+            if T.get_thread_binding() < 4:
+                B[T.get_thread_binding()] = out[T.get_thread_binding()]
+
+    src = _source(k, target="cuda -arch=sm_90a")
+    assert "int lens[4];" in src and "for (int v = 0; v < 4; ++v) {" in src
+    assert "if (0 <= A[((v * 16) + j)]) {" in src       # each of the 4 rows in the one thread
+
+    @T.prim_func
+    def g(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            if T.get_thread_binding() == 0:
+                a = T.alloc_shared((64, 64), "float16")
+                c = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, a)
+                T.gemm(a, a, c, clear_accum=True)
+                T.copy(c, C)
+
+    with pytest.raises(TileLangCompileError, match="TL0002.*T.gemm inside an `if` on the thread index"):
+        _source(g, target="cuda -arch=sm_90a")
+
+
 def test_tile_ops_under_a_thread_range_use_those_threads():
     @T.prim_func
     def k(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):

@@ -9,9 +9,10 @@ statement inside a region to its ``Region``; layout inference and the lowering b
 so the fragments of a region are built and indexed for the same threads. Every fragment a region
 touches must be touched nowhere else in the kernel, or only in other branches that select the same
 range (they share its layout); else the branch is no region. A branch that
-selects no such range (``tx == 0``, ``tx % 2 == 0``, a range not a multiple of 32 threads) stays
-as before: its memory-only tile ops are spread over the selected threads, fragment work there is
-refused. A branch whose fragment work all lies under ``if``s on the thread index nested in it
+selects a single thread (``if tx == 0:``, fragment work but no gemm) is a region of one thread: each
+fragment of it lies whole in that thread (upstream's layout there). A branch that selects no such
+range (``tx % 2 == 0``, a range not a multiple of 32 threads) stays as before: its memory-only tile
+ops are spread over the selected threads, fragment work there is refused. A branch whose fragment work all lies under ``if``s on the thread index nested in it
 (the ``else`` of an ``if tx < 128: ... elif tx < 256: ... else: ...`` chain) is no region itself:
 those inner branches are. Barriers the compiler inserts under conditions on the thread index (``guarded_sync``)
 are named barriers over the threads those conditions select (``__syncwarp`` over lanes of one
@@ -348,6 +349,13 @@ def _shared_range_uses(body, tvars, analyzer, tid, T) -> dict:
     return {b: (next(iter(r)), n) for b, (r, n) in seen.items() if len(r) == 1}
 
 
+def _has_gemm(stmt) -> bool:
+    found = []
+    walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.Evaluate) and is_tl_call(s.value)
+               and "gemm" in s.value.op.name else None)
+    return bool(found)
+
+
 def _has_thread_if(stmt, tvars) -> bool:
     found = []
     walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.IfThenElse)
@@ -377,7 +385,9 @@ def regions(info, thread_vars=None) -> dict:
         if body is None:
             return False
         rng = selected_range(analyzer, tid, cond, T)
-        if rng is None or rng[0] % WARP or rng[1] % WARP or rng[1] == T or not has_fragment_work(body):
+        single = rng is not None and rng[1] == 1 and not _has_gemm(body)
+        if rng is None or ((rng[0] % WARP or rng[1] % WARP) and not single) or rng[1] == T \
+                or not has_fragment_work(body):
             return False
         if not _own_fragment_work(body, tvars):
             return False    # all of it under inner conditions (an `elif` chain): those are the regions
