@@ -9,8 +9,9 @@ a parallel nest adopts the layout of a fragment it indexes with exactly its loop
 and passes it on to the other fragments it touches (projected when indexed by a subset of the
 loop variables); a reduction derives its output from its input; a copy into a fragment without
 a layout gives it a vectorised default (after the loops that read the fragment through other
-expressions or only some of their variables, ``c[i, j] = a[i] + b[j]``: they place it). When nothing progresses, the first undecided consumer
-gets the default layout and the fixpoint resumes. A layout that disagrees with one already
+expressions or only some of their variables, ``c[i, j] = a[i] + b[j]``: they place it). When
+nothing progresses, the first undecided consumer gets the default layout and the fixpoint
+resumes. A layout that disagrees with one already
 chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts; when a default
 led there, the fixpoint reruns with another root for that group of consumers (upstream tries each
 operator as the root; ``_settle``), and the first error stands when none fits.

@@ -8,14 +8,15 @@ thread index ``tid - first`` (upstream's thread bounds of a tile op). ``regions(
 statement inside a region to its ``Region``; layout inference and the lowering both consult it,
 so the fragments of a region are built and indexed for the same threads. Every fragment a region
 touches must be touched nowhere else in the kernel, or only in other branches that select the same
-range (they share its layout); else the branch is no region. A branch that
-selects a single thread (``if tx == 0:``, fragment work but no gemm) is a region of one thread: each
-fragment of it lies whole in that thread (upstream's layout there). A branch that selects no such
-range (``tx % 2 == 0``, a range not a multiple of 32 threads) stays as before: its memory-only tile
-ops are spread over the selected threads, fragment work there is refused. A branch whose fragment work all lies under ``if``s on the thread index nested in it
-(the ``else`` of an ``if tx < 128: ... elif tx < 256: ... else: ...`` chain) is no region itself:
-those inner branches are. Barriers the compiler inserts under conditions on the thread index (``guarded_sync``)
-are named barriers over the threads those conditions select (``__syncwarp`` over lanes of one
+range (they share its layout); else the branch is no region. A branch that selects a single
+thread (``if tx == 0:``, fragment work but no gemm) is a region of one thread: each fragment of it
+lies whole in that thread (upstream's layout there). A branch that selects no such range
+(``tx % 2 == 0``, a range not a multiple of 32 threads) stays as before: its memory-only tile ops
+are spread over the selected threads, fragment work there is refused. A branch whose fragment
+work all lies under ``if``s on the thread index nested in it (the ``else`` of an ``if tx < 128:
+... elif tx < 256: ... else: ...`` chain) is no region itself: those inner branches are.
+Barriers the compiler inserts under conditions on the thread index (``guarded_sync``) are named
+barriers over the threads those conditions select (``__syncwarp`` over lanes of one
 warp), and where they select part of several warps or an unknown set (no barrier can be met there) are
 split out of the `if` (``barrier_hoist``). A condition on a value that differs between threads
 (``c = Mask[tx] != 0; if c:``, ``thread_varying``) selects an unknown set.
