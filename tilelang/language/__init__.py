@@ -214,7 +214,7 @@ def _upstream_submodule(name: str):
 
 
 for _n in ("builtin", "atomic", "customize", "common", "copy_op", "fill_op", "gemm_op", "reduce_op", "scan_op",
-           "logical", "loop", "math_intrinsics", "proxy", "symbolics", "warp_specialize", "annotations", "utils"):
+           "logical", "loop", "math_intrinsics", "proxy", "symbolics", "warp_specialize", "utils"):
     if _n not in globals():
         globals()[_n] = _upstream_submodule(_n)
 
