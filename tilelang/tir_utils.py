@@ -418,6 +418,26 @@ def map_stmts(stmt, pre: Callable | None = None, loop: Callable | None = None):
     return go(stmt)
 
 
+
+def map_sequences(stmt, step: Callable):
+    """``stmt`` with a peephole run over every sequence (flattened across nested ones): each of its
+    statements, rewritten the same way first, goes in order through ``step(out, x)``, which appends
+    ``x`` to the list ``out`` of those kept so far or edits that list instead."""
+    def pre(st):
+        if not isinstance(st, tirx.SeqStmt):
+            return None
+        out = []
+        for x in flatten([st]):
+            step(out, map_sequences(x, step))
+        return seq(out)
+
+    return map_stmts(stmt, pre=pre)
+
+
+def any_stmt(stmt, pred: Callable) -> bool:
+    """Whether some statement under ``stmt`` (itself included) satisfies ``pred``."""
+    return pred(stmt) or any(any_stmt(c, pred) for c in children(stmt))
+
 def map_loops(stmt, fn: Callable):
     """``stmt`` with every ``For`` replaced by ``fn(loop)`` (innermost first: ``fn`` sees the loop
     with its body already mapped); see ``map_stmts``."""

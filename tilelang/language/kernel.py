@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tvm import tirx
 from tvm.tirx.script.builder import ir as builder
 
 CLUSTER_ATTR = "tl.cluster_dims"   # PrimFunc attribute of a T.ClusterKernel: "x,y,z"
@@ -166,8 +167,6 @@ def _binding(variables, dim, what):
     if not 0 <= dim < 3:
         raise IndexError(f"T.get_{what}_binding({dim}): CUDA has {what} dimensions 0, 1 and 2")
     if dim >= len(variables):
-        from tvm import tirx
-
         return tirx.IntImm("int32", 0)
     return variables[dim]
 

@@ -32,8 +32,8 @@ from tvm import tirx
 
 from tilelang.language._ops import is_tl_call
 from tilelang.transform import barrier_hoist
-from tilelang.tir_utils import (ExprRewriter, children, const_int, evaluate_extern, i32, substitute, tensor_loads,
-                                uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, any_stmt, children, const_int, evaluate_extern, i32, substitute,
+                                tensor_loads, uses_vars, walk_stmts)
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, is_parallel_nest, scope_of
 
 WARP = 32
@@ -351,17 +351,11 @@ def _shared_range_uses(body, tvars, analyzer, tid, T) -> dict:
 
 
 def _has_gemm(stmt) -> bool:
-    found = []
-    walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.Evaluate) and is_tl_call(s.value)
-               and "gemm" in s.value.op.name else None)
-    return bool(found)
+    return any_stmt(stmt, lambda s: isinstance(s, tirx.Evaluate) and is_tl_call(s.value) and "gemm" in s.value.op.name)
 
 
 def _has_thread_if(stmt, tvars) -> bool:
-    found = []
-    walk_stmts(stmt, lambda s: found.append(s) if isinstance(s, tirx.IfThenElse)
-               and uses_vars(s.condition, tvars) else None)
-    return bool(found)
+    return any_stmt(stmt, lambda s: isinstance(s, tirx.IfThenElse) and uses_vars(s.condition, tvars))
 
 
 def regions(info, thread_vars=None) -> dict:

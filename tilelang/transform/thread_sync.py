@@ -26,8 +26,8 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import (any_expr, const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, i32,
-                                map_stmts, seq, walk_stmts)
+from tilelang.tir_utils import (const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, i32, map_sequences,
+                                map_stmts, seq, tvm_ffi_walk, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 from tilelang.transform.pass_config import PassConfigKey
@@ -198,30 +198,24 @@ def drop_repeated_barriers(stmt):
     there. Of ``B; B`` one goes; of ``B; fence; B`` the first (a thread's fence orders its own
     earlier writes, before or after the first barrier alike, and the second barrier publishes
     them); of ``fence; fence`` one."""
-    def pre(st):
-        if not isinstance(st, tirx.SeqStmt):
-            return None
-        out = []
-        for x in flatten([st]):
-            x = drop_repeated_barriers(x)
-            if _is_fence(x) and out and _is_fence(out[-1]):
-                continue                # fence; fence
-            b = _barrier_call(x)
-            if b is not None:
-                j = len(out) - 1
-                while j >= 0 and _is_fence(out[j]):
-                    j -= 1
-                prev = _barrier_call(out[j]) if j >= 0 else None
-                if prev is not None and b == prev:
-                    if j == len(out) - 1:
-                        continue        # B; B
-                    del out[j]          # B; fence; B
-                    if 0 < j < len(out) and _is_fence(out[j - 1]) and _is_fence(out[j]):
-                        del out[j]      # (fence; B; fence; B)
-            out.append(x)
-        return seq(out)
+    def step(out, x):
+        if _is_fence(x) and out and _is_fence(out[-1]):
+            return                      # fence; fence
+        b = _barrier_call(x)
+        if b is not None:
+            j = len(out) - 1
+            while j >= 0 and _is_fence(out[j]):
+                j -= 1
+            prev = _barrier_call(out[j]) if j >= 0 else None
+            if prev is not None and b == prev:
+                if j == len(out) - 1:
+                    return              # B; B
+                del out[j]              # B; fence; B
+                if 0 < j < len(out) and _is_fence(out[j - 1]) and _is_fence(out[j]):
+                    del out[j]          # (fence; B; fence; B)
+        out.append(x)
 
-    return map_stmts(stmt, pre=pre)
+    return map_sequences(stmt, step)
 
 
 # fences only where a buffer written or one sharing its bytes is read by the async proxy otherwise
@@ -564,14 +558,13 @@ def _leaves_in_flight(stmt) -> bool:
     def names(st):
         found = set()
 
-        def pred(e):
+        def visit(e):
             if isinstance(e, tirx.Call):
                 name = extern_name(e) or getattr(e.op, "name", "")
                 if name != "tl::fence_proxy_async" and any(x in name for x in _IN_FLIGHT):
                     found.add(name)
-            return False
 
-        any_expr(map_stmts(st, pre=lambda s: tirx.Evaluate(i32(0)) if _settled_store(s) else None), pred)
+        tvm_ffi_walk(map_stmts(st, pre=lambda s: tirx.Evaluate(i32(0)) if _settled_store(s) else None), visit)
         return found
 
     pending = set()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import evaluate_extern, extern_name, flatten, i32, map_stmts, seq
+from tilelang.tir_utils import evaluate_extern, extern_name, flatten, i32, map_sequences, seq
 from tilelang.transform.kernel import LoweringError
 
 OPS = {
@@ -91,24 +91,17 @@ def merge_inits(body):
     """``body`` with each run of back-to-back barrier initialisations (one per ``T.alloc_barrier``:
     ``if tid == 0 { inits; fence }`` and the block meeting) as one: every init, one fence, one
     meeting (nothing runs between them, so no barrier is used before the meeting either way)."""
-    def pre(st):
-        if not isinstance(st, tirx.SeqStmt):
-            return None
-        out = []
-        for x in flatten([st]):
-            x = merge_inits(x)
-            out.append(x)
-            # [..., init A, meet, init B, meet]: A and B become one init and one meet
-            if len(out) >= 4 and _is_meet(out[-1]) and _is_meet(out[-3]) \
-                    and extern_name(out[-1]) == extern_name(out[-3]):
-                a, b = _init_block(out[-4]), _init_block(out[-2])
-                if a is not None and b is not None and tvm.ir.structural_equal(a[0], b[0]):
-                    merged = tirx.IfThenElse(a[0], seq(a[1] + b[1] + [evaluate_extern(_INIT_CALLS[1])]), None,
-                                             span=out[-4].span)
-                    out[-4:] = [merged, out[-1]]
-        return seq(out)
+    def step(out, x):
+        out.append(x)
+        # [..., init A, meet, init B, meet]: A and B become one init and one meet
+        if len(out) >= 4 and _is_meet(out[-1]) and _is_meet(out[-3]) and extern_name(out[-1]) == extern_name(out[-3]):
+            a, b = _init_block(out[-4]), _init_block(out[-2])
+            if a is not None and b is not None and tvm.ir.structural_equal(a[0], b[0]):
+                merged = tirx.IfThenElse(a[0], seq(a[1] + b[1] + [evaluate_extern(_INIT_CALLS[1])]), None,
+                                         span=out[-4].span)
+                out[-4:] = [merged, out[-1]]
 
-    return map_stmts(body, pre=pre)
+    return map_sequences(body, step)
 
 
 def _is_meet(stmt) -> bool:
