@@ -380,6 +380,65 @@ def buffer_roots(body) -> dict:
     return {b: root(b) for b in parent}
 
 
+def ir_transform(node, preorder, postorder, only_enable=None):
+    """Upstream's ``ir_transform``: ``node`` (a statement or an expression) rebuilt bottom-up. On
+    each node of a type in ``only_enable`` (type keys such as ``"tir.Call"``; all when None),
+    ``preorder(n)``, where not None, replaces it without visiting inside; else its children are
+    transformed and ``postorder(n)`` of the rebuilt node, where not None, replaces it."""
+    names = None if only_enable is None else {str(k).rsplit(".", 1)[-1] for k in only_enable}
+    if names is not None and "BufferLoad" in names:
+        names.add("TensorLoad")
+
+    def enabled(n):
+        return names is None or type(n).__name__ in names
+
+    def call(fn, n):
+        if fn is None or not enabled(n):
+            return None
+        return fn(n)
+
+    class Exprs(ExprRewriter):
+        def visit(self, e):
+            if not isinstance(e, ir.Expr):
+                return e
+            got = call(preorder, e)
+            if got is not None:
+                return got
+            e = super().visit(e)
+            got = call(postorder, e)
+            return e if got is None else got
+
+    ex = Exprs()
+
+    def go(s):
+        if s is None or isinstance(s, ir.Expr):
+            return ex.visit(s) if s is not None else None
+        got = call(preorder, s)
+        if got is not None:
+            return got
+        if isinstance(s, tirx.SeqStmt):
+            s = tirx.SeqStmt([go(x) for x in s.seq])
+        elif isinstance(s, tirx.IfThenElse):
+            s = tirx.IfThenElse(ex.visit(s.condition), go(s.then_case), go(s.else_case), span=s.span)
+        elif isinstance(s, tirx.For):
+            s = tirx.For(s.loop_var, ex.visit(s.min), ex.visit(s.extent), s.kind, go(s.body),
+                         thread_binding=s.thread_binding, annotations=s.annotations, step=s.step, span=s.span)
+        elif isinstance(s, tirx.While):
+            s = tirx.While(ex.visit(s.condition), go(s.body), span=s.span)
+        elif isinstance(s, tirx.AttrStmt):
+            s = tirx.AttrStmt(s.node, s.attr_key, ex.visit(s.value), go(s.body), span=s.span)
+        elif isinstance(s, tirx.Bind):
+            s = tirx.Bind(s.var, ex.visit(s.value), span=s.span)
+        elif isinstance(s, tirx.BufferStore):
+            s = tirx.BufferStore(s.buffer, ex.visit(s.value), [ex.visit(i) for i in s.indices], span=s.span)
+        elif isinstance(s, tirx.Evaluate):
+            s = tirx.Evaluate(ex.visit(s.value), span=s.span)
+        got = call(postorder, s)
+        return s if got is None else got
+
+    return go(node)
+
+
 def map_stmts(stmt, pre: Callable | None = None, loop: Callable | None = None):
     """``stmt`` rewritten: a statement for which ``pre(s)`` is not None is replaced by that (and not
     entered); every ``For`` is replaced by ``loop(for)`` after its body (innermost first). Only the

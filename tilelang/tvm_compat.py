@@ -21,7 +21,7 @@ upstream name                                  apache-tvm 0.27 object
 ``tirx.stmt_functor.substitute(n, vmap)``       ``tilelang.tir_utils.substitute`` (expressions)
                                                 / ``substitute_stmt`` (statements)
 ``tirx.stmt_functor.ir_transform(n, pre, post)`` a Python rebuild of statements and expressions
-                                                (``_ir_transform``), with upstream's contract
+                                                (``tir_utils.ir_transform``), with upstream's contract
 ``tirx.transform.Simplify``                     ``tirx.transform.StmtSimplify``, run as a pass named
                                                 ``tirx.Simplify`` (the fork's name, which pass
                                                 instruments report); the inner pass runs in a
@@ -88,69 +88,6 @@ def _substitute(node, vmap):
     return tir_utils.substitute(node, dict(vmap))
 
 
-def _ir_transform(node, preorder, postorder, only_enable=None):
-    """Upstream's ``ir_transform``: ``node`` (a statement or an expression) rebuilt bottom-up. On
-    each node of a type in ``only_enable`` (type keys such as ``"tir.Call"``; all when None),
-    ``preorder(n)``, where not None, replaces it without visiting inside; else its children are
-    transformed and ``postorder(n)`` of the rebuilt node, where not None, replaces it."""
-    from tvm import ir, tirx
-
-    from tilelang import tir_utils
-
-    names = None if only_enable is None else {str(k).rsplit(".", 1)[-1] for k in only_enable}
-    if names is not None and "BufferLoad" in names:
-        names.add("TensorLoad")
-
-    def enabled(n):
-        return names is None or type(n).__name__ in names
-
-    def call(fn, n):
-        if fn is None or not enabled(n):
-            return None
-        return fn(n)
-
-    class Exprs(tir_utils.ExprRewriter):
-        def visit(self, e):
-            if not isinstance(e, ir.Expr):
-                return e
-            got = call(preorder, e)
-            if got is not None:
-                return got
-            e = super().visit(e)
-            got = call(postorder, e)
-            return e if got is None else got
-
-    ex = Exprs()
-
-    def go(s):
-        if s is None or isinstance(s, ir.Expr):
-            return ex.visit(s) if s is not None else None
-        got = call(preorder, s)
-        if got is not None:
-            return got
-        if isinstance(s, tirx.SeqStmt):
-            s = tirx.SeqStmt([go(x) for x in s.seq])
-        elif isinstance(s, tirx.IfThenElse):
-            s = tirx.IfThenElse(ex.visit(s.condition), go(s.then_case), go(s.else_case), span=s.span)
-        elif isinstance(s, tirx.For):
-            s = tirx.For(s.loop_var, ex.visit(s.min), ex.visit(s.extent), s.kind, go(s.body),
-                         thread_binding=s.thread_binding, annotations=s.annotations, step=s.step, span=s.span)
-        elif isinstance(s, tirx.While):
-            s = tirx.While(ex.visit(s.condition), go(s.body), span=s.span)
-        elif isinstance(s, tirx.AttrStmt):
-            s = tirx.AttrStmt(s.node, s.attr_key, ex.visit(s.value), go(s.body), span=s.span)
-        elif isinstance(s, tirx.Bind):
-            s = tirx.Bind(s.var, ex.visit(s.value), span=s.span)
-        elif isinstance(s, tirx.BufferStore):
-            s = tirx.BufferStore(s.buffer, ex.visit(s.value), [ex.visit(i) for i in s.indices], span=s.span)
-        elif isinstance(s, tirx.Evaluate):
-            s = tirx.Evaluate(ex.visit(s.value), span=s.span)
-        got = call(postorder, s)
-        return s if got is None else got
-
-    return go(node)
-
-
 def _add(obj, name: str, value) -> None:
     if not hasattr(obj, name):
         setattr(obj, name, value)
@@ -161,10 +98,12 @@ def _alias_module(name: str, module) -> None:
 
 
 def _stmt_functor():
+    from tilelang import tir_utils
+
     module = types.ModuleType("tvm.tirx.stmt_functor", "upstream's tvm.tirx.stmt_functor (see tilelang.tvm_compat)")
     module.post_order_visit = _post_order_visit
     module.substitute = _substitute
-    module.ir_transform = _ir_transform
+    module.ir_transform = tir_utils.ir_transform
     return module
 
 

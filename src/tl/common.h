@@ -313,6 +313,39 @@ TL_DEVICE float fast_rcp(float x) {
   return y;
 }
 
+// Packed 4-bit elements (int4, uint4, float4_e2m1fn; tilelang/codegen/subbyte.py): element
+// `idx` of the array at `base` is the low nibble of byte idx / 2 when idx is even, the high
+// nibble when odd.  Loads read the byte; int4 sign-extends.
+TL_DEVICE unsigned int nibble(const void *base, long long idx) {
+  unsigned int byte = *(reinterpret_cast<const unsigned char *>(base) + (idx >> 1));
+  return (byte >> ((idx & 1) * 4)) & 0xFu;
+}
+TL_DEVICE int int4_load(const void *base, long long idx) {
+  return static_cast<int>(nibble(base, idx) << 28) >> 28;
+}
+TL_DEVICE unsigned int uint4_load(const void *base, long long idx) { return nibble(base, idx); }
+// A store changes only the element's nibble.  In global and shared memory it is replaced by
+// compare-and-swap on the aligned 32-bit word, so threads writing the other nibbles of that word
+// at the same time keep theirs ...
+TL_DEVICE void nibble_store(void *base, long long idx, unsigned int v) {
+  uintptr_t byte = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(idx >> 1);
+  unsigned int *word = reinterpret_cast<unsigned int *>(byte & ~static_cast<uintptr_t>(3));
+  unsigned int shift = static_cast<unsigned int>((byte & 3) * 8 + (idx & 1) * 4);
+  unsigned int mask = 0xFu << shift;
+  unsigned int bits = (v & 0xFu) << shift;
+  unsigned int old = *reinterpret_cast<volatile unsigned int *>(word), seen;
+  do {
+    seen = old;
+    old = atomicCAS(word, seen, (seen & ~mask) | bits);
+  } while (old != seen);
+}
+// ... and in a register array (no other thread sees it) a plain read-modify-write of the byte.
+TL_DEVICE void nibble_store_local(void *base, long long idx, unsigned int v) {
+  unsigned char *byte = reinterpret_cast<unsigned char *>(base) + (idx >> 1);
+  unsigned int shift = static_cast<unsigned int>((idx & 1) * 4);
+  *byte = static_cast<unsigned char>((*byte & ~(0xFu << shift)) | ((v & 0xFu) << shift));
+}
+
 }  // namespace tl
 
 // Upstream TileLang's kernels (and T.extract_lane's conversions) spell the 16-bit float types

@@ -195,28 +195,14 @@ TL_DEVICE __nv_fp4_e2m1 __tl_cvt_f32x1_to_e2m1x1_rs_sat(float x, uint32_t rbits)
 #endif
 }
 
-// Scalar fp4 stores (tilelang/codegen/subbyte.py): element `idx` of the packed array at `base`
-// (element 2k in the low nibble of byte k) becomes `v`, its neighbour keeps its bits.  In global
-// and shared memory the nibble is replaced by compare-and-swap on the aligned 32-bit word, so
-// threads writing the other nibbles of that word at the same time do not undo each other.
+// Scalar fp4 stores (tilelang/codegen/subbyte.py): tl::nibble_store (common.h) with the
+// element's 4 bits.
 namespace tl {
 TL_DEVICE void fp4_store(void *base, long long idx, __nv_fp4_e2m1 v) {
-  uintptr_t byte = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(idx >> 1);
-  unsigned int *word = reinterpret_cast<unsigned int *>(byte & ~static_cast<uintptr_t>(3));
-  unsigned int shift = static_cast<unsigned int>((byte & 3) * 8 + (idx & 1) * 4);
-  unsigned int mask = 0xFu << shift;
-  unsigned int bits = (static_cast<unsigned int>(v.__x) & 0xFu) << shift;
-  unsigned int old = *reinterpret_cast<volatile unsigned int *>(word), seen;
-  do {
-    seen = old;
-    old = atomicCAS(word, seen, (seen & ~mask) | bits);
-  } while (old != seen);
+  nibble_store(base, idx, static_cast<unsigned int>(v.__x));
 }
-// ... and in a register array (no other thread sees it): a plain read-modify-write of the byte.
 TL_DEVICE void fp4_store_local(void *base, long long idx, __nv_fp4_e2m1 v) {
-  unsigned char *byte = reinterpret_cast<unsigned char *>(base) + (idx >> 1);
-  unsigned int shift = static_cast<unsigned int>((idx & 1) * 4);
-  *byte = static_cast<unsigned char>((*byte & ~(0xFu << shift)) | ((static_cast<unsigned int>(v.__x) & 0xFu) << shift));
+  nibble_store_local(base, idx, static_cast<unsigned int>(v.__x));
 }
 }  // namespace tl
 #endif

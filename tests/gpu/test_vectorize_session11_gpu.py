@@ -1,5 +1,6 @@
 """Results of the session 11 codegen on a GPU: vectorized T.Parallel arithmetic (packed pairs),
-negative lanes of vector indices, scalar fp4 stores. CPU side: tests/codegen/test_vectorize_session11.py."""
+negative lanes of vector indices, scalar fp4 stores, scalar int4 / uint4 accesses. CPU side:
+tests/codegen/test_vectorize_session11.py, tests/codegen/test_int4_scalar.py."""
 
 import sys
 from pathlib import Path
@@ -69,3 +70,60 @@ def test_scalar_fp4_scatter_is_byte_exact():
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(n, dtype=torch.int32, device="cuda")
     assert torch.equal(src.view(torch.uint8)[inv.long()], dst.view(torch.uint8))
+
+
+def _int4_unpack(packed, signed: bool):
+    """torch's packed int4 / uint4 storage (two per byte, element 2i in the low nibble) -> int32."""
+    b = packed.view(torch.uint8).to(torch.int32)
+    v = torch.stack([b & 0xF, b >> 4], dim=-1).flatten(-2)
+    return torch.where(v >= 8, v - 16, v) if signed else v
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_scalar_int4_elementwise_reads_and_writes_its_nibble(dtype):
+    """Neighbouring threads write the two nibbles of each byte at once (none may lose the other's)."""
+    import tilelang
+
+    from test_int4_scalar import elementwise
+
+    kernel = tilelang.compile(elementwise(dtype))
+    x = torch.randint(0, 256, (128,), dtype=torch.uint8, device="cuda")
+    y = torch.zeros(256, dtype=torch.int32, device="cuda")
+    z = torch.zeros(128, dtype=torch.uint8, device="cuda")
+    if dtype == "int4":
+        x, z = x.view(torch.int8), z.view(torch.int8)
+    kernel(x, y, z)
+    signed = dtype == "int4"
+    want = _int4_unpack(x, signed)
+    assert torch.equal(y, want)
+    wrapped = (want * 3 - 1) & 0xF
+    assert torch.equal(_int4_unpack(z, signed), torch.where(wrapped >= 8, wrapped - 16, wrapped) if signed else wrapped)
+
+
+def test_int4_tile_copy_and_register_array():
+    import tilelang
+
+    from test_int4_scalar import tile_copy_and_registers
+
+    main = tile_copy_and_registers()
+    kernel = tilelang.compile(main)
+    x = torch.randint(-128, 128, (128, 64), dtype=torch.int8, device="cuda")
+    y = torch.zeros_like(x)
+    r = torch.zeros(128, dtype=torch.int32, device="cuda")
+    kernel(x, y, r)
+    assert torch.equal(x, y)
+    row = _int4_unpack(x[0], True)
+    assert torch.equal(r, row.view(16, 8).flip(1).flatten())
+
+
+@pytest.mark.parametrize("lanes,base,stride", [(4, 1, 2), (8, 4, 1), (8, 8, 1), (16, 16, 1)])
+def test_int4_vector_ramps(lanes, base, stride):
+    import tilelang
+
+    from test_int4_scalar import ramps
+
+    kernel = tilelang.compile(ramps(lanes, base, stride), out_idx=[1])
+    source = torch.randint(-128, 128, (32,), dtype=torch.int8, device="cuda")
+    out = kernel(source)
+    want = _int4_unpack(source, True)[base:base + lanes * stride:stride]
+    assert torch.equal(_int4_unpack(out, True), want)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import tvm
 
 from tilelang.codegen.packed_arith import pack_vector_arith
-from tilelang.codegen.subbyte import legalize_fp4_scalar_stores
+from tilelang.codegen.subbyte import legalize_subbyte_accesses
 
 from tilelang.instrumentation import (create_pass_instruments, current_compile_pass_instrumentation,
                                       run_codegen_with_instrumentation)
@@ -878,7 +878,7 @@ def emit_cuda(func, arch: str, name: str = "main", tensormaps=(), cluster_dims=N
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     func, imported, non_restrict = _take_markers(func)
     func = _legalize_fp8_vector_casts(_legalize_vector_loops(func))
-    func = legalize_fp4_scalar_stores(func).with_attr("global_symbol", name)
+    func = legalize_subbyte_accesses(func).with_attr("global_symbol", name)
     mod = tvm.IRModule({name: func})
     instruments = create_pass_instruments(context=f"stage=codegen, kernel={name}")   # [] unless instrumented
     with tvm.transform.PassContext(config={"tirx.disable_assert": True, "tirx.disable_cse_tir": True},
