@@ -439,6 +439,28 @@ def ir_transform(node, preorder, postorder, only_enable=None):
     return go(node)
 
 
+def flat_index(buf, indices):
+    """The flat element offset of ``buf[indices]`` (its strides, else row-major; its element
+    offset added), or None when the rank disagrees."""
+    if buf.strides:
+        strides = list(buf.strides)
+    else:
+        strides, acc = [], i32(1)
+        for extent in reversed(list(buf.shape)):
+            strides.append(acc)
+            acc = acc * extent
+        strides.reverse()
+    if len(strides) != len(indices):
+        return None
+    flat = None
+    for i, st in zip(indices, strides):
+        term = i if isinstance(st, tirx.IntImm) and st.value == 1 else i * st
+        flat = term if flat is None else flat + term
+    flat = i32(0) if flat is None else flat
+    offset = buf.elem_offset
+    return flat if isinstance(offset, tirx.IntImm) and offset.value == 0 else offset + flat
+
+
 def map_stmts(stmt, pre: Callable | None = None, loop: Callable | None = None):
     """``stmt`` rewritten: a statement for which ``pre(s)`` is not None is replaced by that (and not
     entered); every ``For`` is replaced by ``loop(for)`` after its body (innermost first). Only the

@@ -104,3 +104,27 @@ def test_vector_ramps_of_int4(lanes, base, stride, whole):
         assert f"for (int lane = 0; lane < {lanes}; ++lane)" in body
     if HAVE_NVCC:
         nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)
+
+
+def fragment_roundtrip(dtype: str = "int4"):
+    @T.prim_func
+    def main(x: T.Tensor((128, 64), dtype), z: T.Tensor((128, 64), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            s = T.alloc_shared((64, 64), dtype)
+            f = T.alloc_fragment((64, 64), dtype)
+            T.copy(x[bx * 64, 0], f)
+            T.copy(f, s)
+            for i, j in T.Parallel(64, 64):
+                z[bx * 64 + i, j] = T.cast(s[i, j], T.float32)
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_fragment_copies_move_whole_words(dtype):
+    """global -> fragment -> shared: each thread's 16 elements move as two 32-bit words (as packed
+    fp4 does), not nibble by nibble."""
+    art = tilelang.lower(fragment_roundtrip(dtype), "sm_90a")
+    body = _body(art)
+    assert body.count("tl::copy_vec<8>(") == 2 and "nibble_store" not in body, body
+    if HAVE_NVCC:
+        nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)

@@ -127,3 +127,18 @@ def test_int4_vector_ramps(lanes, base, stride):
     out = kernel(source)
     want = _int4_unpack(source, True)[base:base + lanes * stride:stride]
     assert torch.equal(_int4_unpack(out, True), want)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_int4_fragment_roundtrip(dtype):
+    import tilelang
+
+    from test_int4_scalar import fragment_roundtrip
+
+    kernel = tilelang.compile(fragment_roundtrip(dtype))
+    x = torch.randint(0, 256, (128, 32), dtype=torch.uint8, device="cuda")
+    if dtype == "int4":
+        x = x.view(torch.int8)
+    z = torch.zeros(128, 64, dtype=torch.float32, device="cuda")
+    kernel(x, z)
+    assert torch.equal(z, _int4_unpack(x, dtype == "int4").float())

@@ -25,7 +25,8 @@ import re
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import ExprRewriter, const_int, dtype_of, ir_transform, map_stmts, tvm_ffi_walk, walk_stmts
+from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, flat_index, ir_transform, map_stmts, tvm_ffi_walk,
+                                walk_stmts)
 
 
 def _is_scalar_fp4(dtype) -> bool:
@@ -40,26 +41,6 @@ def _is_4bit(dtype) -> bool:
     return _is_scalar_fp4(dtype) or _is_scalar_int4(dtype)
 
 
-def _flat(buf, indices):
-    if len(indices) == 1 and not buf.strides:
-        flat = indices[0]
-    else:
-        strides = list(buf.strides)
-        if not strides:
-            acc = tirx.IntImm(dtype_of(buf.shape[-1]) if buf.shape else "int32", 1)
-            for extent in reversed(list(buf.shape)):
-                strides.append(acc)
-                acc = acc * extent
-            strides.reverse()
-        flat = indices[0] * strides[0]
-        for i, st in zip(indices[1:], strides[1:]):
-            flat = flat + i * st
-    offset = buf.elem_offset
-    if not (isinstance(offset, tirx.IntImm) and offset.value == 0):
-        flat = offset + flat
-    return flat
-
-
 def _local(buf) -> bool:
     return str(buf.scope()).startswith("local")
 
@@ -72,7 +53,7 @@ def _int4_load(e):
     if not (_is_scalar_int4(buf.dtype) and str(dtype_of(e)) == str(buf.dtype)):
         return None
     name = "tl::uint4_load" if str(buf.dtype) == "uint4" else "tl::int4_load"
-    return tirx.call_extern(str(buf.dtype), name, buf.data, _flat(buf, list(e.indices)))
+    return tirx.call_extern(str(buf.dtype), name, buf.data, flat_index(buf, list(e.indices)))
 
 
 def _store(st):
@@ -85,7 +66,7 @@ def _store(st):
         return None
     stem = "tl::fp4_store" if _is_scalar_fp4(buf.dtype) else "tl::nibble_store"
     name = stem + "_local" if _local(buf) else stem
-    call = tirx.call_extern("void", name, buf.data, _flat(buf, list(st.indices)), st.value)
+    call = tirx.call_extern("void", name, buf.data, flat_index(buf, list(st.indices)), st.value)
     return tirx.Evaluate(call, span=st.span)
 
 
@@ -147,7 +128,7 @@ def _whole_words(buf, indices, an) -> bool:
     lanes = const_int(last.lanes)
     if const_int(last.stride) != 1 or lanes is None or lanes % 8:
         return False
-    base = _flat(buf, list(indices[:-1]) + [last.base])
+    base = flat_index(buf, list(indices[:-1]) + [last.base])
     return an.can_prove(tirx.floormod(base, 8) == 0)
 
 

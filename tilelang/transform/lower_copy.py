@@ -28,7 +28,7 @@ from tilelang import targets
 from tilelang.language.dtypes import bits, nbytes
 from tilelang.layout import CustomSharedLayout
 from tilelang.layout.swizzle import SharedLayout
-from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, i32, seq, simplify, substitute_stmt
+from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, flat_index, i32, seq, simplify, substitute_stmt
 from tilelang.transform import tma
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
                                        decode_region, safe_value, scope_of)
@@ -904,11 +904,12 @@ def _copy_fragment(lw, src, dst, stmt):
     # (the thread's own register: element ``elem`` of a region lives at register ``base``)
     f_flat = [base + lane if vec > 1 else base]
     guard = _in_bounds(lw, other, o_idx0, od)
-    # packed fp4 elements move as whole bytes: CUDA has no vectors of them, and one element at a
-    # time is a read-modify-write of its byte (a compare-and-swap in memory). (int4 / uint4 keep
-    # the element loop: their packed addressing in the CUDA source is not checked on a GPU yet.)
-    packed = (str(src.dtype) == "float4_e2m1fn" and src.dtype == dst.dtype and vec > 1 and vec % 2 == 0
-              and scope_of(other.buffer) != FRAGMENT_SCOPE and (frag_side is src or guard is None))
+    # packed 4-bit elements move as whole bytes: CUDA has no vectors of them, and one element at a
+    # time is a read-modify-write of its byte (a compare-and-swap in memory). TVM addresses int4 /
+    # uint4 by 32-bit words (element / 8), so those take whole aligned words only.
+    packed = (str(src.dtype) in _PACKED_4BIT and src.dtype == dst.dtype and vec > 1 and vec % 2 == 0
+              and scope_of(other.buffer) != FRAGMENT_SCOPE and (frag_side is src or guard is None)
+              and (str(src.dtype) == "float4_e2m1fn" or _whole_words(lw, other, o_idx0, base, vec)))
     if packed:
         f_ptr = tirx.address_of(tirx.BufferLoad(f_buf, [base]))
         o_ptr = _ptr(lw, other, o_idx0)
@@ -987,6 +988,17 @@ def _fragment_region_guard(lw, region, elem, starts):
     for c in conds[1:]:
         out = tirx.And(out, c)
     return out
+
+
+_PACKED_4BIT = ("float4_e2m1fn", "int4", "uint4")
+
+
+def _whole_words(lw, other, o_idx, base, vec) -> bool:
+    """Whether a run of ``vec`` int4 elements from ``other[o_idx]`` and register ``base`` covers
+    whole 32-bit words on both sides."""
+    flat = flat_index(other.buffer, list(o_idx))
+    return (vec % 8 == 0 and flat is not None and lw.an.can_prove(tirx.floormod(flat, 8) == 0)
+            and lw.an.can_prove(tirx.floormod(base, 8) == 0))
 
 
 def _packed_cast(lw, src, dst, stmt):

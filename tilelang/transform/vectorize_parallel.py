@@ -37,8 +37,8 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import (const_int, dtype_of, i32, substitute, substitute_stmt, tensor_loads, tvm_ffi_walk,
-                                uses_vars)
+from tilelang.tir_utils import (const_int, dtype_of, flat_index, i32, substitute, substitute_stmt, tensor_loads,
+                                tvm_ffi_walk, uses_vars)
 from tilelang.transform.kernel import bits_as
 
 _VECTOR_BYTES = 16
@@ -48,23 +48,6 @@ _ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Min, tirx.Max)
 def _elem_bits(dtype) -> int:
     d = tvm.DataType(str(dtype))
     return d.bits if d.lanes == 1 else 0
-
-
-def _flat(buf, indices):
-    if buf.strides:
-        strides = list(buf.strides)
-    else:
-        strides, acc = [], i32(1)
-        for extent in reversed(list(buf.shape)):
-            strides.append(acc)
-            acc = acc * extent
-        strides.reverse()
-    if len(strides) != len(indices):
-        return None
-    flat = i32(0)
-    for i, st in zip(indices, strides):
-        flat = flat + i * st
-    return buf.elem_offset + flat
 
 
 def _scope(buf) -> str:
@@ -199,7 +182,7 @@ def _width(store, v, n, an, conds=()) -> int:
     for buf, indices, is_store in accesses:
         if any(tvm.DataType(dtype_of(i)).lanes != 1 for i in indices):
             return 1
-        flat = _flat(buf, indices)
+        flat = flat_index(buf, indices)
         if flat is None:
             return 1
         flats.append((flat, is_store))
