@@ -36,6 +36,7 @@ def test_scalar_loads_and_stores_address_nibbles(dtype, arch):
     assert body.count(load) == 2, body
     assert "tl::nibble_store(z, " in body
     assert "/ 8)" not in body and "z[" not in body, body     # no whole-word access of x or z
+    assert "const int* __restrict__ x" in body or "const uint* __restrict__ x" in body   # still read-only
     if HAVE_NVCC:
         nvcc.compile_cubin(art.source, arch, art.compile_flags)
 

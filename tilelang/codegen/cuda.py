@@ -597,6 +597,8 @@ def _take_markers(func):
 _READ_ONLY_ADDRESS_ARGS = {name: 1 for name in (
     "tl::cp_async_gs", "tl::cp_async_gs_conditional", "tl::sync_copy_gs", "tl::copy_vec",
     "tl::tma_load_bulk", "tl::tma_load_multicast_bulk")}
+# scalar loads of packed 4-bit elements (codegen/subbyte.py): the tensor is their second argument
+_NIBBLE_LOADS = ("tl::int4_load", "tl::uint4_load")
 
 
 def read_only_params(func) -> set[str]:
@@ -655,6 +657,10 @@ def read_only_params(func) -> set[str]:
                 target = node.args[0] if node.args else None
                 if isinstance(target, ir.TensorLoad) and not any(node.same_as(e) for e in exempt):
                     mark(target.source)
+            elif node.args and isinstance(node.args[0], ir.StringImm) and node.args[0].value in _NIBBLE_LOADS:
+                for e in node.args[2:]:        # (args[1]: the packed tensor, only read)
+                    walk(e)
+                return tvm_ffi.WalkResult.SKIP
             elif node.args and isinstance(node.args[0], ir.StringImm):
                 at = _READ_ONLY_ADDRESS_ARGS.get(node.args[0].value.split("<")[0])
                 if at is not None and len(node.args) > at + 1:
