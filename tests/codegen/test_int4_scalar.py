@@ -129,3 +129,28 @@ def test_fragment_copies_move_whole_words(dtype):
     assert body.count("tl::copy_vec<8>(") == 2 and "nibble_store" not in body, body
     if HAVE_NVCC:
         nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)
+
+
+def behind_a_float_tile():
+    """An int4 shared tile placed after a float32 one (16384 bytes): its elements start at
+    element 32768 of the pool, two to a byte."""
+    @T.prim_func
+    def main(a: T.Tensor((128, 64), T.float32), x: T.Tensor((128, 64), T.int4), z: T.Tensor((128, 64), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            sa = T.alloc_shared((64, 64), T.float32)
+            s = T.alloc_shared((64, 64), T.int4)
+            T.copy(a[bx * 64, 0], sa)
+            for i, j in T.Parallel(64, 64):
+                s[i, j] = x[bx * 64 + i, j]
+            for i, j in T.Parallel(64, 64):
+                z[bx * 64 + i, j] = T.cast(s[i, j], T.float32) + sa[i, j]
+    return main
+
+
+def test_packed_shared_tile_offset_counts_elements():
+    art = tilelang.lower(behind_a_float_tile(), "sm_90a")
+    body = _body(art)
+    # (it was element 16384: byte 8192, inside the float tile)
+    assert "tl::nibble_store(smem, " in body and body.count(" + 32768)") == 2, body
+    if HAVE_NVCC:
+        nvcc.compile_cubin(art.source, "sm_90a", art.compile_flags)

@@ -142,3 +142,16 @@ def test_int4_fragment_roundtrip(dtype):
     z = torch.zeros(128, 64, dtype=torch.float32, device="cuda")
     kernel(x, z)
     assert torch.equal(z, _int4_unpack(x, dtype == "int4").float())
+
+
+def test_int4_shared_tile_behind_a_float_tile():
+    import tilelang
+
+    from test_int4_scalar import behind_a_float_tile
+
+    kernel = tilelang.compile(behind_a_float_tile())
+    a = torch.randn(128, 64, device="cuda")
+    x = torch.randint(-128, 128, (128, 32), dtype=torch.int8, device="cuda")
+    z = torch.zeros(128, 64, device="cuda")
+    kernel(a, x, z)
+    torch.testing.assert_close(z, _int4_unpack(x, True).float() + a)

@@ -33,7 +33,7 @@ from tvm import ir, tirx
 
 from tilelang import targets
 from tilelang.language._ops import is_tl_call
-from tilelang.language.dtypes import nbytes
+from tilelang.language.dtypes import bits as dtype_bits, nbytes
 from tilelang.tir_utils import (ExprRewriter, any_expr, as_logical, const_int, dtype_of, evaluate_extern, extern_name,
                                 has_load, i32, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads,
                                 tvm_ffi_walk, uses_vars, walk_stmts)
@@ -221,10 +221,12 @@ class Lowerer:
             planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=live)
         offsets, self.smem_bytes, self.smem_alias = planned
         for buf, n in sizes.items():
-            esize = nbytes(str(buf.dtype))
-            self.smem_views[buf] = tirx.decl_buffer((n // esize,), str(buf.dtype), buf.name,
-                                                    data=self.smem.data, elem_offset=offsets[buf] // esize,
-                                                    scope="shared.dyn")
+            # (elements per byte offset: a 4-bit element's index is half a byte; such a tile takes
+            # a byte per element in the plan, twice what it holds)
+            esize, packed = nbytes(str(buf.dtype)), max(1, 8 // dtype_bits(str(buf.dtype)))
+            self.smem_views[buf] = tirx.decl_buffer((n // esize * packed,), str(buf.dtype), buf.name,
+                                                    data=self.smem.data,
+                                                    elem_offset=offsets[buf] // esize * packed, scope="shared.dyn")
         if self.ws is not None:
             warp_specialize.plan_overlap(self)      # may split the ring into barrier groups
             self.ws.mbar = self._carve("tl_mbar", warp_specialize.barrier_count(self.ws), "uint64")
