@@ -519,6 +519,7 @@ def any_stmt(stmt, pred: Callable) -> bool:
     """Whether some statement under ``stmt`` (itself included) satisfies ``pred``."""
     return pred(stmt) or any(any_stmt(c, pred) for c in children(stmt))
 
+
 def map_loops(stmt, fn: Callable):
     """``stmt`` with every ``For`` replaced by ``fn(loop)`` (innermost first: ``fn`` sees the loop
     with its body already mapped); see ``map_stmts``."""

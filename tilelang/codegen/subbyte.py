@@ -25,8 +25,8 @@ import re
 import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import (ExprRewriter, const_int, dtype_of, flat_index, ir_transform, map_stmts, tvm_ffi_walk,
-                                walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, any_expr, any_stmt, const_int, dtype_of, flat_index, ir_transform,
+                                map_stmts, tvm_ffi_walk)
 
 
 def _is_scalar_fp4(dtype) -> bool:
@@ -47,11 +47,9 @@ def _local(buf) -> bool:
 
 def _int4_load(e):
     """``tl::int4_load`` / ``tl::uint4_load`` for a scalar int4 / uint4 load (else None)."""
-    if not isinstance(e, tirx.BufferLoad) or getattr(e, "predicate", None) is not None:
+    if not _scalar_4bit(e) or getattr(e, "predicate", None) is not None:
         return None
     buf = e.source
-    if not (_is_scalar_int4(buf.dtype) and str(dtype_of(e)) == str(buf.dtype)):
-        return None
     name = "tl::uint4_load" if str(buf.dtype) == "uint4" else "tl::int4_load"
     return tirx.call_extern(str(buf.dtype), name, buf.data, flat_index(buf, list(e.indices)))
 
@@ -59,11 +57,9 @@ def _int4_load(e):
 def _store(st):
     """``tl::fp4_store`` / ``tl::nibble_store`` for a scalar 4-bit store (its loads already
     rewritten: ``ir_transform`` rebuilds children first); else None."""
-    if not isinstance(st, tirx.BufferStore) or getattr(st, "predicate", None) is not None:
+    if not (isinstance(st, tirx.BufferStore) and _scalar_4bit(st)) or getattr(st, "predicate", None) is not None:
         return None
     buf = st.buffer
-    if not _is_4bit(buf.dtype) or str(dtype_of(st.value)) != str(buf.dtype):
-        return None
     stem = "tl::fp4_store" if _is_scalar_fp4(buf.dtype) else "tl::nibble_store"
     name = stem + "_local" if _local(buf) else stem
     call = tirx.call_extern("void", name, buf.data, flat_index(buf, list(st.indices)), st.value)
@@ -93,9 +89,6 @@ class _Lane(ExprRewriter):
 
     def visit_Cast(self, e):
         return tirx.Cast(_element(dtype_of(e)), self.visit(e.value))
-
-    def visit_load(self, load, indices):
-        return tirx.BufferLoad(load.source, indices)
 
     def visit_var(self, var):
         if _element(dtype_of(var)) != dtype_of(var):
@@ -161,11 +154,7 @@ def legalize_subbyte_accesses(func):
     through the nibble helpers of ``src/tl/common.h``."""
     an = tvm.sym.Analyzer()
     body = map_stmts(func.body, pre=lambda st: _split_lanes(st, an))
-    found = []
-    walk_stmts(body, lambda st: found.append(st) if _scalar_4bit(st) else None)
-    if not found:
-        tvm_ffi_walk(body, lambda e: found.append(e) if _scalar_4bit(e) else None)
-    if not found:
+    if not (any_stmt(body, _scalar_4bit) or any_expr(body, _scalar_4bit)):
         return func
 
     def keep_addresses(n):   # the element a pointer is taken of (cp.async, vector copies) stays a load
