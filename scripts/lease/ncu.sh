@@ -2,7 +2,7 @@
 # Nsight Compute on table rows (CASES, default the two still under upstream's): each case's
 # TileLang kernel profiled once with ours and once with upstream's wheel (~/up-site, calls 3-4 of
 # README.md), --set full; the metrics that differ by more than 2 % printed side by side, the CSVs
-# in $OUT/ncu.tgz.
+# in $OUT/ncu.tgz. A case launch:NAME profiles bench_launch.py's small kernel NAME (e.g. launch:attn).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; CASES=${CASES:-rms_norm_splitk,gdn_scaled_dot_kkt}
 EX=${TL_UPSTREAM_EXAMPLES:-.gpu/conformance/upstream/examples}
@@ -10,15 +10,21 @@ L=$(mktemp -d); mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$L/gpu.txt"
 IFS=, read -ra cases <<< "$CASES"
 for c in "${cases[@]}"; do
+    # launch:NAME = bench_launch.py's small case NAME (attn, row_f32, ...), else a bench_upstream case
+    if [[ $c == launch:* ]]; then
+        prog=(python3 benchmarks/bench_launch.py --only "${c#launch:}" --calls 20)
+    else
+        prog=(python3 benchmarks/bench_upstream.py --examples "$EX" --names "$c" --warmup 1 --rep 1)
+    fi
+    f=${c//:/_}
     for side in ours upstream; do
         (if [ "$side" = ours ]; then source ~/tl-env.sh; else export PYTHONPATH=~/up-site; fi
          # extern "C" kernels keep their plain names; torch's (the reference) are mangled (_Z...)
          ncu --kernel-name-base mangled -k 'regex:^[a-z].*_kernel$' --launch-skip 2 --launch-count 1 \
              --set full --csv --page details \
-             python3 benchmarks/bench_upstream.py --examples "$EX" --names "$c" --warmup 1 --rep 1 \
-             > "$L/$c-$side.csv" 2> "$L/$c-$side.err")
+             "${prog[@]}" > "$L/$f-$side.csv" 2> "$L/$f-$side.err")
     done
-    python3 - "$L/$c-ours.csv" "$L/$c-upstream.csv" "$c" <<'EOF'
+    python3 - "$L/$f-ours.csv" "$L/$f-upstream.csv" "$c" <<'EOF'
 import csv, sys
 
 

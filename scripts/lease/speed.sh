@@ -5,6 +5,12 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tl-cache} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 benchmarks/bench_gemm_cublas.py --json "$OUT/gemm-cublas.json" 2>&1 | tee "$OUT/gemm-cublas.txt"
+# upstream's wheel on the same configs (after calls 3-4): which tile configs it takes to 0.9x cuBLAS
+# (the acceptance asks 1.0x cuBLAS of ours on those)
+if [ -d ~/up-site ]; then
+    (unset TILELANG_CACHE_DIR; PYTHONPATH=~/up-site python3 benchmarks/bench_gemm_cublas.py \
+        --json "$OUT/gemm-cublas-upstream.json" 2>&1 | tee "$OUT/gemm-cublas-upstream.txt")
+fi
 # A/B: the whole-tile stmatrix epilogue (opt-in) against the default chunked one, which stmatrix does
 # not take (with chunking on, the flag alone leaves the CUDA unchanged: session 42)
 TILELANG_PASS_CONFIGS='{"tl.enable_stmatrix": true, "tl.enable_chunked_epilogue": false}' \

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# compute-sanitizer racecheck and synccheck on table kernels of upstream's examples (CASES, default
+# the gdn kernels sessions 43-45 changed), each run through bench_upstream (one timed launch), with
+# ours (~/tl-env.sh) and, for each object of CONFIGS, those pass configs too (TILELANG_PASS_CONFIGS).
+# All runs at once (RUN_TIMEOUT each); one line per run with its error summary; logs in
+# $OUT/sanitize-rows.tgz.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+CASES=${CASES:-gdn_wy_fast,gdn_wy_fast_bwd,gdn_scaled_dot_kkt}
+CONFIGS=${CONFIGS:-'{"tl.enable_exact_store_fences": true}'}
+EX=${TL_UPSTREAM_EXAMPLES:-.gpu/conformance/upstream/examples}
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+L=$(mktemp -d)
+source ~/tl-env.sh
+export TILELANG_CACHE_DIR=$L/cache
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$L/gpu.txt"
+IFS=, read -ra cases <<< "$CASES"
+# build every case first (plain run: compiles into the cache and checks the result)
+python3 benchmarks/bench_upstream.py --examples "$EX" --names "$CASES" --warmup 1 --rep 1 > "$L/plain.log" 2>&1
+tail -n "$(( ${#cases[@]} + 4 ))" "$L/plain.log"
+i=0
+for c in "${cases[@]}"; do
+    for cfg in "" "$CONFIGS"; do
+        i=$((i + 1))
+        for tool in racecheck synccheck; do
+            (TILELANG_PASS_CONFIGS=$cfg timeout "${RUN_TIMEOUT:-420}" "$SAN" --tool "$tool" --error-exitcode 9 \
+                python3 benchmarks/bench_upstream.py --examples "$EX" --names "$c" --warmup 1 --rep 1 \
+                > "$L/$tool-$c-$i.log" 2>&1
+             echo "$tool $c ${cfg:-default}: rc $? | $(grep -h 'ERROR SUMMARY' "$L/$tool-$c-$i.log" | tail -1)") &
+        done
+    done
+done
+wait
+tar czf "$OUT/sanitize-rows.tgz" -C "$L" --exclude cache .
