@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The issue-20 speed rows that are not in the upstream table, twice each, alternating.
+# The issue-20 speed rows that are not in the upstream table, twice each, alternating (the small
+# launches: launch.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tl-cache} PYTHONUNBUFFERED=1
@@ -19,5 +20,4 @@ TILELANG_PASS_CONFIGS='{"tl.enable_stmatrix": true, "tl.enable_chunked_epilogue"
 for r in 1 2; do
     python3 benchmarks/bench_attention_styles.py --causal 2>&1 | tail -12 | tee "$OUT/attn-causal-$r.txt"
     python3 benchmarks/bench_attention_styles.py 2>&1 | tail -12 | tee "$OUT/attn-$r.txt"
-    python3 benchmarks/bench_launch.py --only attn,row_f32 --json "$OUT/launch-$r.json" 2>&1 | tail -8
 done
