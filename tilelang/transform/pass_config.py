@@ -287,11 +287,11 @@ EFFECTS = {
                                            "by the consumers with cp.async instead of by the TMA producer "
                                            "(which, in a persistent kernel, loads the next tile's during the "
                                            "epilogue)",
-    PassConfigKey.TL_ENABLE_TENSORMAP_PREFETCH: "sm_90a: thread 0 prefetches, at kernel entry, the tensor maps "
-        "nothing else prefetches (a TMA store epilogue's, a user-written T.ws kernel's; the warp-specialised "
-        "producer prefetches its own), as upstream does; otherwise they are fetched when the first store or "
-        "load issues. Opt-in: on 12 short and attention kernels (session 28) it changed nothing beyond noise "
-        "except mha_fwd_bshd, 1 % slower in both rounds",
+    PassConfigKey.TL_ENABLE_TENSORMAP_PREFETCH: "sm_90a: thread 0 prefetches every tensor map at kernel entry, "
+        "before the barrier initialisation, as upstream does (the warp-specialised producer's own prefetches, "
+        "right before its first load, are dropped); otherwise a TMA store epilogue's map is fetched when the "
+        "store issues. Opt-in: its earlier form (the maps no producer prefetched) changed nothing beyond noise "
+        "on 12 short and attention kernels (session 28) except mha_fwd_bshd, 1 % slower in both rounds",
     PassConfigKey.TL_ENABLE_PIPELINE_TAIL_PEEL: "a pipelined loop with one cp.async group per tile runs its last "
         "num_stages iterations, which issue nothing, as a loop of their own, so the others reissue unconditionally "
         "(no `if k + num_stages < n`) and ptxas may hoist a gathered copy's index loads above the barrier before "
