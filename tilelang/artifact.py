@@ -28,7 +28,9 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
   params, using only + - * // % unary minus, int literals, min() and max();
   the name ``NUM_SMS`` (the launching device's multiprocessor count) sizes
   the grid of a persistent kernel.
-- ``block``: 3 ints; ``dynamic_smem``: bytes of dynamic shared memory.
+- ``block``: 3 ints; ``dynamic_smem``: bytes of dynamic shared memory, an int,
+  or, for a kernel with shared buffers of run-time extent, an integer
+  expression of the grid's grammar (without NUM_SMS) evaluated at each launch.
 - ``symbols``: symbol -> [param index, dim index] reading the symbol from that
   tensor's shape, or [param index, -1] for an int scalar param.  A symbol that
   appears in shapes/strides but not here is read from its first occurrence.
@@ -294,6 +296,8 @@ class KernelArtifact:
                 raise ArtifactError(f"host_asserts entry {a!r}: needs exactly 'expr' and 'text'")
             parse_bool_expr(a["expr"], set(self.all_symbols()) | _int_scalar_names(self), what="host assert")
         _check_kernel_args(self)
+        if isinstance(self.dynamic_smem, str):
+            parse_int_expr(self.dynamic_smem, set(self.all_symbols()) | _int_scalar_names(self), what="dynamic_smem")
         for i, expr in enumerate(self.grid):
             tree = parse_int_expr(str(expr), set(self.all_symbols()) | _int_scalar_names(self) | {NUM_SMS},
                                   what=f"grid[{i}]")
@@ -341,8 +345,8 @@ def _check_header(art: KernelArtifact) -> None:
         raise ArtifactError(f"block must be 3 positive ints, got {art.block!r}")
     if art.block[0] * art.block[1] * art.block[2] > 1024:
         raise ArtifactError(f"block {art.block} has more than 1024 threads")
-    if type(art.dynamic_smem) is not int or art.dynamic_smem < 0:
-        raise ArtifactError(f"dynamic_smem must be a non-negative int, got {art.dynamic_smem!r}")
+    if not (type(art.dynamic_smem) is int and art.dynamic_smem >= 0) and not isinstance(art.dynamic_smem, str):
+        raise ArtifactError(f"dynamic_smem must be a non-negative int or an expression, got {art.dynamic_smem!r}")
     if art.index_bits not in (32, 64):
         raise ArtifactError(f"index_bits must be 32 or 64, got {art.index_bits!r}")
     names = [p.name for p in art.params]

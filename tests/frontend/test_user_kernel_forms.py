@@ -322,18 +322,19 @@ def test_a_thread_dimension_the_launch_leaves_at_one_is_zero():
                 x[T.get_thread_binding(3)] = 0
 
 
-def test_a_shared_tile_of_symbolic_extent_is_a_located_error():
-    """Upstream PR #2909's ``T.alloc_shared((m, N))`` with ``m = T.dynamic("m")``: our shared-memory
-    plan is sized at compile time, so it is refused at the allocation (an internal TypeError before)."""
+def test_a_fragment_of_symbolic_extent_is_a_located_error():
+    """A shared tile of symbolic extent takes run-time dynamic shared memory
+    (tests/codegen/test_symbolic_shared.py); a fragment's registers cannot: refused at the
+    allocation (an internal TypeError before session 44)."""
     m = T.dynamic("m")
 
     @T.prim_func
     def main(A: T.Tensor((m, 256), "float16"), B: T.Tensor((m, 256), "float16")):
         with T.Kernel(1, threads=128):
-            s = T.alloc_shared((m, 256), "float16")
-            T.copy(A[0:m, :], s)
-            T.copy(s, B[0:m, :])
+            f = T.alloc_fragment((m, 256), "float16")
+            T.copy(A[0:m, :], f)
+            T.copy(f, B[0:m, :])
 
-    with pytest.raises(TileLangCompileError, match=r"TL0002.*'s' is allocated with shape \[m, 256\]") as err:
+    with pytest.raises(TileLangCompileError, match=r"TL0002.*'f' is allocated with shape \[m, 256\]") as err:
         tilelang.compile(main, target="cuda -arch=sm_90a")
-    assert "s = T.alloc_shared((m, 256)" in str(err.value)       # shown at the allocation
+    assert "f = T.alloc_fragment((m, 256)" in str(err.value)       # shown at the allocation

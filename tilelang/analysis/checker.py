@@ -34,6 +34,7 @@ from tilelang.analysis.resources import check_lowered_smem, check_registers, che
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
 from tilelang.transform import attention_schedule, stage_operands, user_ws, widen_threads
+from tilelang.tir_utils import const_int
 from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
 from tilelang.transform.layout_inference import infer_layouts
 
@@ -133,8 +134,27 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
     k.layouts = rep.guard("layout inference", _infer, k, rep)
     rep.guard("register checks", check_registers, k, rep)            # TL0502
     rep.guard("lowered shared memory check", check_lowered_smem, k, rep)  # TL0501 (sm_90a carve-out)
+    rep.guard("run-time shared extent check", _check_run_time_extents, k, rep)  # TL0002
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
     return k, sort_diagnostics(rep.finish())
+
+
+def _check_run_time_extents(k, rep):
+    """Shared buffers of run-time extent the compiler cannot place (a swizzled layout, pipeline
+    stages, 4-bit elements): the lowering's TL0002, reported here at the allocation."""
+    if k.layouts is None:
+        return
+    from tilelang.transform.lower_tile_ops import run_time_extent_error
+    from tilelang.transform.pipelined_loop import plan_stages
+
+    stages = None
+    for buf in k.info.shared_buffers():
+        if all(const_int(x) is not None for x in buf.shape) or buf not in k.layouts.shared:
+            continue
+        stages = plan_stages(k.info) if stages is None else stages
+        err = run_time_extent_error(buf, k.layouts.shared[buf], stages.get(buf, 1))
+        if err is not None:
+            _report_lowering(rep, err)
 
 
 def _infer(k, rep):

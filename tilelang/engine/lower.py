@@ -447,11 +447,20 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     return KernelArtifact(
         name=st.cuda.name, source=source, params=params, kernel_args=kernel_args,
         grid=[grid["blockIdx.x"], grid["blockIdx.y"], grid["blockIdx.z"]], block=block,
-        dynamic_smem=int(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
+        dynamic_smem=_smem_size(st.smem_bytes), arch=st.arch, symbols=symbols, out_idx=outs,
         compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params),
         host_asserts=_host_asserts(st.func, params, symbols),
         kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps),
         index_bits=64 if st.pass_configs.get(WIDE_INDEX) else 32)
+
+
+def _smem_size(nbytes):
+    """The artifact's dynamic_smem: an int, or the expression of a run-time size (shared buffers
+    of run-time extent: ``Lowerer.dynamic_smem_expr``)."""
+    if isinstance(nbytes, int):
+        return nbytes
+    value = const_int(nbytes)
+    return int(value) if value is not None else to_py(nbytes)
 
 
 def _single_wave_min_blocks(grid, block, arch):

@@ -106,7 +106,7 @@ def _lower(st):
             st.layouts, lw, body = layouts, lw_m, body_m
     st.lowered = st.func.with_body(unroll_vector_loops_with_locals(
         thread_sync.drop_repeated_barriers(user_barriers.merge_inits(body))))
-    st.smem_bytes = lw.smem_bytes
+    st.smem_bytes = lw.dynamic_smem_expr()     # (an expression with run-time-extent shared buffers)
     st.tensormaps = lw.tensormaps          # TMA descriptors the launcher builds (warp-specialised loop)
     st.extra_threads = lw.extra_threads    # the producer warpgroup
     st.persistent_tiles = lw.persistent_tiles   # a persistent GEMM's tile count (grid: min(tiles, SMs))

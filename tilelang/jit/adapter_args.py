@@ -262,8 +262,11 @@ class ArgPlan:
         self._ns["_ddev"] = None
         self._ns["_launch"] = self._launch_then_bind if hasattr(launch, "direct_state") else launch
 
-    def _launch_then_bind(self, device, gx, gy, gz, stream, values) -> None:
+    def _launch_then_bind(self, device, gx, gy, gz, stream, values, smem=None) -> None:
         launch = self.launch
+        if smem is not None:    # (a run-time size: never bound)
+            launch(device, gx, gy, gz, stream, values, smem)
+            return
         launch(device, gx, gy, gz, stream, values)
         if launch is self.launch:
             self.bind_direct(device)
@@ -547,7 +550,7 @@ class ArgPlan:
             return names(list(p.shape) + list(p.strides or []))
         mine = set().union(*(of(i) for i in nones)) if nones else set()
         taken = set().union(*(of(j) for j in range(len(self.params)) if j not in nones))
-        taken |= names([g for g in self.art.grid if isinstance(g, str)])
+        taken |= names([g for g in list(self.art.grid) + [self.art.dynamic_smem] if isinstance(g, str)])
         return mine - taken
 
     def _null_entry(self, nones: frozenset = None):
@@ -729,19 +732,21 @@ class ArgPlan:
         return lines
 
     def _grid_code(self, var) -> list[str]:
+        return [self._int_code(var, expr, f"grid[{k}]") for k, expr in enumerate(self.art.grid)]
+
+    def _int_code(self, var, expr, what) -> str:
+        """Python code of the artifact's integer expression ``expr`` (a grid dim, a run-time
+        dynamic_smem) over the call's bound symbols and scalars."""
         names = {s: v for s, v in var.items()}
         names[NUM_SMS] = "_num_sms(d)"
         for i, p in enumerate(self.params):
             if p.kind == "scalar":
                 names.setdefault(p.name, f"a{i}")
-        codes = []
-        for k, expr in enumerate(self.art.grid):
-            tree = parse_int_expr(str(expr), set(names), what=f"grid[{k}]")
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Name) and node.id in names:
-                    node.id = names[node.id]
-            codes.append(ast.unparse(tree))
-        return codes
+        tree = parse_int_expr(str(expr), set(names), what=what)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in names:
+                node.id = names[node.id]
+        return ast.unparse(tree)
 
     def _host_names(self, var) -> dict:
         names = {s: v for s, v in var.items()}
@@ -795,6 +800,14 @@ class ArgPlan:
                 p = f"p{self.tensormaps[ref]['param']}"
                 lines.append(f"m{k} = _tmc{ref}.get((d, {p})) or _tm{ref}({p}, d)")
                 values[k] = f"m{k}"
+        tup = "(" + "".join(f"{v}, " for v in values) + ")"
+        if isinstance(self.art.dynamic_smem, str):
+            # shared buffers of run-time extent: the launch sizes the dynamic shared memory (never
+            # the inline launch, whose config holds a fixed size: bind_direct declines)
+            lines.append(f"s = {self._int_code(var, self.art.dynamic_smem, 'dynamic_smem')}")
+            lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup}, s)")
+            lines.append(f"return {ret}")
+            return lines
         if self.l2_param is None:
             # the inline launch (bind_direct): config and arguments packed in one call, then
             # cuLaunchKernelEx; anything unusual goes to the launcher below

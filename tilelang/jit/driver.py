@@ -527,7 +527,10 @@ class KernelLauncher:
     def _fail_direct(self, rc: int, device: int, grid) -> None:
         self._raise(_driver, rc, device, tuple(grid))
 
-    def __call__(self, device: int, gx: int, gy: int, gz: int, stream: int, values: tuple) -> None:
+    def __call__(self, device: int, gx: int, gy: int, gz: int, stream: int, values: tuple,
+                 smem: int | None = None) -> None:
+        """Launch on ``device``; ``smem``: this launch's dynamic shared memory where the kernel's
+        is a run-time size (shared buffers of run-time extent), else the launcher's."""
         entry = self._funcs.get(device)
         if entry is None:
             entry = self.load(device)
@@ -539,6 +542,8 @@ class KernelLauncher:
         # The stream handle is a pointer and is wrapped (None for the NULL stream).
         hstream = ctypes.c_void_p(stream) if stream else None
         with self._lock:
+            if smem is not None and smem != self.smem:
+                self._resize_smem(func, device, int(smem))
             self._pack(self._buf, self._base, *(values[:self._nargs] if self._special else values))
             drv.fast_get_current(self._cur_ptr)
             if self._special:
@@ -650,6 +655,22 @@ class KernelLauncher:
                 self._configure(func, device)
             self._funcs[device] = entry = (ctypes.c_void_p(func), ctx)
             return entry
+
+    def _resize_smem(self, func, device: int, nbytes: int) -> None:
+        """This and later launches take ``nbytes`` of dynamic shared memory (under the lock): the
+        function is opted into it past 48 KiB, and a size over the device's limit is an error
+        naming it, before the launch."""
+        static = func_attribute(func.value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        limit = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        if nbytes < 0 or static + nbytes > limit:
+            raise RuntimeError(f"kernel {self.name!r} would need {static} B static + {nbytes} B dynamic shared "
+                               f"memory for this call (its shared buffers of run-time extent), more than the "
+                               f"{limit} B a block may use on cuda:{device}")
+        opted = self.__dict__.setdefault("_smem_opted", {})
+        if nbytes > max(DEFAULT_SMEM_LIMIT, opted.get(device, 0)):
+            set_max_dynamic_smem(func.value, nbytes)
+            opted[device] = nbytes
+        self.smem = nbytes
 
     def _configure(self, func: int, device: int) -> None:
         """Opt into large dynamic smem and turn resource overuse into clear errors."""

@@ -227,7 +227,9 @@ class JITKernel:
             if self._launcher is None:
                 art = self.artifact
                 self._launcher = KernelLauncher(self.ensure_cubin(), art.name, self._plan.arg_kinds,
-                                                art.block, art.dynamic_smem, art.arch,
+                                                # (a run-time size: set per launch)
+                                                art.block, art.dynamic_smem if isinstance(art.dynamic_smem, int)
+                                                else 0, art.arch,
                                                 cooperative="cooperative_groups::this_grid()" in (art.source or ""),
                                                 pdl=uses_pdl(art), l2_window=_l2_window(art, len(self._plan.arg_kinds)))
             return self._launcher

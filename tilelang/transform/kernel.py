@@ -182,7 +182,7 @@ def analyze_kernel(func) -> KernelInfo:
     _check_unrolled_breaks(stmt)
     stmt = expand_fragment_copies(apply_global_layouts(resolve_views(stmt)))
     if None not in threads:
-        stmt = chunk_unbounded_parallel(stmt, math.prod(threads))
+        stmt = chunk_unbounded_parallel(expand_unbounded_copies(stmt), math.prod(threads))
     stmt, safe = _strip_safe_values(stmt)
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
 
@@ -191,11 +191,11 @@ def analyze_kernel(func) -> KernelInfo:
             info.buffers[s.buffer] = scope_of(s.buffer)
             if s.annotations is not None and TFLOAT32 in s.annotations:
                 info.tfloat32.add(s.buffer)
-            if scope_of(s.buffer) in SHARED_SCOPES + (FRAGMENT_SCOPE, "local") and any(
+            if scope_of(s.buffer) in (FRAGMENT_SCOPE, "local") and any(
                     const_int(x) is None for x in s.buffer.shape):
                 raise LoweringError(
-                    "TL0002", f"'{s.buffer.name}' is allocated with shape {list(s.buffer.shape)}: on-chip buffers "
-                    "(shared memory, fragments, locals) need compile-time extents here",
+                    "TL0002", f"'{s.buffer.name}' is allocated with shape {list(s.buffer.shape)}: register buffers "
+                    "(fragments, locals) need compile-time extents (a shared buffer may have run-time ones)",
                     getattr(s, "span", None) or getattr(s.buffer, "span", None),
                     notes=["Allocate the largest tile the kernel handles (a constant, or a bound of the symbol) and "
                            "copy only the part in use (T.copy of a run-time extent guards the rest)."])
@@ -988,6 +988,58 @@ def chunk_unbounded_parallel(stmt, threads: int):
                                substitute_stmt(s.body, {var: s.min + outer * step + inner}), None, span=s.span)
         loop = tirx.For(inner, zero, step, s.kind, body, annotations=s.annotations, span=s.span)
         return tirx.For(outer, zero, tirx.floordiv(s.extent + step - 1, step), tirx.ForKind.SERIAL, loop, span=s.span)
+
+    return map_stmts(stmt, pre=pre)
+
+
+UNBOUNDED = 1 << 20     # a run-time extent the analyzer bounds by no less: no tile can span it
+
+
+def _unbounded(extent) -> bool:
+    if const_int(extent) is not None:
+        return False
+    hi = int(tvm.sym.Analyzer().const_int_bound(extent).max_value)
+    return not 0 < hi < UNBOUNDED
+
+
+def expand_unbounded_copies(stmt):
+    """A ``T.copy`` of a run-time extent with no constant bound to or from a shared buffer of
+    run-time shape (``T.copy(A[0:m, :], s)`` into ``T.alloc_shared((m, N))``) as one flat
+    element-wise ``T.Parallel`` over its elements, which ``chunk_unbounded_parallel`` then runs in
+    chunks of the block's threads, as upstream runs it (a tile op's tile has a compile-time
+    extent). Every other copy is kept (a static on-chip side sizes the tile)."""
+    def pre(s):
+        if not isinstance(s, tirx.Evaluate) or not is_tl_call(s.value) or s.value.op.name != "tl.copy":
+            return None
+        src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
+        on_chip = [r for r in (src, dst) if r.scope != "global"]
+        # (a static on-chip side sizes the tile: lower_copy._bounded_tile)
+        if not on_chip or any(r.scope not in SHARED_SCOPES or all(const_int(x) is not None for x in r.buffer.shape)
+                              for r in on_chip):
+            return None
+        (sd, se), (dd, de) = src.nonunit(), dst.nonunit()
+        if not any(_unbounded(e) for e in se + de) or len(se) != len(de):
+            return None
+        ana = tvm.sym.Analyzer()
+        if not all(ana.can_prove_equal(a, b) for a, b in zip(se, de)):
+            return None
+        flat = tirx.Var("i_flat", "int32")
+        total, pos, inner = i32(1), [], i32(1)
+        for k, e in reversed(list(enumerate(de))):
+            e = e if dtype_of(e) == "int32" else tirx.Cast("int32", e)
+            step = flat if k == len(de) - 1 else tirx.floordiv(flat, inner)
+            pos.insert(0, step if k == 0 else tirx.floormod(step, e))    # (flat < total: no wrap outermost)
+            inner, total = inner * e, total * e
+
+        def at(region, dims):
+            idx = list(region.starts)
+            for d, p in zip(dims, pos):
+                idx[d] = idx[d] + (p if dtype_of(idx[d]) == "int32" else tirx.Cast(dtype_of(idx[d]), p))
+            return idx
+
+        body = tirx.BufferStore(dst.buffer, _load_as(src, at(src, sd), dst.buffer.dtype), at(dst, dd), span=s.span)
+        return tirx.For(flat, i32(0), total, tirx.ForKind.PARALLEL, body, annotations={"tl.parallel": 1},
+                        span=s.span)
 
     return map_stmts(stmt, pre=pre)
 

@@ -178,7 +178,10 @@ class Lowerer:
         self.smem_views, self.smem_bytes, self.extra_allocs = {}, 0, []
         self.shared_scratch = []    # (share key, byte offset, bytes) of workspaces others may reuse
         sizes, aligns = {}, {}
+        tail = [buf for buf in self.info.shared_buffers() if not _static_shape(buf)]
         for buf in self.info.shared_buffers():
+            if buf in tail:
+                continue
             layout = self.layouts.shared[buf]
             size = getattr(layout, "size", _elems(buf)) * self.stages.get(buf, 1)
             sizes[buf] = size * nbytes(str(buf.dtype))
@@ -227,6 +230,7 @@ class Lowerer:
             self.smem_views[buf] = tirx.decl_buffer((n // esize * packed,), str(buf.dtype), buf.name,
                                                     data=self.smem.data,
                                                     elem_offset=offsets[buf] // esize * packed, scope="shared.dyn")
+        self._plan_tail(tail)
         if self.ws is not None:
             warp_specialize.plan_overlap(self)      # may split the ring into barrier groups
             self.ws.mbar = self._carve("tl_mbar", warp_specialize.barrier_count(self.ws), "uint64")
@@ -241,6 +245,40 @@ class Lowerer:
             layout = self.layouts.fragments[buf]
             self.frag[buf] = tirx.decl_buffer((max(layout.local_size, 1),), str(buf.dtype),
                                               buf.name, scope="local")
+
+    def _plan_tail(self, tail):
+        """Shared buffers of run-time extent (``T.alloc_shared((m, N))`` with a symbolic m): each
+        takes bytes of its own after everything else (the plan's tiles and the lowering's
+        workspaces), from ``smem_tail``, the static bytes' aligned end, bound at kernel entry
+        (``run``); ``tail_bytes`` is their run-time size, which the launch adds to the dynamic
+        shared memory (``dynamic_smem_expr``). Row-major, single-buffered, and no swizzle: a
+        swizzled layout, a pipeline stage or 4-bit elements need a compile-time extent."""
+        self.smem_tail = tirx.Var("smem_tail", "int32")
+        self.tail_bytes = 0
+        for buf in tail:
+            err = run_time_extent_error(buf, self.layouts.shared[buf], self.stages.get(buf, 1))
+            if err is not None:
+                raise err
+            esize = nbytes(str(buf.dtype))
+            elems = math.prod(buf.shape)
+            start = self.smem_tail + self.tail_bytes
+            self.smem_views[buf] = tirx.decl_buffer((elems,), str(buf.dtype), buf.name, data=self.smem.data,
+                                                    elem_offset=simplify(tirx.truncdiv(start, esize)),
+                                                    scope="shared.dyn")
+            size = tirx.Cast("int32", elems) * esize
+            self.tail_bytes = simplify(self.tail_bytes + tirx.truncdiv(size + (SMEM_ALIGN - 1), SMEM_ALIGN)
+                                       * SMEM_ALIGN)
+
+    def tail_start(self) -> int:
+        """Where the run-time-extent shared buffers start: the static bytes' aligned end."""
+        return -(-self.smem_bytes // SMEM_ALIGN) * SMEM_ALIGN
+
+    def dynamic_smem_expr(self):
+        """The dynamic shared memory a launch needs: ``smem_bytes``, or, with buffers of run-time
+        extent, an expression over the kernel's symbols."""
+        if isinstance(self.tail_bytes, int) and self.tail_bytes == 0:
+            return self.smem_bytes
+        return simplify(self.tail_start() + self.tail_bytes)
 
     def _carve(self, name, elems, dtype, align=SMEM_ALIGN):
         esize = nbytes(dtype)
@@ -1077,6 +1115,9 @@ class Lowerer:
         # The declared extent of a dynamic shared allocation is irrelevant: the launch passes
         # the real size (``smem_bytes``).
         allocs = [tirx.AllocBuffer(self.smem)]
+        tail = not (isinstance(self.tail_bytes, int) and self.tail_bytes == 0)
+        if tail:    # the run-time-extent buffers' start (_plan_tail)
+            allocs.append(tirx.Bind(self.smem_tail, i32(self.tail_start())))
         prelude = prelude + [tirx.DeclBuffer(v, data=p.data) for p, (v, _) in self.strided.items()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.smem_views.values()]
         allocs += [tirx.DeclBuffer(v, data=self.smem.data) for v in self.extra_allocs]
@@ -1085,7 +1126,7 @@ class Lowerer:
         if self.ws is not None and self.ws.cluster is not None:
             # no block exits while its peer may still multicast into it or arrive on its barriers
             lowered = seq([lowered, evaluate_extern("tl::cluster_sync")])
-        inner = seq(prelude + allocs + [lowered]) if self.smem_bytes else seq(prelude + [lowered])
+        inner = seq(prelude + allocs + [lowered]) if self.smem_bytes or tail else seq(prelude + [lowered])
         for iv, extent in reversed(self.info.launch):
             tag = str(iv.thread_tag)
             if tag == "threadIdx.x" and self.extra_threads:
@@ -1330,6 +1371,26 @@ def _guard_effects(body, cond, registers, reducers, folded=frozenset()):
         return None
 
     return map_stmts(body, pre=pre)
+
+
+def run_time_extent_error(buf, layout, stages: int):
+    """The TL0002 LoweringError of a shared buffer of run-time extent that needs a compile-time one
+    (staged by a pipeline, a swizzled layout, 4-bit elements), else None (``Lowerer._plan_tail``;
+    the checker reports it too)."""
+    why = ("its tiles are staged by a software pipeline" if stages > 1 else
+           "it has a swizzled layout (a gemm operand, a TMA box or T.annotate_layout)"
+           if getattr(layout, "slab", False) or getattr(layout, "group", 1) > 1 or getattr(layout, "swizzled", False)
+           else "4-bit elements are packed two to a byte" if dtype_bits(str(buf.dtype)) < 8 else None)
+    if why is None:
+        return None
+    return LoweringError("TL0002", f"'{buf.name}' is allocated with run-time shape {list(buf.shape)}, but {why}",
+                         getattr(buf, "span", None),
+                         notes=["Allocate the largest tile the kernel handles (a constant) and copy only the part "
+                                "in use (T.copy of a run-time extent guards the rest)."])
+
+
+def _static_shape(buf) -> bool:
+    return all(const_int(x) is not None for x in buf.shape)
 
 
 def _elems(buf) -> int:
