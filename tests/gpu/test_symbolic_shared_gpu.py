@@ -1,6 +1,7 @@
 """Shared buffers of run-time extent (tests/codegen/test_symbolic_shared.py) on the GPU: the launch
 sizes the dynamic shared memory per call (past 48 KiB too), results match torch, and a size over
-the device's limit is a clear error before the launch. Skips without a CUDA GPU."""
+the device's limit is a clear error before the launch; a global copy of an unbounded run-time
+extent (tests/transform/test_tileops_forms.py) matches torch. Skips without a CUDA GPU."""
 
 import sys
 from pathlib import Path
@@ -49,3 +50,18 @@ def test_after_a_static_tile(n):
     y, s = kernel(x)
     torch.testing.assert_close(y, 2 * x)
     torch.testing.assert_close(s[0], x[:128].sum(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_ragged_global_copy():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
+    from test_tileops_forms import ragged_global_copy
+
+    kernel = tilelang.compile(ragged_global_copy())
+    x = torch.randn(1024, 64, device="cuda", dtype=torch.float16)
+    lens = torch.tensor([0, 1, 64, 17] * 4, device="cuda", dtype=torch.int32)
+    y = torch.zeros_like(x)
+    kernel(x, lens, y)
+    ref = torch.zeros_like(x)
+    for b, n in enumerate(lens.tolist()):
+        ref[b * 64:b * 64 + n] = x[b * 64:b * 64 + n]
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)

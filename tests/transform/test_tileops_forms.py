@@ -73,7 +73,7 @@ def test_copy_of_a_run_time_extent_is_guarded_per_row():
                      r"(int cse_v\d+ = [^;]*;\s*)*tl::copy_vec<16>", body)
 
 
-def test_copy_of_an_unbounded_run_time_extent_is_refused():
+def ragged_global_copy():
     @T.prim_func
     def kernel(x: T.Tensor((1024, 64), "float16"), lens: T.Tensor((16,), "int32"),
                y: T.Tensor((1024, 64), "float16")):
@@ -81,12 +81,17 @@ def test_copy_of_an_unbounded_run_time_extent_is_refused():
             n = lens[bx]
             T.copy(x[bx * 64:bx * 64 + n, 0:64], y[bx * 64:bx * 64 + n, 0:64])
 
-    try:
-        tilelang.lower(kernel, "sm_90a")
-    except Exception as e:      # noqa: BLE001 - the located error is the point
-        assert "TL0601" in str(e) and "compile-time constants" in str(e)
-    else:
-        raise AssertionError("a global-to-global copy of an unbounded run-time extent compiled")
+    return kernel
+
+
+def test_a_global_copy_of_an_unbounded_run_time_extent_runs_in_chunks():
+    """No tile spans an unbounded n: the copy goes element-wise over n x 64 in chunks of the
+    block's 128 threads (kernel.expand_unbounded_copies), as upstream runs it (TL0601 before)."""
+    body = _body(ragged_global_copy())
+    assert re.search(r"for \(int i_flat_chunk = 0; i_flat_chunk < \(\(\(n \* 64\) \+ 127\) >> 7\); \+\+i_flat_chunk\)",
+                     body)
+    assert "if (((i_flat_chunk * 128) + ((int)threadIdx.x)) < (n * 64))" in body
+    assert "< 512)" in body       # (rows past the tensor's 1024: nothing)
 
 
 def test_fill_of_a_plain_shared_tile_is_16_byte_stores():

@@ -1003,19 +1003,20 @@ def _unbounded(extent) -> bool:
 
 
 def expand_unbounded_copies(stmt):
-    """A ``T.copy`` of a run-time extent with no constant bound to or from a shared buffer of
-    run-time shape (``T.copy(A[0:m, :], s)`` into ``T.alloc_shared((m, N))``) as one flat
-    element-wise ``T.Parallel`` over its elements, which ``chunk_unbounded_parallel`` then runs in
-    chunks of the block's threads, as upstream runs it (a tile op's tile has a compile-time
-    extent). Every other copy is kept (a static on-chip side sizes the tile)."""
+    """A ``T.copy`` of a run-time extent with no constant bound between global memory and a
+    shared buffer of run-time shape (``T.copy(A[0:m, :], s)`` into ``T.alloc_shared((m, N))``), or
+    within global memory (``T.copy(x[r:r + n, :], y[r:r + n, :])``), as one flat element-wise
+    ``T.Parallel`` over its elements, which ``chunk_unbounded_parallel`` then runs in chunks of the
+    block's threads, as upstream runs it (a tile op's tile has a compile-time extent: both were
+    TL0601). Every other copy is kept (a static on-chip side sizes the tile)."""
     def pre(s):
         if not isinstance(s, tirx.Evaluate) or not is_tl_call(s.value) or s.value.op.name != "tl.copy":
             return None
         src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
         on_chip = [r for r in (src, dst) if r.scope != "global"]
         # (a static on-chip side sizes the tile: lower_copy._bounded_tile)
-        if not on_chip or any(r.scope not in SHARED_SCOPES or all(const_int(x) is not None for x in r.buffer.shape)
-                              for r in on_chip):
+        if any(r.scope not in SHARED_SCOPES or all(const_int(x) is not None for x in r.buffer.shape)
+               for r in on_chip):
             return None
         (sd, se), (dd, de) = src.nonunit(), dst.nonunit()
         if not any(_unbounded(e) for e in se + de) or len(se) != len(de):
