@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu in full on the device, sharded by file over JOBS processes (each under T seconds);
-# EXAMPLES=1 adds upstream's example GPU tier; FILES="a.py b.py" runs those files only. Each test's
+# EXAMPLES=1 adds upstream's example GPU tier, UNIT=1 its unit-test tier (testing/python, UJOBS files
+# at once, default 10); FILES="a.py b.py" runs those files only (FILES=none: no tests/gpu). Each test's
 # outcome is logged as it ends (-v), so a shard cut off at T seconds still names its failures.
 # Logs tarred into $OUT/tests.tgz.
 set -uo pipefail
@@ -8,7 +9,8 @@ OUT=${OUT:-/tmp/out}; JOBS=${JOBS:-6}; T=${T:-540}
 L=$(mktemp -d); mkdir -p "$OUT"
 export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tl-cache} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$L/gpu.txt"
-if [ -n "${FILES:-}" ]; then read -r -a files <<< "$FILES"; else files=(tests/gpu/test_*.py); fi
+if [ "${FILES:-}" = none ]; then files=(); elif [ -n "${FILES:-}" ]; then read -r -a files <<< "$FILES"
+else files=(tests/gpu/test_*.py); fi
 for ((s = 0; s < JOBS && s < ${#files[@]}; s++)); do
     shard=(); for ((i = s; i < ${#files[@]}; i += JOBS)); do shard+=("${files[i]}"); done
     timeout "$T" python3 -m pytest -v -p no:cacheprovider "${shard[@]}" > "$L/shard-$s.log" 2>&1 &
@@ -17,8 +19,13 @@ if [ "${EXAMPLES:-0}" = 1 ]; then
     timeout "$T" python3 scripts/conformance.py gpu --jobs 6 --only examples --out "$L/examples" \
         > "$L/examples.log" 2>&1 &
 fi
+if [ "${UNIT:-0}" = 1 ]; then
+    timeout "$T" python3 scripts/conformance.py gpu --jobs "${UJOBS:-10}" --only testing/python --out "$L/unit" \
+        > "$L/unit.log" 2>&1 &
+fi
 wait
-for f in "$L"/shard-*.log; do echo "$(basename "$f"): $(tail -1 "$f")"; done
+for f in "$L"/shard-*.log; do [ -f "$f" ] && echo "$(basename "$f"): $(tail -1 "$f")"; done
 grep -h "^FAILED\|^ERROR\| FAILED \| ERROR " "$L"/shard-*.log | sort -u | head -40
 [ -f "$L/examples.log" ] && grep -m3 "tests passed\|regress" "$L/examples.log"
+[ -f "$L/unit.log" ] && grep -m3 "tests passed\|regress" "$L/unit.log" && grep -A30 "REGRESS\|regress" "$L/unit.log" | head -40
 tar czf "$OUT/tests.tgz" -C "$L" .
