@@ -57,6 +57,30 @@ def behind_a_static_tile():
     return main
 
 
+@tilelang.jit
+def doubled_rows(A, threads: int = 128):
+    """Eager style; a 2-D T.Parallel over the run-time tile (flattened, then chunked)."""
+    m, n = T.dynamic("m"), T.const("n")
+    A: T.Tensor((m, n), T.float32)
+    B = T.empty((m, n), T.float32)
+    with T.Kernel(1, threads=threads) as _:
+        s = T.alloc_shared((m, n), T.float32)
+        T.copy(A[0:m, :], s)
+        for i, j in T.Parallel(m, n):
+            s[i, j] = s[i, j] * 2.0
+        T.copy(s, B[0:m, :])
+    return B
+
+
+def test_a_2d_parallel_over_a_run_time_tile_is_chunked():
+    art = doubled_rows.compile(n=64).artifact
+    assert _smem(art, m=10) == 10 * 64 * 4
+    assert "j_flat_chunk < (((m * 64) + 127) >> 7)" in art.source
+    assert "smem)[((j_flat_chunk * 128) + ((int)threadIdx.x))] = (((float*)smem)[" in art.source
+    if shutil.which("nvcc"):
+        nvcc.compile_cubin(art.source, art.arch, art.compile_flags)
+
+
 def _up(nbytes):
     return -(-nbytes // 128) * 128
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 tilelang = pytest.importorskip("tilelang")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "codegen"))
-from test_symbolic_shared import N, behind_a_static_tile, roundtrip  # noqa: E402
+from test_symbolic_shared import N, behind_a_static_tile, doubled_rows, roundtrip  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -65,3 +65,9 @@ def test_a_ragged_global_copy():
     for b, n in enumerate(lens.tolist()):
         ref[b * 64:b * 64 + n] = x[b * 64:b * 64 + n]
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("m", [1, 33, 200])
+def test_a_2d_parallel_over_a_run_time_tile(m):
+    a = torch.randn(m, 64, device="cuda")
+    torch.testing.assert_close(doubled_rows(a), 2 * a)

@@ -976,7 +976,13 @@ def chunk_unbounded_parallel(stmt, threads: int):
     it: the block's threads take ``threads`` iterations at a time, a serial loop over
     ``ceildiv(n, threads)`` chunks around a ``T.Parallel(threads)`` guarded by the extent."""
     def pre(s):
-        if not is_parallel_nest(s) or int(s.annotations["tl.parallel"]) != 1 or const_int(s.extent) is not None:
+        if not is_parallel_nest(s):
+            return None
+        if int(s.annotations["tl.parallel"]) > 1:
+            s = _flatten_unbounded_nest(s)
+            if s is None:
+                return None
+        if const_int(s.extent) is not None:
             return None
         hi = int(tvm.sym.Analyzer().const_int_bound(s.extent).max_value)
         if 0 < hi < (1 << 20) or any(scope_of(b) == FRAGMENT_SCOPE for b, _, _ in buffer_accesses(s.body)):
@@ -993,6 +999,32 @@ def chunk_unbounded_parallel(stmt, threads: int):
 
 
 UNBOUNDED = 1 << 20     # a run-time extent the analyzer bounds by no less: no tile can span it
+
+
+def _flatten_unbounded_nest(s):
+    """A ``T.Parallel(m, N)`` nest with an unbounded run-time extent that touches no fragment (so
+    no layout ties its iterations to threads) as the 1-D ``T.Parallel`` over its flat index, the
+    indices recovered by division (``chunk_unbounded_parallel`` then chunks it); else None."""
+    loop_vars, extents, body = parallel_nest(s)
+    if not any(_unbounded(e) for e in extents) or any(
+            scope_of(b) in (FRAGMENT_SCOPE, "local") for b, _, _ in buffer_accesses(body)):
+        return None
+    mins, loop = [], s
+    for _ in loop_vars:
+        mins.append(loop.min)
+        loop = loop.body
+    flat = tirx.Var(f"{loop_vars[-1].name}_flat", "int32")
+    subst, inner = {}, i32(1)
+    for k in reversed(range(len(loop_vars))):
+        e = extents[k] if dtype_of(extents[k]) == "int32" else tirx.Cast("int32", extents[k])
+        step = flat if k == len(loop_vars) - 1 else tirx.floordiv(flat, inner)
+        pos = step if k == 0 else tirx.floormod(step, e)
+        v = loop_vars[k]
+        pos = pos if dtype_of(v) == "int32" else tirx.Cast(dtype_of(v), pos)
+        subst[v] = mins[k] + pos
+        inner = inner * e
+    return tirx.For(flat, i32(0), inner, tirx.ForKind.PARALLEL, substitute_stmt(body, subst),
+                    annotations={**dict(s.annotations), "tl.parallel": 1}, span=s.span)
 
 
 def _unbounded(extent) -> bool:
