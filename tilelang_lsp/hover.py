@@ -122,6 +122,10 @@ def shared_markdown(name: str, entry: dict, summary: dict) -> str:
 
 def budget_line(summary: dict) -> str:
     total, limit, arch = summary.get("smem_total"), summary.get("smem_limit"), summary.get("arch", "?")
+    if total is None and summary.get("smem_runtime"):
+        static = summary.get("smem_static") or 0
+        return ("kernel total: " + (f"{kib(static)} + " if static else "") + " + ".join(summary["smem_runtime"])
+                + f", sized at each launch (at most {kib(limit or 0)} per block on {arch})")
     if total is None or not limit:
         return "kernel total: unknown (a shared buffer has a symbolic shape)"
     share = 100.0 * total / limit

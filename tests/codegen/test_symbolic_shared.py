@@ -163,3 +163,13 @@ def test_the_checker_reports_it_at_the_allocation():
     line = next(i for i, t in enumerate(open(__file__).read().splitlines(), 1) if 'a = T.alloc_shared((m, 64)' in t)
     assert (found[0].span.line, found[0].span.column) == (line, 17)
     assert check(roundtrip(), "sm_90a") == [] and check(behind_a_static_tile(), "sm_90a") == []
+
+
+def test_the_hover_counts_the_static_bytes_and_names_the_run_time_ones():
+    from tilelang.analysis.summary import summarize
+    from tilelang_lsp.hover import budget_line
+
+    assert budget_line(summarize(roundtrip(), "sm_90a")) == (
+        "kernel total: s (m x 256 x 2 B), sized at each launch (at most 227 KiB per block on sm_90a)")
+    assert budget_line(summarize(behind_a_static_tile(), "sm_90a")).startswith(
+        "kernel total: 0.5 KiB + row (n x 4 B), sized at each launch")

@@ -208,11 +208,15 @@ def _buffers(info, layouts, out, reuse: bool = True) -> None:
             else:
                 sizes[buf] = entry["bytes"] * entry["stages"]
         out["buffers"].setdefault(buf.name, entry)
-    if known:
-        _, total, alias = smem_plan.plan(info.body, sizes, reuse=reuse, live=live)
-        for buf, others in alias.items():
-            out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
+    _, total, alias = smem_plan.plan(info.body, sizes, reuse=reuse, live=live)
+    for buf, others in alias.items():
+        out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
     out["smem_total"] = total if known else None
+    if not known:   # shared buffers of run-time extent: after the static bytes, sized at each launch
+        out["smem_static"] = total
+        out["smem_runtime"] = [f"{name} ({' x '.join(str(x) for x in e['shape'])} x {e['elem_bytes']} B)"
+                               for name, e in out["buffers"].items()
+                               if e["scope"].startswith("shared") and e["bytes"] is None]
 
 
 def _buffer_entry(buf, stmt, stages, elem_bytes) -> dict:
