@@ -173,3 +173,45 @@ def test_the_hover_counts_the_static_bytes_and_names_the_run_time_ones():
         "kernel total: s (m x 256 x 2 B), sized at each launch (at most 227 KiB per block on sm_90a)")
     assert budget_line(summarize(behind_a_static_tile(), "sm_90a")).startswith(
         "kernel total: 0.5 KiB + row (n x 4 B), sized at each launch")
+
+
+def test_the_kernels_first_launch_and_the_launcher_take_the_size(monkeypatch):
+    """JITKernel's first launch and KernelLauncher with a fake driver: each launch passes its size
+    to cuLaunchKernel, past 48 KiB the function is opted in once, over the device's limit is an
+    error naming the size before any launch."""
+    import ctypes
+
+    from tilelang.jit import driver
+    from tilelang.jit.kernel import JITKernel
+
+    launches, opted = [], []
+
+    class Fake:
+        def fast_get_current(self, ptr):
+            ptr.contents.value = 7
+
+        def fast_launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+            launches.append(smem)
+            return 0
+
+    monkeypatch.setattr(driver, "_driver", Fake())
+    monkeypatch.setattr(driver, "func_attribute", lambda f, a: 0)
+    monkeypatch.setattr(driver, "device_attribute", lambda d, a: 232448)
+    monkeypatch.setattr(driver, "set_max_dynamic_smem", lambda f, n: opted.append(n))
+    k = JITKernel(tilelang.compile(roundtrip(), out_idx=[1], target=SM90).artifact)
+    plan = k._plan = ArgPlan(k.artifact, launch=k._first_launch, stream=lambda d: 0, device_type="cpu")
+    art = k.artifact
+
+    def launcher():
+        lw = driver.KernelLauncher(b"", art.name, plan.arg_kinds, art.block, 0, art.arch)
+        lw._funcs[-1] = (ctypes.c_void_p(0x99), 7)
+        return lw
+
+    monkeypatch.setattr(k, "_get_launcher", launcher)
+    for m in (100, 5, 120):
+        plan.entry(torch.zeros(m, N, dtype=torch.float16))
+    assert launches == [100 * N * 2, _up(5 * N * 2), 120 * N * 2]
+    assert opted == [100 * N * 2, 120 * N * 2]
+    with pytest.raises(RuntimeError, match=r"512000 B dynamic shared memory .* run-time extent"):
+        plan.entry(torch.zeros(1000, N, dtype=torch.float16))
+    assert len(launches) == 3

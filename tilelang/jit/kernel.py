@@ -214,11 +214,15 @@ class JITKernel:
             raise ImportError(f"calling a TileLang kernel needs torch, which failed to import: {e}") from e
         return self._entry(*args)
 
-    def _first_launch(self, device, gx, gy, gz, stream, values) -> None:
-        """Build the launcher once, then route every later call straight to it."""
+    def _first_launch(self, device, gx, gy, gz, stream, values, smem=None) -> None:
+        """Build the launcher once, then route every later call straight to it (``smem``: a
+        run-time dynamic shared memory size, ``ArgPlan``)."""
         launcher = self._get_launcher()
         self._plan.set_launch(launcher)
-        launcher(device, gx, gy, gz, stream, values)
+        if smem is None:
+            launcher(device, gx, gy, gz, stream, values)
+        else:
+            launcher(device, gx, gy, gz, stream, values, smem)
 
     def _get_launcher(self):
         from tilelang.jit.driver import KernelLauncher
