@@ -6,7 +6,9 @@ Contract:
   checks specialised to the kernel's ParamSpecs (the text is in
   ``plan.source``).  On a valid call it allocates any outputs, computes the
   grid, calls ``launch(device, gx, gy, gz, stream(device), values)`` with the
-  kernel arguments in ``kernel_args`` order, and returns the outputs.
+  kernel arguments in ``kernel_args`` order (and, for a kernel whose
+  ``dynamic_smem`` is an expression, that call's size as a seventh argument),
+  and returns the outputs.
 - The fast path only decides "all good" or "something is wrong"; on the latter
   it calls ``plan.diagnose(args)``, which re-checks in a fixed order and
   raises the precise error: TypeError for the argument count, a non-tensor,

@@ -971,10 +971,11 @@ def buffer_bytes(buffer) -> int:
 
 
 def chunk_unbounded_parallel(stmt, threads: int):
-    """A 1-D ``T.Parallel(n)`` over a run-time ``n`` with no constant bound that touches no fragment
-    (memory only: tilelang-debugger's ``y[i] = x[i] + 3`` over a symbolic ``n``) runs as upstream runs
-    it: the block's threads take ``threads`` iterations at a time, a serial loop over
-    ``ceildiv(n, threads)`` chunks around a ``T.Parallel(threads)`` guarded by the extent."""
+    """A ``T.Parallel(n)`` over a run-time ``n`` with no constant bound that touches no fragment
+    (memory only: tilelang-debugger's ``y[i] = x[i] + 3`` over a symbolic ``n``; a nest such as
+    ``T.Parallel(m, N)`` first flattened, ``_flatten_unbounded_nest``) runs as upstream runs it: the
+    block's threads take ``threads`` iterations at a time, a serial loop over ``ceildiv(n, threads)``
+    chunks around a ``T.Parallel(threads)`` guarded by the extent."""
     def pre(s):
         if not is_parallel_nest(s):
             return None
