@@ -34,8 +34,7 @@ from tilelang.analysis.resources import check_lowered_smem, check_registers, che
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
 from tilelang.transform import attention_schedule, stage_operands, user_ws, widen_threads
-from tilelang.tir_utils import const_int
-from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels
+from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels, static_shape
 from tilelang.transform.layout_inference import infer_layouts
 
 CHECKS = (
@@ -147,11 +146,9 @@ def _check_run_time_extents(k, rep):
     from tilelang.transform.lower_tile_ops import run_time_extent_error
     from tilelang.transform.pipelined_loop import plan_stages
 
-    stages = None
-    for buf in k.info.shared_buffers():
-        if all(const_int(x) is not None for x in buf.shape) or buf not in k.layouts.shared:
-            continue
-        stages = plan_stages(k.info) if stages is None else stages
+    tail = [buf for buf in k.info.shared_buffers() if not static_shape(buf) and buf in k.layouts.shared]
+    stages = plan_stages(k.info) if tail else {}
+    for buf in tail:
         err = run_time_extent_error(buf, k.layouts.shared[buf], stages.get(buf, 1))
         if err is not None:
             _report_lowering(rep, err)

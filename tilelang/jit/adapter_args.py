@@ -266,11 +266,8 @@ class ArgPlan:
 
     def _launch_then_bind(self, device, gx, gy, gz, stream, values, smem=None) -> None:
         launch = self.launch
-        if smem is not None:    # (a run-time size: never bound)
-            launch(device, gx, gy, gz, stream, values, smem)
-            return
-        launch(device, gx, gy, gz, stream, values)
-        if launch is self.launch:
+        launch(device, gx, gy, gz, stream, values, smem)
+        if launch is self.launch and smem is None:     # (a run-time size is never bound)
             self.bind_direct(device)
 
     def bind_direct(self, device: int) -> bool:
@@ -802,15 +799,13 @@ class ArgPlan:
                 p = f"p{self.tensormaps[ref]['param']}"
                 lines.append(f"m{k} = _tmc{ref}.get((d, {p})) or _tm{ref}({p}, d)")
                 values[k] = f"m{k}"
-        tup = "(" + "".join(f"{v}, " for v in values) + ")"
+        smem = ""
         if isinstance(self.art.dynamic_smem, str):
             # shared buffers of run-time extent: the launch sizes the dynamic shared memory (never
             # the inline launch, whose config holds a fixed size: bind_direct declines)
             lines.append(f"s = {self._int_code(var, self.art.dynamic_smem, 'dynamic_smem')}")
-            lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup}, s)")
-            lines.append(f"return {ret}")
-            return lines
-        if self.l2_param is None:
+            smem = ", s"
+        elif self.l2_param is None:
             # the inline launch (bind_direct): config and arguments packed in one call, then
             # cuLaunchKernelEx; anything unusual goes to the launcher below
             bx, by, bz = (int(b) for b in self.art.block)
@@ -825,7 +820,7 @@ class ArgPlan:
                       f"            if not rc: return {ret}",
                       "            _dfail(rc, d, (g0, g1, g2))"]
         tup = "(" + "".join(f"{v}, " for v in values) + ")"
-        lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup})")
+        lines.append(f"_launch(d, g0, g1, g2, _stream(d), {tup}{smem})")
         lines.append(f"return {ret}")
         return lines
 

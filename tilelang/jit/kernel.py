@@ -219,10 +219,7 @@ class JITKernel:
         run-time dynamic shared memory size, ``ArgPlan``)."""
         launcher = self._get_launcher()
         self._plan.set_launch(launcher)
-        if smem is None:
-            launcher(device, gx, gy, gz, stream, values)
-        else:
-            launcher(device, gx, gy, gz, stream, values, smem)
+        launcher(device, gx, gy, gz, stream, values, smem)
 
     def _get_launcher(self):
         from tilelang.jit.driver import KernelLauncher

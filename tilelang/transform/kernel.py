@@ -96,6 +96,11 @@ def scope_of(buffer) -> str:
     return str(buffer.scope())
 
 
+def static_shape(buffer) -> bool:
+    """Whether every extent of ``buffer`` is a compile-time constant."""
+    return all(const_int(x) is not None for x in buffer.shape)
+
+
 def decode_region(call) -> Region:
     load = call.args[0]
     access = int(call.args[1].value)
@@ -191,8 +196,7 @@ def analyze_kernel(func) -> KernelInfo:
             info.buffers[s.buffer] = scope_of(s.buffer)
             if s.annotations is not None and TFLOAT32 in s.annotations:
                 info.tfloat32.add(s.buffer)
-            if scope_of(s.buffer) in (FRAGMENT_SCOPE, "local") and any(
-                    const_int(x) is None for x in s.buffer.shape):
+            if scope_of(s.buffer) in (FRAGMENT_SCOPE, "local") and not static_shape(s.buffer):
                 raise LoweringError(
                     "TL0002", f"'{s.buffer.name}' is allocated with shape {list(s.buffer.shape)}: register buffers "
                     "(fragments, locals) need compile-time extents (a shared buffer may have run-time ones)",
@@ -1015,17 +1019,26 @@ def _flatten_unbounded_nest(s):
         mins.append(loop.min)
         loop = loop.body
     flat = tirx.Var(f"{loop_vars[-1].name}_flat", "int32")
-    subst, inner = {}, i32(1)
-    for k in reversed(range(len(loop_vars))):
-        e = extents[k] if dtype_of(extents[k]) == "int32" else tirx.Cast("int32", extents[k])
-        step = flat if k == len(loop_vars) - 1 else tirx.floordiv(flat, inner)
-        pos = step if k == 0 else tirx.floormod(step, e)
-        v = loop_vars[k]
-        pos = pos if dtype_of(v) == "int32" else tirx.Cast(dtype_of(v), pos)
-        subst[v] = mins[k] + pos
-        inner = inner * e
-    return tirx.For(flat, i32(0), inner, tirx.ForKind.PARALLEL, substitute_stmt(body, subst),
+    pos, total = _unflatten(flat, extents)
+    subst = {v: m + _as(dtype_of(v), p) for v, m, p in zip(loop_vars, mins, pos)}
+    return tirx.For(flat, i32(0), total, tirx.ForKind.PARALLEL, substitute_stmt(body, subst),
                     annotations={**dict(s.annotations), "tl.parallel": 1}, span=s.span)
+
+
+def _as(dtype, e):
+    return e if dtype_of(e) == dtype else tirx.Cast(dtype, e)
+
+
+def _unflatten(flat, extents):
+    """(the row-major positions of the flat int32 index ``flat`` over ``extents``, their product):
+    the outermost position is not wrapped (``flat`` stays below the product)."""
+    pos, inner = [], i32(1)
+    for k in reversed(range(len(extents))):
+        e = _as("int32", extents[k])
+        step = flat if k == len(extents) - 1 else tirx.floordiv(flat, inner)
+        pos.insert(0, step if k == 0 else tirx.floormod(step, e))
+        inner = inner * e
+    return pos, inner
 
 
 def _unbounded(extent) -> bool:
@@ -1048,8 +1061,7 @@ def expand_unbounded_copies(stmt):
         src, dst = decode_region(s.value.args[0]), decode_region(s.value.args[1])
         on_chip = [r for r in (src, dst) if r.scope != "global"]
         # (a static on-chip side sizes the tile: lower_copy._bounded_tile)
-        if any(r.scope not in SHARED_SCOPES or all(const_int(x) is not None for x in r.buffer.shape)
-               for r in on_chip):
+        if any(r.scope not in SHARED_SCOPES or static_shape(r.buffer) for r in on_chip):
             return None
         (sd, se), (dd, de) = src.nonunit(), dst.nonunit()
         if not any(_unbounded(e) for e in se + de) or len(se) != len(de):
@@ -1058,17 +1070,12 @@ def expand_unbounded_copies(stmt):
         if not all(ana.can_prove_equal(a, b) for a, b in zip(se, de)):
             return None
         flat = tirx.Var("i_flat", "int32")
-        total, pos, inner = i32(1), [], i32(1)
-        for k, e in reversed(list(enumerate(de))):
-            e = e if dtype_of(e) == "int32" else tirx.Cast("int32", e)
-            step = flat if k == len(de) - 1 else tirx.floordiv(flat, inner)
-            pos.insert(0, step if k == 0 else tirx.floormod(step, e))    # (flat < total: no wrap outermost)
-            inner, total = inner * e, total * e
+        pos, total = _unflatten(flat, de)
 
         def at(region, dims):
             idx = list(region.starts)
             for d, p in zip(dims, pos):
-                idx[d] = idx[d] + (p if dtype_of(idx[d]) == "int32" else tirx.Cast(dtype_of(idx[d]), p))
+                idx[d] = idx[d] + _as(dtype_of(idx[d]), p)
             return idx
 
         body = tirx.BufferStore(dst.buffer, _load_as(src, at(src, sd), dst.buffer.dtype), at(dst, dd), span=s.span)

@@ -42,7 +42,7 @@ from tilelang.transform import (atomic_staging, block_order, early_prologue, low
                                 user_barriers, tma, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
-                                       safe_value, scope_of)
+                                       safe_value, scope_of, static_shape)
 from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgmma_swizzle_bytes
 from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.lower_gemm_fma import fma_call
@@ -178,7 +178,7 @@ class Lowerer:
         self.smem_views, self.smem_bytes, self.extra_allocs = {}, 0, []
         self.shared_scratch = []    # (share key, byte offset, bytes) of workspaces others may reuse
         sizes, aligns = {}, {}
-        tail = [buf for buf in self.info.shared_buffers() if not _static_shape(buf)]
+        tail = [buf for buf in self.info.shared_buffers() if not static_shape(buf)]
         for buf in self.info.shared_buffers():
             if buf in tail:
                 continue
@@ -1375,8 +1375,10 @@ def _guard_effects(body, cond, registers, reducers, folded=frozenset()):
 
 def run_time_extent_error(buf, layout, stages: int):
     """The TL0002 LoweringError of a shared buffer of run-time extent that needs a compile-time one
-    (staged by a pipeline, a swizzled layout, 4-bit elements), else None (``Lowerer._plan_tail``;
-    the checker reports it too)."""
+    (staged by a pipeline, a swizzled layout, 4-bit elements), else None (also for a buffer of
+    static shape: ``Lowerer._plan_tail``; the checker reports it too)."""
+    if static_shape(buf):
+        return None
     why = ("its tiles are staged by a software pipeline" if stages > 1 else
            "it has a swizzled layout (a gemm operand, a TMA box or T.annotate_layout)"
            if getattr(layout, "slab", False) or getattr(layout, "group", 1) > 1 or getattr(layout, "swizzled", False)
@@ -1387,10 +1389,6 @@ def run_time_extent_error(buf, layout, stages: int):
                          getattr(buf, "span", None),
                          notes=["Allocate the largest tile the kernel handles (a constant) and copy only the part "
                                 "in use (T.copy of a run-time extent guards the rest)."])
-
-
-def _static_shape(buf) -> bool:
-    return all(const_int(x) is not None for x in buf.shape)
 
 
 def _elems(buf) -> int:
