@@ -777,10 +777,89 @@ def _owners_fn(lw, stmts):
     def owners(k):
         if k not in memo:
             found = None if partial else thread_elements(lw, stmts[k])
+            if found is None and not partial:
+                found = compound_elements(lw, stmts[k])
             memo[k] = found if found is not None else indexed_elements(lw, stmts[k])
         return memo[k]
 
     return owners
+
+
+def compound_elements(lw, stmt):
+    """``thread_elements`` of a serial loop, sequence or branch of tile-level statements: the union,
+    over every iteration and branch, of what its statements touch (more elements, never fewer), so
+    that a loop filling and reading a tile thread by thread (rms_norm_splitk's two passes over one
+    row) needs no barrier before the next statement that touches the same elements from the same
+    threads. None where a statement touching shared memory has unknown elements or addresses it
+    through a variable of the compound statement's own loops (its elements would then move from
+    one iteration to the next)."""
+    if is_parallel_nest(stmt) or not isinstance(stmt, (tirx.For, tirx.SeqStmt, tirx.IfThenElse)):
+        return None
+    bound, leaves = [], []
+
+    def go(s):
+        if s is None:
+            return True
+        if isinstance(s, tirx.SeqStmt):
+            return all(go(c) for c in s.seq)
+        if isinstance(s, tirx.IfThenElse):
+            return go(s.then_case) and go(s.else_case)
+        if isinstance(s, tirx.For) and not is_parallel_nest(s):
+            # (a pipelined or otherwise annotated loop may run its copies as cp.async)
+            if s.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.UNROLLED) or s.annotations:
+                return False
+            bound.append(s.loop_var)
+            return go(s.body)
+        leaves.append(s)
+        return True
+
+    if not go(stmt):
+        return None
+    out = {}
+    for leaf in leaves:
+        r, w = shared_rw(leaf)
+        if not (r or w):
+            continue
+        if any(v.same_as(b) for v in _shared_index_vars(leaf) for b in bound):
+            return None
+        found = thread_elements(lw, leaf)
+        if found is None:
+            found = indexed_elements(lw, leaf)
+        if found is None:
+            return None
+        for buf, table in found.items():
+            mine = out.setdefault(buf, {})
+            for elem, threads in table.items():
+                mine.setdefault(elem, set()).update(threads)
+    return out
+
+
+def _shared_index_vars(stmt) -> list:
+    """The variables in the indices (tile-op regions: starts) by which ``stmt`` addresses shared memory."""
+    import tvm_ffi
+    exprs = []
+
+    def on_stmt(s):
+        if isinstance(s, tirx.Evaluate) and is_tl_call(s.value):
+            for arg in s.value.args:
+                if is_tl_call(arg, "region"):
+                    r = decode_region(arg)
+                    if scope_of(r.buffer) in SHARED_SCOPES:
+                        exprs.extend(r.starts)
+        elif isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
+            exprs.extend(s.indices)
+
+    def on_load(e):
+        if isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES:
+            exprs.extend(e.indices)
+        return None
+
+    walk_stmts(stmt, on_stmt)
+    tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load)], order="pre")
+    out = []
+    for e in exprs:
+        out.extend(tirx.analysis.undefined_vars(e) if isinstance(e, ir.Expr) else [])
+    return out
 
 
 def thread_elements(lw, stmt):
