@@ -187,7 +187,9 @@ TL_DEVICE T warp_allreduce(T v) {
 // order (Threads and Stride powers of two; Threads = blockDim and Stride = 1: the whole block).
 // Lanes of one warp combine by xor shuffles; the rest through `ws`, a shared workspace of one
 // element per thread of the block.  Every thread of the block must call it (it synchronizes the
-// block when a group spans warps); every member of a group receives the group's result.
+// block when a group spans warps); every member of a group receives the group's result.  `tid`,
+// where given, is the caller's linear thread index in the block (the generated code passes
+// threadIdx.x for a one-dimensional block: no index arithmetic over threadIdx.y / .z).
 template <class Op, int Threads, int Stride = 1, unsigned Mask = kFullWarpMask>
 struct AllReduce {
   static_assert(Threads > 0 && (Threads & (Threads - 1)) == 0, "Threads must be a power of two");
@@ -208,17 +210,22 @@ struct AllReduce {
 
   template <class T>
   static TL_DEVICE T run(T v, T* ws) {
+    return run(v, ws, threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  }
+
+  template <class T>
+  static TL_DEVICE T run(T v, T* ws, unsigned tid) {
 #pragma unroll
     for (int offset = kInWarp / 2; offset > 0; offset /= 2) {
       v = Op::combine(v, shfl_xor(v, offset * Stride, Mask));
     }
     if constexpr (kWarps > 1) {
-      const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-      constexpr int kStep = Stride * kInWarp;
+      constexpr unsigned kStep = Stride * kInWarp;
       __syncthreads();  // the previous user of `ws` is done with it
       ws[tid] = v;
       __syncthreads();
-      const int base = tid - ((tid / kStep) % kWarps) * kStep;
+      // the group's first member: the bits that number the group's warps cleared (powers of two)
+      const unsigned base = tid & ~((kWarps - 1) * kStep);
       T acc = ws[base];
 #pragma unroll
       for (int i = 1; i < kWarps; ++i) {
@@ -240,6 +247,11 @@ struct AllReduceBatch {
 
   template <class T>
   static TL_DEVICE void run_batch(T* x, T* ws) {
+    run_batch(x, ws, threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  }
+
+  template <class T>
+  static TL_DEVICE void run_batch(T* x, T* ws, unsigned tid) {
 #pragma unroll
     for (int b = 0; b < Batch; ++b) {
 #pragma unroll
@@ -248,15 +260,14 @@ struct AllReduceBatch {
       }
     }
     if constexpr (One::kWarps > 1) {
-      const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-      constexpr int kStep = Stride * One::kInWarp;
+      constexpr unsigned kStep = Stride * One::kInWarp;
       __syncthreads();  // the previous user of `ws` is done with it
 #pragma unroll
       for (int b = 0; b < Batch; ++b) {
         ws[b * WsStride + tid] = x[b];
       }
       __syncthreads();
-      const int base = tid - ((tid / kStep) % One::kWarps) * kStep;
+      const unsigned base = tid & ~((One::kWarps - 1) * kStep);
 #pragma unroll
       for (int b = 0; b < Batch; ++b) {
         T acc = ws[b * WsStride + base];

@@ -196,7 +196,7 @@ def lower_reduce(lw, stmt):
         ws = lw.scratch(f"{dst.buffer.name}_red_ws", lw.T, dtype)
         fn = f"tl::AllReduce<{functor}, {axis.extent}, {axis.stride}>::run"
         reduced_value = tirx.call_extern(dtype, fn, tirx.BufferLoad(acc, [i32(0)]),
-                                         tirx.address_of(tirx.BufferLoad(ws, [i32(0)])))
+                                         tirx.address_of(tirx.BufferLoad(ws, [i32(0)])), lw.info.tid)
         stmts.append(tirx.BufferStore(acc, reduced_value, [i32(0)]))
         in_warp, cross = [], []
     for stride, extent in in_warp:
@@ -848,11 +848,11 @@ def lower_reducer_op(lw, stmt, name):
     if batch > 1:   # one pair of barriers for every `batch` registers
         fn = f"tl::AllReduceBatch<{_REDUCER_FUNCTORS[kind]}, {T}, 1, {batch}, {T}{mask}>::run_batch"
         stmts = [_for(v, n // batch, tirx.Evaluate(tirx.call_extern(
-            "void", fn, tirx.address_of(tirx.BufferLoad(regs, [v * batch])), ws_ptr)))]
+            "void", fn, tirx.address_of(tirx.BufferLoad(regs, [v * batch])), ws_ptr, lw.info.tid)))]
     else:
         fn = f"tl::AllReduce<{_REDUCER_FUNCTORS[kind]}, {T}, 1{mask}>::run"
-        stmts = [_for(v, n, tirx.BufferStore(regs, tirx.call_extern(dtype, fn, tirx.BufferLoad(regs, [v]), ws_ptr),
-                                             [v]))]
+        stmts = [_for(v, n, tirx.BufferStore(regs, tirx.call_extern(dtype, fn, tirx.BufferLoad(regs, [v]), ws_ptr,
+                                                                     lw.info.tid), [v]))]
     if dst_region is not None:
         dst = dst_region.buffer
         G = lw.layouts.fragments[dst]
@@ -923,7 +923,7 @@ def _lower_narrow(lw, stmt, name, buf, kind, plan):
             if ws_ptr is None:
                 ws = lw.scratch(f"{buf.name}_red_ws", T, dtype)
                 ws_ptr = tirx.address_of(tirx.BufferLoad(ws, [i32(0)]))
-            value = tirx.call_extern(dtype, fn, value, ws_ptr)
+            value = tirx.call_extern(dtype, fn, value, ws_ptr, lw.info.tid)
     if buf in seeds:
         value = combine(value, tirx.BufferLoad(seeds[buf], [i32(0)]))
     stmts = []
