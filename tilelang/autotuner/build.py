@@ -84,7 +84,7 @@ def finish(key: str, artifact, func) -> JITKernel:
     artifact of several kernels builds each part's cubin on first launch and is stored then, as
     with ``tilelang.compile``)."""
     if artifact.cubin is None and not artifact.parts:
-        artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+        artifact.cubin = nvcc.compile_artifact(artifact)
         if cache.enabled():
             cache.store(key, artifact)
     return JITKernel(artifact, prim_func=func).store_parts_under(key)

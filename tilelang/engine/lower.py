@@ -451,7 +451,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
         compile_flags=flags, tensormaps=list(st.tensormaps), l2_persist=_l2_persist(st.func, params),
         host_asserts=_host_asserts(st.func, params, symbols),
         kernel_arg_types=_wide_symbol_arg_types(st.cuda.args, kernel_args, by_name, tensormaps),
-        index_bits=64 if st.pass_configs.get(WIDE_INDEX) else 32)
+        index_bits=64 if st.pass_configs.get(WIDE_INDEX) else 32,
+        occupancy_step=bool(st.pass_configs.get("tl.enable_occupancy_step", True)))
 
 
 def _smem_size(nbytes):

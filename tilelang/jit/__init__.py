@@ -73,7 +73,7 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, target_host=None
 
     artifact = _lower(func, target, normalize(with_context_configs(pass_configs)), _normalize_out_idx(out_idx, func))
     if enable_device_compile:
-        artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+        artifact.cubin = nvcc.compile_artifact(artifact)
     return artifact
 
 
@@ -113,7 +113,7 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
             _log.info("TileLang compiles kernel %s for %s", artifact.name, artifact.arch)
         try:
             with jit_phase("nvcc", kernel=artifact.name, target=artifact.arch):
-                artifact.cubin = nvcc.compile_cubin(artifact.source, artifact.arch, artifact.compile_flags)
+                artifact.cubin = nvcc.compile_artifact(artifact)
         except nvcc.NVCCNotFoundError:
             artifact.cubin = None
         if artifact.cubin is not None and cache.enabled():

@@ -247,7 +247,7 @@ class JITKernel:
         art = self.artifact
         for part in art.parts:   # several kernels: one cubin each (the artifact's own stays None)
             if part.cubin is None:
-                part.cubin = nvcc.compile_cubin(part.source, part.arch, part.compile_flags, self.include_dirs)
+                part.cubin = nvcc.compile_artifact(part, self.include_dirs)
         if art.parts:
             if self._parts_key is not None:
                 key, self._parts_key = self._parts_key, None
@@ -255,7 +255,7 @@ class JITKernel:
                     cache.store(key, art)
             return art.parts[0].cubin
         if art.cubin is None:
-            art.cubin = nvcc.compile_cubin(art.source, art.arch, art.compile_flags, self.include_dirs)
+            art.cubin = nvcc.compile_artifact(art, self.include_dirs)
         return art.cubin
 
     # ------------------------------------------------------------ attributes

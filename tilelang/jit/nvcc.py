@@ -15,6 +15,8 @@ Contract:
   output (``.log``), the command (``.command``) and the path of the kept
   source (``.source_path``); the temp dir is kept on failure, and always when
   TILELANG_KEEP_TEMPS=1.
+- ``compile_artifact(art)`` builds a KernelArtifact's cubin, with the occupancy step where its
+  lowering asked for one (``tilelang.jit.occupancy``: the kernel's source may change).
 - ``ptxas_info`` parses ``-Xptxas -v`` into ``PtxasInfo`` per entry function;
   ``disassemble_sass`` runs ``cuobjdump -sass`` (nvdisasm as fallback) and
   raises ``CudaToolNotFoundError`` when neither exists.
@@ -30,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,6 +164,9 @@ def build_command(mode: str, arch: str, flags=(), include_dirs=(), src: str = "k
              *include_flags(include_dirs), *[str(f) for f in flags], "-o", out, src])
 
 
+_LAST_LOG = threading.local()     # this thread's last nvcc log (``_compile_reporting``)
+
+
 def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[bytes, str]:
     """Compile in a fresh temp dir; return (output bytes, combined compiler log)."""
     build_command(mode, arch, flags, include_dirs)  # fail on a missing nvcc/bad arch before making files
@@ -181,6 +187,7 @@ def _run_nvcc(source: str, mode: str, arch: str, flags, include_dirs) -> tuple[b
         raise NVCCError(_failure_message("nvcc", proc.returncode, cmd, src, log),
                         log=log, command=cmd, source_path=str(src))
     data = out.read_bytes()
+    _LAST_LOG.text = log
     if not knobs.keep_temps():
         shutil.rmtree(tmp, ignore_errors=True)
     return data, log
@@ -320,6 +327,45 @@ def compile_cubin(source: str, arch: str, flags=(), include_dirs=()) -> bytes:
     if nvrtc is not None:
         return _compile_nvrtc(nvrtc, source, "cubin", arch, flags, include_dirs)
     return _run_nvcc(source, "cubin", arch, flags, include_dirs)[0]
+
+
+def _compile_reporting(source: str, arch: str, flags, include_dirs) -> tuple[bytes, dict | None]:
+    """``compile_cubin`` with ``-Xptxas -v``: (cubin, ptxas's resource usage per entry, or None where
+    no ptxas log came back: NVRTC, or a ``compile_cubin`` replaced in a test)."""
+    if _nvrtc_module() is not None:
+        return compile_cubin(source, arch, flags, include_dirs), None
+    _LAST_LOG.text = None
+    cubin = compile_cubin(source, arch, [*flags, "-Xptxas", "-v"], include_dirs)
+    log = getattr(_LAST_LOG, "text", None)
+    return cubin, (parse_ptxas_info(log) if log else None)
+
+
+def compile_artifact(art, include_dirs=()) -> bytes:
+    """The cubin of a ``KernelArtifact`` (one kernel). Where its lowering asked for the occupancy
+    step (``art.occupancy_step``: ``tl.enable_occupancy_step``) and ptxas's registers are all that
+    keeps one more block off an SM, the kernel is compiled again under a launch bound that asks
+    for it (``occupancy.step``); that build, and its source, are kept if ptxas fits it without
+    spilling."""
+    if not getattr(art, "occupancy_step", False):
+        return compile_cubin(art.source, art.arch, art.compile_flags, include_dirs)
+    from tilelang.jit import occupancy
+
+    cubin, info = _compile_reporting(art.source, art.arch, art.compile_flags, include_dirs)
+    if not info or len(info) != 1:
+        return cubin
+    (first,) = info.values()
+    plan = occupancy.step(art.source, art.block, art.grid, art.dynamic_smem, art.arch, first.registers,
+                          first.spill_stores + first.spill_loads)
+    if plan is None:
+        return cubin
+    source = occupancy.bounded(art.source, plan[0])
+    cubin2, info2 = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
+    (second,) = info2.values() if info2 and len(info2) == 1 else (None,)
+    if second is None or second.spill_stores or second.spill_loads or second.stack_frame > first.stack_frame \
+            or second.registers > plan[1]:
+        return cubin
+    art.source = source
+    return cubin2
 
 
 def compile_ptx(source: str, arch: str, flags=(), include_dirs=()) -> str:

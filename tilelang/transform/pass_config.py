@@ -52,6 +52,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_EARLY_PROLOGUE = "tl.enable_early_prologue"
     TL_ENABLE_STMATRIX = "tl.enable_stmatrix"
     TL_ENABLE_EXACT_STORE_FENCES = "tl.enable_exact_store_fences"
+    TL_ENABLE_OCCUPANCY_STEP = "tl.enable_occupancy_step"
     TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE = "tl.enable_occupancy_neutral_reuse"
     TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
@@ -255,6 +256,10 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PAIRED_TAIL_SPLIT: "on sm_90a, a persistent causal attention whose blocks take pairs "
         "of row blocks (x and gx - 1 - x) runs pairs to the end instead of dealing the last rounds' pairs out as "
         "single tiles, longest first (with pairs to the end, U % G blocks run one pair more than the others)",
+    PassConfigKey.TL_ENABLE_OCCUPANCY_STEP: "on by default (false turns it off): a kernel whose registers alone keep one more block off "
+        "an SM (a constant grid of more than one wave, no launch bound of its own, room in shared memory and "
+        "threads) is compiled again under __launch_bounds__(T, blocks + 1), at most 10 % fewer registers a "
+        "thread, and that build kept if ptxas fits it without spilling (nvcc only; ptxas runs twice)",
     PassConfigKey.TL_ENABLE_EXACT_STORE_FENCES: "opt-in, sm_90a: a barrier after the threads' writes to a shared "
         "buffer that only shares bytes with a TMA store's source (not with a wgmma operand or a TMA load's "
         "destination) goes without fence.proxy.async (the store's own fenced barrier orders those writes); by "
