@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import _upstream_cases as _uc   # its DEVICE is read at run time (a CPU dry run may change it)
 from _upstream_cases import _T, _rand, case
@@ -639,9 +640,12 @@ def _dsv4_sparse_attn():
 # at the sequence length of the examples' main() (S=32768). The examples check against fla's
 # Triton kernels (absent here): the forward kernels are checked against torch forms of the same
 # computation written here; the backward ones (whose tests only compile and run them) only for
-# finite outputs, with no torch timing.
+# finite outputs, with no torch timing. TL_BENCH_GDN_SIZE="B,S,H" shrinks the problem (same tiles,
+# same kernel code, a smaller grid): compute-sanitizer's racecheck runs out of time at full size.
 
 _GB, _GS, _GH, _GDK, _GDV, _GBS = 1, 32768, 32, 128, 128, 64
+if os.environ.get("TL_BENCH_GDN_SIZE"):
+    _GB, _GS, _GH = (int(x) for x in os.environ["TL_BENCH_GDN_SIZE"].split(","))
 _GDESC = f"B={_GB} S={_GS} H={_GH} DK={_GDK} DV={_GDV} chunk {_GBS}, bf16 in/out, fp32 gates"
 _GTILE = "block_DK=64 block_DV=32, 128 threads, 0 stages (its test's config; its main()'s S)"
 

@@ -3,8 +3,12 @@
 # the gdn kernels sessions 43-45 changed), each run through bench_upstream (one timed launch), with
 # ours (~/tl-env.sh) and, for each object of CONFIGS, those pass configs too (TILELANG_PASS_CONFIGS).
 # All runs at once (RUN_TIMEOUT each); one line per run with its error summary; logs in
-# $OUT/sanitize-rows.tgz.
+# $OUT/sanitize-rows.tgz. The gdn cases run at GDN_SIZE ("B,S,H", default 1,1024,2: the table's tiles
+# and kernel code over a smaller grid; racecheck did not finish the full size in 200 s); GDN_SIZE=
+# (empty) keeps the table's size.
 set -uo pipefail
+GDN_SIZE=${GDN_SIZE-1,1024,2}
+[ -n "$GDN_SIZE" ] && export TL_BENCH_GDN_SIZE=$GDN_SIZE
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 CASES=${CASES:-gdn_wy_fast,gdn_wy_fast_bwd,gdn_scaled_dot_kkt}
 CONFIGS=${CONFIGS:-'{"tl.enable_exact_store_fences": true}'}
@@ -26,7 +30,7 @@ for c in "${cases[@]}"; do
             (TILELANG_PASS_CONFIGS=$cfg timeout "${RUN_TIMEOUT:-420}" "$SAN" --tool "$tool" --error-exitcode 9 \
                 python3 benchmarks/bench_upstream.py --examples "$EX" --names "$c" --warmup 1 --rep 1 \
                 > "$L/$tool-$c-$i.log" 2>&1
-             echo "$tool $c ${cfg:-default}: rc $? | $(grep -h 'ERROR SUMMARY' "$L/$tool-$c-$i.log" | tail -1)") &
+             echo "$tool $c ${cfg:-default}: rc $? | $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/$tool-$c-$i.log" | tail -1)") &
         done
     done
 done
