@@ -2,7 +2,9 @@
 # Nsight Compute on table rows (CASES, default the two still under upstream's): each case's
 # TileLang kernel profiled once with ours and once with upstream's wheel (~/up-site, calls 3-4 of
 # README.md), --set full; the metrics that differ by more than 2 % printed side by side, the CSVs
-# in $OUT/ncu.tgz. A case launch:NAME profiles bench_launch.py's small kernel NAME (e.g. launch:attn).
+# in $OUT/ncu.tgz with the reports (.ncu-rep) and each kernel's source page per SASS instruction
+# (-sass.csv: executions and warp-stall samples by reason). A case launch:NAME profiles
+# bench_launch.py's small kernel NAME (e.g. launch:attn).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; CASES=${CASES:-rms_norm_splitk,gdn_scaled_dot_kkt}
 EX=${TL_UPSTREAM_EXAMPLES:-.gpu/conformance/upstream/examples}
@@ -21,8 +23,12 @@ for c in "${cases[@]}"; do
         (if [ "$side" = ours ]; then source ~/tl-env.sh; else export PYTHONPATH=~/up-site; fi
          # extern "C" kernels keep their plain names; torch's (the reference) are mangled (_Z...)
          ncu --kernel-name-base mangled -k 'regex:^[a-z].*_kernel$' --launch-skip 2 --launch-count 1 \
-             --set full --csv --page details \
-             "${prog[@]}" > "$L/$f-$side.csv" 2> "$L/$f-$side.err")
+             --set full --import-source yes -o "$L/$f-$side" -f \
+             "${prog[@]}" > "$L/$f-$side.err" 2>&1
+         ncu --import "$L/$f-$side.ncu-rep" --csv --page details > "$L/$f-$side.csv" 2>> "$L/$f-$side.err"
+         # per SASS instruction: executions and warp-stall samples by reason (where each kernel waits)
+         ncu --import "$L/$f-$side.ncu-rep" --csv --page source --print-source sass \
+             > "$L/$f-$side-sass.csv" 2>> "$L/$f-$side.err")
     done
     python3 - "$L/$f-ours.csv" "$L/$f-upstream.csv" "$c" <<'EOF'
 import csv, sys
