@@ -244,8 +244,11 @@ def kernel_markdown(summary: dict, binding: str | None, compiled: dict | None, o
                      "(a shared-memory stage with TMA stores measured 3-4 % faster on an H200)")
     if regs is not None:
         spill = compiled.get("spill_stores") or 0
+        bound = compiled.get("min_blocks_per_sm")
         lines.append(f"- registers: **{regs}/thread** from ptxas ({compiled.get('target')})"
-                     + (f", {spill} bytes spilled" if spill else ", no spills"))
+                     + (f", {spill} bytes spilled" if spill else ", no spills")
+                     + (f"; compiled under __launch_bounds__(T, {bound}) for one block more an SM (the "
+                        "occupancy step; tl.enable_occupancy_step=False keeps the first build)" if bound else ""))
     else:
         lines.append(f"- registers: at least {summary.get('fragment_registers', 0)}/thread for fragments "
                      "(run the Compile lens for the ptxas count)")

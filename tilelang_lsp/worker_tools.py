@@ -178,15 +178,41 @@ def compile_kernel(service, message: dict) -> dict:
         start = time.perf_counter()
         info = ptxas_usage(ptx, artifact.arch, artifact.compile_flags)
         times["ptxas_ms"] = _ms(start)
+        usage = info.get(artifact.name) or next(iter(info.values()), None)
+        ptx, usage, bound = _occupancy_step(artifact, ptx, usage, times)
     except (LensError, TileLangCompileError, nvcc.NVCCError) as err:
         return _answer_error(err) | _nvcc_log(err)
-    usage = info.get(artifact.name) or next(iter(info.values()), None)
     return {"ok": True, "error": None, "factory": message["factory"], "binding": binding.describe(),
             "target": artifact.arch, "kernel_name": artifact.name, "grid": artifact.grid, "block": artifact.block,
+            "min_blocks_per_sm": bound,
             "dynamic_smem": artifact.dynamic_smem, "registers": getattr(usage, "registers", None),
             "spill_stores": getattr(usage, "spill_stores", None), "spill_loads": getattr(usage, "spill_loads", None),
             "static_smem": getattr(usage, "smem", None), "times": times,
             "compile_ms": sum(times.values()), "instructions": count_ptx(ptx), "cuda_source": artifact.source}
+
+
+def _occupancy_step(artifact, ptx, usage, times):
+    """(ptx, usage, the launch bound's block count or None) of the kernel as ``tilelang.compile``
+    builds it: with the occupancy step (``tilelang.jit.occupancy``) where its lowering asked for one
+    and the bounded build is what the compile keeps (``artifact.source`` then becomes that)."""
+    from tilelang.jit import nvcc, occupancy
+
+    if usage is None or not artifact.occupancy_step:
+        return ptx, usage, None
+    plan = occupancy.step(artifact.source, artifact.block, artifact.grid, artifact.dynamic_smem, artifact.arch,
+                          usage.registers, usage.spill_stores + usage.spill_loads)
+    if plan is None:
+        return ptx, usage, None
+    start = time.perf_counter()
+    source = occupancy.bounded(artifact.source, plan[0])
+    ptx2 = nvcc.compile_ptx(source, artifact.arch, artifact.compile_flags)
+    info = ptxas_usage(ptx2, artifact.arch, artifact.compile_flags)
+    times["occupancy_ms"] = _ms(start)
+    second = info.get(artifact.name) or next(iter(info.values()), None)
+    if not occupancy.keeps(usage, second, plan):
+        return ptx, usage, None
+    artifact.source = source
+    return ptx2, second, plan[0]
 
 
 def _ptxas_flags(flags) -> list:

@@ -165,3 +165,26 @@ def test_upstream_kkt_gets_six_blocks_an_sm(on, tmp_path, monkeypatch):
     assert ("__launch_bounds__(128, 6)" in src) == on
     (info,) = nvcc.ptxas_info(src, "sm_90a", k.artifact.compile_flags).values()
     assert info.spill_stores == 0 and (info.registers <= 80 if on else info.registers > 80)
+
+
+def test_the_compile_lens_reports_the_build_the_compile_keeps(monkeypatch):
+    """The LSP Compile lens shows the registers of the kernel as compiled: the bounded build where
+    the occupancy step keeps it (its PTX assembled by ptxas a second time), the first one otherwise."""
+    from tilelang_lsp import worker_tools
+
+    def usage(regs, spills=0):
+        info = nvcc.PtxasInfo(function="k", arch="sm_90a")
+        info.registers, info.spill_stores, info.spill_loads, info.stack_frame = regs, spills, spills, 0
+        return info
+
+    for second, kept in ((usage(80), True), (usage(80, 8), False)):
+        monkeypatch.setattr(nvcc, "compile_ptx", lambda source, *a, **k: "ptx of " + source)
+        monkeypatch.setattr(worker_tools, "ptxas_usage", lambda ptx, *a, **k: {"k": second})
+        art, times = _Art(), {}
+        art.name = "k"
+        ptx, got, bound = worker_tools._occupancy_step(art, "ptx", usage(84), times)
+        if kept:
+            assert bound == 6 and got.registers == 80 and "__launch_bounds__(128, 6)" in art.source
+            assert ptx.startswith("ptx of ") and "occupancy_ms" in times
+        else:
+            assert bound is None and got.registers == 84 and art.source == SRC and ptx == "ptx"

@@ -341,6 +341,16 @@ def test_kernel_hover_says_why_an_epilogue_stores_from_registers():
     assert not summarize(_small_gemm(threads=128), "sm_80").get("epilogue_registers")
 
 
+def test_kernel_hover_says_when_the_compile_bounded_the_kernel_for_one_block_more():
+    from tilelang.analysis.summary import summarize
+
+    summary = summarize(_small_gemm(threads=128), "sm_90a")
+    compiled = {"registers": 80, "spill_stores": 0, "target": "sm_90a", "min_blocks_per_sm": 6}
+    text = hover.kernel_markdown(summary, None, compiled)
+    assert "**80/thread** from ptxas (sm_90a), no spills; compiled under __launch_bounds__(T, 6)" in text
+    assert "__launch_bounds__" not in hover.kernel_markdown(summary, None, dict(compiled, min_blocks_per_sm=None))
+
+
 def test_swizzle_hover_estimates_the_l2_bytes_of_a_wave_and_names_the_best_panel():
     import sys
     from pathlib import Path

@@ -361,8 +361,7 @@ def compile_artifact(art, include_dirs=()) -> bytes:
     source = occupancy.bounded(art.source, plan[0])
     cubin2, info2 = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
     (second,) = info2.values() if info2 and len(info2) == 1 else (None,)
-    if second is None or second.spill_stores or second.spill_loads or second.stack_frame > first.stack_frame \
-            or second.registers > plan[1]:
+    if not occupancy.keeps(first, second, plan):
         return cubin
     art.source = source
     return cubin2

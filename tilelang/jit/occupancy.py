@@ -72,3 +72,10 @@ def step(source: str, block, grid, smem, arch: str, regs: int, spills: int) -> t
 
 def bounded(source: str, blocks: int) -> str:
     return _BOUND.sub(rf"__launch_bounds__(\1, {int(blocks)})", source)
+
+
+def keeps(first, second, plan) -> bool:
+    """Whether the bounded build (ptxas's ``second``) is kept over the first: it fits the registers
+    the plan asked for without spilling and without a larger stack frame."""
+    return (second is not None and not second.spill_stores and not second.spill_loads
+            and second.stack_frame <= first.stack_frame and second.registers <= plan[1])
