@@ -183,6 +183,28 @@ TL_DEVICE T warp_allreduce(T v) {
   return v;
 }
 
+// Inclusive scan across the 32 lanes of a warp: lane i receives the combination of the values of
+// lanes 0..i (Hillis-Steele steps of __shfl_up_sync).  Every lane of the warp must call it.  The
+// generated code scans a row of a tile 32 elements at a time with it (T.cumsum / T.cummax of few
+// rows: lower_reduce._warp_scan), carrying each chunk's total from lane 31 (warp_lane_value).
+template <class Op, class T>
+TL_DEVICE T warp_inclusive_scan(T v) {
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const T other = __shfl_up_sync(kFullWarpMask, v, offset);
+    if (lane >= static_cast<unsigned>(offset)) v = Op::combine(v, other);
+  }
+  return v;
+}
+
+// The value `v` of lane `src` of the warp, in every lane.
+template <class T>
+TL_DEVICE T warp_lane_value(T v, int src) {
+  return __shfl_sync(kFullWarpMask, v, src);
+}
+
 // All-reduce over groups of Threads threads that are Stride apart in the block's linear thread
 // order (Threads and Stride powers of two; Threads = blockDim and Stride = 1: the whole block).
 // Lanes of one warp combine by xor shuffles; the rest through `ws`, a shared workspace of one

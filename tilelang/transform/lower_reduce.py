@@ -514,7 +514,7 @@ def convert_layout(lw, stmt):
 
 def lower_cumsum(lw, stmt):
     """Inclusive scan along ``dim``: rows spread over threads, each row scanned serially in
-    shared memory. Fragment operands are staged through a shared workspace (each thread writes
+    shared memory (or a warp a row, 32 elements at a time, with ``tl.enable_warp_scan``). Fragment operands are staged through a shared workspace (each thread writes
     the elements it holds, then reads back the ones it holds)."""
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
@@ -594,10 +594,30 @@ def _fragment_io(lw, buf, at, load, one_replica=False):
                     annotations={"pragma_unroll": True})
 
 
+# opt-in until measured on the GPU: a scan of few long rows by whole warps (_warp_scan)
+WARP_SCAN_KEY = "tl.enable_warp_scan"
+_WARP_SCAN_TYPES = ("float32", "float64", "int32", "uint32", "int64", "uint64")
+_WARP_SCAN_STEP = 6     # one warp's chunk of 32 elements against one serial element, in dependent steps
+
+
+def _warp_scan_pays(lw, rows, n, d_dtype, kind) -> bool:
+    """Whether the rows go faster a warp each, 32 elements at a time, than a thread each, one at a
+    time: whole warps only (a block of whole warps, not under a thread guard), 32- and 64-bit
+    sums and maxima, and fewer dependent steps for the slowest warp than for the slowest thread."""
+    T = const_int(lw.T)
+    if not lw.configs.get(WARP_SCAN_KEY, False) or T is None or T % 32 or getattr(lw, "thread_conds", None) \
+            or d_dtype not in _WARP_SCAN_TYPES or kind not in ("sum", "max"):
+        return False
+    warps = T // 32
+    return -(-rows // warps) * -(-n // 32) * _WARP_SCAN_STEP < -(-rows // T) * n
+
+
 def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     other = [d for d in range(len(shape)) if d != dim]
     rows = math.prod(shape[d] for d in other) if other else 1
     n = shape[dim]
+    if _warp_scan_pays(lw, rows, n, d_dtype, kind):
+        return _warp_scan(lw, shape, dim, other, rows, n, reverse, s_at, d_at, d_dtype, kind)
     rounds = -(-rows // lw.T)
     r0, k = tirx.Var("r0", "int32"), tirx.Var("k", "int32")
     row = r0 * lw.T + lw.tid if rounds > 1 else lw.tid
@@ -621,6 +641,51 @@ def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     if rounds == 1:
         return guarded
     return tirx.For(r0, i32(0), i32(rounds), tirx.ForKind.SERIAL, guarded)
+
+
+def _row_indices(shape, dim, other, row, pos):
+    """The indices of element ``pos`` of row ``row`` (the rows: the other dimensions, row-major)."""
+    idx, rest = [i32(0)] * len(shape), row
+    for d in reversed(other):
+        idx[d] = tirx.floormod(rest, i32(shape[d]))
+        rest = tirx.floordiv(rest, i32(shape[d]))
+    idx[dim] = pos
+    return idx
+
+
+def _warp_scan(lw, shape, dim, other, rows, n, reverse, s_at, d_at, d_dtype, kind):
+    """The scan with a warp per row (``tl.enable_warp_scan``): 32 consecutive elements at a time
+    (from the end with ``reverse``), one a lane, scanned across the warp
+    (``tl::warp_inclusive_scan``) and combined with the total of the chunks before, which lane 31
+    hands on (``tl::warp_lane_value``). Lanes past the row's end take the identity."""
+    functor, combine = _OPS[kind]
+    warps = const_int(lw.T) // 32
+    r0, c = tirx.Var("r0", "int32"), tirx.Var("c", "int32")
+    warp, lane = tirx.floordiv(lw.tid, i32(32)), tirx.floormod(lw.tid, i32(32))
+    row = r0 * warps + warp
+    k = c * 32 + lane
+    pos = (i32(n - 1) - k) if reverse else k
+    inside = tirx.LT(k, i32(n))
+    safe = tirx.Select(inside, pos, i32(0))     # (an index inside the row for the lanes past it)
+    s_buf, s_idx = s_at(_row_indices(shape, dim, other, row, safe))
+    d_buf, d_idx = d_at(_row_indices(shape, dim, other, row, pos))
+    val = tirx.BufferLoad(s_buf, s_idx)
+    if str(val.dtype) != d_dtype:
+        val = tirx.Cast(d_dtype, val)
+    v = tirx.decl_buffer((1,), d_dtype, "scan_v", scope="local")
+    carry = tirx.decl_buffer((1,), d_dtype, "scan_carry", scope="local")
+    init = _init(kind, d_dtype)
+    v0 = tirx.BufferLoad(v, [i32(0)])
+    chunk = seq([
+        tirx.BufferStore(v, tirx.Select(inside, val, init), [i32(0)]),
+        tirx.BufferStore(v, combine(tirx.call_extern(d_dtype, f"tl::warp_inclusive_scan<{functor}>", v0),
+                                    tirx.BufferLoad(carry, [i32(0)])), [i32(0)]),
+        tirx.IfThenElse(inside, tirx.BufferStore(d_buf, v0, d_idx), None),
+        tirx.BufferStore(carry, tirx.call_extern(d_dtype, "tl::warp_lane_value", v0, i32(31)), [i32(0)])])
+    scan = seq([tirx.AllocBuffer(v), tirx.AllocBuffer(carry), tirx.BufferStore(carry, init, [i32(0)]),
+                tirx.For(c, i32(0), i32(-(-n // 32)), tirx.ForKind.SERIAL, chunk)])
+    body = tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None) if rows % warps else scan
+    return tirx.For(r0, i32(0), i32(-(-rows // warps)), tirx.ForKind.SERIAL, body)
 
 
 _ThreadAxis = namedtuple("_ThreadAxis", "stride extent")

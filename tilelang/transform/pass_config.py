@@ -53,6 +53,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_STMATRIX = "tl.enable_stmatrix"
     TL_ENABLE_EXACT_STORE_FENCES = "tl.enable_exact_store_fences"
     TL_ENABLE_OCCUPANCY_STEP = "tl.enable_occupancy_step"
+    TL_ENABLE_WARP_SCAN = "tl.enable_warp_scan"
     TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE = "tl.enable_occupancy_neutral_reuse"
     TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
@@ -260,6 +261,10 @@ EFFECTS = {
         "an SM (a constant grid of more than one wave, no launch bound of its own, room in shared memory and "
         "threads) is compiled again under __launch_bounds__(T, blocks + 1), at most 10 % fewer registers a "
         "thread, and that build kept if ptxas fits it without spilling (nvcc only; ptxas runs twice)",
+    PassConfigKey.TL_ENABLE_WARP_SCAN: "opt-in: T.cumsum / T.cummax (32- and 64-bit sums and maxima) of fewer "
+        "rows than the block has threads scan each row with a whole warp, 32 elements at a time (warp shuffles), "
+        "instead of with one thread, one element at a time, where that takes fewer dependent steps (a row of "
+        "4096 elements: 128 chunks instead of 4096 serial steps)",
     PassConfigKey.TL_ENABLE_EXACT_STORE_FENCES: "opt-in, sm_90a: a barrier after the threads' writes to a shared "
         "buffer that only shares bytes with a TMA store's source (not with a wgmma operand or a TMA load's "
         "destination) goes without fence.proxy.async (the store's own fenced barrier orders those writes); by "
