@@ -199,8 +199,8 @@ def _occupancy_step(artifact, ptx, usage, times):
 
     if usage is None or not artifact.occupancy_step:
         return ptx, usage, None
-    plan = occupancy.step(artifact.source, artifact.block, artifact.grid, artifact.dynamic_smem, artifact.arch,
-                          usage.registers, usage.spill_stores + usage.spill_loads)
+    plan = occupancy.step(artifact.source, artifact.block, artifact.grid, occupancy.block_smem(artifact, usage),
+                          artifact.arch, usage.registers, usage.spill_stores + usage.spill_loads)
     if plan is None:
         return ptx, usage, None
     start = time.perf_counter()

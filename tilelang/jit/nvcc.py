@@ -354,8 +354,8 @@ def compile_artifact(art, include_dirs=()) -> bytes:
     if not info or len(info) != 1:
         return cubin
     (first,) = info.values()
-    plan = occupancy.step(art.source, art.block, art.grid, art.dynamic_smem, art.arch, first.registers,
-                          first.spill_stores + first.spill_loads)
+    plan = occupancy.step(art.source, art.block, art.grid, occupancy.block_smem(art, first), art.arch,
+                          first.registers, first.spill_stores + first.spill_loads)
     if plan is None:
         return cubin
     source = occupancy.bounded(art.source, plan[0])

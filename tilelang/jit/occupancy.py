@@ -21,7 +21,6 @@ import re
 
 from tilelang import targets
 
-KEY = "tl.enable_occupancy_step"
 _BOUND = re.compile(r"__launch_bounds__\((\d+)\)")
 _BOUNDED = re.compile(r"__launch_bounds__\(\s*\d+\s*,")
 _REG_UNIT = 256             # registers are allocated per warp in units of this many
@@ -68,6 +67,12 @@ def step(source: str, block, grid, smem, arch: str, regs: int, spills: int) -> t
     if fit < regs * _MAX_CUT or fit < 32:
         return None
     return want, fit
+
+
+def block_smem(art, info):
+    """A block's shared memory: the artifact's dynamic bytes (None where they are a run-time
+    expression) and the static bytes ptxas reports."""
+    return art.dynamic_smem + (info.smem or 0) if isinstance(art.dynamic_smem, int) else None
 
 
 def bounded(source: str, blocks: int) -> str:
