@@ -180,7 +180,7 @@ class KernelArtifact:
     workspaces: list = field(default_factory=list)   # their scratch buffers: {"name", "dtype", "shape"}
     l2_persist: list = field(default_factory=list)   # T.annotate_l2_hit_ratio: {"param", "hit_ratio"}
     host_asserts: list = field(default_factory=list)  # host-evaluable T.assume: {"expr", "text"}
-    occupancy_step: bool = False    # tl.enable_occupancy_step (lowering sets it): compile_artifact may bound it for one block more an SM
+    occupancy_step: bool = False    # tl.enable_occupancy_step: nvcc.compile_artifact may bound it (jit/occupancy)
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict:

@@ -199,20 +199,16 @@ def _occupancy_step(artifact, ptx, usage, times):
 
     if usage is None or not artifact.occupancy_step:
         return ptx, usage, None
-    plan = occupancy.step(artifact.source, artifact.block, artifact.grid, occupancy.block_smem(artifact, usage),
-                          artifact.arch, usage.registers, usage.spill_stores + usage.spill_loads)
-    if plan is None:
-        return ptx, usage, None
-    start = time.perf_counter()
-    source = occupancy.bounded(artifact.source, plan[0])
-    ptx2 = nvcc.compile_ptx(source, artifact.arch, artifact.compile_flags)
-    info = ptxas_usage(ptx2, artifact.arch, artifact.compile_flags)
-    times["occupancy_ms"] = _ms(start)
-    second = info.get(artifact.name) or next(iter(info.values()), None)
-    if not occupancy.keeps(usage, second, plan):
-        return ptx, usage, None
-    artifact.source = source
-    return ptx2, second, plan[0]
+
+    def build(source):
+        start = time.perf_counter()
+        ptx2 = nvcc.compile_ptx(source, artifact.arch, artifact.compile_flags)
+        info = ptxas_usage(ptx2, artifact.arch, artifact.compile_flags)
+        times["occupancy_ms"] = _ms(start)
+        return ptx2, info.get(artifact.name) or next(iter(info.values()), None)
+
+    kept = occupancy.attempt(artifact, usage, build)
+    return (ptx, usage, None) if kept is None else kept
 
 
 def _ptxas_flags(flags) -> list:

@@ -353,18 +353,13 @@ def compile_artifact(art, include_dirs=()) -> bytes:
     cubin, info = _compile_reporting(art.source, art.arch, art.compile_flags, include_dirs)
     if not info or len(info) != 1:
         return cubin
-    (first,) = info.values()
-    plan = occupancy.step(art.source, art.block, art.grid, occupancy.block_smem(art, first), art.arch,
-                          first.registers, first.spill_stores + first.spill_loads)
-    if plan is None:
-        return cubin
-    source = occupancy.bounded(art.source, plan[0])
-    cubin2, info2 = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
-    (second,) = info2.values() if info2 and len(info2) == 1 else (None,)
-    if not occupancy.keeps(first, second, plan):
-        return cubin
-    art.source = source
-    return cubin2
+
+    def build(source):
+        data, usage = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
+        return data, (next(iter(usage.values())) if usage and len(usage) == 1 else None)
+
+    kept = occupancy.attempt(art, next(iter(info.values())), build)
+    return cubin if kept is None else kept[0]
 
 
 def compile_ptx(source: str, arch: str, flags=(), include_dirs=()) -> str:

@@ -79,6 +79,23 @@ def bounded(source: str, blocks: int) -> str:
     return _BOUND.sub(rf"__launch_bounds__(\1, {int(blocks)})", source)
 
 
+def attempt(art, first, build):
+    """Try the step on ``art`` whose first build ptxas reported as ``first``: ``build(source) ->
+    (output, ptxas usage or None)`` builds the bounded source. -> (that output, its usage, the
+    launch bound's block count), with ``art.source`` the bounded source, where the step applies
+    and its build is kept (``keeps``); None otherwise (``art`` unchanged)."""
+    plan = step(art.source, art.block, art.grid, block_smem(art, first), art.arch, first.registers,
+                first.spill_stores + first.spill_loads)
+    if plan is None:
+        return None
+    source = bounded(art.source, plan[0])
+    output, second = build(source)
+    if not keeps(first, second, plan):
+        return None
+    art.source = source
+    return output, second, plan[0]
+
+
 def keeps(first, second, plan) -> bool:
     """Whether the bounded build (ptxas's ``second``) is kept over the first: it fits the registers
     the plan asked for without spilling and without a larger stack frame."""

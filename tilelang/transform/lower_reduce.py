@@ -514,7 +514,8 @@ def convert_layout(lw, stmt):
 
 def lower_cumsum(lw, stmt):
     """Inclusive scan along ``dim``: rows spread over threads, each row scanned serially in
-    shared memory (or a warp a row, 32 elements at a time, with ``tl.enable_warp_scan``). Fragment operands are staged through a shared workspace (each thread writes
+    shared memory (or a warp a row, 32 elements at a time, with ``tl.enable_warp_scan``). Fragment
+    operands are staged through a shared workspace (each thread writes
     the elements it holds, then reads back the ones it holds)."""
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
@@ -622,11 +623,7 @@ def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     r0, k = tirx.Var("r0", "int32"), tirx.Var("k", "int32")
     row = r0 * lw.T + lw.tid if rounds > 1 else lw.tid
     acc = tirx.decl_buffer((1,), d_dtype, "cumsum_acc", scope="local")
-    idx, rest = [i32(0)] * len(shape), row
-    for d in reversed(other):
-        idx[d] = tirx.floormod(rest, i32(shape[d]))
-        rest = tirx.floordiv(rest, i32(shape[d]))
-    idx[dim] = (n - 1 - k) if reverse else k
+    idx = _row_indices(shape, dim, other, row, (n - 1 - k) if reverse else k)
     s_buf, s_idx = s_at(idx)
     d_buf, d_idx = d_at(idx)
     val = tirx.BufferLoad(s_buf, s_idx)

@@ -257,8 +257,8 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_PAIRED_TAIL_SPLIT: "on sm_90a, a persistent causal attention whose blocks take pairs "
         "of row blocks (x and gx - 1 - x) runs pairs to the end instead of dealing the last rounds' pairs out as "
         "single tiles, longest first (with pairs to the end, U % G blocks run one pair more than the others)",
-    PassConfigKey.TL_ENABLE_OCCUPANCY_STEP: "on by default (false turns it off): a kernel whose registers alone keep one more block off "
-        "an SM (a constant grid of more than one wave, no launch bound of its own, room in shared memory and "
+    PassConfigKey.TL_ENABLE_OCCUPANCY_STEP: "on by default (false turns it off): a kernel whose registers "
+        "alone keep one more block off an SM (a constant grid of more than one wave, no launch bound of its own, room in shared memory and "
         "threads) is compiled again under __launch_bounds__(T, blocks + 1), at most 10 % fewer registers a "
         "thread, and that build kept if ptxas fits it without spilling (nvcc only; ptxas runs twice)",
     PassConfigKey.TL_ENABLE_WARP_SCAN: "opt-in: T.cumsum / T.cummax (32- and 64-bit sums and maxima) of fewer "
