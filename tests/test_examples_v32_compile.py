@@ -232,9 +232,9 @@ def test_cumsum_over_a_view_of_shared_memory():
             T.copy(smem, x[pid, :])
 
     body = _body(_src(k, "sm_80"))
-    assert "cumsum_acc" in body
+    assert "tl::warp_inclusive_scan" in body    # one row of 128: a warp scans it (tl.enable_warp_scan)
     # the scan runs on the staged copy and the result is written back before the final store
-    assert body.index("cumsum_acc") < body.rindex("x[")
+    assert body.index("tl::warp_inclusive_scan") < body.rindex("x[")
 
 
 def test_reduce_sum_over_a_3d_reshape_of_a_gemm_accumulator():

@@ -1,4 +1,4 @@
-"""T.cumsum / T.cummax with ``tl.enable_warp_scan`` (opt-in): rows fewer than the block's threads
+"""T.cumsum / T.cummax with ``tl.enable_warp_scan`` (on by default since session 48): rows fewer than the block's threads
 are scanned a warp each, 32 elements at a time (``tl::warp_inclusive_scan``, the chunk totals
 carried from lane 31), where that takes fewer dependent steps than a thread a row, one element at
 a time (upstream issue 1001's `T.cumsum(T.view(smem, (1, hidden)), dim=1)`: one row of `hidden`).
@@ -48,8 +48,9 @@ def _source(configs=ON, **kw):
     return tilelang.lower(scan_kernel(**kw), "sm_90a", pass_configs=configs).source
 
 
-def test_off_by_default_a_thread_scans_a_row():
-    src = _source(configs=None, M=1, N=4096)
+def test_on_by_default_and_off_with_the_key():
+    assert "tl::warp_inclusive_scan" in _source(configs=None, M=1, N=4096)
+    src = _source(configs={"tl.enable_warp_scan": False}, M=1, N=4096)
     assert "warp_inclusive_scan" not in src and "cumsum_acc" in src
 
 

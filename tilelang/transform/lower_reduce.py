@@ -514,8 +514,8 @@ def convert_layout(lw, stmt):
 
 def lower_cumsum(lw, stmt):
     """Inclusive scan along ``dim``: rows spread over threads, each row scanned serially in
-    shared memory (or a warp a row, 32 elements at a time, with ``tl.enable_warp_scan``). Fragment
-    operands are staged through a shared workspace (each thread writes
+    shared memory, or, with fewer rows than threads, a warp a row, 32 elements at a time
+    (``tl.enable_warp_scan``, on by default). Fragment operands are staged through a shared workspace (each thread writes
     the elements it holds, then reads back the ones it holds)."""
     args = stmt.value.args
     src, dst = decode_region(args[0]), decode_region(args[1])
@@ -595,7 +595,8 @@ def _fragment_io(lw, buf, at, load, one_replica=False):
                     annotations={"pragma_unroll": True})
 
 
-# opt-in until measured on the GPU: a scan of few long rows by whole warps (_warp_scan)
+# on by default since session 48 (H100: one row of 4096 13.9 -> 9.9 us, four of 1024 13.3 -> 5.9 us,
+# 23 cases against torch): a scan of few long rows by whole warps (_warp_scan)
 WARP_SCAN_KEY = "tl.enable_warp_scan"
 _WARP_SCAN_TYPES = ("float32", "float64", "int32", "uint32", "int64", "uint64")
 _WARP_SCAN_STEP = 6     # one warp's chunk of 32 elements against one serial element, in dependent steps
@@ -606,7 +607,7 @@ def _warp_scan_pays(lw, rows, n, d_dtype, kind) -> bool:
     time: whole warps only (a block of whole warps, not under a thread guard), 32- and 64-bit
     sums and maxima, and fewer dependent steps for the slowest warp than for the slowest thread."""
     T = const_int(lw.T)
-    if not lw.configs.get(WARP_SCAN_KEY, False) or T is None or T % 32 or getattr(lw, "thread_conds", None) \
+    if lw.configs.get(WARP_SCAN_KEY) is False or T is None or T % 32 or getattr(lw, "thread_conds", None) \
             or d_dtype not in _WARP_SCAN_TYPES or kind not in ("sum", "max"):
         return False
     warps = T // 32
@@ -651,7 +652,7 @@ def _row_indices(shape, dim, other, row, pos):
 
 
 def _warp_scan(lw, shape, dim, other, rows, n, reverse, s_at, d_at, d_dtype, kind):
-    """The scan with a warp per row (``tl.enable_warp_scan``): 32 consecutive elements at a time
+    """The scan with a warp per row (``tl.enable_warp_scan``, on by default): 32 consecutive elements at a time
     (from the end with ``reverse``), one a lane, scanned across the warp
     (``tl::warp_inclusive_scan``) and combined with the total of the chunks before, which lane 31
     hands on (``tl::warp_lane_value``). Lanes past the row's end take the identity."""
