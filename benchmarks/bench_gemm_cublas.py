@@ -11,7 +11,11 @@ the same CUDA, by the order of the cases). Each row here is timed in ``--rounds`
 medians, the ratio of the medians and the spread of the per-round ratios.
 
     python3 benchmarks/bench_gemm_cublas.py [--sizes 4096 8192] [--dtypes float16 bfloat16]
-        [--configs 128x256x64s3t256 ...] [--rounds 4] [--json out.json]
+        [--configs 128x256x64s3t256 ...] [--rounds 4] [--sustained 3] [--json out.json]
+
+``--sustained S`` adds, per row, each side run back to back for S seconds (ours, cuBLAS, cuBLAS,
+ours): microseconds a call, and the SM clock and board power it settles at (``_sustained.py``): at
+the power limit two kernels of the same work differ by their energy per clock.
 
 Without a CUDA GPU it says so and exits 2. Only the public ``tilelang`` API and the example module
 are used, so upstream's wheel runs it too (``PYTHONPATH=~/up-site``).
@@ -54,6 +58,8 @@ def main() -> int:
     p.add_argument("--rep", type=int, default=100, help="do_bench repetitions, ms (default 100)")
     p.add_argument("--pause", type=float, default=0.5, help="idle seconds before each timing")
     p.add_argument("--examples", help="upstream's examples/ (default: as bench_upstream.py)")
+    p.add_argument("--sustained", type=float, default=0, metavar="S",
+                   help="also run each side back to back S seconds: us/call, SM MHz, W (default off)")
     p.add_argument("--json", help="write the rows here")
     a = p.parse_args()
     configs = [parse_config(c) for c in a.configs]
@@ -114,13 +120,30 @@ def main() -> int:
                 tflops = 2 * size ** 3 / mo * 1e-9
                 print(f"| {dtype} | {size} | {label} | {mo:.4f} | {mc:.4f} | {mc / mo:.3f}x | "
                       f"{min(ratios):.3f}-{max(ratios):.3f} | {tflops:.0f} |", flush=True)
-                rows.append({"dtype": dtype, "size": size, "tile": label, "ours_ms": ours,
-                             "cublas_ms": cublas, "ratio": mc / mo})
+                row = {"dtype": dtype, "size": size, "tile": label, "ours_ms": ours, "cublas_ms": cublas,
+                       "ratio": mc / mo}
+                if a.sustained > 0:
+                    row["sustained"] = _sustained_row(k, x, y, a, torch, f"{dtype} {size} {label}")
+                rows.append(row)
     if a.json:
         Path(a.json).write_text(json.dumps({"tilelang": str(Path(tilelang.__file__).parent),
                                             "device": torch.cuda.get_device_name(), "rows": rows},
                                            indent=1))
     return 0
+
+
+def _sustained_row(k, x, y, a, torch, label) -> list:
+    """Ours and cuBLAS back to back (ABBA), ``a.sustained`` seconds each: one line a run."""
+    from _sustained import sustained
+
+    runs = []
+    for side in ("ours", "cuBLAS", "cuBLAS", "ours"):
+        time.sleep(a.pause)
+        s = sustained((lambda: k(x, y)) if side == "ours" else (lambda: x @ y.T), a.sustained, torch.cuda.synchronize)
+        clock = f"{s.sm_mhz:.0f} MHz, {s.watts:.0f} W" if s.sm_mhz is not None else "no nvidia-smi"
+        print(f"  sustained {label} {side:6}: {s.us_per_call:7.1f} us/call ({clock})", flush=True)
+        runs.append({"side": side, **vars(s)})
+    return runs
 
 
 if __name__ == "__main__":

@@ -433,6 +433,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     block[0] += st.extra_threads   # a warp-specialised kernel's producer warpgroup
     if st.persistent_tiles is not None:   # one block per SM (at most one per tile), looping over tiles
         grid = {"blockIdx.x": f"min({to_py(st.persistent_tiles)}, {NUM_SMS})", "blockIdx.y": "1", "blockIdx.z": "1"}
+        if st.cluster_dims is not None and tuple(st.cluster_dims)[0] == 2:   # clusters of two: an even grid
+            grid["blockIdx.x"] = f"{grid['blockIdx.x']} // 2 * 2"
     outs = _out_indices(out_idx, len(params), st.func)
     flags = nvcc_flags(st.pass_configs)   # fast math, ptxas options, tl.device_compile_flags
     flags += [f for f in kernel_compile_flags(st.func) if f not in flags]  # T.annotate_compile_flags

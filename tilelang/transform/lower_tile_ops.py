@@ -111,9 +111,11 @@ class Lowerer:
         self.tensormaps = self.ws.tensormaps if self.ws else []
         self.persistent_why = None       # why a warp-specialised loop keeps one tile per block
         if self.ws is not None:
-            self.ws.cluster = warp_specialize.cluster_plan(self)
-            # (clusters: one tile pair per cluster, not persistent yet)
-            self.ws.persistent = None if self.ws.cluster else warp_specialize.persistent_plan(self)
+            # a persistent grid, with tl.cluster_multicast in clusters of two blocks taking tiles t
+            # and t ^ 1; else one tile per block, with the key a tile pair per cluster
+            self.ws.persistent = warp_specialize.persistent_plan(self)
+            self.ws.cluster = (warp_specialize.persistent_cluster_plan(self) if self.ws.persistent is not None
+                               else warp_specialize.cluster_plan(self))
         self._plan_memory()
         if self.ws is not None and self.ws.persistent is not None and (
                 self.smem_bytes > self.budget or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256
@@ -133,12 +135,15 @@ class Lowerer:
             warp_specialize.plan_pair(self, SMEM_BUDGET_SM90 - 2 * reserve)
             warp_specialize.plan_ring(self, self.budget)   # one more buffer for the wgmma kept in flight
             warp_specialize.plan_heads(self, self.budget)  # two buffers for a persistent kernel's Q
+        if self.ws is not None and self.ws.cluster is not None and self.ws.cluster.persistent \
+                and self.ws.persistent is None:
+            self.ws.cluster = None    # the plans above went back to one tile per block
         if self.configs.get(OCCUPANCY_NEUTRAL_REUSE_KEY):
             self._prefer_own_bytes()
         self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
         self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
-        self.cluster_dims = (1, 2, 1) if self.ws and self.ws.cluster else None
+        self.cluster_dims = self.ws.cluster.dims if self.ws and self.ws.cluster else None
         if self.cluster_dims is None:
             self.cluster_dims = warp_specialize.user_cluster_dims(info.func)    # T.ClusterKernel
 
@@ -1169,6 +1174,8 @@ class Lowerer:
         gx, gy = launch["blockIdx.x"][1], launch["blockIdx.y"][1]
         block_by, block_bx = by, bx
         cluster = self.ws.cluster if self.ws is not None else None
+        if cluster is not None and cluster.persistent:
+            cluster = None   # (a persistent cluster multicasts where the user's order pairs tiles up)
         if cluster is not None:
             if order == "col":
                 return []     # (column panels over cluster rows: not done; the plain order shares B)

@@ -150,9 +150,14 @@ EFFECTS = {
                                                "stored from registers instead of through a swizzled shared "
                                                "tile and TMA stores",
     PassConfigKey.TL_CLUSTER_MULTICAST: "experimental (sm_90a): a warp-specialised GEMM main loop runs in clusters "
-                                        "of two blocks along blockIdx.y that share the tile not indexed by it (B), "
-                                        "each loading half of it with TMA multicast (correct; measured within 1-2 % "
-                                        "of the default, not faster)",
+                                        "of two blocks. Persistent (the default grid): clusters (2, 1, 1) take "
+                                        "tiles t and t ^ 1, and each operand tile both blocks load (by the user's "
+                                        "block order, T.use_swizzle included) is loaded half by each with TMA "
+                                        "multicast, the rest whole by each; one tile a block: blocks along "
+                                        "blockIdx.y share the tile not indexed by it (B). Halves are half the "
+                                        "swizzle slabs, or of one slab's rows. Correct; not faster (session 48, "
+                                        "4096^3 bf16 128x256x64: H200 persistent 214-215 us against 210, H100 one "
+                                        "tile a block 217 against 215, at the power limit)",
     PassConfigKey.TL_DISABLE_WGMMA: "on sm_90a, T.gemm lowers to mma.sync + ldmatrix (the sm_80 path) instead of wgmma",
     PassConfigKey.TL_DISABLE_ATTENTION_SCHEDULE: "a T.Pipelined loop of one or zero stages with two gemms "
                                                  "(attention, chunked recurrences) keeps each T.copy where it is "
@@ -261,10 +266,10 @@ EFFECTS = {
         "alone keep one more block off an SM (a constant grid of more than one wave, no launch bound of its own, room in shared memory and "
         "threads) is compiled again under __launch_bounds__(T, blocks + 1), at most 10 % fewer registers a "
         "thread, and that build kept if ptxas fits it without spilling (nvcc only; ptxas runs twice)",
-    PassConfigKey.TL_ENABLE_WARP_SCAN: "opt-in: T.cumsum / T.cummax (32- and 64-bit sums and maxima) of fewer "
+    PassConfigKey.TL_ENABLE_WARP_SCAN: "on by default (false turns it off): T.cumsum / T.cummax (32- and 64-bit sums and maxima) of fewer "
         "rows than the block has threads scan each row with a whole warp, 32 elements at a time (warp shuffles), "
         "instead of with one thread, one element at a time, where that takes fewer dependent steps (a row of "
-        "4096 elements: 128 chunks instead of 4096 serial steps)",
+        "4096 elements: 128 chunks instead of 4096 serial steps; H100, session 48: 13.9 -> 9.9 us)",
     PassConfigKey.TL_ENABLE_EXACT_STORE_FENCES: "opt-in, sm_90a: a barrier after the threads' writes to a shared "
         "buffer that only shares bytes with a TMA store's source (not with a wgmma operand or a TMA load's "
         "destination) goes without fence.proxy.async (the store's own fenced barrier orders those writes); by "

@@ -18,7 +18,7 @@ from tvm import tirx
 
 from tilelang.language.dtypes import nbytes
 from tilelang.layout import SharedLayout
-from tilelang.tir_utils import const_int, evaluate_extern, i32
+from tilelang.tir_utils import const_int, evaluate_extern, i32, seq
 from tilelang.transform.kernel import LoweringError, decode_region, op_name
 
 
@@ -148,8 +148,11 @@ def tmap(j: int):
 def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     """Append to ``out`` the TMA box loads of one whole-tile copy (tensor map j) into ``stage``
     of its shared tile, one per swizzle slab, completing on ``bar``; the tile's bytes. With
-    ``multicast`` this block loads its half of the slabs into both blocks of its cluster
-    (``lw.ws``: the warp-specialisation plan, whose ``tensormaps`` hold map j)."""
+    ``multicast`` this block loads its half of the slabs into both blocks of its cluster, or with
+    ``multicast="rows"`` its half of the rows of the tile's one slab (map j's box becomes half
+    the tile's height). In a persistent cluster (``Cluster.persistent``) those loads go under a
+    flag of their own, set per tile where both blocks' coordinates agree; else the block loads its
+    whole tile itself (``lw.ws``: the warp-specialisation plan, whose ``tensormaps`` hold map j)."""
     ws = lw.ws
     src, dst = decode_region(copy.value.args[0]), decode_region(copy.value.args[1])
     width = ws.tensormaps[j]["box"][0]
@@ -159,15 +162,35 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
     view = lw.smem_views[dst.buffer]
     size = getattr(lw.layouts.shared.get(dst.buffer), "size", rows * cols)
     slabs = cols // width
-    if multicast:
-        mine = [ws.cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
-        issue, extra = "tl::tma_load_multicast_2d", [tirx.Cast("uint16", i32(3))]
+    nbytes_tile = rows * cols * nbytes(str(dst.buffer.dtype))
+
+    def box(issue, at, col, row=None, extra=()):
+        """One box load: ``at`` elements into the stage, ``col`` columns and ``row`` rows on."""
+        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + at]))
+        rest = coords[1:] if row is None else [coords[1] + row] + coords[2:]
+        return evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + col, *rest)
+
+    plain = f"tl::tma_load_{len(coords)}d"
+    if not multicast:
+        out.extend(box(plain, s * rows * width, s * width) for s in range(slabs))
+        return nbytes_tile
+    cluster, mask = ws.cluster, [tirx.Cast("uint16", i32(3))]
+    if multicast == "rows":     # one slab: this block's half of its rows, at their offset in both blocks
+        half = rows // 2
+        ws.tensormaps[j]["box"] = [width, half] + list(ws.tensormaps[j]["box"][2:])
+        shared = [box("tl::tma_load_multicast_2d", cluster.rank * (half * width), 0, cluster.rank * half, mask)]
+        own = [box(plain, h * half * width, 0, h * half) for h in range(2)]
     else:
-        mine, issue, extra = range(slabs), f"tl::tma_load_{len(coords)}d", []
-    for s in mine:
-        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [stage * size + s * rows * width]))
-        out.append(evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + s * width, *coords[1:]))
-    return rows * cols * nbytes(str(dst.buffer.dtype))
+        mine = [cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
+        shared = [box("tl::tma_load_multicast_2d", s * rows * width, s * width, None, mask) for s in mine]
+        own = [box(plain, s * rows * width, s * width) for s in range(slabs)]
+    if not cluster.persistent:
+        out.extend(shared)
+        return nbytes_tile
+    flag = tirx.Var(f"{dst.buffer.name}_pair", "bool")
+    cluster.pair_flags.append((flag, coords))
+    out.append(tirx.IfThenElse(flag, seq(shared), seq(own)))
+    return nbytes_tile
 
 
 def multicast_mask(lw, stmt) -> int:

@@ -76,6 +76,9 @@ counts the ring slots it used instead; the last rounds' pairs are dealt out as s
 first (``_PairedTail``), so that no block ends a whole pair after the others. With
 ``tl.enable_warpgroup_pingpong`` (``_Pingpong``; by default in the paired schedule only) the two
 consumer warpgroups of an overlapped loop take turns at their gemm issues through two named barriers.
+With ``tl.cluster_multicast`` (experimental) a GEMM runs in clusters of two blocks that load the
+operand tiles they share half each with TMA multicast (``Cluster``: persistent, tiles t and t ^ 1,
+per-tile flags; or one tile a block, pairs along blockIdx.y).
 
 A whole tile copied in front of a general loop and read only by it (attention's Q: ``_heads``)
 is the producer's too: it loads it with TMA before the tile's ring loads, on a full / empty
@@ -105,7 +108,7 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import (const_int, evaluate_extern, extern_name, flatten, has_load, i32, map_stmts, seq,
-                                substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
+                                substitute, substitute_stmt, tensor_loads, tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import block_order, pipeline, smem_plan, thread_regions, thread_sync, tma
 from tilelang.transform.kernel import FRAGMENT_SCOPE, SHARED_SCOPES, decode_region, is_parallel_nest, op_name, scope_of
 from tilelang.transform.pass_config import PassConfigKey
@@ -173,14 +176,29 @@ class Cluster:
     """Two blocks along blockIdx.y (cluster rank = blockIdx.y % 2) compute vertically adjacent
     tiles: the producer copies not indexed by blockIdx.y (the GEMM's B tile) are the same in
     both, so each block loads half of their slabs with ``tma_load_multicast_2d`` into both;
-    ``empty[s]`` then counts the consumer warps of both blocks (each warp arrives on both)."""
+    ``empty[s]`` then counts the consumer warps of both blocks (each warp arrives on both).
+
+    In a persistent GEMM (``persistent``; clusters (2, 1, 1), an even grid) the blocks of a
+    cluster take tiles t and t ^ 1 of each round; whether a copy is the same for both depends on
+    the tiles (a user's T.use_swizzle), so each candidate copy gets a flag, set per tile by the
+    producer from its own and its peer's coordinates (``pair_flags``): multicast halves when
+    they agree, else the block's whole tile of its own."""
     shared: set                  # producer copy statements multicast
-    by: object                   # the blockIdx.y Var
+    by: object                   # the blockIdx.y Var (None: persistent)
+    by_rows: set = field(default_factory=set)   # of those, the ones split by rows (one slab each)
+    persistent: bool = False
+    pair_flags: list = field(default_factory=list)  # persistent: [(flag Var, [coordinates it compares])]
 
     @property
     def rank(self):
-        """This block's rank in its cluster (``%cluster_ctarank`` for clusters (1, 2, 1))."""
+        """This block's rank in its cluster (``%cluster_ctarank``)."""
+        if self.persistent:
+            return tirx.call_extern("int32", "tl::cluster_ctarank")
         return tirx.floormod(self.by, i32(2))
+
+    @property
+    def dims(self) -> tuple:
+        return (2, 1, 1) if self.persistent else (1, 2, 1)
 
 
 @dataclass
@@ -670,7 +688,8 @@ def plan_ring(lw, budget: int) -> None:
     ``RING_OVER_PERSISTENCE_TRIPS`` k-steps goes back to one tile per block if that makes room."""
     ws = lw.ws
     ws.ring = 0
-    if ws.gemm is None or ws.cluster is not None or lw.configs.get("tl.disable_ring_extra_stage"):
+    if ws.gemm is None or (ws.cluster is not None and not ws.cluster.persistent) or \
+            lw.configs.get("tl.disable_ring_extra_stage"):
         return
     before = lw.smem_bytes
     blocks = 1 if ws.persistent is not None or lw.T > 128 or wide_single_warpgroup(lw) else \
@@ -753,7 +772,9 @@ def _sets_register_limit(func, configs) -> bool:
 def cluster_plan(lw) -> "Cluster | None":
     """The cluster plan (``tl.cluster_multicast``) of a warp-specialised GEMM main loop, or None:
     an even blockIdx.y extent, and producer copies of 2-D tensors of which those not indexed by
-    blockIdx.y have an even number of slabs."""
+    blockIdx.y have an even number of slabs (each block loads half of them) or one slab of rows
+    in whole 8-row swizzle patterns a half (each block loads half of the rows: a box of half the
+    height, the tensor map this copy's alone)."""
     ws = lw.ws
     if ws is None or ws.gemm is None or ws.pipe.guard is not None or not lw.configs.get("tl.cluster_multicast"):
         return None
@@ -763,18 +784,60 @@ def cluster_plan(lw) -> "Cluster | None":
     if "blockIdx.y" not in launch or (const_int(launch["blockIdx.y"][1]) or 1) % 2:
         return None
     by = launch["blockIdx.y"][0]
-    shared = set()
+    shared, by_rows = set(), set()
     for p, j in ws.producers:
         src = decode_region(p.value.args[0])
-        if len(ws.tensormaps[j]["dims"]) != 2:
+        if j is None or len(ws.tensormaps[j]["dims"]) != 2:
             return None
         if any(uses_vars(x, [by]) for x in src.starts):
             continue
-        cols = const_int(decode_region(p.value.args[1]).buffer.shape[-1])
-        if (cols // ws.tensormaps[j]["box"][0]) % 2:
+        split = _cluster_split(ws, p, j)
+        if split is None:
             return None
         shared.add(p)
-    return Cluster(shared, by) if shared else None
+        if split == "rows":
+            by_rows.add(p)
+    return Cluster(shared, by, by_rows) if shared else None
+
+
+def _cluster_split(ws, p, j) -> "str | None":
+    """How two blocks share producer copy ``p`` (tensor map j): "slabs" (an even number of
+    swizzle slabs, half each), "rows" (one slab whose halves are whole 1024-byte swizzle
+    patterns, half the rows each: map j, this copy's alone, gets a box of half the height when
+    the loads are built), or None."""
+    box = ws.tensormaps[j]["box"]
+    cols = const_int(decode_region(p.value.args[1]).buffer.shape[-1])
+    if cols is None:
+        return None
+    if (cols // box[0]) % 2 == 0:
+        return "slabs"
+    if cols == box[0] and box[1] % 16 == 0 and box[1] // 2 * box[0] * nbytes(ws.tensormaps[j]["dtype"]) % 1024 == 0 \
+            and sum(1 for _, i in ws.producers if i == j) == 1:
+        return "rows"
+    return None
+
+
+def persistent_cluster_plan(lw) -> "Cluster | None":
+    """The cluster plan of a persistent GEMM (``tl.cluster_multicast``), or None: a constant,
+    even number of tiles (both blocks of a cluster then run the same number), not paired, and
+    2-D producer copies two blocks can split (``_cluster_split``); every such copy is a
+    candidate, multicast on the tiles where the two blocks' coordinates agree."""
+    ws, P = lw.ws, lw.ws.persistent
+    if ws is None or P is None or ws.gemm is None or P.paired_rows or not lw.configs.get("tl.cluster_multicast"):
+        return None
+    tiles = const_int(P.tiles)
+    if tiles is None or tiles % 2 or any(const_int(e) is None for _, e in P.dims):
+        return None
+    shared, by_rows = set(), set()
+    for p, j in ws.producers:
+        if j is None or len(ws.tensormaps[j]["dims"]) != 2:
+            continue
+        split = _cluster_split(ws, p, j)
+        if split is not None:
+            shared.add(p)
+            if split == "rows":
+                by_rows.add(p)
+    return Cluster(shared, None, by_rows, persistent=True) if shared else None
 
 
 def _general_blocker(lw, loop, producers, consumers) -> str | None:
@@ -1008,6 +1071,8 @@ def lower_loop(lw, loop):
                 nbytes_all[g] += _bulk_load(lw, p, _full(ws, g, stage), stage, loads[g])
                 continue
             shared = ws.cluster is not None and p in ws.cluster.shared
+            if shared and p in ws.cluster.by_rows:
+                shared = "rows"
             nbytes_all[g] += tma.tile_loads(lw, p, j, _full(ws, g, stage), stage, loads[g], shared)
     finally:
         lw.vmap = saved_vmap
@@ -1710,6 +1775,40 @@ class _PairedTail:
                 tirx.Select(in_tail, head, unit))
 
 
+def _pair_flag_binds(ws, P, tile_binds) -> list:
+    """A persistent cluster's producer, per tile: the block indices and tile bindings (a user's
+    swizzle) of the peer's tile t ^ 1 (``_q``), then each multicast candidate's flag, true where
+    its coordinates are the same for both tiles (both blocks compute the same flags). A flag whose
+    coordinates differ in the issue loop's own variable stays false (the block loads its own)."""
+    peer, t, stride = {}, i32(0), None
+    for v, e in P.dims:
+        t = t + (v if stride is None else v * stride)
+        stride = e if stride is None else stride * e
+    t_q, stride, out = tirx.Var("tile_q", "int32"), None, []
+    out.append(tirx.Bind(t_q, tirx.bitwise_xor(t, i32(1))))
+    for v, e in P.dims:
+        idx = t_q if stride is None else tirx.truncdiv(t_q, stride)
+        peer[v] = tirx.Var(f"{v.name}_q", "int32")
+        out.append(tirx.Bind(peer[v], idx if v.same_as(P.dims[-1][0]) else tirx.truncmod(idx, e)))
+        stride = e if stride is None else stride * e
+    for b in tile_binds:
+        peer[b.var] = tirx.Var(f"{b.var.name}_q", "int32")
+        out.append(tirx.Bind(peer[b.var], substitute(b.value, peer)))
+    k = ws.issue_loop.loop_var
+    for flag, coords in ws.cluster.pair_flags:
+        same = tirx.const(True, "bool")
+        for c in coords:
+            c_q = substitute(c, peer)
+            if ir.structural_equal(c, c_q):
+                continue
+            if uses_vars(c, [k]):
+                same = tirx.const(False, "bool")
+                break
+            same = tirx.EQ(c, c_q) if isinstance(same, tirx.IntImm) and same.value else tirx.And(same, tirx.EQ(c, c_q))
+        out.append(tirx.Bind(flag, same))
+    return out
+
+
 def _persist(lw, front, before, after):
     """The role split of a persistent GEMM (see ``Persistent``):
 
@@ -1771,7 +1870,8 @@ def _persist(lw, front, before, after):
 
     # producer: its own copies of the tile bindings around the TMA issue loop
     renames = {b.var: tirx.Var(f"{b.var.name}_p", "int32") for b in tile_binds}
-    looped = tile_loop(P.it_p, "p", seq(tile_binds + ws.head_issue + [ws.issue_loop] + P.advance(P.slots_p)),
+    pairing = _pair_flag_binds(ws, P, tile_binds) if ws.cluster is not None and ws.cluster.persistent else []
+    looped = tile_loop(P.it_p, "p", seq(tile_binds + pairing + ws.head_issue + [ws.issue_loop] + P.advance(P.slots_p)),
                        renames)
     producer = _replace(marker.then_case, ws.issue_loop, looped)
     found = []
