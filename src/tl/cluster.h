@@ -8,6 +8,7 @@
 //                                            the cluster's block count
 //   cluster_arrive() / cluster_wait()        the cluster-wide barrier, in two
 //   cluster_sync()                           halves (release / acquire) or one
+//   cluster_arrive_relaxed()                 the arrive half ordering no memory
 //   mbarrier_arrive_cluster(bar, cta)        one arrival on the mbarrier at the
 //                                            same shared-memory offset as `bar`
 //                                            in block `cta` of the cluster
@@ -69,6 +70,15 @@ TL_DEVICE uint32_t cluster_nctarank() {
 TL_DEVICE void cluster_arrive() {
 #if TL_HAS_SM90
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#else
+  detail::sm90_unsupported();
+#endif
+}
+
+// The arrive without release semantics (T.cluster_arrive_relaxed): orders no memory.
+TL_DEVICE void cluster_arrive_relaxed() {
+#if TL_HAS_SM90
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 #else
   detail::sm90_unsupported();
 #endif

@@ -58,7 +58,9 @@ def test_bfloat16_vector_dtypes():
     assert [str(x) for x in T.index_to_coordinates(11, (2, 3, 4))] == ["0", "2", "3"]
 
 
-def test_warpgroup_fence_operand_pins_the_accumulator():
+def _one_wgmma(raw):
+    """One asynchronous 64x64x64 wgmma and its wait: T.wait_wgmma and a 16-register pin, or
+    (``raw``) upstream's T.warpgroup_arrive / commit_batch / wait around it and a whole pin."""
     @T.prim_func
     def kernel(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
         with T.Kernel(1, threads=128):
@@ -67,12 +69,23 @@ def test_warpgroup_fence_operand_pins_the_accumulator():
             C_l = T.alloc_fragment((64, 64), "float32")
             T.copy(A, A_s)
             T.copy(B, B_s)
-            T.wgmma_gemm(A_s, B_s, C_l, clear_accum=True)
-            T.wait_wgmma(0)
-            T.warpgroup_fence_operand(C_l, num_regs=16)
+            if raw:
+                T.warpgroup_arrive()
+                T.wgmma_gemm(A_s, B_s, C_l, clear_accum=True)
+                T.warpgroup_commit_batch()
+                T.warpgroup_wait(0)
+                T.warpgroup_fence_operand(C_l)
+            else:
+                T.wgmma_gemm(A_s, B_s, C_l, clear_accum=True)
+                T.wait_wgmma(0)
+                T.warpgroup_fence_operand(C_l, num_regs=16)
             T.copy(C_l, C)
 
-    body = _cuda(kernel)
+    return kernel
+
+
+def test_warpgroup_fence_operand_pins_the_accumulator():
+    body = _cuda(_one_wgmma(raw=False))
     wait = body.index("tl::wait_wgmma<0>()")
     assert "tl::wgmma_fence_accumulator<32>" in body[wait:]      # T.wait_wgmma's own fence
     assert "tl::wgmma_fence_accumulator<16>" in body[wait:]      # the explicit one: 16 registers
@@ -338,3 +351,13 @@ def test_a_fragment_of_symbolic_extent_is_a_located_error():
     with pytest.raises(TileLangCompileError, match=r"TL0002.*'f' is allocated with shape \[m, 256\]") as err:
         tilelang.compile(main, target="cuda -arch=sm_90a")
     assert "f = T.alloc_fragment((m, 256)" in str(err.value)       # shown at the allocation
+
+
+def test_raw_warpgroup_sequencing():
+    """Upstream's T.warpgroup_arrive / warpgroup_commit_batch / warpgroup_wait around an
+    asynchronous T.wgmma_gemm: wgmma.fence, commit_group and wait_group, where they are written."""
+    body = _cuda(_one_wgmma(raw=True))
+    fence, commit, wait = (body.index(x) for x in ("tl::wgmma_fence()", "tl::wgmma_commit()", "tl::wait_wgmma<0>()"))
+    assert fence < body.index("tl::wgmma_gemm") < commit < wait < body.index("tl::wgmma_fence_accumulator<32>")
+    with pytest.raises(ValueError, match="constant 0..7"):
+        T.warpgroup_wait(9)

@@ -27,12 +27,14 @@ from .barrier import (Persistent, WarpSpecialize, alloc_barrier, alloc_cluster_b
                       dec_max_nreg, inc_max_nreg, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_expect_tx,
                       mbarrier_wait_parity, fence_proxy_async, named_barrier_arrive, pdl_sync, pdl_trigger, ptx_arrive_cluster_barrier,
                       set_max_nreg, sync_grid, sync_threads, tma_copy, tma_store_arrive, tma_store_wait, ws,
-                      cluster_arrive, cluster_wait, cluster_sync, block_rank_in_cluster, copy_cluster)
+                      cluster_arrive, cluster_arrive_relaxed, cluster_wait, cluster_sync, block_rank_in_cluster,
+                      copy_cluster)
 from .builtins import (align_up, annotate_compile_flags, annotate_min_blocks_per_sm, annotate_pass_configs, attr,
                        let, match_buffer, thread_binding)
 from .dtypes import normalize_dtype
 from .kernel import (ClusterKernel, Kernel, get_block_binding, get_block_bindings, get_block_extent,
-                     get_block_extents, get_thread_binding, get_thread_bindings, get_thread_extent,
+                     get_block_extents, get_cluster_dims, get_cluster_extent, get_cluster_extents, get_cluster_id,
+                     get_cluster_ids, get_cluster_size, get_thread_binding, get_thread_bindings, get_thread_extent,
                      get_thread_extents)
 from .intrinsics import *  # noqa: F401,F403 - warp vote/shuffle, IEEE and fast math
 from .intrinsics import __cos, __exp, __exp10, __ffs, __fns, __ldg, __log, __log2, __log10, __sin, __tan  # noqa: F401

@@ -296,6 +296,13 @@ def cluster_arrive():
     return tirx.call_extern("int32", "tl::cluster_arrive")
 
 
+def cluster_arrive_relaxed():
+    """The cluster-wide barrier's arrive without release semantics (``barrier.cluster.arrive.relaxed``):
+    for a rendezvous that orders no memory, e.g. before the first remote access that a later
+    ``cluster_wait`` guards with its own fences."""
+    return tirx.call_extern("int32", "tl::cluster_arrive_relaxed")
+
+
 def cluster_wait():
     """The acquire half of the cluster-wide barrier."""
     return tirx.call_extern("int32", "tl::cluster_wait")
@@ -399,5 +406,5 @@ __all__ = [
     "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_arrive_expect_tx", "barrier_wait", "barrier_arrive",
     "ptx_arrive_cluster_barrier", "cp_async_barrier_noinc", "ws", "WarpSpecialize", "set_max_nreg", "inc_max_nreg", "dec_max_nreg",
     "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc", "pdl_trigger", "pdl_sync", "sync_grid",
-    "Persistent", "WS_ATTR", "tma_copy", "copy_cluster", "tma_store_wait", "tma_store_arrive", "fence_proxy_async", "cluster_arrive", "cluster_wait", "cluster_sync", "block_rank_in_cluster",
+    "Persistent", "WS_ATTR", "tma_copy", "copy_cluster", "tma_store_wait", "tma_store_arrive", "fence_proxy_async", "cluster_arrive", "cluster_arrive_relaxed", "cluster_wait", "cluster_sync", "block_rank_in_cluster",
 ]

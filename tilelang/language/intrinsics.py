@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from tvm import tirx
 
+from tilelang.tir_utils import const_int
+
 from ._ops import as_expr
 
 _FULL_MASK = 0xFFFFFFFF
@@ -704,6 +706,28 @@ def __fns(mask, base, offset):
                    offset)
 
 
+# ----- raw warpgroup MMA sequencing (upstream's names; T.wgmma_gemm / T.wait_wgmma do this themselves) ----
+def warpgroup_arrive():
+    """``wgmma.fence``: register and shared-memory writes before it are seen by the wgmma issued
+    after it (every thread of the warpgroup)."""
+    return _extern("int32", "tl::wgmma_fence")
+
+
+def warpgroup_commit_batch():
+    """``wgmma.commit_group``: the wgmma issued since the last commit form one group."""
+    return _extern("int32", "tl::wgmma_commit")
+
+
+def warpgroup_wait(num_mma):
+    """``wgmma.wait_group``: wait until at most ``num_mma`` (a constant 0..7) committed groups of
+    this warpgroup are in flight. Unlike ``T.wait_wgmma`` it pins no accumulator registers: pair
+    it with ``T.warpgroup_fence_operand`` as upstream's form does."""
+    n = const_int(as_expr(num_mma))
+    if n is None or not 0 <= n <= 7:
+        raise ValueError(f"T.warpgroup_wait takes a constant 0..7 (wgmma groups left in flight), got {num_mma!r}")
+    return _extern("int32", f"tl::wait_wgmma<{n}>")
+
+
 __all__ = ["access_ptr", "import_source", "ldg32", "ldg64", "ldg128", "ldg256", "stg32", "stg64", "stg128", "stg256", "lds32",
            "lds64", "lds128", "sts32", "sts64", "sts128", "abs2", "activemask", "add2", "assume", "fma2", "max2", "min2", "mul2", "sub2", "device_assert", "dp4a", "extract_lane", "all_of", "all_sync", "any_of", "any_sync", "ballot", "ballot_sync", "fast_rcp", "get_lane_idx",
            "get_warp_group_idx", "get_warp_idx", "get_warp_idx_sync", "ieee_add", "ieee_fdiv", "ieee_fmaf",
@@ -712,4 +736,5 @@ __all__ = ["access_ptr", "import_source", "ldg32", "ldg64", "ldg128", "ldg256", 
            "shfl_down", "shfl_sync", "shfl_up", "shfl_xor", "shuffle_elect", "sync_warp", "tvm_warp_shuffle",
            "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "tvm_warp_shuffle_xor", "syncthreads_and",
            "syncthreads_count", "syncthreads_or", "warp_reduce_bitand", "warp_reduce_bitor", "warp_reduce_bitxor",
-           "warp_reduce_max", "warp_reduce_min", "warp_reduce_sum"]
+           "warp_reduce_max", "warp_reduce_min", "warp_reduce_sum", "warpgroup_arrive", "warpgroup_commit_batch",
+           "warpgroup_wait"]

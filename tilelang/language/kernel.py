@@ -33,6 +33,7 @@ class KernelContext:
     block_vars: list = field(default_factory=list)
     threads: list = field(default_factory=list)
     thread_vars: list = field(default_factory=list)
+    cluster_dims: list = field(default_factory=lambda: [1, 1, 1])   # T.ClusterKernel's shape
 
     @property
     def num_threads(self) -> int:
@@ -116,7 +117,7 @@ class Kernel:
         self._ctx = None
 
     def __enter__(self):
-        ctx = KernelContext(blocks=self.blocks, threads=self.threads)
+        ctx = KernelContext(blocks=self.blocks, threads=self.threads, cluster_dims=list(self.cluster_dims or [1, 1, 1]))
         if self.cluster_dims is not None and self.cluster_dims != [1, 1, 1]:
             # a PrimFunc attribute, carried to the generated source as __cluster_dims__
             try:
@@ -205,4 +206,45 @@ def get_block_extent(dim: int = 0):
 
 def get_block_extents() -> list:
     return list(_require_kernel("T.get_block_extents").blocks)
+
+
+# ----- thread block clusters: the launch's shape, in block-index arithmetic -------------------
+def get_cluster_dims() -> list:
+    """The enclosing kernel's cluster shape ``[x, y, z]`` (``[1, 1, 1]`` without clusters)."""
+    return list(_require_kernel("T.get_cluster_dims").cluster_dims)
+
+
+def get_cluster_size() -> int:
+    """The number of blocks a cluster of the enclosing kernel holds."""
+    x, y, z = get_cluster_dims()
+    return x * y * z
+
+
+def get_cluster_id(dim: int = 0):
+    """The index along ``dim`` of the cluster this block belongs to: its block index divided by
+    the cluster's extent there (the block index itself without clusters; 0 past the grid's dims)."""
+    ctx = _require_kernel("T.get_cluster_id")
+    block = _binding(ctx.block_vars, dim, "block")
+    width = ctx.cluster_dims[dim]
+    return block if width == 1 or isinstance(block, tirx.IntImm) else tirx.floordiv(block, tirx.IntImm("int32", width))
+
+
+def get_cluster_ids() -> list:
+    """``get_cluster_id`` along every launched grid dimension."""
+    return [get_cluster_id(d) for d in range(len(_require_kernel("T.get_cluster_ids").block_vars))]
+
+
+def get_cluster_extent(dim: int = 0):
+    """The number of clusters along ``dim``: the grid extent there over the cluster's, rounded up."""
+    ctx = _require_kernel("T.get_cluster_extent")
+    extent = ctx.blocks[dim] if dim < len(ctx.blocks) else 1
+    width = ctx.cluster_dims[dim]
+    if isinstance(extent, int):
+        return -(-extent // width)
+    return tirx.floordiv(extent + (width - 1), width) if width > 1 else extent
+
+
+def get_cluster_extents() -> list:
+    """``get_cluster_extent`` along the three dimensions."""
+    return [get_cluster_extent(d) for d in range(3)]
 
