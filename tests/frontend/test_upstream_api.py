@@ -200,3 +200,9 @@ def test_a_fragment_loaded_by_copy_takes_the_layout_its_reader_needs(arch):
     assert frags["mask_local"].replication > 1                # a projection of acc_s's layout
     art = tilelang.lower(_masked_scores(), arch)
     assert nvcc.compile_cubin(art.source, art.arch, art.compile_flags)[:4] == b"\x7fELF"
+
+
+
+def test_prim_func_type_through_T():
+    """``def matmul(...) -> T.PrimFunc`` (upstream's T re-exports TVM's PrimFunc)."""
+    assert T.PrimFunc is tilelang.tvm.tirx.PrimFunc

@@ -215,6 +215,8 @@ def _upstream_submodule(name: str):
     return sys.modules.setdefault(module.__name__, module)
 
 
+PrimFunc = __import__("tvm").tirx.PrimFunc   # (as upstream's T)
+
 for _n in ("builtin", "atomic", "customize", "common", "copy_op", "fill_op", "gemm_op", "reduce_op", "scan_op",
            "logical", "loop", "math_intrinsics", "proxy", "symbolics", "warp_specialize", "utils"):
     if _n not in globals():
