@@ -35,11 +35,11 @@ def _matmul_ptr(block_M=64, block_N=64, block_K=32):
     return main
 
 
-def _table_copy(G=2, N=64):
+def _table_copy(G=2, N=64, make=T.make_tensor):
     @T.prim_func
     def main(src_ptrs: T.Tensor([G], T.ptr), out: T.Tensor([G, N], T.float16)):
         with T.Kernel(G, threads=1) as bx:
-            Src = T.make_tensor(src_ptrs[bx], (N,), T.float16)
+            Src = make(src_ptrs[bx], (N,), T.float16)
             for i in T.serial(N):
                 out[bx, i] = Src[i]
 
@@ -138,10 +138,16 @@ def test_artifact_rejects_bad_pointers():
         KernelArtifact.from_dict(data).check()
 
 
-def test_pointer_table_cuda():
-    art = tilelang.lower(_table_copy(), target="sm_90a")
+@pytest.mark.parametrize("make", [T.make_tensor, T.make_tensor_from_addr], ids=["make_tensor", "from_addr"])
+def test_pointer_table_cuda(make):
+    art = tilelang.lower(_table_copy(make=make), target="sm_90a")
     assert [p.kind for p in art.params] == ["tensor", "tensor"]
     assert re.search(r"\(half\*\)src_ptrs(_ptr)?\[\(\(int\)blockIdx.x\)\]", art.source)
+
+
+def test_make_tensor_from_addr_is_global_only():
+    with pytest.raises(ValueError, match="only global tensors"):
+        T.make_tensor_from_addr(T.int64(0), (4,), T.float32, storage_scope="shared")
 
 
 # ---------------------------------------------------------------- argument binding

@@ -45,7 +45,7 @@ from .random import rng_init, rng_rand, rng_rand_float
 from .reducer import (alloc_reducer, comm_reducer, finalize_reducer, reducer_init, reducer_update,
                       tvm_thread_allreduce)
 from .views import reshape, view
-from .pointer import make_tensor, ptr, ptx_commit_group, ptx_cp_async, ptx_wait_group
+from .pointer import make_tensor, make_tensor_from_addr, ptr, ptx_commit_group, ptx_cp_async, ptx_wait_group
 from .im2col import c2d_im2col, im2col  # noqa: F401
 from .tile_schedule import BaseTileScheduler, PersistentTileScheduler  # noqa: F401
 from .sm120 import mma_gemm_blockscaled  # noqa: F401

@@ -13,6 +13,8 @@ Contract:
   * over any other address (an element of a pointer table, an int64 value, a handle expression),
     a typed handle is bound to that address where the call stands and the tensor is declared over
     it (a ``Bind`` then a ``DeclBuffer``).
+- ``T.make_tensor_from_addr(addr, shape, dtype, strides)`` is upstream's name for the second form
+  (global tensors only).
 - ``T.ptx_cp_async(dst, src, num_elems[, predicate])`` between two element pointers
   (``T.access_ptr``) is the call ``tl.ptx_cp_async``; ``T.ptx_commit_group()`` /
   ``T.ptx_wait_group(n)`` are ``tl::cp_async_commit`` / ``tl::cp_async_wait<n>``. The lowering is
@@ -108,6 +110,15 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
     value = ir.Call(ir.Op.get("tirx.reinterpret"), [ptr], ret_ty=typed)
     data = _builder.Bind(value, typed)
     return _builder.decl_buffer(shape, dtype, data=data, strides=strides, scope=scope)
+
+
+def make_tensor_from_addr(addr, shape, dtype="float32", strides=None, storage_scope="global"):
+    """Upstream's name for ``T.make_tensor`` over an address value (a 64-bit integer or a pointer
+    expression: an element of a table of ``data_ptr()``s): a global tensor at ``addr``."""
+    if storage_scope != "global":
+        raise ValueError(f"T.make_tensor_from_addr: only global tensors have addresses a kernel can be given "
+                         f"(storage_scope={storage_scope!r}); view shared memory with T.view / T.reshape")
+    return make_tensor(addr, shape, dtype, strides)
 
 
 def ptx_cp_async(dst_access_ptr, src_access_ptr, num_elems, predicate=None):
