@@ -206,3 +206,42 @@ def test_a_fragment_loaded_by_copy_takes_the_layout_its_reader_needs(arch):
 def test_prim_func_type_through_T():
     """``def matmul(...) -> T.PrimFunc`` (upstream's T re-exports TVM's PrimFunc)."""
     assert T.PrimFunc is tilelang.tvm.tirx.PrimFunc
+
+
+@pytest.mark.parametrize("name,advice", [
+    ("tcgen05_mma", "sm_100 (Blackwell) and later"), ("alloc_tcgen05_smem_desc", "sm_100"),
+    ("make_mma_swizzle_layout", "tilelang.cuda.intrinsics"), ("ptx_wgmma_ss", "T.gemm"),
+    ("create_tma_descriptor", "T.tma_copy"), ("ptx_arrive_barrier", "T.alloc_barrier"),
+    ("annotate_ws_pipeline_depth", "num_stages")])
+def test_upstream_names_we_lack_say_what_to_write(name, advice):
+    """A name of upstream's T this compiler does not define is still an AttributeError (hasattr
+    stays false), with advice; any other missing name keeps the plain message."""
+    from tilelang.language import _UPSTREAM_ONLY
+
+    assert not hasattr(T, name)
+    with pytest.raises(AttributeError) as info:
+        getattr(T, name)
+    message = str(info.value)
+    assert message.startswith(f"module 'tilelang.language' has no attribute '{name}' (upstream's T.{name} ")
+    assert advice in message
+    with pytest.raises(AttributeError, match=r"no attribute 'no_such_name'$"):
+        T.no_such_name  # noqa: B018
+    assert not any(n in vars(T) for n in _UPSTREAM_ONLY)       # advice never shadows a real name
+
+
+def test_upstream_name_we_lack_fails_at_its_line(tmp_path):
+    src = tmp_path / "uses_tcgen05.py"
+    src.write_text("import tilelang.language as T\n\n\n"
+                   "@T.prim_func\n"
+                   "def k(A: T.Tensor((128,), 'float32')):\n"
+                   "    with T.Kernel(1, threads=128):\n"
+                   "        T.tcgen05_before_thread_sync()\n"
+                   "        A[0] = 1.0\n")
+    import importlib.util
+
+    from tilelang.frontend import ParseError
+
+    spec = importlib.util.spec_from_file_location("uses_tcgen05", src)
+    with pytest.raises(ParseError) as info:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert ":7:9" in str(info.value) and "sm_100 (Blackwell)" in str(info.value)

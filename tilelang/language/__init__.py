@@ -217,6 +217,46 @@ def _upstream_submodule(name: str):
 
 PrimFunc = __import__("tvm").tirx.PrimFunc   # (as upstream's T)
 
+# Names of upstream's T that this compiler does not define, and what to write instead: a kernel
+# using one fails at its line (the parser locates the AttributeError) with this advice rather
+# than a bare "no attribute".
+_SM100 = ("sm_100 (Blackwell) and later: this compiler targets sm_80 and sm_90a")
+_INTRINSICS = "is here in tilelang.cuda.intrinsics only (where upstream's own examples import it from)"
+_RAW_MMA = ("write the product as T.gemm (T.wgmma_gemm + T.wait_wgmma to overlap it on sm_90a; "
+            "T.gemm_sp for a 2:4 sparse A); raw MMA instructions and descriptors are not exposed")
+_RAW_BARRIER = ("use T.alloc_barrier with T.mbarrier_arrive / T.mbarrier_expect_tx / T.mbarrier_wait_parity")
+_RAW_TMA = ("use T.copy or T.tma_copy(src, dst, barrier=...): the compiler builds the tensor map")
+_UPSTREAM_ONLY = {
+    **dict.fromkeys(("TensorCoreIntrinEmitter", "TensorCoreIntrinEmitterWithLadderTransform", "get_ldmatrix_offset",
+                     "get_mma_micro_size", "get_swizzle_layout", "make_mma_swizzle_layout", "mma_store_index_map",
+                     "compute_gmma_descriptor", "WGMMATensorCoreIntrinEmitter"), _INTRINSICS),
+    **dict.fromkeys(("ptx_wgmma_ss", "ptx_wgmma_rs", "ptx_wgmma_sp_ss", "ptx_wgmma_sp_rs", "wgmma_mma",
+                     "wgmma_gemm_sp", "alloc_wgmma_desc", "alloc_descriptor", "initialize_wgmma_descriptor",
+                     "increase_descriptor_offset", "WGMMADescriptorParams", "ptx_mma", "ptx_mma_sp", "ptx_mma_sm70",
+                     "ptx_ldmatrix", "mma_fill", "mma_store", "SparseTensorCoreIntrinEmitter",
+                     "WGSparseTensorCoreIntrinEmitter"), _RAW_MMA),
+    **dict.fromkeys(("ptx_arrive_barrier", "ptx_arrive_barrier_expect_tx", "ptx_cp_async_barrier",
+                     "ptx_fence_barrier_init", "ptx_init_barrier_thread_count", "ptx_wait_barrier", "create_barriers"),
+                    _RAW_BARRIER),
+    **dict.fromkeys(("create_tma_descriptor", "tma_load", "ptx_cp_async_bulk"), _RAW_TMA),
+    "annotate_ws_pipeline_depth": "the pipeline depth here is T.Pipelined's num_stages",
+    "ret": "end the kernel's work with an `if` around it (no early return from device code)",
+}
+_SM100_MARKS = ("tcgen05", "TCGEN05", "umma", "blockscaled", "clc_", "_2sm", "tmem", "SM120", "gather4", "scatter4")
+
+
+def __getattr__(name):
+    """An AttributeError for a name T does not define, with advice where upstream's T has it."""
+    hint = _UPSTREAM_ONLY.get(name)
+    if hint is None and not name.startswith("__") and any(m in name for m in _SM100_MARKS):
+        hint = f"upstream's T.{name} is for {_SM100}"
+    elif hint == _INTRINSICS:
+        hint = f"upstream's T.{name} {hint}"
+    elif hint is not None:
+        hint = f"upstream's T.{name} is not implemented by this compiler; {hint}"
+    raise AttributeError(f"module 'tilelang.language' has no attribute {name!r}" + (f" ({hint})" if hint else ""))
+
+
 for _n in ("builtin", "atomic", "customize", "common", "copy_op", "fill_op", "gemm_op", "reduce_op", "scan_op",
            "logical", "loop", "math_intrinsics", "proxy", "symbolics", "warp_specialize", "utils"):
     if _n not in globals():
