@@ -822,8 +822,9 @@ def persistent_cluster_plan(lw) -> "Cluster | None":
     even number of tiles (both blocks of a cluster then run the same number), not paired, and
     2-D producer copies two blocks can split (``_cluster_split``); every such copy is a
     candidate, multicast on the tiles where the two blocks' coordinates agree."""
-    ws, P = lw.ws, lw.ws.persistent
-    if ws is None or P is None or ws.gemm is None or P.paired_rows or not lw.configs.get("tl.cluster_multicast"):
+    ws = lw.ws
+    P = ws.persistent if ws is not None else None
+    if P is None or ws.gemm is None or P.paired_rows or not lw.configs.get("tl.cluster_multicast"):
         return None
     tiles = const_int(P.tiles)
     if tiles is None or tiles % 2 or any(const_int(e) is None for _, e in P.dims):
