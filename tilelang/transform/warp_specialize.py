@@ -101,6 +101,7 @@ that the device code names through ``TL_TMAP(j)`` (``codegen.cuda``); the boxes 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from tvm import ir, tirx
@@ -1776,36 +1777,40 @@ class _PairedTail:
                 tirx.Select(in_tail, head, unit))
 
 
+def _tile_index_binds(t, dims, target, last) -> list:
+    """Bindings of ``target[v]`` for each ``(v, extent)`` of ``dims``: the linear tile index ``t``
+    split, the first dimension fastest (the grid's last dimension, ``last``, takes the rest)."""
+    binds, stride = [], None
+    for v, e in dims:
+        idx = t if stride is None else tirx.truncdiv(t, stride)
+        binds.append(tirx.Bind(target[v], idx if v.same_as(last) else tirx.truncmod(idx, e)))
+        stride = e if stride is None else stride * e
+    return binds
+
+
 def _pair_flag_binds(ws, P, tile_binds) -> list:
     """A persistent cluster's producer, per tile: the block indices and tile bindings (a user's
     swizzle) of the peer's tile t ^ 1 (``_q``), then each multicast candidate's flag, true where
     its coordinates are the same for both tiles (both blocks compute the same flags). A flag whose
     coordinates differ in the issue loop's own variable stays false (the block loads its own)."""
-    peer, t, stride = {}, i32(0), None
-    for v, e in P.dims:
+    t, stride = i32(0), None
+    for v, e in P.dims:     # this tile's linear index, from its block indices
         t = t + (v if stride is None else v * stride)
         stride = e if stride is None else stride * e
-    t_q, stride, out = tirx.Var("tile_q", "int32"), None, []
-    out.append(tirx.Bind(t_q, tirx.bitwise_xor(t, i32(1))))
-    for v, e in P.dims:
-        idx = t_q if stride is None else tirx.truncdiv(t_q, stride)
-        peer[v] = tirx.Var(f"{v.name}_q", "int32")
-        out.append(tirx.Bind(peer[v], idx if v.same_as(P.dims[-1][0]) else tirx.truncmod(idx, e)))
-        stride = e if stride is None else stride * e
+    t_q = tirx.Var("tile_q", "int32")
+    peer = {v: tirx.Var(f"{v.name}_q", "int32") for v, _ in P.dims}
+    out = [tirx.Bind(t_q, tirx.bitwise_xor(t, i32(1)))] + _tile_index_binds(t_q, P.dims, peer, P.dims[-1][0])
     for b in tile_binds:
         peer[b.var] = tirx.Var(f"{b.var.name}_q", "int32")
         out.append(tirx.Bind(peer[b.var], substitute(b.value, peer)))
     k = ws.issue_loop.loop_var
     for flag, coords in ws.cluster.pair_flags:
-        same = tirx.const(True, "bool")
-        for c in coords:
-            c_q = substitute(c, peer)
-            if ir.structural_equal(c, c_q):
-                continue
-            if uses_vars(c, [k]):
-                same = tirx.const(False, "bool")
-                break
-            same = tirx.EQ(c, c_q) if isinstance(same, tirx.IntImm) and same.value else tirx.And(same, tirx.EQ(c, c_q))
+        differ = [(c, substitute(c, peer)) for c in coords]
+        differ = [(c, c_q) for c, c_q in differ if not ir.structural_equal(c, c_q)]
+        if any(uses_vars(c, [k]) for c, _ in differ):
+            same = tirx.const(False, "bool")
+        else:
+            same = functools.reduce(tirx.And, [tirx.EQ(c, c_q) for c, c_q in differ], tirx.const(True, "bool"))
         out.append(tirx.Bind(flag, same))
     return out
 
@@ -1859,14 +1864,10 @@ def _persist(lw, front, before, after):
             t, binds = tirx.truncdiv(t, half), []
             if split is not None:    # the last rounds: single tiles, longest first (``_PairedTail``)
                 binds, row_x, t = split.decode(it, suffix, row_x, t)
-            binds, stride, dims = binds + [tirx.Bind(new[dims[0][0]], row_x)], None, dims[1:]
+            binds, dims = binds + [tirx.Bind(new[dims[0][0]], row_x)], dims[1:]
         else:
-            t, binds, stride = bx + it * grid, [], None
-        for v, e in dims:
-            idx = t if stride is None else tirx.truncdiv(t, stride)
-            last = v.same_as(P.dims[-1][0])
-            binds.append(tirx.Bind(new[v], idx if last else tirx.truncmod(idx, e)))
-            stride = e if stride is None else stride * e
+            t, binds = bx + it * grid, []
+        binds += _tile_index_binds(t, dims, new, P.dims[-1][0])
         return tirx.For(it, i32(0), count, tirx.ForKind.SERIAL, seq(binds + [body]), span=marker.span)
 
     # producer: its own copies of the tile bindings around the TMA issue loop
