@@ -67,7 +67,8 @@ def test_fragment_zeroed_by_a_loop_then_reduced_into():
                 B[i] = acc[i]
 
     body = _body(kernel)
-    assert "tl::warp_allreduce<tl::SumOp" in body or "AllReduce" in body
+    # 16 rows a thread over 16 lanes: one all-reduce of the thread's rows together
+    assert "tl::warp_allreduce_rows<tl::SumOp, 1, 16, 16>" in body
 
 
 def test_reduced_fragment_copied_to_shared_memory():

@@ -1,5 +1,5 @@
 // Runtime tests of the small parts of the device library: warp reductions
-// (reduce.h), atomics (atomic.h), cp.async and vector copies (copy.h), math
+// (reduce.h, one value or several rows a lane), atomics (atomic.h), cp.async and vector copies (copy.h), math
 // helpers (math.h) and conversions / limits (common.h).  Prints PASS/FAIL
 // per check and exits non-zero when any check fails.
 //
@@ -109,6 +109,70 @@ void test_allreduce_type() {
   test_allreduce<tl::MinOp, kMin, 4, 32, T>("MinOp");
   test_allreduce<tl::AbsSumOp, kAbsSum, 1, 4, T>("AbsSumOp");
   test_allreduce<tl::AbsMaxOp, kAbsMax, 2, 16, T>("AbsMaxOp");
+}
+
+// warp_allreduce_rows: R rows a lane, every row reduced over the lanes of a group (as
+// warp_allreduce<Op, LO, HI> does one), the rows halved between partners and gathered back.
+template <class Op, int LO, int HI, int R, class T>
+__global__ void allreduce_rows_kernel(const T* in, T* out) {
+  T v[R];
+  for (int r = 0; r < R; ++r) v[r] = in[threadIdx.x * R + r];
+  tl::warp_allreduce_rows<Op, LO, HI, R>(v);
+  for (int r = 0; r < R; ++r) out[threadIdx.x * R + r] = v[r];
+}
+
+template <class Op, OpKind KIND, int LO, int HI, int R, class T>
+void test_allreduce_rows(const char* name) {
+  std::vector<T> hin(32 * R), hout(32 * R);
+  std::vector<double> v(32 * R);
+  for (int i = 0; i < 32 * R; ++i) {
+    v[i] = ((i * 13 + 5) % 29) - 14;  // small integers of both signs: exact in every type
+    hin[i] = hcast<T>(v[i]);
+  }
+  T *din, *dout;
+  CHECK_CUDA(cudaMalloc(&din, hin.size() * sizeof(T)));
+  CHECK_CUDA(cudaMalloc(&dout, hin.size() * sizeof(T)));
+  CHECK_CUDA(cudaMemcpy(din, hin.data(), hin.size() * sizeof(T), cudaMemcpyHostToDevice));
+  allreduce_rows_kernel<Op, LO, HI, R, T><<<1, 32>>>(din, dout);
+  CHECK_CUDA(cudaMemcpy(hout.data(), dout, hout.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  cudaFree(din);
+  cudaFree(dout);
+  const int group_bits = (HI - 1) & ~(LO - 1);
+  bool ok = true;
+  for (int l = 0; l < 32; ++l) {
+    for (int r = 0; r < R; ++r) {
+      double acc = 0;
+      bool first = true;
+      for (int o = 0; o < 32; ++o) {
+        if ((o & ~group_bits) != (l & ~group_bits)) continue;
+        const double x = v[o * R + r];
+        if (first) {
+          acc = x;
+          first = false;
+        } else if (KIND == kSum) {
+          acc += x;
+        } else if (KIND == kMax) {
+          acc = std::max(acc, x);
+        } else {
+          acc = std::min(acc, x);
+        }
+      }
+      if (hval(hout[l * R + r]) != acc) ok = false;
+    }
+  }
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "warp_allreduce_rows<%s, %d, %d, %d> (%d-byte values)", name, LO, HI, R,
+                (int)sizeof(T));
+  report(ok, buf);
+}
+
+void test_allreduce_rows_all() {
+  test_allreduce_rows<tl::MaxOp, kMax, 1, 32, 16, float>("MaxOp");      // the top-k router's
+  test_allreduce_rows<tl::SumOp, kSum, 1, 32, 8, float>("SumOp");
+  test_allreduce_rows<tl::SumOp, kSum, 1, 16, 8, half>("SumOp");
+  test_allreduce_rows<tl::MinOp, kMin, 2, 32, 4, __nv_bfloat16>("MinOp");  // groups of strided lanes
+  test_allreduce_rows<tl::MaxOp, kMax, 4, 16, 64, int>("MaxOp");        // more rows than lanes
+  test_allreduce_rows<tl::SumOp, kSum, 1, 32, 32, double>("SumOp");     // 8-byte values
 }
 
 // ------------------------------------------------------------------------
@@ -415,6 +479,7 @@ int main() {
   test_allreduce_type<__nv_bfloat16>();
   test_allreduce_type<int>();
   test_allreduce_type<double>();
+  test_allreduce_rows_all();
   test_atomics();
   test_atomic_old();
   test_copies();

@@ -1,0 +1,69 @@
+"""Fragment reductions of several rows a thread over 16 or 32 lanes (``tl::warp_allreduce_rows``)
+against torch: the kernels of tests/transform/test_reduce_rows.py, every op and type it takes, and
+upstream's top-k router shape (both of its reductions at once, six rounds)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
+
+import tilelang  # noqa: E402
+from test_reduce_rows import rows_kernel, topk_kernel  # noqa: E402
+
+# (blk_m, N, threads): 16 rows a thread over 32 lanes, 8 over 32, 8 over 16, 32 rows over 32 (for
+# 32-bit types; 16-bit ones lay 8 columns a thread: half the lanes, as many rows)
+R16, R8, R8x16, R32 = (64, 128, 128), (32, 128, 128), (64, 64, 128), (128, 128, 128)
+CASES = [(R16, "max", "float32"), (R16, "sum", "float32"), (R16, "bitxor", "int32"), (R16, "max", "int32"),
+         (R16, "sum", "float64"), (R16, "abssum", "float16"), (R16, "min", "float16"), (R16, "sum", "bfloat16"),
+         (R8, "absmax", "float32"), (R8x16, "max", "float32"), (R8x16, "sum", "float32"), (R32, "sum", "float32"),
+         (R32, "min", "bfloat16")]
+
+
+def _reference(a, kind):
+    if kind == "bitxor":
+        out = a[:, 0].clone()
+        for j in range(1, a.shape[1]):
+            out ^= a[:, j]
+        return out
+    x = a.abs() if kind.startswith("abs") else a
+    x = x.double() if x.is_floating_point() else x
+    if kind in ("sum", "abssum"):
+        return x.sum(1)
+    return x.amax(1) if kind in ("max", "absmax") else x.amin(1)
+
+
+@pytest.mark.parametrize("shape,kind,dtype", CASES)
+def test_rows_match_torch(shape, kind, dtype):
+    blk_m, N, threads = shape
+    M = 8 * blk_m
+    kernel = tilelang.compile(rows_kernel(M, N, blk_m, threads, kind=kind, dtype=dtype), out_idx=[1])
+    assert "warp_allreduce_rows" in kernel.get_kernel_source()
+    tdt = getattr(torch, dtype)
+    if dtype == "int32":
+        a = torch.randint(-1000, 1000, (M, N), dtype=tdt, device="cuda")
+    else:
+        a = torch.randn(M, N, dtype=tdt, device="cuda")
+    out = kernel(a)
+    ref = _reference(a, kind)
+    if dtype == "int32":
+        assert torch.equal(out, ref)
+    elif kind in ("max", "min", "absmax"):
+        assert torch.equal(out.double(), ref.double())      # exact: a max picks one of the values
+    else:
+        tol = {"float16": 0.5, "bfloat16": 2.0}.get(dtype, 1e-4)
+        torch.testing.assert_close(out.double(), ref.double(), atol=tol, rtol=1e-2)
+
+
+def test_topk_router():
+    """Upstream's examples/topk kernel shape: six rounds of a max and an argmax over 16 rows a
+    thread; values and indices equal torch.topk's (distinct values: no ties)."""
+    M, N, K = 8192, 128, 6
+    kernel = tilelang.compile(topk_kernel(M, N, K), out_idx=[1, 2])
+    logits = torch.rand((M, N), device="cuda").argsort(dim=1).to(torch.float32) / N
+    gates, idx = kernel(logits)
+    ref_g, ref_i = logits.topk(K, dim=1)
+    assert torch.equal(gates, ref_g) and torch.equal(idx, ref_i.to(torch.int32))

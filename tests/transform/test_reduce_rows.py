@@ -1,0 +1,131 @@
+"""A fragment reduction whose threads each hold several rows, reduced over 16 or 32 lanes of a warp
+(upstream's MoE top-k router: 64 x 128 logits, 128 threads, 16 rows a thread over 32 lanes), goes
+through one ``tl::warp_allreduce_rows`` for all of a thread's rows (halved between lane partners,
+then gathered back) instead of one butterfly a row: 31 shuffles instead of 80. Fewer rows or lanes
+(an attention row: 2 rows over 4 lanes) keep the butterfly a row. CPU only: the generated CUDA is
+inspected and compiled; tests/gpu/test_reduce_rows_gpu.py runs the kernels against torch."""
+
+import re
+
+import pytest
+
+import tilelang
+import tilelang.language as T
+from tilelang.jit import nvcc
+from tilelang.transform.lower_reduce import _rows_at_once
+
+try:
+    nvcc.find_nvcc()
+    HAVE_NVCC = True
+except Exception:  # noqa: BLE001
+    HAVE_NVCC = False
+
+_REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "absmax": "reduce_absmax",
+           "abssum": "reduce_abssum", "bitxor": "reduce_bitxor"}
+
+
+def rows_kernel(M, N, blk_m, threads, kind="max", dtype="float32"):
+    """out[i] = reduce(A[i, :]) for blocks of ``blk_m`` rows, the block's rows in one fragment."""
+    reduce = getattr(T, _REDUCE[kind])
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=threads) as bx:
+            F = T.alloc_fragment((blk_m, N), dtype)
+            R = T.alloc_fragment((blk_m,), dtype)
+            T.copy(A[bx * blk_m, 0], F)
+            reduce(F, R, dim=1)
+            T.copy(R, B[bx * blk_m])
+
+    return main
+
+
+def _source(func, arch="sm_90a"):
+    return tilelang.lower(func, target=f"cuda -arch={arch}").kernel_source
+
+
+def _calls(src):
+    """(functor, LO, HI, rows or None) of each warp all-reduce the source makes."""
+    rows = [(f, int(lo), int(hi), int(r)) for f, lo, hi, r in
+            re.findall(r"tl::warp_allreduce_rows<tl::(\w+), (\d+), (\d+), (\d+)", src)]
+    single = [(f, int(lo), int(hi), None) for f, lo, hi in re.findall(r"tl::warp_allreduce<tl::(\w+), (\d+), (\d+)", src)]
+    return rows + single
+
+
+# (blk_m, N, threads) -> the one all-reduce expected: the router's 16 rows over 32 lanes, 8 rows
+# over 32, 8 rows over 16 lanes (two rows of 64 columns a warp); 4 rows over 16 lanes and 2 rows
+# over 32 (too few: a butterfly each)
+SHAPES = [((64, 128, 128), ("MaxOp", 1, 32, 16)), ((32, 128, 128), ("MaxOp", 1, 32, 8)),
+          ((64, 64, 128), ("MaxOp", 1, 16, 8)), ((32, 64, 128), ("MaxOp", 1, 16, None)),
+          ((8, 128, 128), ("MaxOp", 1, 32, None))]
+
+
+@pytest.mark.parametrize("shape,expect", SHAPES)
+def test_rows_reduced_at_once(shape, expect):
+    blk_m, N, threads = shape
+    calls = _calls(_source(rows_kernel(4 * blk_m, N, blk_m, threads)))
+    assert calls == [expect]
+
+
+def test_rule():
+    assert _rows_at_once(16, 32) and _rows_at_once(8, 16) and _rows_at_once(64, 32)
+    # an attention row's two rows over a quad, eight rows over 8 lanes, four rows over 16 lanes
+    # (dsv4_act_quant_fp8), two rows over a warp, a row count not a power of two
+    assert not _rows_at_once(2, 4) and not _rows_at_once(8, 8) and not _rows_at_once(4, 16)
+    assert not _rows_at_once(2, 32) and not _rows_at_once(12, 32)
+
+
+def topk_kernel(M, N=128, K=6, blk_m=64):
+    """Upstream's examples/topk router: K rounds of a row max and the index of that max over
+    ``blk_m`` x ``N`` logits on 128 threads (16 rows a thread at 64 x 128), each max then masked."""
+
+    @T.prim_func
+    def topk(logits: T.Tensor((M, N), "float32"), gates: T.Tensor((M, K), "float32"),
+             idx: T.Tensor((M, K), "int32")):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+            frag = T.alloc_fragment([blk_m, N], "float32")
+            max_val = T.alloc_fragment([blk_m], "float32")
+            expand = T.alloc_fragment([blk_m, N], "int32")
+            max_idx = T.alloc_fragment([blk_m], "int32")
+            T.copy(logits[bx * blk_m, 0], frag)
+            for k in T.serial(K):
+                T.fill(expand, -1)
+                T.reduce_max(frag, max_val, dim=1, clear=True)
+                for i, j in T.Parallel(blk_m, N):
+                    expand[i, j] = T.if_then_else(max_val[i] == frag[i, j], j, expand[i, j])
+                T.reduce_max(expand, max_idx, dim=1, clear=True)
+                for i, j in T.Parallel(blk_m, N):
+                    frag[i, j] = T.if_then_else(max_val[i] == frag[i, j], -10000.0, frag[i, j])
+                for i in T.Parallel(blk_m):
+                    gates[bx * blk_m + i, k] = max_val[i]
+                    idx[bx * blk_m + i, k] = max_idx[i]
+
+    return topk
+
+
+def test_router_kernel_of_upstream_shape():
+    """The top-k router's loop: both of its reductions (the max, then the max index) at once."""
+    assert _calls(_source(topk_kernel(512))) == [("MaxOp", 1, 32, 16)] * 2
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
+def test_shuffles_and_registers():
+    """16 rows over 32 lanes: 31 shuffles in the PTX (a butterfly a row: 80), the rows stay in
+    registers (no stack frame: every index a constant) and no branch splits the lanes around a
+    shuffle (the lane's half is chosen by bit operations)."""
+    art = tilelang.lower(rows_kernel(256, 128, 64, 128), target="cuda -arch=sm_90a")
+    ptx = nvcc.compile_ptx(art.kernel_source, "sm_90a", art.compile_flags)
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 31
+    info = nvcc.ptxas_info(art.kernel_source, "sm_90a", art.compile_flags)
+    assert [i.stack_frame for i in info.values()] == [0]
+    assert "bra" not in ptx.split("shfl.sync.bfly", 1)[1].rsplit("shfl.sync.bfly", 1)[0]
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
+@pytest.mark.parametrize("kind,dtype", [("max", "float32"), ("sum", "float16"), ("min", "bfloat16"),
+                                        ("absmax", "float32"), ("bitxor", "int32"), ("sum", "float64")])
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_compiles(kind, dtype, arch):
+    art = tilelang.lower(rows_kernel(256, 128, 64, 128, kind=kind, dtype=dtype), target=f"cuda -arch={arch}")
+    assert "warp_allreduce_rows" in art.kernel_source
+    assert nvcc.compile_cubin(art.kernel_source, arch, art.compile_flags)[:4] == b"\x7fELF"
