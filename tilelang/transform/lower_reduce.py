@@ -7,7 +7,8 @@ combined as a tree, so the dependency chain is a quarter as long; in a loop whos
 overflow the register file, FOLD_LANES chains in all rather than per output register,
 ``_fold_lanes``; two registers per packed ``tl::add2`` / ``max2`` / ``min2`` where the type and
 target have pair instructions, see ``_pair_fold``); threads of the same warp that hold other parts
-of the row combine through an XOR-shuffle butterfly (``tl::warp_allreduce``); threads in other
+of the row combine through an XOR-shuffle butterfly (``tl::warp_allreduce``; 8 or more rows a thread
+over 16 or 32 lanes all at once, ``tl::warp_allreduce_rows``, see ``_rows_at_once``); threads in other
 warps combine through a shared-memory workspace. Every replica of the result ends up with the full value, which is what
 the replicated output layout (``drop_dim``) promises. Thread-private arrays (``T.alloc_local`` /
 ``T.alloc_var`` operands) are folded by each thread on its own.
