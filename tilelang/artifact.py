@@ -114,6 +114,32 @@ KNOWN_DTYPES: dict[str, tuple[int, str]] = {
 # the factor.
 PACKED_DTYPES: dict[str, int] = {"float4_e2m1fn": 2, "int4": 2, "uint4": 2}
 
+# TVM dtype -> the torch dtype of the same name where torch has it (``torch_dtype``)
+TORCH_NAMES = {
+    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "float8_e8m0fnu": "float8_e8m0fnu",
+}
+# The torch storage type of a packed sub-byte tensor (outputs of that dtype are allocated as it).
+PACKED_STORAGE = {"float4_e2m1fn": "float4_e2m1fn_x2", "int4": "int8", "uint4": "uint8"}
+
+
+def torch_dtype(tvm_dtype: str):
+    """The torch dtype for a TVM dtype string; ArtifactError if torch lacks it."""
+    import torch
+
+    if tvm_dtype in PACKED_DTYPES:
+        dt = getattr(torch, PACKED_STORAGE[tvm_dtype], None)
+        return dt if isinstance(dt, torch.dtype) else torch.int8
+    name = TORCH_NAMES.get(tvm_dtype)
+    dt = getattr(torch, name, None) if name else None
+    if not isinstance(dt, torch.dtype):
+        raise ArtifactError(f"dtype {tvm_dtype!r} has no torch equivalent in torch {torch.__version__}")
+    return dt
+
 # C-level kinds a kernel argument can have (driver.ARG_FORMATS packs each of them)
 ARG_TYPES = ("ptr", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
              "float16", "float32", "float64", "tensormap")
@@ -141,8 +167,36 @@ class ArtifactError(ValueError):
     """The artifact is internally inconsistent: a bug on the compiler side."""
 
 
+class DtypeQueries:
+    """Upstream's questions about a kernel parameter's type (``KernelParam``'s methods), for any
+    object with a TVM dtype string ``dtype`` and a ``shape`` list."""
+
+    def is_scalar(self) -> bool:
+        return len(self.shape) == 0
+
+    def _dtype_name(self) -> str:
+        name = str(self.dtype)
+        return name[len("torch."):] if name.startswith("torch.") else name
+
+    def is_unsigned(self) -> bool:
+        return self._dtype_name().startswith("uint")
+
+    def is_float8(self) -> bool:
+        return self._dtype_name().startswith("float8")
+
+    def is_float4(self) -> bool:
+        return self._dtype_name().startswith("float4")
+
+    def is_boolean(self) -> bool:
+        return self._dtype_name().startswith("bool")
+
+    def torch_dtype(self):
+        """The torch dtype of the parameter's elements (``torch.empty(shape, dtype=p.torch_dtype())``)."""
+        return torch_dtype(self._dtype_name())
+
+
 @dataclass
-class ParamSpec:
+class ParamSpec(DtypeQueries):
     name: str
     kind: str
     dtype: str

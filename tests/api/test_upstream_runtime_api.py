@@ -348,3 +348,70 @@ def test_jit_call_form_tells_1_from_1_0_and_true():
 
     forms = {_call_form((1,), {}), _call_form((1.0,), {}), _call_form((True,), {})}
     assert len(forms) == 3 and _call_form((1,), {}) == _call_form((1,), {})
+
+
+# ------------------------------------------------------------------ names harnesses import
+@tilelang.jit
+def _add1d(A, B, BLOCK_N: int):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float16)
+    B: T.Tensor((N,), T.float16)
+    C = T.empty((N,), T.float16)
+    with T.Kernel(N // BLOCK_N, threads=128) as bx:
+        for i in T.Parallel(BLOCK_N):
+            C[bx * BLOCK_N + i] = A[bx * BLOCK_N + i] + B[bx * BLOCK_N + i]
+    return C
+
+
+def test_jitimpl_kernelparam_and_print_source_code(capsys, tmp_path):
+    """A puzzle harness written for upstream (tilelang-puzzles' common/utils.py) imports
+    tilelang.jit.JITImpl and tilelang.engine.param.KernelParam for its type hints, reads the
+    params' shape and dtype, and prints kernels with print_source_code()."""
+    from tilelang.engine.param import KernelParam
+    from tilelang.jit import JITImpl
+
+    @tilelang.jit(out_idx=[-1])
+    def factory(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=32):
+                for i in T.Parallel(n):
+                    B[i] = A[i]
+        return main
+
+    @tilelang.jit
+    @T.prim_func
+    def prim(A: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            A[T.get_thread_binding()] = 1.0
+
+    assert all(isinstance(j, JITImpl) for j in (_add1d, factory, prim)) and JITImpl[int, str] is JITImpl
+    kernel = _add1d.compile(N=4096, BLOCK_N=1024)
+    params = kernel.params
+    assert all(isinstance(p, KernelParam) for p in params)
+    assert [list(p.shape) for p in params] == [[4096]] * 3 and params[0].torch_dtype() == torch.float16
+    assert not params[0].is_scalar() and not params[0].is_float8() and not params[0].is_boolean()
+    scalar = KernelParam("uint8", [])
+    assert scalar.is_scalar() and scalar.is_unsigned() and scalar.torch_dtype() == torch.uint8
+    assert str(scalar.tilelang_dtype()) == "uint8"
+    kernel.print_source_code()
+    assert 'extern "C" __global__' in capsys.readouterr().out
+    kernel.show_source("both")
+    out = capsys.readouterr().out
+    assert "===== Kernel Source =====" in out and "===== Host Source =====" in out and "grid:" in out
+    kernel.print_source_code(file=str(tmp_path / "k.cu"))
+    assert (tmp_path / "k.cu").read_text() == kernel.get_kernel_source()
+    with pytest.raises(ValueError, match="which="):
+        kernel.show_source("ptx")
+
+
+def test_a_misspelt_parameter_keyword_is_a_type_error():
+    """`k(A, block_N=128)` for a parameter named BLOCK_N: upstream's TypeError (a missing required
+    argument), here naming the keyword that was meant; it crashed the process in TVM's floordiv
+    (`N // BLOCK_N` with BLOCK_N left None)."""
+    from tvm import tirx
+
+    with pytest.raises(TypeError, match=r"missing a required argument: 'BLOCK_N' \(block_N= names no parameter"):
+        _add1d.compile(N=4096, block_N=1024)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        tirx.Var("n", "int32") // None

@@ -361,3 +361,35 @@ def test_raw_warpgroup_sequencing():
     assert fence < body.index("tl::wgmma_gemm") < commit < wait < body.index("tl::wgmma_fence_accumulator<32>")
     with pytest.raises(ValueError, match="constant 0..7"):
         T.warpgroup_wait(9)
+
+
+def test_a_flag_set_under_a_guard_inside_a_pipelined_loop():
+    """A paged decode's loop (a vendored copy of upstream's sparse GQA paged decode): inside
+    `T.Pipelined`, an `if` on the block table both sets a `T.alloc_var` flag and reads the physical
+    block it copies from. Upstream 0.1.15 stops in MakePackedAPI ("variables (phys,) are used, but
+    are not passed in as API arguments"); ours keeps the index a value of the guarded iteration."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def kernel(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64, 64), "float16"),
+               idx: T.Tensor((n,), "int32"), table: T.Tensor((64,), "int32"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Qs = T.alloc_shared((64, 64), "float16")
+            Ks = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            seen = T.alloc_var("bool")
+            T.copy(Q, Qs)
+            T.clear(acc)
+            seen = False
+            for i in T.Pipelined(n, num_stages=2):
+                logical = idx[i]
+                if logical >= 0:
+                    seen = True
+                    phys = table[logical]
+                    T.copy(K[phys, :, :], Ks)
+                    T.gemm(Qs, Ks, acc, transpose_B=True)
+            if seen:
+                T.copy(acc, O)
+
+    body = _cuda(kernel)
+    assert "table[" in body and "wgmma" in body

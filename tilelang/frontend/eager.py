@@ -140,6 +140,7 @@ class EagerProgram:
         """(PrimFunc, out_idx, runtime argument names in parameter order)."""
         arguments, consts = self.split(args, kwargs)
         kinds = self.kinds(arguments)
+        self._check_python_arguments(kinds, arguments, consts)
         tensors = [n for n, k in kinds.items() if k == "tensor"]
         signature = self._run(arguments, kinds, EagerState(tensors, consts, discover=True))
         consts.update(_match(signature, arguments))
@@ -153,6 +154,22 @@ class EagerProgram:
                 if r is not None and o.same_as(r):
                     out_idx.append(len(params) + i)
         return func, out_idx, params
+
+    def _check_python_arguments(self, kinds, arguments, consts):
+        """A parameter that is neither a tensor nor a run-time scalar is a Python value the body
+        computes with (a tile size): the call must give it (tensors may be left out of a
+        ``compile``, their shapes coming from ``T.const`` keywords). Upstream's message, plus the
+        keyword that was probably meant for it."""
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        missing = [n for n, k in kinds.items() if k == "python" and n not in arguments
+                   and self.signature.parameters[n].kind not in variadic]
+        if not missing:
+            return
+        msg = f"{self.func.__name__}() missing a required argument: '{missing[0]}'"
+        close = [k for k in consts if k.lower() == missing[0].lower()]
+        if close:
+            msg += f" ({close[0]}= names no parameter: parameter names are case-sensitive)"
+        raise EagerError(msg)
 
     def _run(self, arguments, kinds, state, build=False):
         builder = Builder(self.rw.spans, self.rw.file)

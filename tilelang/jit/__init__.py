@@ -27,6 +27,7 @@ from tilelang.artifact import KernelArtifact
 from tilelang import knobs
 from tilelang.jit.binding import FactoryFunc
 from tilelang.jit.diagnostics import jit_phase
+from tilelang.jit.impl import JITImpl
 from tilelang.jit import kernel as _kernel_module
 from tilelang.jit.kernel import JITKernel, wide_builder
 # the tl.* configs of the entered PassContexts as a hashable key (empty outside any)
@@ -35,7 +36,7 @@ from tilelang.tvm_compat import tl_configs_key as _context_configs
 LOWER_LOCK = threading.RLock()
 _log = logging.getLogger("tilelang")
 
-__all__ = ["JITKernel", "compile", "jit", "lower", "par_compile"]
+__all__ = ["JITImpl", "JITKernel", "compile", "jit", "lower", "par_compile"]
 
 
 def _normalize_out_idx(out_idx, func=None):
@@ -139,7 +140,7 @@ def _write_kernel_source(directory, artifact: KernelArtifact) -> None:
             f.write(artifact.source)
 
 
-class _JitFactory:
+class _JitFactory(JITImpl):
     """The object ``@tilelang.jit`` returns: call it like the factory to get a kernel.
 
     Kernels are memoised per canonical argument tuple (``func.parse_args``: positional, keyword
@@ -309,7 +310,7 @@ def _hashable(value):
         return repr(value)
 
 
-class _CompiledOnUse:
+class _CompiledOnUse(JITImpl):
     """``@tilelang.jit(...)`` on a ``@T.prim_func``: the ``JITKernel`` of that function, compiled
     (through the disk cache) the first time it is called or inspected."""
 

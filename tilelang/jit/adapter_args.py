@@ -49,7 +49,8 @@ import torch
 
 from tilelang import targets
 from tilelang.artifact import (KNOWN_DTYPES, NUM_SMS, PACKED_DTYPES, ArtifactError, IndexWidthError, KernelArtifact,
-                               affine_in, expr_names, is_shape_expr, parse_bool_expr, parse_int_expr)
+                               affine_in, expr_names, is_shape_expr, parse_bool_expr, parse_int_expr, torch_dtype)
+from tilelang.artifact import PACKED_STORAGE as _PACKED_STORAGE, TORCH_NAMES as _TORCH_NAMES
 from tilelang.jit import driver as _driver
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -58,23 +59,13 @@ _F32_MAX = 3.4028234663852886e38
 _F16_MAX = 65504.0
 TENSORMAP_CACHE_SIZE = 64  # encoded tensor maps kept per plan and tensor map (then cleared)
 
-_TORCH_NAMES = {
-    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
-    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
-    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
-    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-    "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
-    "float8_e8m0fnu": "float8_e8m0fnu",
-}
-
 # scalar dtype -> kernel argument kind understood by driver.arg_layout
 _SCALAR_KINDS = {"bool": "bool", "float16": "float16", "float32": "float32", "float64": "float64",
                  **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}}
 
 
 # Packed sub-byte tensors (artifact.PACKED_DTYPES) travel in any 1-byte torch tensor; outputs of
-# such a dtype are allocated as this storage type.
-_PACKED_STORAGE = {"float4_e2m1fn": "float4_e2m1fn_x2", "int4": "int8", "uint4": "uint8"}
+# such a dtype are allocated as artifact.PACKED_STORAGE's type.
 _PACKED_OK = tuple(dt for dt in {getattr(torch, n, None) for n in (
     "int8", "uint8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
     "float8_e8m0fnu", "float4_e2m1fn_x2")} if isinstance(dt, torch.dtype))
@@ -97,18 +88,6 @@ def _storage_dims(dims, k: int, last_is_extent: bool) -> tuple:
     if last_is_extent:
         return (*dims[:-1], -(-dims[-1] // k))
     return (*(x // k for x in dims[:-1]), dims[-1])
-
-
-def torch_dtype(tvm_dtype: str) -> torch.dtype:
-    """The torch dtype for a TVM dtype string; ArtifactError if torch lacks it."""
-    if tvm_dtype in PACKED_DTYPES:
-        dt = getattr(torch, _PACKED_STORAGE[tvm_dtype], None)
-        return dt if isinstance(dt, torch.dtype) else torch.int8
-    name = _TORCH_NAMES.get(tvm_dtype)
-    dt = getattr(torch, name, None) if name else None
-    if not isinstance(dt, torch.dtype):
-        raise ArtifactError(f"dtype {tvm_dtype!r} has no torch equivalent in torch {torch.__version__}")
-    return dt
 
 
 # ---------------------------------------------------------------- scalar predicates

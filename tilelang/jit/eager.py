@@ -27,6 +27,7 @@ import textwrap
 
 
 from tilelang.frontend.eager import EagerError  # noqa: F401 - one class for both front ends
+from tilelang.jit.impl import JITImpl
 from tilelang.tvm_compat import tl_configs_key as _context_configs
 
 
@@ -204,7 +205,7 @@ def parse_eager(ef: EagerFunction, tensors, scalars):
     return func, out_idx
 
 
-class EagerJit:
+class EagerJit(JITImpl):
     """What ``@tilelang.jit`` returns for an eager-style function: call it with tensors.
     ``compile_fn`` is ``tilelang.jit.compile`` (handed in by the decorator, which imports this
     module: no import back)."""

@@ -356,11 +356,34 @@ class JITKernel:
                   f"compile_flags: {' '.join(art.compile_flags) or '(none)'}"]
         return "\n".join(lines) + "\n"
 
-    def export_sources(self, kernel_path, host_path=None) -> None:
-        """Write the CUDA source to ``kernel_path`` and, optionally, the launch description."""
-        Path(kernel_path).write_text(self.artifact.source)
+    def export_sources(self, kernel_path=None, host_path=None) -> None:
+        """Write the CUDA source to ``kernel_path`` and the launch description (the host side) to
+        ``host_path``, each where given."""
+        if kernel_path is not None:
+            Path(kernel_path).write_text(self.artifact.source)
         if host_path is not None:
             Path(host_path).write_text(self.launch_description())
+
+    def show_source(self, which: str = "kernel") -> None:
+        """Print the CUDA source (``"kernel"``), the host side (``"host"``, ``get_host_source``) or
+        both (``"both"``), as upstream's ``show_source``."""
+        parts = {"kernel": [("", self.get_kernel_source)], "host": [("", self.get_host_source)],
+                 "both": [("===== Kernel Source =====", self.get_kernel_source),
+                          ("===== Host Source =====", self.get_host_source)]}
+        if which not in parts:
+            raise ValueError(f"show_source: which={which!r}, expected 'kernel', 'host' or 'both'")
+        for title, source in parts[which]:
+            if title:
+                print(title)
+            print(source())
+
+    def print_source_code(self, which: str = "kernel", file=None) -> None:
+        """Upstream's older name: ``show_source(which)``, or with ``file`` the kernel source
+        written there (``export_sources(kernel_path=file)``)."""
+        if file is not None:
+            self.export_sources(kernel_path=file)
+        else:
+            self.show_source(which)
 
     def get_ptx(self) -> str:
         if self._ptx is None:

@@ -170,7 +170,8 @@ _install_queries()
 def _install_unsigned_literals() -> None:
     """``x & 0xFFFFFFFF`` for an unsigned ``x``: TVM turns a Python int above int32's range into a
     signed immediate before matching types, which wraps it negative and fails. An int literal meeting
-    an unsigned operand becomes an immediate of the operand's own type instead."""
+    an unsigned operand becomes an immediate of the operand's own type instead. An arithmetic
+    operator meeting None raises Python's TypeError (TVM's ``//`` crashed the process)."""
     operand = ir.expr.ExprOperand
     if getattr(operand, "_tl_unsigned_literals", False):
         return
@@ -184,7 +185,13 @@ def _install_unsigned_literals() -> None:
 
 
 def _unsigned_literal_op(original):
+    arithmetic = not any(original.__name__.endswith(f"{c}__") for c in ("lt", "le", "gt", "ge", "eq", "ne"))
+
     def op(self, other):
+        if other is None and arithmetic:
+            # Python's TypeError ("unsupported operand type(s) for //: 'Var' and 'NoneType'"): TVM's
+            # floordiv dereferences the missing operand and kills the process
+            return NotImplemented
         if type(other) is builtins.int and other > 0x7FFFFFFF:  # smaller ones already work
             ty = getattr(self, "ty", None)
             prim = getattr(ty, "dtype", None) if isinstance(ty, ir.PrimType) else None
