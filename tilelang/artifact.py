@@ -16,6 +16,8 @@ Contract between the compiler (``tilelang.engine.lower``) and the runtime:
   dim, an int or a symbol name, in elements (not bytes).
 - ``align`` (optional, default 16): the byte alignment the kernel assumes for
   the tensor's data pointer (vectorised loads, TMA).  Checked at call time.
+- It answers upstream's ``KernelParam`` questions (``DtypeQueries``: ``is_scalar()``,
+  ``torch_dtype()`` ...; ``torch_dtype`` maps a TVM dtype string to torch's).
 
 ``KernelArtifact`` describes the kernel:
 - ``name``: the ``extern "C" __global__`` entry point in ``source``.
@@ -139,6 +141,7 @@ def torch_dtype(tvm_dtype: str):
     if not isinstance(dt, torch.dtype):
         raise ArtifactError(f"dtype {tvm_dtype!r} has no torch equivalent in torch {torch.__version__}")
     return dt
+
 
 # C-level kinds a kernel argument can have (driver.ARG_FORMATS packs each of them)
 ARG_TYPES = ("ptr", "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
