@@ -171,25 +171,29 @@ def tile_loads(lw, copy, j, bar, stage, out, multicast=False) -> int:
         return evaluate_extern(issue, dst_ptr, tmap(j), bar, *extra, coords[0] + col, *rest)
 
     plain = f"tl::tma_load_{len(coords)}d"
+
+    def whole():     # the tile by this block alone: a box a slab (two half-height boxes for "rows")
+        if multicast == "rows":
+            return [box(plain, h * (rows // 2) * width, 0, h * (rows // 2)) for h in range(2)]
+        return [box(plain, s * rows * width, s * width) for s in range(slabs)]
+
     if not multicast:
-        out.extend(box(plain, s * rows * width, s * width) for s in range(slabs))
+        out.extend(whole())
         return nbytes_tile
     cluster, mask = ws.cluster, [tirx.Cast("uint16", i32(3))]
     if multicast == "rows":     # one slab: this block's half of its rows, at their offset in both blocks
         half = rows // 2
         ws.tensormaps[j]["box"] = [width, half] + list(ws.tensormaps[j]["box"][2:])
         shared = [box("tl::tma_load_multicast_2d", cluster.rank * (half * width), 0, cluster.rank * half, mask)]
-        own = [box(plain, h * half * width, 0, h * half) for h in range(2)]
     else:
         mine = [cluster.rank * (slabs // 2) + h for h in range(slabs // 2)]
         shared = [box("tl::tma_load_multicast_2d", s * rows * width, s * width, None, mask) for s in mine]
-        own = [box(plain, s * rows * width, s * width) for s in range(slabs)]
     if not cluster.persistent:
         out.extend(shared)
         return nbytes_tile
     flag = tirx.Var(f"{dst.buffer.name}_pair", "bool")
     cluster.pair_flags.append((flag, coords))
-    out.append(tirx.IfThenElse(flag, seq(shared), seq(own)))
+    out.append(tirx.IfThenElse(flag, seq(shared), seq(whole())))
     return nbytes_tile
 
 
