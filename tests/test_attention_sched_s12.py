@@ -186,9 +186,12 @@ def test_one_stage_attention_registers_no_spill():
 
     func = _bshd_upstream(64, 64, 128)
     for configs in ({}, NO_REFILL, {"tl.disable_attention_schedule": True}):
-        info = next(iter(nvcc.ptxas_info(_src(func, **configs), "sm_90a", ["--use_fast_math"]).values()))
+        src = _src(func, **configs)
+        info = next(iter(nvcc.ptxas_info(src, "sm_90a", ["--use_fast_math"]).values()))
         assert info.spill_stores == 0 and info.spill_loads == 0
-        assert info.registers <= 168
+        # (64 blocks, one wave: a warp-specialised block alone on its SM takes the producer's
+        # registers, setmaxnreg 24 / 240: warp_specialize.plan_single_wave)
+        assert info.registers <= (240 if "setmaxnreg_inc<240>" in src else 168)
 
 
 def _two_gemm_loop(dependent_v):

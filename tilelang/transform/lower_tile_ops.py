@@ -135,13 +135,16 @@ class Lowerer:
             warp_specialize.plan_pair(self, SMEM_BUDGET_SM90 - 2 * reserve)
             warp_specialize.plan_ring(self, self.budget)   # one more buffer for the wgmma kept in flight
             warp_specialize.plan_heads(self, self.budget)  # two buffers for a persistent kernel's Q
+            warp_specialize.plan_single_wave(self)         # setmaxnreg 24 / 240 for a block alone on its SM
         if self.ws is not None and self.ws.cluster is not None and self.ws.cluster.persistent \
                 and self.ws.persistent is None:
             self.ws.cluster = None    # the plans above went back to one tile per block
         if self.configs.get(OCCUPANCY_NEUTRAL_REUSE_KEY):
             self._prefer_own_bytes()
         self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
-        self.min_blocks_per_sm = 2 if self.ws is not None and self.ws.pair else None   # __launch_bounds__(T, 2)
+        # __launch_bounds__(T, 2) for a pair of blocks per SM, (T, 1) for a block alone on its SM
+        self.min_blocks_per_sm = (2 if self.ws.pair else 1 if self.ws.single_wave else None) \
+            if self.ws is not None else None
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = self.ws.cluster.dims if self.ws and self.ws.cluster else None
         if self.cluster_dims is None:

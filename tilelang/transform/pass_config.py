@@ -39,6 +39,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_DEFERRED_COPY_WAIT = "tl.disable_deferred_copy_wait"
     TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND = "tl.disable_single_wave_launch_bound"
     TL_DISABLE_STREAMING_LAUNCH_BOUND = "tl.disable_streaming_launch_bound"
+    TL_DISABLE_SINGLE_WAVE_SETMAXNREG = "tl.disable_single_wave_setmaxnreg"
     TL_ENABLE_WGMMA_SPLIT_N = "tl.enable_wgmma_split_n"
     TL_ENABLE_WS_SINGLE_STAGE = "tl.enable_ws_single_stage"
     TL_ENABLE_WS_EARLY_RELEASE = "tl.enable_ws_early_release"
@@ -256,6 +257,11 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND: "a kernel whose constant grid is one wave (at most one block "
                                                        "per SM) of at most 128 threads a block is declared "
                                                        "__launch_bounds__(T) instead of (T, 1)",
+    PassConfigKey.TL_DISABLE_SINGLE_WAVE_SETMAXNREG: "a warp-specialised loop body of two gemms or more on one consumer "
+                                                     "warpgroup (attention's) whose constant grid is one wave (at most one "
+                                                     "block per SM) keeps "
+                                                     "__launch_bounds__(T) and its registers as ptxas picks them "
+                                                     "instead of (T, 1) with setmaxnreg 24 / 240",
     PassConfigKey.TL_DISABLE_STREAMING_LAUNCH_BOUND: "a kernel that streams global memory through registers in a "
                                                      "loop (a gemv: no tensor cores, cp.async or TMA) is declared "
                                                      "__launch_bounds__(T) instead of (T, 1)",

@@ -48,8 +48,16 @@ UNUSED = ()
 
 
 def top_level(body) -> list:
-    """The kernel body's top-level statements (nested sequences flattened)."""
-    return flatten([body])
+    """The kernel body's top-level statements (nested sequences flattened, and the bodies of
+    attribute statements other than a launch binding spliced in where they stand: an annotation
+    such as ``T.annotate_min_blocks_per_sm`` wraps the rest of the kernel)."""
+    out = []
+    for stmt in flatten([body]):
+        if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key != "thread_extent":
+            out.extend(top_level(stmt.body))
+        else:
+            out.append(stmt)
+    return out
 
 
 def names_buffers(stmt, shared: set) -> set:

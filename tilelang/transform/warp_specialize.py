@@ -146,6 +146,7 @@ class WsPlan:
     head_slots: int = 1          # persistent: 2 where the heads have two buffers (``plan_heads``)
     head_issue: list = field(default_factory=list)   # the producer's TMA loads of the heads (per tile)
     pair: bool = False           # two blocks per SM: setmaxnreg 40 / 216 under __launch_bounds__(256, 2)
+    single_wave: bool = False    # one block per SM in a one-wave grid: setmaxnreg 24 / 240 under (256, 1)
     ring: int = 0                # buffers of the ring when not num_stages (``plan_ring``)
     windows: list = field(default_factory=list)  # one stage: (first, last) reader of each group (``_lower_windows``)
     row_loads: int = 0           # producers of 1-D tiles (``_row_spec`` maps, or bulk copies: ``_bulk_bytes``)
@@ -574,6 +575,44 @@ def coordinate_blocker(func, launch_vars, copies) -> str | None:
                         f"({src.buffer.name}[{', '.join(map(str, src.starts))}]), which the TMA producer "
                         "warpgroup does not evaluate")
     return None
+
+
+# a one-wave block's warpgroups (``plan_single_wave``): the consumer takes what the producer gives up
+SINGLE_WAVE_PRODUCER_REGS = 24
+SINGLE_WAVE_CONSUMER_REGS = 240
+
+
+def plan_single_wave(lw) -> None:
+    """Set ``ws.single_wave`` for a general loop body of two gemms or more (attention's; a GEMM
+    main loop and DeepGEMM's one-gemm body are not measured with it) on one consumer warpgroup
+    (not a pair, not persistent, no cluster, no register limit of the kernel's own) in a constant
+    grid of at most one block per SM. The block then runs alone on its SM, so the registers ptxas keeps for a
+    second block buy nothing: the kernel is declared ``__launch_bounds__(T + 128, 1)`` and the
+    producer warpgroup gives its registers to the consumer (setmaxnreg 24 / 240), as upstream
+    declares every warp-specialised kernel. bench_launch's small attention (B2 H4 S512 D64, 64
+    blocks; H100, three alternating rounds): kernel 8.21 -> 6.87 us (7.39 with the launch bound
+    alone, at 96 registers against 91: ptxas schedules the consumer's loop differently, not for
+    the registers); upstream's wheel runs 6.8-6.9. In a grid of more blocks than SMs a second
+    block per SM hides the first's waits, so those keep ptxas's count
+    (``tl.disable_single_wave_setmaxnreg`` keeps it everywhere)."""
+    ws = lw.ws
+    if ws is None:
+        return
+    ws.single_wave = False
+    if ws.gemm is not None or len(lw.layouts.gemms) < 2 or lw.T != 128 or ws.pair or ws.persistent is not None or ws.cluster is not None \
+            or lw.configs.get(PassConfigKey.TL_DISABLE_SINGLE_WAVE_SETMAXNREG):
+        return
+    func = lw.info.func
+    if user_cluster_dims(func) is not None or _sets_register_limit(func, lw.configs):
+        return
+    blocks = 1
+    for tag, (_, extent) in lw.info.launch_dims().items():
+        if tag.startswith("blockIdx"):
+            n = const_int(extent)
+            if n is None:
+                return
+            blocks *= n
+    ws.single_wave = blocks <= (targets.sm_count("sm_90a") or 132)
 
 
 PAIR_PRODUCER_REGS = 40     # the producer warpgroup of a block in a pair (``pair_plan``) ...
@@ -1164,6 +1203,9 @@ def lower_loop(lw, loop):
     elif ws.pair:  # two blocks of one consumer warpgroup per SM (``pair_candidate``)
         producer.insert(0, evaluate_extern(f"tl::setmaxnreg_dec<{PAIR_PRODUCER_REGS}>"))
         ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{PAIR_CONSUMER_REGS}>")]
+    elif ws.single_wave:  # the block runs alone on its SM (``plan_single_wave``)
+        producer.insert(0, evaluate_extern(f"tl::setmaxnreg_dec<{SINGLE_WAVE_PRODUCER_REGS}>"))
+        ws.raise_regs = [evaluate_extern(f"tl::setmaxnreg_inc<{SINGLE_WAVE_CONSUMER_REGS}>")]
     ws.marker = tirx.IfThenElse(tirx.GE(lw.tid, i32(T)), seq(producer), seq(consumer), span=loop.span)
     return ws.marker
 
