@@ -139,17 +139,36 @@ def _buffer_map(func) -> dict:
     return {p: p for p in func.params if tirx.is_buffer_var(p)}
 
 
+def _data_buffer(x):
+    """The buffer whose ``.data`` ``x`` is (0.27 spells ``buf.data`` as a fresh
+    ``tirx.buffer_data(buf)`` call each time, where the fork has one pointer Var), else None."""
+    from tvm import ir
+
+    if isinstance(x, ir.Call) and getattr(x.op, "name", "") == "tirx.buffer_data" and len(x.args) == 1:
+        return x.args[0]
+    return None
+
+
+def _same_param(key, param) -> bool:
+    if key.same_as(param):
+        return True
+    kb, pb = _data_buffer(key), _data_buffer(param)
+    return kb is not None and pb is not None and kb.same_as(pb)
+
+
 def _accept_buffer_map(cls) -> None:
     """``PrimFunc(params, body, ..., buffer_map={param: buffer})`` (the fork's keyword): 0.27's
     parameters are the buffers themselves, so a parameter the map gives a buffer for is replaced
-    by that buffer (``buffer_map`` of a 0.27 function maps each buffer to itself)."""
+    by that buffer (``buffer_map`` of a 0.27 function maps each buffer to itself); a parameter
+    written ``buf.data`` (the fork's pointer Var) stands for ``buf``."""
     init = cls.__init__
     if getattr(init, "_tl_buffer_map", False):
         return
 
     def __init__(self, params, body, *args, buffer_map=None, **kwargs):
         if buffer_map:
-            params = [next((b for k, b in buffer_map.items() if k.same_as(p)), p) for p in params]
+            params = [next((b for k, b in buffer_map.items() if _same_param(k, p)), p) for p in params]
+        params = [p if _data_buffer(p) is None else _data_buffer(p) for p in params]
         init(self, params, body, *args, **kwargs)
 
     __init__._tl_buffer_map = True
@@ -283,6 +302,23 @@ def _install_pass_context_configs(PassContext) -> None:
     PassContext._tilelang_configs = True
 
 
+def _safe_repr(cls) -> None:
+    """``repr`` of a node whose constructor raised (its handle still null) names its type: the
+    script printer dereferenced the null handle and killed the process, and pytest's traceback
+    reprs ``self`` of every frame of a failing constructor call."""
+    rep = cls.__repr__
+    if getattr(rep, "_tl_safe", False):
+        return
+
+    def __repr__(self):
+        if not self.__chandle__():
+            return f"<{type(self).__name__} (not constructed)>"
+        return rep(self)
+
+    __repr__._tl_safe = True
+    cls.__repr__ = __repr__
+
+
 def install() -> None:
     """Add the upstream names to ``tvm`` (see the module docstring)."""
     import tvm
@@ -316,4 +352,5 @@ def install() -> None:
     _add(tvm, "TVMError", RuntimeError)
     _add(tvm.error, "TVMError", RuntimeError)
     _install_pass_context_configs(ir.transform.PassContext)
+    _safe_repr(ir.base.Node)
 

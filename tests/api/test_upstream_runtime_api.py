@@ -268,6 +268,23 @@ def test_ir_transform_and_primfunc_buffer_map_of_the_fork():
     assert [p.same_as(buf) for p in again.params] == [True]
 
 
+def test_primfunc_of_buffer_data_params_and_a_failed_constructor_repr():
+    """The fork's hand-built functions name a buffer parameter by ``buf.data`` (its pointer Var;
+    0.27 spells it as a fresh ``tirx.buffer_data(buf)`` call each time): upstream's access_ptr
+    test builds ``PrimFunc([buf.data], body, buffer_map={buf.data: buf})``. That was a TypeError,
+    and pytest's traceback then printed ``self`` of the half-built PrimFunc, whose null handle
+    killed the process (signal 11): the repr of an unconstructed node now names its type."""
+    from tvm import tirx
+
+    buf = tirx.decl_buffer((8, 8), "float16", name="A")
+    body = tirx.Evaluate(tirx.IntImm("int32", 0))
+    for func in (tirx.PrimFunc([buf.data], body, buffer_map={buf.data: buf}), tirx.PrimFunc([buf.data], body)):
+        assert [p.same_as(buf) for p in func.params] == [True]
+    assert repr(tirx.PrimFunc.__new__(tirx.PrimFunc)) == "<PrimFunc (not constructed)>"
+    with pytest.raises(TypeError, match="params can only contain Var or Buffer"):
+        tirx.PrimFunc(["A"], body)
+
+
 def test_tirx_call_checks_and_builds_in_the_forks_argument_order():
     from tvm import tirx
 

@@ -114,6 +114,25 @@ def test_the_first_build_is_kept_when_the_bounded_one_spills_or_misses(monkeypat
     assert len(builds) == 2 and art.source == SRC and cubin == SRC.encode()
 
 
+def test_the_first_build_is_kept_when_ptxas_cannot_fit_the_bound(monkeypatch):
+    """ptxas stops on an instruction that needs more registers than the bound leaves ("Insufficient
+    registers (40) to compile instruction": a 64x32 convolution tile of upstream's autotune list
+    failed to compile that way); the kernel is the first build, not an error."""
+    builds = _fake_nvcc(monkeypatch, (80, 0, 0))
+    plain = nvcc._run_nvcc
+
+    def fake(source, mode, arch, flags, include_dirs):
+        if ", 6)" in source:
+            builds.append(source)
+            raise nvcc.NVCCError("nvcc failed (exit status 255)\n  ptxas fatal   : (C7602) Insufficient registers (40)")
+        return plain(source, mode, arch, flags, include_dirs)
+
+    monkeypatch.setattr(nvcc, "_run_nvcc", fake)
+    art = _Art()
+    cubin = nvcc.compile_artifact(art)
+    assert len(builds) == 2 and art.source == SRC and cubin == SRC.encode()
+
+
 def test_a_replaced_compile_cubin_is_the_one_build(monkeypatch):
     """(tests and tools that stand in for nvcc.compile_cubin: no ptxas log, no second build)"""
     calls = []

@@ -355,7 +355,10 @@ def compile_artifact(art, include_dirs=()) -> bytes:
         return cubin
 
     def build(source):
-        data, usage = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
+        try:
+            data, usage = _compile_reporting(source, art.arch, art.compile_flags, include_dirs)
+        except NVCCError:   # ptxas could not fit an instruction in the bound's registers: keep the first build
+            return None, None
         return data, (next(iter(usage.values())) if usage and len(usage) == 1 else None)
 
     kept = occupancy.attempt(art, next(iter(info.values())), build)

@@ -81,9 +81,10 @@ def bounded(source: str, blocks: int) -> str:
 
 def attempt(art, first, build):
     """Try the step on ``art`` whose first build ptxas reported as ``first``: ``build(source) ->
-    (output, ptxas usage or None)`` builds the bounded source. -> (that output, its usage, the
-    launch bound's block count), with ``art.source`` the bounded source, where the step applies
-    and its build is kept (``keeps``); None otherwise (``art`` unchanged)."""
+    (output, ptxas usage or None)`` builds the bounded source (usage None also where ptxas could
+    not compile it at all). -> (that output, its usage, the launch bound's block count), with
+    ``art.source`` the bounded source, where the step applies and its build is kept (``keeps``);
+    None otherwise (``art`` unchanged)."""
     plan = step(art.source, art.block, art.grid, block_smem(art, first), art.arch, first.registers,
                 first.spill_stores + first.spill_loads)
     if plan is None:
