@@ -18,14 +18,15 @@ cp.async path. The block gets one more warpgroup (threads ``T .. T+127``):
     prelude (all threads): thread 0 inits full[s] (count 1) and empty[s] (count T);
                            fence_barrier_init; __syncthreads
     if threadIdx.x >= T:                          # producer warpgroup
-        setmaxnreg_dec<40>  (T == 256, or a pair of blocks per SM: ``plan_pair``)
+        setmaxnreg_dec<40>  (T == 256, or a pair of blocks per SM: ``plan_pair``; <24> for an
+                            attention block alone on its SM: ``plan_single_wave``)
         if threadIdx.x == T:
             for k in [0, n):  s = k % S
                 mbarrier_wait(empty[s], ((k / S) & 1) ^ 1)
                 mbarrier_arrive_expect_tx(full[s], bytes of all tiles)
                 tma_load_<rank>d per swizzle slab of each tile, completing on full[s]
     else:                                         # consumer warpgroups
-        setmaxnreg_inc<232> (T == 256; <216> in a pair)
+        setmaxnreg_inc<232> (T == 256; <216> in a pair; <240> alone on its SM)
         for k in [0, n):  s = k % S
             mbarrier_wait(full[s], (k / S) & 1)
             wgmma(k) issued asynchronously; wgmma_wait<1>      # wgmma(k-1) retired in this warp
@@ -586,10 +587,10 @@ def plan_single_wave(lw) -> None:
     """Set ``ws.single_wave`` for a general loop body of two gemms or more (attention's; a GEMM
     main loop and DeepGEMM's one-gemm body are not measured with it) on one consumer warpgroup
     (not a pair, not persistent, no cluster, no register limit of the kernel's own) in a constant
-    grid of at most one block per SM. The block then runs alone on its SM, so the registers ptxas keeps for a
-    second block buy nothing: the kernel is declared ``__launch_bounds__(T + 128, 1)`` and the
-    producer warpgroup gives its registers to the consumer (setmaxnreg 24 / 240), as upstream
-    declares every warp-specialised kernel. bench_launch's small attention (B2 H4 S512 D64, 64
+    grid of at most one block per SM. The block then runs alone on its SM, so the registers
+    ptxas keeps for a second block buy nothing: the kernel is declared ``__launch_bounds__(T +
+    128, 1)`` and the producer warpgroup gives its registers to the consumer (setmaxnreg 24 /
+    240), as upstream declares every warp-specialised kernel. bench_launch's small attention (B2 H4 S512 D64, 64
     blocks; H100, three alternating rounds): kernel 8.21 -> 6.87 us (7.39 with the launch bound
     alone, at 96 registers against 91: ptxas schedules the consumer's loop differently, not for
     the registers); upstream's wheel runs 6.8-6.9. In a grid of more blocks than SMs a second
@@ -599,7 +600,8 @@ def plan_single_wave(lw) -> None:
     if ws is None:
         return
     ws.single_wave = False
-    if ws.gemm is not None or len(lw.layouts.gemms) < 2 or lw.T != 128 or ws.pair or ws.persistent is not None or ws.cluster is not None \
+    if ws.gemm is not None or len(lw.layouts.gemms) < 2 or lw.T != 128 or ws.pair \
+            or ws.persistent is not None or ws.cluster is not None \
             or lw.configs.get(PassConfigKey.TL_DISABLE_SINGLE_WAVE_SETMAXNREG):
         return
     func = lw.info.func
