@@ -139,21 +139,14 @@ def _buffer_map(func) -> dict:
     return {p: p for p in func.params if tirx.is_buffer_var(p)}
 
 
-def _data_buffer(x):
-    """The buffer whose ``.data`` ``x`` is (0.27 spells ``buf.data`` as a fresh
-    ``tirx.buffer_data(buf)`` call each time, where the fork has one pointer Var), else None."""
+def _param(x):
+    """A parameter as 0.27 takes it: ``buf.data`` (a fresh ``tirx.buffer_data(buf)`` call each
+    time in 0.27, where the fork has one pointer Var) stands for ``buf``; anything else as is."""
     from tvm import ir
 
     if isinstance(x, ir.Call) and getattr(x.op, "name", "") == "tirx.buffer_data" and len(x.args) == 1:
         return x.args[0]
-    return None
-
-
-def _same_param(key, param) -> bool:
-    if key.same_as(param):
-        return True
-    kb, pb = _data_buffer(key), _data_buffer(param)
-    return kb is not None and pb is not None and kb.same_as(pb)
+    return x
 
 
 def _accept_buffer_map(cls) -> None:
@@ -166,9 +159,9 @@ def _accept_buffer_map(cls) -> None:
         return
 
     def __init__(self, params, body, *args, buffer_map=None, **kwargs):
+        params = [_param(p) for p in params]
         if buffer_map:
-            params = [next((b for k, b in buffer_map.items() if _same_param(k, p)), p) for p in params]
-        params = [p if _data_buffer(p) is None else _data_buffer(p) for p in params]
+            params = [next((b for k, b in buffer_map.items() if _param(k).same_as(p)), p) for p in params]
         init(self, params, body, *args, **kwargs)
 
     __init__._tl_buffer_map = True

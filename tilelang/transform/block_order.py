@@ -130,9 +130,8 @@ def blocks_per_sm(threads: int, smem_bytes: int, registers: int, arch: str) -> i
     return max(1, min(by_smem, 2048 // threads, 65536 // (threads * registers)))
 
 
-def grid_waves(lw):
-    """The kernel's blocks over the SMs' estimated block slots (``blocks_per_sm``), or None for a
-    grid that is not a compile-time constant."""
+def constant_blocks(lw):
+    """The kernel's block count, or None for a grid that is not a compile-time constant."""
     dims = lw.info.launch_dims()
     blocks = 1
     for tag in ("blockIdx.x", "blockIdx.y", "blockIdx.z"):
@@ -141,7 +140,14 @@ def grid_waves(lw):
             if n is None:
                 return None
             blocks *= n
-    return blocks / block_slots(lw)
+    return blocks
+
+
+def grid_waves(lw):
+    """The kernel's blocks over the SMs' estimated block slots (``blocks_per_sm``), or None for a
+    grid that is not a compile-time constant."""
+    blocks = constant_blocks(lw)
+    return None if blocks is None else blocks / block_slots(lw)
 
 
 def block_slots(lw) -> int:

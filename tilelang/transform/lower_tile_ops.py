@@ -142,9 +142,7 @@ class Lowerer:
         if self.configs.get(OCCUPANCY_NEUTRAL_REUSE_KEY):
             self._prefer_own_bytes()
         self.plan_bytes = self.smem_bytes   # the plan's; the lowering's workspaces come after
-        # __launch_bounds__(T, 2) for a pair of blocks per SM, (T, 1) for a block alone on its SM
-        self.min_blocks_per_sm = (2 if self.ws.pair else 1 if self.ws.single_wave else None) \
-            if self.ws is not None else None
+        self.min_blocks_per_sm = self.ws.min_blocks_per_sm if self.ws is not None else None   # (T, 2) / (T, 1)
         self.persistent_tiles = self.ws.persistent.tiles if self.ws and self.ws.persistent else None
         self.cluster_dims = self.ws.cluster.dims if self.ws and self.ws.cluster else None
         if self.cluster_dims is None:

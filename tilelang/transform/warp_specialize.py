@@ -153,6 +153,12 @@ class WsPlan:
     row_loads: int = 0           # producers of 1-D tiles (``_row_spec`` maps, or bulk copies: ``_bulk_bytes``)
 
     @property
+    def min_blocks_per_sm(self):
+        """``__launch_bounds__``'s second argument the plan asks for: 2 for a pair of blocks per
+        SM, 1 for a block alone on its SM, else None (the kernel's own or none)."""
+        return 2 if self.pair else 1 if self.single_wave else None
+
+    @property
     def loop(self):
         """The T.Pipelined For."""
         return self.pipe.loop
@@ -607,14 +613,8 @@ def plan_single_wave(lw) -> None:
     func = lw.info.func
     if user_cluster_dims(func) is not None or _sets_register_limit(func, lw.configs):
         return
-    blocks = 1
-    for tag, (_, extent) in lw.info.launch_dims().items():
-        if tag.startswith("blockIdx"):
-            n = const_int(extent)
-            if n is None:
-                return
-            blocks *= n
-    ws.single_wave = blocks <= (targets.sm_count("sm_90a") or 132)
+    blocks = block_order.constant_blocks(lw)
+    ws.single_wave = blocks is not None and blocks <= (targets.sm_count("sm_90a") or 132)
 
 
 PAIR_PRODUCER_REGS = 40     # the producer warpgroup of a block in a pair (``pair_plan``) ...
