@@ -155,3 +155,47 @@ def _read_bounds(through_scalar):
 def test_values_read_from_memory_are_not_assumed_equal():
     assert "(right[0] - left[0])" not in _body(_read_bounds(True))
     assert "((int)threadIdx.x) < (right[0] - left))" in _body(_read_bounds(False))
+
+
+def _mismatched(kind):
+    """``T.copy`` of regions whose constant extents differ (upstream's test_tilelang_language_copy):
+    global to global ``A[:, :2] -> B[:, :3]``, global to a wider shared tile ``A[:, :2] -> S[:, :3]``,
+    and global to a narrower one ``A[:, :4] -> S[:, :3]``."""
+    @T.prim_func
+    def kernel(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128):
+            if kind == "global":
+                T.copy(A[:, :2], B[:, :3])
+            else:
+                S = T.alloc_shared((128, 4), "float16")
+                if kind == "wider":
+                    T.copy(A[:, :2], S[:, :3])
+                else:
+                    T.copy(A[:, :4], S[:, :3])
+                T.copy(S, B[:, 0:4])
+    return kernel
+
+
+def test_mismatched_constant_extents_copy_the_more_local_sides_as_upstream():
+    import re
+    import warnings
+
+    import pytest
+    from tilelang.diagnostics import TileLangCompileError
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        body = _body(_mismatched("global"))
+    # a tie (both global): the source's 128 x 2, as 4-byte vectors (one row a thread)
+    assert "tl::copy_vec<4>((&(B[(((int)threadIdx.x) * 128)])), (&(A[(((int)threadIdx.x) * 128)])));" in body
+    msgs = [str(w.message) for w in caught]
+    assert any("warning[TL0601]" in m and "128x2 elements are copied (the extents of the source)" in m
+               for m in msgs), msgs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        body = _body(_mismatched("wider"))
+    # shared is the more local side: its 128 x 3, three elements a row read from A
+    assert "for (int it = 0; it < 3; ++it)" in body and re.search(r"% 3\)\)\] = A\[", body)
+    assert any("the destination, the more local side" in str(w.message) for w in caught)
+    with pytest.raises(TileLangCompileError, match=r"error\[TL0601\].*128x4.*128x3"):
+        tilelang.lower(_mismatched("narrower"), "sm_90a")

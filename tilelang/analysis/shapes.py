@@ -14,7 +14,7 @@ from tvm import tirx
 
 from tilelang.diagnostics import Severity, Note
 from tilelang.tir_utils import const_int
-from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, decode_region, parallel_nest
+from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, copy_base_extents, decode_region, parallel_nest
 
 
 def check_shapes(k, rep) -> None:
@@ -42,9 +42,18 @@ def _check_copy(k, rep, stmt) -> None:
         return
     same = se == de or (math.prod(se) == math.prod(de) and (len(se) == 1 or len(de) == 1))
     if not same:
-        rep.emit("TL0601", f"T.copy extent mismatch: the source '{src.buffer.name}' region is "
-                 f"{_fmt(se)} but the destination '{dst.buffer.name}' region is {_fmt(de)}",
-                 rep.span(stmt), notes=_alloc_notes(rep, src, dst))
+        tile = copy_base_extents(src, dst, se, de)
+        if tile is None:
+            rep.emit("TL0601", f"T.copy extent mismatch: the source '{src.buffer.name}' region is "
+                     f"{_fmt(se)} but the destination '{dst.buffer.name}' region is {_fmt(de)}",
+                     rep.span(stmt), notes=_alloc_notes(rep, src, dst))
+        else:
+            # compiled as upstream does: the more local side's extents (the source's on a tie)
+            rep.emit("TL0601", f"T.copy extent mismatch: the source '{src.buffer.name}' region is "
+                     f"{_fmt(se)} but the destination '{dst.buffer.name}' region is {_fmt(de)}; "
+                     f"{_fmt(tile)} elements are copied (the extents of the "
+                     f"{'source' if tile == se else 'destination, the more local side'})",
+                     rep.span(stmt), notes=_alloc_notes(rep, src, dst), severity=Severity.WARNING)
         return
     for index, region in ((0, src), (1, dst)):
         _check_inside(rep, stmt, index, region)

@@ -687,6 +687,12 @@ COPY_EXTENT_MISMATCH = _define(
     dimension, after dropping unit dimensions. When one side is a single element (`A[i, j]`),
     its extent is taken from the other side, as TileLang does.
 
+    Where the extents differ but pair up dimension by dimension, the copy compiles as upstream
+    TileLang compiles it, moving the extents of the more local side (a fragment before shared
+    memory before a global tensor; the source's when both are alike) and this is a warning. It is
+    an error where those extents are smaller than the source's in some dimension (elements would
+    be dropped) or the dimensions do not pair up.
+
     ## Why is this bad?
     A copy between regions of different shapes either drops data or reads beyond the smaller
     region.

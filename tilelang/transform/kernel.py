@@ -101,6 +101,25 @@ def static_shape(buffer) -> bool:
     return all(const_int(x) is not None for x in buffer.shape)
 
 
+_SCOPE_LEVEL = {"global": 0}   # everything on chip above: shared 1, fragment / local 2
+
+
+def _scope_level(region: Region) -> int:
+    scope = scope_of(region.buffer)
+    return _SCOPE_LEVEL.get(scope, 1 if scope in SHARED_SCOPES else 2)
+
+
+def copy_base_extents(src: Region, dst: Region, se, de):
+    """The tile of a T.copy whose regions pair up dimension by dimension but differ in extent, as
+    upstream sizes it: the extents of the more local side (the source's on a tie), provided none
+    is smaller than the source's (that copy would drop elements: None, an error). The checker
+    warns about such a copy (TL0601)."""
+    if len(se) != len(de):
+        return None
+    base = de if _scope_level(dst) > _scope_level(src) else se
+    return None if any(b < s for b, s in zip(base, se)) else list(base)
+
+
 def decode_region(call) -> Region:
     load = call.args[0]
     access = int(call.args[1].value)

@@ -30,7 +30,7 @@ from tilelang.layout import CustomSharedLayout
 from tilelang.layout.swizzle import SharedLayout
 from tilelang.tir_utils import const_int, dtype_of, evaluate_extern, flat_index, i32, seq, simplify, substitute_stmt
 from tilelang.transform import tma
-from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region,
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, LoweringError, Region, copy_base_extents,
                                        decode_region, safe_value, scope_of)
 from tilelang.transform.pass_config import PassConfigKey
 
@@ -59,9 +59,12 @@ def _match(lw, src: Region, dst: Region, span, what="T.copy"):
     if None in se_c or None in de_c:
         raise LoweringError("TL0601", f"{what} extents must be compile-time constants", span)
     if se_c != de_c:
-        raise LoweringError("TL0601", f"{what} extent mismatch: source {src.buffer.name} {se_c} vs "
-                            f"destination {dst.buffer.name} {de_c} (dimensions of extent 1 are ignored; "
-                            f"the others must match in order)", span)
+        tile = copy_base_extents(src, dst, se_c, de_c) if what == "T.copy" else None
+        if tile is None:
+            raise LoweringError("TL0601", f"{what} extent mismatch: source {src.buffer.name} {se_c} vs "
+                                f"destination {dst.buffer.name} {de_c} (dimensions of extent 1 are ignored; "
+                                f"the others must match in order)", span)
+        return sd, dd, tile
     return sd, dd, se_c
 
 
