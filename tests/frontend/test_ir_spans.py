@@ -112,3 +112,25 @@ def test_enrich_error_renders_a_trailing_marker(tmp_path):
     assert "2 |     two" in str(exc) and str(exc).startswith("boom")
     plain = ValueError("no marker")
     assert enrich_error(plain) is plain and str(plain) == "no marker"
+
+
+def test_another_backends_target_reports_the_kernels_errors_first():
+    """``tilelang.lower(func, target="c")`` (upstream's C backend, not generated here): a kernel
+    with an error gets its located error, as upstream reports it whatever the target; a correct
+    kernel gets the unsupported-target error."""
+    @T.prim_func
+    def bad(A: T.Tensor((128,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            B_shared = T.alloc_shared((64,), "float32")
+            T.copy(A[0:128], B_shared[0:64])
+
+    @T.prim_func
+    def good(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A[bx * 128 + T.get_thread_binding()] = T.float32(1)
+
+    with pytest.raises(tilelang.TileLangCompileError) as info:
+        tilelang.lower(bad, target="c")
+    assert "error[TL0601]" in str(info.value) and f"--> {__file__}:" in str(info.value)
+    with pytest.raises(ValueError, match="unsupported target 'c'"):
+        tilelang.lower(good, target="c")

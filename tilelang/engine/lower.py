@@ -106,13 +106,29 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, name=None, *, ta
     Upstream's ``target_host``, ``runtime_only``, ``enable_host_codegen`` and
     ``enable_device_compile`` are accepted here and change nothing: ``tilelang.lower`` runs nvcc
     when asked, and the host side is our Python launcher."""
-    arch = normalize_target(target)
     kname = name or _func_name(func)
     configs = {**normalize(kernel_pass_configs(func)), **dict(pass_configs or {})}  # the caller's win
+    try:
+        arch = normalize_target(target)
+    except ValueError:
+        # another backend's target (upstream's "c", "llvm", "hip"...): the kernel's own located
+        # errors first, as upstream reports them whatever the target, then the target's
+        _report_kernel_errors(func, kname, configs, out_idx)
+        raise
     if instrumentation_requested() or pass_profile_requested(configs):   # else no cost at all
         with _compile_session(kname, configs):
             return _lower_kernels(func, arch, kname, configs, out_idx)
     return _lower_kernels(func, arch, kname, configs, out_idx)
+
+
+def _report_kernel_errors(func, kname, configs, out_idx) -> None:
+    """Raise the TileLangCompileError lowering ``func`` for sm_90a meets, if any (nothing else)."""
+    try:
+        _lower_kernels(func, "sm_90a", kname, configs, out_idx)
+    except TileLangCompileError:
+        raise
+    except Exception:  # noqa: BLE001 - only the kernel's own diagnostics are reported here
+        pass
 
 
 def _compile_session(kname, configs):
