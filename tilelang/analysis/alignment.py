@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 
+from tvm import tirx
+
 from tilelang import targets
 from tilelang.diagnostics import Note
 from tilelang.language.dtypes import nbytes
 from tilelang.tir_utils import analyzer, const_int
-from tilelang.transform.kernel import SHARED_SCOPES, decode_region
+from tilelang.transform.kernel import SHARED_SCOPES, Region, copy_base_extents, decode_region
 
 
 def check_alignment(k, rep) -> None:
@@ -30,7 +32,7 @@ def _check_copy(k, rep, stmt) -> None:
     if (src.scope == "global") == (dst.scope == "global") or src.dtype != dst.dtype:
         return
     index, glob, tile = (0, src, dst) if src.scope == "global" else (1, dst, src)
-    problems = _problems(glob, tile)
+    problems = _problems(_as_copied(glob, src, dst), tile)
     if not problems:
         return
     esize = nbytes(glob.dtype)
@@ -51,6 +53,23 @@ def _check_copy(k, rep, stmt) -> None:
     notes.append(Note(f"pad the dimension to a multiple of {max(1, 16 // esize)} {glob.dtype} "
                       "elements (and mask the tail) to restore full-width copies"))
     rep.emit(code, message, rep.operand_span(stmt, index), notes=notes)
+
+
+def _as_copied(glob, src, dst):
+    """The global region as the copy moves it: where the two regions' constant extents differ
+    but pair up, the tile is the more local side's (``copy_base_extents``), read or written at the
+    global region's start."""
+    (gd, ge), se, de = glob.nonunit(), src.nonunit()[1], dst.nonunit()[1]
+    se, de = [const_int(e) for e in se], [const_int(e) for e in de]
+    if None in se or None in de or se == de:
+        return glob
+    tile = copy_base_extents(src, dst, se, de)
+    if tile is None or len(tile) != len(gd):
+        return glob
+    extents = list(glob.extents)
+    for d, e in zip(gd, tile):
+        extents[d] = tirx.const(e, "int32")
+    return Region(glob.buffer, glob.starts, extents, glob.access)
 
 
 def _cost(width: int, esize: int) -> str:
