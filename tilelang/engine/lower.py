@@ -105,7 +105,8 @@ def lower(func, target="auto", pass_configs=None, out_idx=None, name=None, *, ta
     """Compile a parsed kernel (PrimFunc) to a KernelArtifact (source only; nvcc runs later).
     Upstream's ``target_host``, ``runtime_only``, ``enable_host_codegen`` and
     ``enable_device_compile`` are accepted here and change nothing: ``tilelang.lower`` runs nvcc
-    when asked, and the host side is our Python launcher."""
+    when asked, and the host side is our Python launcher. A target of another backend (upstream's
+    ``"c"``, ``"llvm"``...) raises ValueError, after the kernel's own located errors if it has any."""
     kname = name or _func_name(func)
     configs = {**normalize(kernel_pass_configs(func)), **dict(pass_configs or {})}  # the caller's win
     try:
