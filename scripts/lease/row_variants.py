@@ -39,12 +39,10 @@ def gemv_variants(src):
     v["ldcs_b_unroll16"] = _unroll(v["ldcs_b"], loop, "#pragma unroll")
     # which part of .cs helps the flushed case: L2 only (.cg), or L1 not allocated (read-only path)
     v["ldcg_b"] = src.replace(ldb.group(0), f"*(uint4*)(B_local + 0) = __ldcg((const uint4*)({ldb.group(1)}));")
-    v["noalloc_b"] = src.replace(ldb.group(0), "{ uint4 r_; asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 "
-                                 "{%0, %1, %2, %3}, [%4];\" : \"=r\"(r_.x), \"=r\"(r_.y), \"=r\"(r_.z), \"=r\"(r_.w) : "
-                                 f"\"l\"({ldb.group(1)})); *(uint4*)(B_local + 0) = r_; }}")
-    v["evict_first_b"] = src.replace(ldb.group(0), "{ uint4 r_; asm volatile(\"ld.global.nc.L1::evict_first.v4.u32 "
-                                     "{%0, %1, %2, %3}, [%4];\" : \"=r\"(r_.x), \"=r\"(r_.y), \"=r\"(r_.z), \"=r\"(r_.w) : "
-                                     f"\"l\"({ldb.group(1)})); *(uint4*)(B_local + 0) = r_; }}")
+    for name, hint in (("noalloc_b", "L1::no_allocate"), ("evict_first_b", "L1::evict_first")):
+        v[name] = src.replace(ldb.group(0), f"{{ uint4 r_; asm volatile(\"ld.global.nc.{hint}.v4.u32 "
+                              "{%0, %1, %2, %3}, [%4];\" : \"=r\"(r_.x), \"=r\"(r_.y), \"=r\"(r_.z), \"=r\"(r_.w) : "
+                              f"\"l\"({ldb.group(1)})); *(uint4*)(B_local + 0) = r_; }}")
     v["lb_nomin"] = re.sub(r"__launch_bounds__\((\d+), 1\)", r"__launch_bounds__(\1)", src)
     return v
 

@@ -59,8 +59,8 @@ def _as_copied(glob, src, dst):
     """The global region as the copy moves it: where the two regions' constant extents differ
     but pair up, the tile is the more local side's (``copy_base_extents``), read or written at the
     global region's start."""
-    (gd, ge), se, de = glob.nonunit(), src.nonunit()[1], dst.nonunit()[1]
-    se, de = [const_int(e) for e in se], [const_int(e) for e in de]
+    gd = glob.nonunit()[0]
+    se, de = ([const_int(e) for e in r.nonunit()[1]] for r in (src, dst))
     if None in se or None in de or se == de:
         return glob
     tile = copy_base_extents(src, dst, se, de)

@@ -43,17 +43,13 @@ def _check_copy(k, rep, stmt) -> None:
     same = se == de or (math.prod(se) == math.prod(de) and (len(se) == 1 or len(de) == 1))
     if not same:
         tile = copy_base_extents(src, dst, se, de)
-        if tile is None:
-            rep.emit("TL0601", f"T.copy extent mismatch: the source '{src.buffer.name}' region is "
-                     f"{_fmt(se)} but the destination '{dst.buffer.name}' region is {_fmt(de)}",
-                     rep.span(stmt), notes=_alloc_notes(rep, src, dst))
-        else:
-            # compiled as upstream does: the more local side's extents (the source's on a tie)
-            rep.emit("TL0601", f"T.copy extent mismatch: the source '{src.buffer.name}' region is "
-                     f"{_fmt(se)} but the destination '{dst.buffer.name}' region is {_fmt(de)}; "
-                     f"{_fmt(tile)} elements are copied (the extents of the "
-                     f"{'source' if tile == se else 'destination, the more local side'})",
-                     rep.span(stmt), notes=_alloc_notes(rep, src, dst), severity=Severity.WARNING)
+        message = (f"T.copy extent mismatch: the source '{src.buffer.name}' region is {_fmt(se)} but the "
+                   f"destination '{dst.buffer.name}' region is {_fmt(de)}")
+        if tile is not None:   # compiled as upstream does: the more local side's extents (the source's on a tie)
+            message += (f"; {_fmt(tile)} elements are copied (the extents of the "
+                        f"{'source' if tile == se else 'destination, the more local side'})")
+        rep.emit("TL0601", message, rep.span(stmt), notes=_alloc_notes(rep, src, dst),
+                 severity=None if tile is None else Severity.WARNING)
         return
     for index, region in ((0, src), (1, dst)):
         _check_inside(rep, stmt, index, region)

@@ -101,12 +101,10 @@ def static_shape(buffer) -> bool:
     return all(const_int(x) is not None for x in buffer.shape)
 
 
-_SCOPE_LEVEL = {"global": 0}   # everything on chip above: shared 1, fragment / local 2
-
-
 def _scope_level(region: Region) -> int:
+    """How local a copy's side is: global 0, shared 1, fragment / local 2."""
     scope = scope_of(region.buffer)
-    return _SCOPE_LEVEL.get(scope, 1 if scope in SHARED_SCOPES else 2)
+    return 0 if scope == "global" else 1 if scope in SHARED_SCOPES else 2
 
 
 def copy_base_extents(src: Region, dst: Region, se, de):
