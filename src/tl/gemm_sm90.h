@@ -10,7 +10,10 @@
 //   wgmma_smem_offset<ROWS, COLS, E>(r, c): the shared memory layout below
 //
 // compute C += A * B (C = A * B when CLEAR_ACCUM) for one M x N x K block
-// tile.  NUM_WARPGROUPS_M warpgroups (128 consecutive threads each, starting
+// tile.  Each takes an optional last argument int scale_d0 (default 1): 0 makes
+// a call with CLEAR_ACCUM false clear C too, decided at run time (the first K
+// step's wgmma issues with scale-d = 0; transform/fuse_clear.py).
+// NUM_WARPGROUPS_M warpgroups (128 consecutive threads each, starting
 // at a thread index divisible by 128) split M: warpgroup
 // wg = (threadIdx.x / 128) % NUM_WARPGROUPS_M owns rows [wg*MW, wg*MW + MW),
 // MW = M / NUM_WARPGROUPS_M, a multiple of 64, and all N columns.  In place
@@ -322,8 +325,17 @@ TL_DEVICE void wgmma_wait_sync() {
 // The issue sequence shared by both operand kinds: fences the accumulators, then
 // calls one(acc registers, ks, mi, ni, scale_d) for every (K step, M block,
 // N slice) and commits the wgmma it issued as one group.
+// scale_d0 is the first K step's scale-d where CLEAR_ACCUM is false: 0 (a run-time
+// clear, transform/fuse_clear.py) or 1 (accumulate).
 template <class S, bool CLEAR_ACCUM, class One>
-TL_DEVICE void issue_all(typename S::R* acc, One one) {
+TL_DEVICE void issue_all(typename S::R* acc, One one, int scale_d0 = 1) {
+  if constexpr (CLEAR_ACCUM) {
+    // Zeros, not the registers' stale values, go into the fence below: ptxas then
+    // issues the first wgmma with RZ inputs and the old values die where they were
+    // last read (fenced as they are, they would stay live up to here).
+#pragma unroll
+    for (int i = 0; i < S::kRegs; ++i) acc[i] = typename S::R(0);
+  }
   fence_regs<S::kRegs>(acc);
   wgmma_fence_sync();
 #pragma unroll
@@ -332,7 +344,7 @@ TL_DEVICE void issue_all(typename S::R* acc, One one) {
     for (int mi = 0; mi < S::MI; ++mi) {
 #pragma unroll
       for (int ni = 0; ni < S::NI; ++ni) {
-        one(acc + mi * S::kBlockRegs + ni * S::kInstRegs, ks, mi, ni, (CLEAR_ACCUM && ks == 0) ? 0 : 1);
+        one(acc + mi * S::kBlockRegs + ni * S::kInstRegs, ks, mi, ni, ks == 0 ? (CLEAR_ACCUM ? 0 : scale_d0) : 1);
       }
     }
   }
@@ -342,7 +354,7 @@ TL_DEVICE void issue_all(typename S::R* acc, One one) {
 // Issues every wgmma of one block GEMM with both operands in shared memory
 // and commits them as one group.
 template <class S, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, class TA, class TB = TA>
-TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
+TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc, int scale_d0 = 1) {
   uint32_t wm, wn;
   warpgroup_coords<S>(wm, wn);
   const uint64_t da0 = S::desc_a0(smem_addr(A), wm);
@@ -350,13 +362,13 @@ TL_DEVICE void issue_ss(const void* A, const void* B, typename S::R* acc) {
   issue_all<S, CLEAR_ACCUM>(acc, [&](typename S::R* c, int ks, int mi, int ni, int sd) {
     Wgmma<S::kN, typename S::R>::template ss<TA, TRANS_A, !TRANS_B, TB>(c, S::desc_a(da0, mi, ks),
                                                                        S::desc_b(db0, ks, ni), sd);
-  });
+  }, scale_d0);
 }
 
 // Issues every wgmma of one block GEMM with A in registers (NA packed 32-bit
 // registers) and B in shared memory, and commits them as one group.
 template <class S, int NA, bool TRANS_B, bool CLEAR_ACCUM, class TA>
-TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
+TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc, int scale_d0 = 1) {
   uint32_t wm = 0, wn = 0;
   if constexpr (S::kWarpgroupsN > 1) warpgroup_coords<S>(wm, wn);
   const uint64_t db0 = S::desc_b0(smem_addr(B), wn);
@@ -365,7 +377,7 @@ TL_DEVICE void issue_rs(uint32_t* a, const void* B, typename S::R* acc) {
     const uint32_t* ar = a + (mi * S::KI + ks) * 4;
     Wgmma<S::kN, typename S::R>::template rs<TA, !TRANS_B>(c, ar[0], ar[1], ar[2], ar[3], S::desc_b(db0, ks, ni),
                                                            sd);
-  });
+  }, scale_d0);
 }
 
 }  // namespace detail
@@ -399,16 +411,16 @@ struct Warpgroups {
 // Block GEMM with both operands in shared memory (see the top of this file).
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB, typename TC>
-TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
+TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag, int scale_d0 = 1) {
   using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, TC, WG::kSwA, WG::kSwB, WG::kN>;
   if constexpr (detail::is_same_v<TC, float>) {
-    detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag);
+    detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag, scale_d0);
     detail::wgmma_wait_sync<0>();
     detail::fence_regs<S::kRegs>(C_frag);
   } else {
     uint32_t acc[S::kRegs];
     detail::pack_pairs<S::kRegs>(acc, C_frag);
-    detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, acc);
+    detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, acc, scale_d0);
     detail::wgmma_wait_sync<0>();
     detail::fence_regs<S::kRegs>(acc);
     detail::unpack_pairs<S::kRegs>(C_frag, acc);
@@ -416,9 +428,9 @@ TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
 }
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
           bool CLEAR_ACCUM, typename TA, typename TB, typename TC>
-TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
+TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag, int scale_d0 = 1) {
   wgmma_gemm_ss<M, N, K, Warpgroups<NUM_WARPGROUPS_M, 1>, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB, TC>(
-      A_smem, B_smem, C_frag);
+      A_smem, B_smem, C_frag, scale_d0);
 }
 
 // wgmma_gemm_ss without the final wait (float accumulators only): the
@@ -429,15 +441,15 @@ TL_DEVICE void wgmma_gemm_ss(const TA* A_smem, const TB* B_smem, TC* C_frag) {
 // warpgroups).
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB>
-TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_frag) {
+TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_frag, int scale_d0 = 1) {
   using S = detail::WgmmaShape<M, N, K, WG::kM, TRANS_A, TRANS_B, TA, TB, float, WG::kSwA, WG::kSwB, WG::kN>;
-  detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag);
+  detail::issue_ss<S, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(A_smem, B_smem, C_frag, scale_d0);
 }
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
           bool CLEAR_ACCUM, typename TA, typename TB>
-TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_frag) {
+TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_frag, int scale_d0 = 1) {
   wgmma_gemm_ss_async<M, N, K, Warpgroups<NUM_WARPGROUPS_M, 1>, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(
-      A_smem, B_smem, C_frag);
+      A_smem, B_smem, C_frag, scale_d0);
 }
 
 // Block GEMM with A in registers (layout at the top of this file) and B in
@@ -445,7 +457,7 @@ TL_DEVICE void wgmma_gemm_ss_async(const TA* A_smem, const TB* B_smem, float* C_
 // A rows of its M warpgroup (A_frag is replicated over them).
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB, typename TC>
-TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
+TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag, int scale_d0 = 1) {
   static_assert(!detail::is_fp8_v<TA>, "tl::wgmma_gemm: an 8-bit A operand must be in shared memory");
   using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, TC, WG::kSwA, WG::kSwB, WG::kN>;
   using R = typename S::R;
@@ -460,7 +472,7 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
     detail::pack_pairs<S::kRegs>(acc_buf, C_frag);
     acc = acc_buf;
   }
-  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, acc);
+  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, acc, scale_d0);
   detail::wgmma_wait_sync<0>();
   // The A registers are read asynchronously: keep them alive until here.
   detail::fence_regs<NA>(a);
@@ -469,9 +481,9 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
 }
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
           bool CLEAR_ACCUM, typename TA, typename TB, typename TC>
-TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
+TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag, int scale_d0 = 1) {
   wgmma_gemm_rs<M, N, K, Warpgroups<NUM_WARPGROUPS_M, 1>, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB, TC>(
-      A_frag, B_smem, C_frag);
+      A_frag, B_smem, C_frag, scale_d0);
 }
 
 // wgmma_gemm_rs without the final wait (float accumulators only): the wgmma
@@ -483,19 +495,19 @@ TL_DEVICE void wgmma_gemm_rs(const TA* A_frag, const TB* B_smem, TC* C_frag) {
 // where it cannot prove them safe.
 template <int M, int N, int K, class WG, bool TRANS_A, bool TRANS_B, bool CLEAR_ACCUM, typename TA,
           typename TB>
-TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag) {
+TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag, int scale_d0 = 1) {
   static_assert(!detail::is_fp8_v<TA>, "tl::wgmma_gemm: an 8-bit A operand must be in shared memory");
   using S = detail::WgmmaShape<M, N, K, WG::kM, false, TRANS_B, TA, TB, float, WG::kSwA, WG::kSwB, WG::kN>;
   constexpr int NA = S::MI * S::KI * 4;  // A registers per thread
   uint32_t a[NA];
   detail::pack_pairs<NA>(a, A_frag);
-  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, C_frag);
+  detail::issue_rs<S, NA, TRANS_B, CLEAR_ACCUM, TA>(a, B_smem, C_frag, scale_d0);
 }
 template <int M, int N, int K, int NUM_WARPGROUPS_M, bool TRANS_A, bool TRANS_B,
           bool CLEAR_ACCUM, typename TA, typename TB>
-TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag) {
+TL_DEVICE void wgmma_gemm_rs_async(const TA* A_frag, const TB* B_smem, float* C_frag, int scale_d0 = 1) {
   wgmma_gemm_rs_async<M, N, K, Warpgroups<NUM_WARPGROUPS_M, 1>, TRANS_A, TRANS_B, CLEAR_ACCUM, TA, TB>(
-      A_frag, B_smem, C_frag);
+      A_frag, B_smem, C_frag, scale_d0);
 }
 
 // ---------------------------------------------------------------------------

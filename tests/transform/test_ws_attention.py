@@ -230,16 +230,24 @@ def test_the_causal_mask_is_built_only_where_it_bites():
     """A T.Parallel store of ``if_then_else(c, a, b)`` with c an integer comparison: interval
     analysis over the nest gives the scalar condition under which c holds everywhere; the store
     of a runs under it (a uniform branch), the nest as written otherwise. Causal attention: every
-    KV tile left of the diagonal (k < bx) skips the mask; non-causal: the bound check folds."""
+    KV tile left of the diagonal (k < bx) skips the mask, and its store of 0 is the first wgmma's
+    scale-d = 0 (transform/fuse_clear.py); non-causal: the bound check folds to a fill of 0 (which
+    ptxas turns into the first HGMMA's RZ inputs)."""
     causal = fa.flashattn.get_prim_func(2, 4, 512, 128, True, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     loop = lowered_text(causal, "sm_90a", {"tl.disable_persistent": True})
     loop = loop[loop.index("for k in range(1"):]
-    branch = loop.index("if 0 < bx - k:")
-    assert loop.index("acc_s[v_1] = T.float32(0.0)") > branch
+    branch = loop.index("if not 0 < bx - k:")
     assert branch < loop.index("T.if_then_else(bx * 128 +") < loop.index("wgmma_gemm_ss_async")
+    assert "acc_s[v_1] = T.float32(0.0)" not in loop
+    assert "T.address_of(acc_s[0]), T.Select(0 < bx - k, 0, 1))" in loop
+    kept = lowered_text(causal, "sm_90a", {"tl.disable_persistent": True, "tl.disable_clear_fusion": True})
+    kept = kept[kept.index("for k in range(1"):]
+    branch = kept.index("if 0 < bx - k:")
+    assert kept.index("acc_s[v_1] = T.float32(0.0)") > branch
+    assert "T.address_of(acc_s[0]))" in kept and "T.Select" not in kept
     plain = fa.flashattn.get_prim_func(2, 4, 512, 128, False, 1, "bhsd", block_M=128, block_N=128, num_stages=2)
     text = lowered_text(plain, "sm_90a")
-    assert "T.if_then_else" not in text and "acc_s[v_1] = T.float32(0.0)" in text
+    assert "T.if_then_else" not in text and "acc_s[v_1] = T.float32(0.0)" in text and "T.Select" not in text
 
 
 def test_the_producer_loads_q_and_the_next_tiles_q_during_the_epilogue():

@@ -9,6 +9,7 @@
                       when TL_LAYOUT_VISUALIZATION_ENABLE is set: analysis/layout_visual.py)
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
     lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers (then
+                      zero fills of wgmma accumulators folded into the gemm: transform/fuse_clear.py;
                       vectorized loops that declare locals are unrolled: transform/vector_locals.py)
     emit_cuda         TVM CUDA codegen + our device library include
 """
@@ -22,8 +23,8 @@ from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
 from tilelang.codegen.wide_index import WIDE_INDEX, widen_large_tensors
-from tilelang.transform import (attention_schedule, stage_epilogue, stage_operands, thread_sync, user_barriers,
-                                user_ws, widen_threads)
+from tilelang.transform import (attention_schedule, fuse_clear, stage_epilogue, stage_operands, thread_sync,
+                                user_barriers, user_ws, widen_threads)
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -104,6 +105,8 @@ def _lower(st):
         lw_m, body_m = _lower_once(st, st.info, layouts)
         if lw_m.smem_bytes < lw.smem_bytes:
             st.layouts, lw, body = layouts, lw_m, body_m
+    if not st.pass_configs.get(fuse_clear.DISABLE_KEY):   # a branch's zero fill as the wgmma's scale-d
+        body = fuse_clear.fuse(body, lw.wgmma_acc_regs)
     st.lowered = st.func.with_body(unroll_vector_loops_with_locals(
         thread_sync.drop_repeated_barriers(user_barriers.merge_inits(body))))
     st.smem_bytes = lw.dynamic_smem_expr()     # (an expression with run-time-extent shared buffers)

@@ -98,6 +98,7 @@ class Lowerer:
         self.loop_words = {}      # loop -> its live fragment words a thread (lower_reduce._fold_lanes)
         self.stages = pipelined_loop.plan_stages(info, self.configs.get(pipelined_loop.GATHERS_KEY) is not False)
         self.frag = {}          # fragment buffer -> local array buffer
+        self.wgmma_acc_regs = {}  # local array -> the wgmma accumulator registers a thread holds in it
         self.smem_views = {}    # shared buffer -> its flat view over smem (elem_offset: stage 0's start)
         self.smem_bytes = 0
         self.own_bytes = False      # every shared buffer has bytes of its own (``_prefer_own_bytes``)
@@ -742,40 +743,67 @@ class Lowerer:
         return self._lower_parallel_nest(stmt, loop_vars, body)
 
     def _unswitch_select(self, stmt, loop_vars, extents, body):
-        """A nest whose one store writes ``if_then_else(c, a, b)``, c an integer comparison
-        (attention's causal mask): the condition under which c holds at every point of the nest
-        is a scalar (interval analysis over the loop domain); the nest becomes ``if that: the
-        store of a, else: the nest as written`` (a uniform branch: causal attention takes the
-        first way in every iteration but the diagonal one), or just the store of a where the
-        analyzer proves the scalar condition. None where this does not apply."""
+        """A nest whose one store writes ``if_then_else(c, a, b)``, c a comparison of integers (or
+        ``and`` / ``or`` / ``not`` of them): attention's causal mask (``q >= k``, 0 where it holds)
+        or a length mask (``q >= len_q or k >= len_k``, 0 where it holds nowhere). The condition
+        under which c holds at every point of the nest, or at none, is a scalar (interval analysis
+        over the loop domain); the nest becomes ``if that: the store of a (or b), else: the nest as
+        written`` (a uniform branch: causal attention stores 0 in every iteration but the diagonal
+        one, a varlen kernel in every tile but the last), or just that store where the analyzer
+        proves the scalar condition. A side storing 0 is tried first (transform/fuse_clear.py folds
+        such a store into the gemm it feeds), else ``a``. None where this does not apply."""
         if not isinstance(body, tirx.BufferStore):
             return None
         value = body.value
         if not (isinstance(value, ir.Call) and getattr(value.op, "name", "") == "prim.if_then_else"):
             return None
-        cond, a, _ = value.args
+        cond, a, b = value.args
+        dom = {v: tvm.sym.IntervalSet(0, e - 1) for v, e in zip(loop_vars, extents)}
+        stored = body.buffer
+        sides = ((True, a), (False, b))
+        if _is_zero_const(b) and not _is_zero_const(a):
+            sides = sides[::-1]
+        for always, side in sides:
+            scalar = self._uniform_condition(cond, always, loop_vars, dom, stored)
+            if scalar is None:
+                continue
+            scalar = self.an.simplify(self.rewrite(scalar))
+            if isinstance(scalar, tirx.IntImm) and not scalar.value:
+                continue     # provably not uniform (a mask that always bites somewhere): the other side
+            plain = _replace_innermost(stmt, len(loop_vars), tirx.BufferStore(body.buffer, side, body.indices,
+                                                                              span=body.span))
+            lowered = self._lower_parallel_nest(plain, loop_vars, parallel_nest(plain)[2])
+            if self.prove(scalar):
+                return lowered
+            return tirx.IfThenElse(scalar, lowered, self._lower_parallel_nest(stmt, loop_vars, body), span=stmt.span)
+        return None
+
+    def _uniform_condition(self, cond, holds, loop_vars, dom, stored):
+        """A condition free of ``loop_vars`` under which ``cond`` holds (``holds``) or fails at every
+        point of ``dom``, or None where none is found. Comparisons of integers (no load of the buffer
+        ``stored``, whose store the nest is) by their bound over the domain; ``and`` / ``or`` / ``not``
+        by their parts."""
+        if isinstance(cond, tirx.Not):
+            return self._uniform_condition(cond.a, not holds, loop_vars, dom, stored)
+        if isinstance(cond, (tirx.And, tirx.Or)):
+            if isinstance(cond, tirx.And) != holds:
+                return None      # "a or b" everywhere / "a and b" nowhere: not from the parts alone
+            parts = [self._uniform_condition(x, holds, loop_vars, dom, stored) for x in (cond.a, cond.b)]
+            return None if None in parts else tirx.And(*parts)
         if isinstance(cond, (tirx.GE, tirx.GT)):
             diff = cond.a - cond.b - (1 if isinstance(cond, tirx.GT) else 0)
         elif isinstance(cond, (tirx.LE, tirx.LT)):
             diff = cond.b - cond.a - (1 if isinstance(cond, tirx.LT) else 0)
         else:
             return None
-        if not dtype_of(diff).startswith("int") or has_load(diff):
+        if not dtype_of(diff).startswith("int") or any(e.source.same_as(stored) for e in tensor_loads(diff)):
             return None
-        dom = {v: tvm.sym.IntervalSet(0, e - 1) for v, e in zip(loop_vars, extents)}
+        if not holds:
+            diff = -diff - 1     # c fails at a point: diff < 0 there, i.e. -diff - 1 >= 0
         low = self.an.int_set(diff, dom)
         if low.is_everything() or uses_vars(low.min_value, loop_vars):
             return None
-        everywhere = self.an.simplify(self.rewrite(low.min_value >= 0))
-        if isinstance(everywhere, tirx.IntImm) and not everywhere.value:
-            return None      # provably not everywhere (a mask that always bites): as written
-        plain = _replace_innermost(stmt, len(loop_vars), tirx.BufferStore(body.buffer, a, body.indices,
-                                                                          span=body.span))
-        lowered = self._lower_parallel_nest(plain, loop_vars, parallel_nest(plain)[2])
-        if self.prove(everywhere):
-            return lowered
-        return tirx.IfThenElse(everywhere, lowered, self._lower_parallel_nest(stmt, loop_vars, body),
-                               span=stmt.span)
+        return low.min_value >= 0
 
     def _lower_parallel_nest(self, stmt, loop_vars, body):
         layout = self.layouts.loops[loop_vars[0]]
@@ -892,6 +920,10 @@ class Lowerer:
             common = (f"{plan.M}, {plan.N}, {plan.K}, {_wgmma_warpgroups(plan, swa, swb)}, {_b(plan.trans_a)}, "
                       f"{_b(plan.trans_b)}")
             make = lambda cl: evaluate_extern(f"{fn}<{common}, {cl}>", a_ptr, b_ptr, c_ptr, span=stmt.span)
+            # (transform/fuse_clear.py: a zero fill of all of them folded into the gemm's scale-d)
+            regs = plan.M // plan.warpgroups * (plan.N // plan.warpgroups_n) // 128
+            acc = self.frag[c.buffer]
+            self.wgmma_acc_regs[acc] = regs if self.wgmma_acc_regs.get(acc, regs) == regs else 0
         else:
             ldb, sb = self._mma_rows(b.buffer)
             k = plan.K
@@ -1319,6 +1351,11 @@ def _nest_loops(stmt, depth):
         out.append(stmt)
         stmt = stmt.body
     return out
+
+
+def _is_zero_const(value) -> bool:
+    value = simplify(value)
+    return isinstance(value, (tirx.FloatImm, tirx.IntImm)) and float(value.value) == 0.0
 
 
 def _replace_innermost(stmt, depth, body):

@@ -36,6 +36,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_DISABLE_WGMMA_OVERLAP = "tl.disable_wgmma_overlap"
     TL_DISABLE_WGMMA_MIX = "tl.disable_wgmma_mix"
+    TL_DISABLE_CLEAR_FUSION = "tl.disable_clear_fusion"
     TL_DISABLE_DEFERRED_COPY_WAIT = "tl.disable_deferred_copy_wait"
     TL_DISABLE_SINGLE_WAVE_LAUNCH_BOUND = "tl.disable_single_wave_launch_bound"
     TL_DISABLE_STREAMING_LAUNCH_BOUND = "tl.disable_streaming_launch_bound"
@@ -246,6 +247,11 @@ EFFECTS = {
     PassConfigKey.TL_DISABLE_WGMMA_OVERLAP: "on sm_90a, a warp-specialised loop body with several gemms (attention) "
                                             "keeps each gemm synchronous instead of running the last gemm of "
                                             "iteration k-1 under the first gemm and the softmax of iteration k",
+    PassConfigKey.TL_DISABLE_CLEAR_FUSION: "on sm_90a, where setmaxnreg sets the consumers' registers, a zero fill "
+                                           "of a wgmma accumulator under a branch right before the gemm (causal "
+                                           "attention's unswitched mask) stays a store per register instead of "
+                                           "the gemm's first k-step issuing with scale-d = 0 off that branch "
+                                           "(transform/fuse_clear.py)",
     PassConfigKey.TL_DISABLE_WGMMA_MIX: "on sm_90a, a kernel whose gemms do not all fit wgmma (attention "
                                         "backward's 32-row dQ gemm beside 128-row ones) runs every gemm on "
                                         "mma.sync instead of each one that fits on wgmma and the rest on mma.sync "
