@@ -55,8 +55,8 @@ def sets_registers(body) -> bool:
 
 def _fold(st, acc_regs, bounds):
     """``st`` rewritten; ``bounds``: Var -> (min, extent) of the loops and thread indices around it
-    (a fill's stores are folded with them: ``if_then_else(k * 128 + j >= 4096, -inf, 0)`` is 0
-    for every k < 32)."""
+    (a branch's fill may still store a select that they fold to 0, such as
+    ``if_then_else(k * 128 + j >= 4096, -inf, 0)`` for every k < 32)."""
     if isinstance(st, tirx.SeqStmt):
         out = []
         for x in flatten([st]):
