@@ -29,6 +29,14 @@ def simplify(expr):
     return analyzer().simplify(expr)
 
 
+def is_zero_const(value) -> bool:
+    """Whether ``value`` (a broadcast of it too) simplifies to the constant 0."""
+    if isinstance(value, tirx.Broadcast):
+        value = value.value
+    value = simplify(value)
+    return isinstance(value, (tirx.FloatImm, tirx.IntImm)) and float(value.value) == 0.0
+
+
 def dtype_of(expr) -> str:
     ty = expr.ty
     return str(getattr(ty, "dtype", ty))

@@ -9,7 +9,7 @@
                       when TL_LAYOUT_VISUALIZATION_ENABLE is set: analysis/layout_visual.py)
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
     lower_tile_ops    tile ops, T.Parallel and T.Pipelined to thread-level TIR with barriers (then
-                      zero fills of wgmma accumulators folded into the gemm: transform/fuse_clear.py;
+                      a zero fill under a branch folded into the wgmma it feeds: transform/fuse_clear.py;
                       vectorized loops that declare locals are unrolled: transform/vector_locals.py)
     emit_cuda         TVM CUDA codegen + our device library include
 """

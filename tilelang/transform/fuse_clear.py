@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import itertools
 
-import tvm
 from tvm import ir, tirx
 
-from tilelang.tir_utils import any_expr, const_int, eval_int, extern_name, flatten, seq, uses_vars, walk_stmts
+from tilelang.tir_utils import any_expr, const_int, eval_int, extern_name, is_zero_const, map_sequences, walk_stmts
 
 DISABLE_KEY = "tl.disable_clear_fusion"
 _GEMMS = ("tl::wgmma_gemm_ss<", "tl::wgmma_gemm_rs<", "tl::wgmma_gemm_ss_async<", "tl::wgmma_gemm_rs_async<")
@@ -42,7 +41,12 @@ def fuse(body, acc_regs: dict):
     """``body`` with the clears described in the module docstring folded into their gemms."""
     if not acc_regs or not sets_registers(body):
         return body
-    return _fold(body, acc_regs, {})
+
+    def step(out, x):
+        out.append(x)
+        _try_fold(out, acc_regs)
+
+    return map_sequences(body, step)
 
 
 def sets_registers(body) -> bool:
@@ -53,41 +57,7 @@ def sets_registers(body) -> bool:
     return bool(found)
 
 
-def _fold(st, acc_regs, bounds):
-    """``st`` rewritten; ``bounds``: Var -> (min, extent) of the loops and thread indices around it
-    (a branch's fill may still store a select that they fold to 0, such as
-    ``if_then_else(k * 128 + j >= 4096, -inf, 0)`` for every k < 32)."""
-    if isinstance(st, tirx.SeqStmt):
-        out = []
-        for x in flatten([st]):
-            out.append(_fold(x, acc_regs, bounds))
-            _try_fold(out, acc_regs, bounds)
-        return seq(out)
-    if isinstance(st, tirx.For):
-        body = _fold(st.body, acc_regs, {**bounds, st.loop_var: (st.min, st.extent)})
-        if body.same_as(st.body):
-            return st
-        return tirx.For(st.loop_var, st.min, st.extent, st.kind, body, thread_binding=st.thread_binding,
-                        annotations=st.annotations, step=st.step, span=st.span)
-    if isinstance(st, tirx.IfThenElse):
-        then = _fold(st.then_case, acc_regs, bounds)
-        other = None if st.else_case is None else _fold(st.else_case, acc_regs, bounds)
-        if then.same_as(st.then_case) and (other is None or other.same_as(st.else_case)):
-            return st
-        return tirx.IfThenElse(st.condition, then, other, span=st.span)
-    if isinstance(st, tirx.AttrStmt):
-        inner = bounds
-        if st.attr_key == "thread_extent" and hasattr(st.node, "var"):
-            inner = {**bounds, st.node.var: (tirx.IntImm("int32", 0), st.value)}
-        body = _fold(st.body, acc_regs, inner)
-        return st if body.same_as(st.body) else tirx.AttrStmt(st.node, st.attr_key, st.value, body, span=st.span)
-    if isinstance(st, tirx.While):
-        body = _fold(st.body, acc_regs, bounds)
-        return st if body.same_as(st.body) else tirx.While(st.condition, body, span=st.span)
-    return st
-
-
-def _try_fold(out: list, acc_regs: dict, bounds: dict) -> None:
+def _try_fold(out: list, acc_regs: dict) -> None:
     """``out[-1]`` just joined the sequence: where it is a gemm a clear earlier in ``out`` feeds,
     fold that clear into it (editing ``out`` in place)."""
     gemm = out[-1]
@@ -99,7 +69,7 @@ def _try_fold(out: list, acc_regs: dict, bounds: dict) -> None:
     if not regs:
         return
     for i in range(len(out) - 2, -1, -1):
-        fill = _fill(out[i], acc, regs, bounds)
+        fill = _fill(out[i], acc, regs)
         if fill is None:
             if _touches(out[i], acc):
                 return
@@ -125,20 +95,20 @@ def _acc_var(arg):
     return None
 
 
-def _fill(st, acc, regs, bounds):
+def _fill(st, acc, regs):
     """(None, None) where ``st`` zero-fills every element of ``acc`` (a register array of
     ``regs`` elements); (c, other) where it is ``if c: <that> else: other`` (other may be None;
     the branches the other way round give ``not c``); else None."""
     if isinstance(st, tirx.IfThenElse):
-        if _whole_zero_fill(st.then_case, acc, regs, bounds):
+        if _whole_zero_fill(st.then_case, acc, regs):
             return st.condition, st.else_case
-        if st.else_case is not None and _whole_zero_fill(st.else_case, acc, regs, bounds):
+        if st.else_case is not None and _whole_zero_fill(st.else_case, acc, regs):
             return tirx.Not(st.condition), st.then_case
         return None
-    return (None, None) if _whole_zero_fill(st, acc, regs, bounds) else None
+    return (None, None) if _whole_zero_fill(st, acc, regs) else None
 
 
-def _whole_zero_fill(st, acc, regs, bounds) -> bool:
+def _whole_zero_fill(st, acc, regs) -> bool:
     loops = []
     while isinstance(st, tirx.For):
         loops.append(st)
@@ -148,7 +118,7 @@ def _whole_zero_fill(st, acc, regs, bounds) -> bool:
     buf = st.buffer
     if str(buf.dtype) != "float32" or len(buf.shape) != 1 or const_int(buf.shape[0]) != regs:
         return False
-    if len(st.indices) != 1 or not _is_zero(st.value, {**bounds, **{lp.loop_var: (lp.min, lp.extent) for lp in loops}}):
+    if len(st.indices) != 1 or not is_zero_const(st.value):
         return False
     extents = [const_int(lp.extent) for lp in loops]
     if any(e is None or e <= 0 or const_int(lp.min) != 0 for e, lp in zip(extents, loops)):
@@ -174,20 +144,6 @@ def _whole_zero_fill(st, acc, regs, bounds) -> bool:
         for lane in range(lanes):
             seen.add(b + lane * (const_int(stride) if stride is not None else 0))
     return seen == set(range(regs))
-
-
-def _is_zero(value, bounds) -> bool:
-    """Whether ``value`` is 0 wherever the Vars of ``bounds`` range over them (a cast of 0, a
-    select folded)."""
-    if isinstance(value, tirx.Broadcast):
-        value = value.value
-    if not isinstance(value, (tirx.FloatImm, tirx.IntImm)):
-        an = tvm.sym.Analyzer()
-        for var, (lo, extent) in bounds.items():
-            if uses_vars(value, [var]):
-                an.bind(var, tvm.ir.Range.from_min_extent(lo, extent))
-        value = an.simplify(value)
-    return isinstance(value, (tirx.FloatImm, tirx.IntImm)) and float(value.value) == 0.0
 
 
 def _touches(st, buf) -> bool:

@@ -35,7 +35,7 @@ from tilelang import targets
 from tilelang.language._ops import is_tl_call
 from tilelang.language.dtypes import bits as dtype_bits, nbytes
 from tilelang.tir_utils import (ExprRewriter, any_expr, as_logical, const_int, dtype_of, evaluate_extern, extern_name,
-                                has_load, i32, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads,
+                                i32, is_zero_const, map_stmts, seq, simplify, substitute, substitute_stmt, tensor_loads,
                                 tvm_ffi_walk, uses_vars, walk_stmts)
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
@@ -761,7 +761,7 @@ class Lowerer:
         dom = {v: tvm.sym.IntervalSet(0, e - 1) for v, e in zip(loop_vars, extents)}
         stored = body.buffer
         sides = ((True, a), (False, b))
-        if _is_zero_const(b) and not _is_zero_const(a):
+        if is_zero_const(b) and not is_zero_const(a):
             sides = sides[::-1]
         for always, side in sides:
             scalar = self._uniform_condition(cond, always, loop_vars, dom, stored)
@@ -1351,11 +1351,6 @@ def _nest_loops(stmt, depth):
         out.append(stmt)
         stmt = stmt.body
     return out
-
-
-def _is_zero_const(value) -> bool:
-    value = simplify(value)
-    return isinstance(value, (tirx.FloatImm, tirx.IntImm)) and float(value.value) == 0.0
 
 
 def _replace_innermost(stmt, depth, body):
