@@ -115,17 +115,3 @@ def test_hover_and_checker_see_the_stages_compiled():
     assert not [d for d in check(_gemv()) if d.severity == "error"]
     (pipe,) = summarize(_gemv(), "sm_90a", {KEY: False})["pipelines"]
     assert pipe["stages"] == 2 and "as written" not in pipe["mechanism"]
-
-
-def test_stages_as_written_where_the_lowering_goes_over_the_budget(monkeypatch):
-    # a margin the lowering does not leave (eight 32 KiB stages: 256 KiB of a 227 KiB block) -> the
-    # engine lowers the loop again at its written two stages instead of failing at launch
-    monkeypatch.setattr(deepen_stages, "MARGIN", -64 * 1024)
-    monkeypatch.setattr(deepen_stages, "MAX_STAGES", 8)
-    assert int(_loops(deepen_stages.apply(_gemv(), "sm_90a", {}).body)[0].annotations[STAGES_ATTR]) == 8
-    assert _waits(_gemv()) == [0, 1]
-
-
-def test_no_deeper_pipeline_without_cp_async():
-    func = _gemv()
-    assert deepen_stages.apply(func, "sm_75", {}) is func

@@ -101,17 +101,15 @@ def _analyze_parts(func, split, target_arch, ctx):
 
 
 def _analyze_one(func, target_arch, ctx, rep, siblings=()):
-    written, asked = func, ctx
-    deepened = False
+    written = func
     try:
         # the kernel the compiler makes: a gemm's fragment B copied to shared memory first
         # (transform/stage_operands.py), 256 threads where 128 would spill (transform/widen_threads.py)
         staged = stage_operands.stage(func)
-        # (one-stage warp specialisation decided, stages promoted and deepened, as the engine does)
+        # (one-stage warp specialisation decided, and stages promoted, as the engine does)
         configs = dict(ctx.pass_configs)
         staged, decided = attention_schedule.plan_one_stage(staged, target_arch, configs)
-        deeper = deepen_stages.apply(staged, target_arch, decided)
-        deepened, staged = deeper is not staged, deeper
+        staged = deepen_stages.apply(staged, target_arch, decided)
         auto = decided is not configs
         if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)
@@ -138,13 +136,7 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
     rep.guard("lowered shared memory check", check_lowered_smem, k, rep)  # TL0501 (sm_90a carve-out)
     rep.guard("run-time shared extent check", _check_run_time_extents, k, rep)  # TL0002
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
-    found = sort_diagnostics(rep.finish())
-    if deepened and any(d.code == "TL0501" for d in found):
-        # the deeper pipeline over the budget by this account: the engine then lowers the stages
-        # as written (engine/pipeline.py), and so is the kernel checked
-        asked = dataclasses.replace(asked, pass_configs={**asked.pass_configs, deepen_stages.KEY: False})
-        return _analyze_one(written, target_arch, asked, Reporter(written, asked), siblings)
-    return k, found
+    return k, sort_diagnostics(rep.finish())
 
 
 def _check_run_time_extents(k, rep):

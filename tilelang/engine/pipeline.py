@@ -44,9 +44,7 @@ def _analyze(st):
     func, configs = st.func, st.pass_configs or {}
     st.func, st.pass_configs = attention_schedule.plan_one_stage(func, st.arch, configs)   # (+ opt-in promotion)
     st.single_stage_retry = (func, configs) if st.pass_configs is not configs else None
-    written = st.func
     st.func = deepen_stages.apply(st.func, st.arch, st.pass_configs)  # one wave: as many stages as fit
-    st.deepen_retry = (func, configs) if st.func is not written else None
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads
@@ -77,8 +75,8 @@ def _lower_once(st, info, layouts, lw=None):
 
 def _lower(st):
     # Never let an optimisation take the kernel over the shared-memory budget (it would fail at
-    # launch): plans that leave room for the workspaces (_lower_once), then the stages as written
-    # (deepen_stages), then the epilogue as written (the stage fit until the lowering carved its workspaces), then gathers as written,
+    # launch): plans that leave room for the workspaces (_lower_once), then the epilogue as
+    # written (the stage fit until the lowering carved its workspaces), then gathers as written,
     # then the gemm plans of layout_inference.budget_fallbacks.
     limit = targets.smem_per_block(st.arch)
     lw, body = _lower_once(st, st.info, st.layouts, st.lowerer)   # (stage_epilogues built one)
@@ -88,16 +86,6 @@ def _lower(st):
         # T.async_copy, ...): the kernel as if it had not (the attention schedule's early loads)
         st.func, configs = retry
         st.pass_configs = {**configs, attention_schedule.WS_SINGLE_STAGE_KEY: False}
-        st.lowerer = st.unstaged = None
-        _analyze(st)
-        _layouts(st)
-        stage_epilogue.apply(st)
-        return _lower(st)
-    retry = getattr(st, "deepen_retry", None)
-    if retry is not None and lw.smem_bytes > limit:
-        # the deeper pipeline fit before the lowering carved what it needs: the stages as written
-        st.func, configs = retry
-        st.pass_configs = {**configs, deepen_stages.KEY: False}
         st.lowerer = st.unstaged = None
         _analyze(st)
         _layouts(st)

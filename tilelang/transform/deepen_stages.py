@@ -9,7 +9,7 @@ streams its 32 MB at a third of the card's bandwidth. Such a loop gets as many s
 block's shared memory holds (``MARGIN`` left for barriers and alignment), at most ``MAX_STAGES``
 and at most its trip count where that is a constant.
 
-Left as written: targets before sm_80 (no cp.async: nothing is in flight), grids of run-time size or of more blocks than SMs, loops of fewer than two stages
+Left as written: grids of run-time size or of more blocks than SMs, loops of fewer than two stages
 (their own schedules: ``attention_schedule``), loops with the user's ``order`` / ``stage``
 annotations, loops with a gemm anywhere in their body (their stages size a ring that the
 warp-specialised and persistent plans also budget: only ``tl.enable_one_wave_deepening=True``
@@ -43,7 +43,7 @@ MARGIN = 8 * 1024
 
 def apply(func, arch, configs) -> object:
     setting = configs.get(KEY)
-    if setting is False or setting == 0 or targets.parse_arch(arch or "sm_90a") < 80 or not one_wave(func, arch):
+    if setting is False or setting == 0 or not one_wave(func, arch):
         return func
     cap = setting if isinstance(setting, int) and not isinstance(setting, bool) and setting >= 2 else MAX_STAGES
     loops = []
@@ -67,7 +67,7 @@ def apply(func, arch, configs) -> object:
     sizes = alloc_bytes(func.body, SHARED_SCOPES)
     per_stage = sum(sizes.get(b, 1 << 30) for b in staged)
     rest = sum(sizes.values()) - per_stage
-    room = targets.smem_per_block(arch or "sm_90a") - MARGIN - rest
+    room = targets.smem_per_block(arch) - MARGIN - rest
     depth = min(cap, room // per_stage) if per_stage else stages
     if gemm:
         depth = min(depth, (room - per_stage) // per_stage)   # the ring's extra buffer
