@@ -28,12 +28,6 @@ EARLY_RELEASE = {"tl.enable_pipeline_early_release": True}
 PLAIN = {"tl.enable_pipeline_early_release": False}
 
 
-def _lower(func, arch, pass_configs=None):
-    """``tilelang.lower`` at the written stage counts: these one-wave gemvs would otherwise take
-    as many stages as shared memory holds (transform/deepen_stages.py, tests/transform/test_deepen_stages.py)."""
-    return tilelang.lower(func, arch, pass_configs={"tl.enable_one_wave_deepening": False, **(pass_configs or {})})
-
-
 def _body(source):
     return source[source.index('extern "C" __global__'):]
 
@@ -90,7 +84,7 @@ def _loop(src, var="kn"):
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_the_stage_is_refilled_once_read_into_registers(stages):
-    src = _body(_lower(_gemv(stages=stages), "sm_90a", pass_configs=EARLY_RELEASE).source)
+    src = _body(tilelang.lower(_gemv(stages=stages), "sm_90a", pass_configs=EARLY_RELEASE).source)
     prologue = src[:src.index("for (int kn = 0;")]
     assert prologue.count("tl::cp_async_commit();") == stages          # S tiles ahead, not S-1
     loop = _loop(src)
@@ -138,7 +132,7 @@ def test_tiles_all_read_first_take_the_early_release_not_split_groups():
             T.finalize_reducer(acc)
             T.copy(acc, o[bm * 128])
 
-    src = _body(_lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
+    src = _body(tilelang.lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
     assert src[:src.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 2     # S groups, not S*P
     loop = _loop(src)
     assert loop.count("tl::cp_async_wait<1>();") == 1 and loop.count("tl::cp_async_commit();") == 1
@@ -148,9 +142,9 @@ def test_tiles_all_read_first_take_the_early_release_not_split_groups():
 
 def test_short_loops_guard_the_prologue():
     """One or three iterations of a 2-stage loop: tiles past the end are never loaded."""
-    one = _body(_lower(_gemv(N=128), "sm_90a", pass_configs=EARLY_RELEASE).source)
+    one = _body(tilelang.lower(_gemv(N=128), "sm_90a", pass_configs=EARLY_RELEASE).source)
     assert one.count("tl::cp_async_gs<16>") == 1 and "for (int kn" not in one     # tile 0 only, loop gone
-    three = _body(_lower(_gemv(N=384), "sm_90a", pass_configs=EARLY_RELEASE).source)
+    three = _body(tilelang.lower(_gemv(N=384), "sm_90a", pass_configs=EARLY_RELEASE).source)
     assert three[:three.index("for (int kn = 0;")].count("tl::cp_async_gs<16>") == 2
     assert "if (kn < 1) {" in _loop(three)                                          # only tile 2 is refilled
     for src in (one, three):
@@ -170,7 +164,7 @@ def test_a_consumer_reading_the_stage_to_the_end_keeps_the_plain_schedule():
                     acc[i, j] += S[i, j]
             T.copy(acc, B[bx * 128, 0])
 
-    src = _body(_lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
+    src = _body(tilelang.lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
     loop = _loop(src, "k")
     # producer of tile k+1 first, then the wait for tile k; a barrier closes the body
     assert loop.index("tl::cp_async_gs") < loop.index("tl::cp_async_wait<1>();")
@@ -182,7 +176,7 @@ def test_rest_touching_shared_memory_is_fenced_by_the_barriers():
     """A rest that stages through a shared buffer of its own: its write and read are separated
     by a barrier, and the next iteration's write by the loop's first barrier."""
 
-    src = _body(_lower(own_buffer_rest(stages=2), "sm_90a", pass_configs=EARLY_RELEASE).source)
+    src = _body(tilelang.lower(own_buffer_rest(stages=2), "sm_90a", pass_configs=EARLY_RELEASE).source)
     loop = _loop(src, "k")
     commit = loop.index("tl::cp_async_commit();")
     rest = loop[commit:]
@@ -198,7 +192,7 @@ def test_nvcc_accepts_the_early_release_loop():
         nvcc.find_nvcc()
     except Exception:  # noqa: BLE001
         pytest.skip("no nvcc")
-    art = _lower(_gemv(N=384, stages=3), "sm_90a", pass_configs=EARLY_RELEASE)
+    art = tilelang.lower(_gemv(N=384, stages=3), "sm_90a", pass_configs=EARLY_RELEASE)
     info = nvcc.ptxas_info(art.source, "sm_90a", art.compile_flags)
     assert info and all(i.spill_stores == 0 for i in info.values() if hasattr(i, "spill_stores"))
     assert re.search(r"cp_async_wait<2>", art.source)
@@ -211,10 +205,10 @@ def _plain_schedule(loop):
 
 
 def test_the_early_release_is_the_default_and_can_be_turned_off():
-    default = _body(_lower(_gemv(), "sm_90a").source)
-    assert default == _body(_lower(_gemv(), "sm_90a", pass_configs=EARLY_RELEASE).source)
+    default = _body(tilelang.lower(_gemv(), "sm_90a").source)
+    assert default == _body(tilelang.lower(_gemv(), "sm_90a", pass_configs=EARLY_RELEASE).source)
     assert default[:default.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 2
-    off = _body(_lower(_gemv(), "sm_90a", pass_configs=PLAIN).source)
+    off = _body(tilelang.lower(_gemv(), "sm_90a", pass_configs=PLAIN).source)
     assert off[:off.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 1
     assert _plain_schedule(_loop(off))
 
@@ -223,11 +217,11 @@ def test_the_global_vector_load_is_issued_before_the_wait():
     """x's slice does not depend on the staged tile: its load starts the iteration and overlaps the
     wait (upstream's ptxas hoists it there; ours issued it after the refill, where every iteration
     then waited for it: 0.0297 -> 0.0264 ms on the H200 with the early release)."""
-    loop = _loop(_body(_lower(_gemv(), "sm_90a").source))
+    loop = _loop(_body(tilelang.lower(_gemv(), "sm_90a").source))
     decl, load = loop.index("half x_frag[8];"), loop.index("*(uint4*)(x_frag + 0) = *(uint4*)(x + ")
     assert decl < load < loop.index("tl::cp_async_wait<1>();") < loop.index("*(uint4*)(a_frag")
     # the plain schedule keeps the statement order as written (the load after the register reads)
-    off = _loop(_body(_lower(_gemv(), "sm_90a", pass_configs=PLAIN).source))
+    off = _loop(_body(tilelang.lower(_gemv(), "sm_90a", pass_configs=PLAIN).source))
     assert off.index("*(uint4*)(a_frag") < off.index("*(uint4*)(x_frag + 0)")
 
 
@@ -270,7 +264,7 @@ def _gemv_variant(kind):
 
 @pytest.mark.parametrize("kind", ["after_compute", "dst_touched", "src_written"])
 def test_the_global_load_stays_in_place_where_it_may_not_move(kind):
-    loop = _loop(_body(_lower(_gemv_variant(kind), "sm_90a").source))
+    loop = _loop(_body(tilelang.lower(_gemv_variant(kind), "sm_90a").source))
     assert loop.index("tl::cp_async_wait<1>();") < loop.index("= *(uint4*)(x + ")
 
 
@@ -279,10 +273,10 @@ def test_a_converting_producer_keeps_the_plain_schedule_by_default():
     flight during the rest of the body, so the default keeps the plain schedule; an explicit True
     still takes the early release."""
     main = _gemv_variant("converting")
-    default = _body(_lower(main, "sm_90a").source)
+    default = _body(tilelang.lower(main, "sm_90a").source)
     assert "tl::cp_async_gs" not in default
     loop = _loop(default)
     assert loop.rstrip().rstrip("}").rstrip().endswith("__syncthreads();")
     assert default[:default.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 1
-    forced = _body(_lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
+    forced = _body(tilelang.lower(main, "sm_90a", pass_configs=EARLY_RELEASE).source)
     assert forced[:forced.index("for (int kn = 0;")].count("tl::cp_async_commit();") == 2

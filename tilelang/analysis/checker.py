@@ -33,7 +33,7 @@ from tilelang.analysis.report import CheckContext, Reporter
 from tilelang.analysis.resources import check_lowered_smem, check_registers, check_resources
 from tilelang.analysis.shapes import check_shapes
 from tilelang.diagnostics import Diagnostic, Note, Severity, Span, sort_diagnostics
-from tilelang.transform import attention_schedule, deepen_stages, stage_operands, user_ws, widen_threads
+from tilelang.transform import attention_schedule, stage_operands, user_ws, widen_threads
 from tilelang.transform.kernel import LoweringError, analyze_kernel, source_kernel, split_kernels, static_shape
 from tilelang.transform.layout_inference import infer_layouts
 
@@ -109,7 +109,6 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
         # (one-stage warp specialisation decided, and stages promoted, as the engine does)
         configs = dict(ctx.pass_configs)
         staged, decided = attention_schedule.plan_one_stage(staged, target_arch, configs)
-        staged = deepen_stages.apply(staged, target_arch, decided)
         auto = decided is not configs
         if auto:
             ctx = dataclasses.replace(ctx, pass_configs=decided)

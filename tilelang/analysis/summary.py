@@ -339,7 +339,6 @@ def _explain_mma(info, layouts, gemms, narrow: bool = True) -> None:
 
 
 def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
-    from tilelang.transform import deepen_stages
     from tilelang.transform.pipelined_loop import pipelined_loops
 
     out = []
@@ -357,12 +356,6 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
                          f"(wait_group {stages - 3}, fence.proxy.async + __syncthreads, wgmma.wait_group 1)")
         if why_not and producers and stages >= 2:
             mechanism += f". Not warp-specialised with TMA on sm_90a: {why_not}"
-        written = s.annotations.get(deepen_stages.WRITTEN_ATTR)
-        if written is not None:
-            mechanism += (f". num_stages={int(written)} as written, {stages} here: the grid is at most one block per SM, "
-                          "so the shared memory the written stages leave unused is nobody's, and a loop without a gemm "
-                          "waits on the latency of its tiles in flight (tl.enable_one_wave_deepening=False keeps the "
-                          "written count)")
         if ws is not None and ws.loop.same_as(s):
             consume = ("issue the wgmma asynchronously and release the previous stage" if ws.gemm is not None else
                        _overlap_text(ws) if ws.overlap is not None else

@@ -4,8 +4,7 @@
     analyze_kernel    find the launch, the thread variables and every buffer (loops that never
                       run are dropped first: transform/vector_locals.py; a gemm's fragment B is
                       copied to shared memory: transform/stage_operands.py; one-stage attention
-                      loops issue their K and V loads together: transform/attention_schedule.py;
-                      a one-wave loop without a gemm takes more stages: transform/deepen_stages.py)
+                      loops issue their K and V loads together: transform/attention_schedule.py)
     infer_layouts     fragment / loop / shared layouts and gemm warp partitions (printed and drawn
                       when TL_LAYOUT_VISUALIZATION_ENABLE is set: analysis/layout_visual.py)
     stage_epilogues   sm_90a: accumulator copies to global memory staged through shared memory
@@ -24,8 +23,8 @@ from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
 from tilelang.codegen.wide_index import WIDE_INDEX, widen_large_tensors
-from tilelang.transform import (attention_schedule, deepen_stages, fuse_clear, stage_epilogue, stage_operands,
-                                thread_sync, user_barriers, user_ws, widen_threads)
+from tilelang.transform import (attention_schedule, fuse_clear, stage_epilogue, stage_operands, thread_sync,
+                                user_barriers, user_ws, widen_threads)
 from tilelang.tir_utils import any_expr
 from tilelang.transform.kernel import analyze_kernel
 from tilelang.transform.layout_inference import budget_fallbacks, infer_layouts
@@ -44,7 +43,6 @@ def _analyze(st):
     func, configs = st.func, st.pass_configs or {}
     st.func, st.pass_configs = attention_schedule.plan_one_stage(func, st.arch, configs)   # (+ opt-in promotion)
     st.single_stage_retry = (func, configs) if st.pass_configs is not configs else None
-    st.func = deepen_stages.apply(st.func, st.arch, st.pass_configs)  # one wave: as many stages as fit
     st.func = widen_threads.widen(st.func, st.arch, st.pass_configs)  # 256 threads where 128 spill for certain
     st.func = attention_schedule.schedule(st.func, st.arch, st.pass_configs)
     st.info = user_ws.apply(analyze_kernel(st.func), st.arch)     # T.ws blocks: the compute role's threads

@@ -143,7 +143,7 @@ def decide_single_stage(func, arch, configs) -> dict:
     False (``engine.pipeline._lower``) and the hover describes that."""
     if configs.get(WS_SINGLE_STAGE_KEY) is not None or _sm(arch) < 90 or any(configs.get(k) for k in STANDS_DOWN):
         return configs
-    if not one_wave(func, arch):
+    if not _one_wave(func, arch):
         return configs
     loop = _one_stage_attention(func)
     if loop is None or loop_fragment_registers(func.body, loop, _threads(func.body)) > REGISTER_BUDGET:
@@ -159,7 +159,7 @@ def _launch(body) -> list:
     return out
 
 
-def one_wave(func, arch) -> bool:
+def _one_wave(func, arch) -> bool:
     """Whether the kernel's grid is a compile-time constant of at most one block per SM."""
     extents = [const_int(e) for tag, _, e in _launch(func.body) if tag.startswith("blockIdx")]
     if not extents or None in extents:
@@ -203,7 +203,7 @@ def promote_stages(func, arch, configs) -> object:
     buffer of each staged tile stays ``PROMOTE_MARGIN`` under the block's budget, over a loop of
     at least ``PROMOTE_MIN_TRIPS`` trips where the count is a constant."""
     if not configs.get(PROMOTE_KEY, PROMOTE_DEFAULT) or configs.get(WS_SINGLE_STAGE_KEY) or _sm(arch) < 90 \
-            or any(configs.get(k) for k in STANDS_DOWN) or one_wave(func, arch):
+            or any(configs.get(k) for k in STANDS_DOWN) or _one_wave(func, arch):
         return func
     loop = _one_stage_attention(func)
     if loop is None or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):

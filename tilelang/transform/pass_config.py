@@ -60,7 +60,6 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
-    TL_ENABLE_ONE_WAVE_DEEPENING = "tl.enable_one_wave_deepening"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_DOUBLE_HEAD_BUFFER = "tl.disable_double_head_buffer"
@@ -187,11 +186,6 @@ EFFECTS = {
         "holds a second buffer of each tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
         "BHSD example's path (TMA producer, K / V ring, persistent grid). H200, session 34: mha_fwd_bshd 5.05 -> "
         "3.58 ms, mha_fwd_bshd_causal 2.79 -> 2.10 ms",
-    PassConfigKey.TL_ENABLE_ONE_WAVE_DEEPENING: "a T.Pipelined loop of two or more stages without a gemm, the kernel's only "
-        "one, in a grid of at most one block per SM (a compile-time constant) runs with as many stages as the block's "
-        "shared memory holds, at most 6 and at most its trip count (transform/deepen_stages.py): nothing else runs on the "
-        "SM, and a loop that only moves data waits on the latency of its few tiles in flight. Unset: that rule; False: "
-        "never; True: gemm loops too (measurement only); an integer N >= 2: the rule with at most N stages",
     PassConfigKey.TL_ENABLE_STMATRIX: "experimental (sm_90a): T.copy of a whole mma / wgmma accumulator fragment "
         "into a 16-bit shared tile (an epilogue's staging tile) stores four 8x8 matrices per warp instruction "
         "(stmatrix.x4, upstream's epilogue) instead of one 32-bit store per element pair "
