@@ -26,7 +26,7 @@ from tilelang.analysis.alignment import check_alignment
 from tilelang.analysis.bounds import check_bounds
 from tilelang.analysis.dataflow import check_dataflow
 from tilelang.analysis.divergence import check_divergence
-from tilelang.analysis.fragments import check_fragment_reads
+from tilelang.analysis.fragments import check_fragment_reads, check_split_accumulation
 from tilelang.analysis.gemm import check_gemms
 from tilelang.analysis.kernel import Kernel
 from tilelang.analysis.report import CheckContext, Reporter
@@ -135,6 +135,7 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
     rep.guard("lowered shared memory check", check_lowered_smem, k, rep)  # TL0501 (sm_90a carve-out)
     rep.guard("run-time shared extent check", _check_run_time_extents, k, rep)  # TL0002
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
+    rep.guard("split accumulation checks", check_split_accumulation, k, rep)  # TL0405
     return k, sort_diagnostics(rep.finish())
 
 

@@ -1,4 +1,5 @@
-"""Fragment reads the inferred layouts cannot serve (TL0203), checked by enumeration.
+"""Fragment reads the inferred layouts cannot serve (TL0203), and fragment elements accumulated
+by several threads at once (TL0405), checked by enumeration.
 
 Input: a ``Kernel`` whose ``layouts`` were inferred. Layout inference verifies the accesses
 indexed by plain loop variables; an access such as ``x[i, j // 2]`` inside ``T.Parallel`` is
@@ -9,15 +10,24 @@ thread's register, so it is an error. An index that also uses an enclosing seria
 variable or a block index (``lse[k, j]`` inside ``for k in T.serial(4)``) is checked for every
 value they take when their ranges are constant. Loops too large to enumerate cheaply are
 skipped.
+
+TL0405: a statement of a ``T.Parallel`` body that updates a fragment from its own value at the
+same index (``acc[i] += ...``, ``acc[i] = T.max(acc[i], ...)``) where the index leaves out a
+loop variable: when the loop's layout gives some of one element's iterations to a thread and the
+rest to others, each thread accumulates its share into its own register copy and nothing combines
+them (a ``T.alloc_reducer`` is the construct that does). A loop replicated over threads, each
+running all of an element's iterations, is fine; statements under an ``if`` of their own inside
+the body are skipped (a body-wide guard is honoured).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import tvm
 from tvm import tirx
 
 from tilelang.diagnostics import Note, Severity
-from tilelang.tir_utils import children, const_int, uses_vars
+from tilelang.tir_utils import children, const_int, tensor_loads, uses_vars
 from tilelang.transform.kernel import FRAGMENT_SCOPE, buffer_accesses, parallel_nest
 from tilelang.transform.layout_inference import body_guard, guard_mask
 
@@ -37,6 +47,108 @@ def check_fragment_reads(k, rep) -> None:
     outer = _enclosing_ranges(k)
     for nest in k.nests:
         rep.guard("fragment access check", _check_nest, k, rep, nest, outer.get(nest, []))
+
+
+def check_split_accumulation(k, rep) -> None:
+    if k.layouts is None:
+        return
+    for nest in k.nests:
+        rep.guard("split accumulation check", _check_accumulation, k, rep, nest)
+
+
+def _check_accumulation(k, rep, nest) -> None:
+    loop_vars, extents, body = parallel_nest(nest)
+    loop = k.layouts.loops.get(loop_vars[0])
+    if loop is None:
+        return
+    owners = loop.owners()                            # [T, L] flat iteration index
+    if owners.size > LIMIT:
+        return
+    coords = np.unravel_index(owners, loop.shape)
+    env = dict(zip(loop_vars, coords))
+    active = guard_mask(body_guard(body), list(env.items()), owners.shape)
+    seen = set()
+    for store in _self_updates(body):
+        buf, idx = store.buffer, list(store.indices)
+        if buf in seen or k.scope(buf) != FRAGMENT_SCOPE or buf in k.layouts.reducers:
+            continue
+        left_out = [v for v, n in zip(loop_vars, extents)
+                    if (const_int(n) or 0) > 1 and not any(uses_vars(i, [v]) for i in idx)]
+        values = [evaluate(i, env) for i in idx]
+        if not left_out or any(v is None for v in values):
+            continue
+        split = _split_element(owners, values, active)
+        if split is not None:
+            seen.add(buf)
+            _report_split(k, rep, nest, store, left_out, split)
+
+
+def _self_updates(body) -> list:
+    """BufferStores of ``body`` (not under an ``if`` of their own) whose value loads the stored
+    element itself."""
+    out = []
+
+    def visit(s, guarded):
+        if isinstance(s, tirx.IfThenElse):
+            guarded = True
+        if isinstance(s, tirx.BufferStore) and not guarded:
+            if any(e.source.same_as(s.buffer) and len(e.indices) == len(s.indices)
+                   and all(tvm.ir.structural_equal(a, b) for a, b in zip(e.indices, s.indices))
+                   for e in tensor_loads(s.value)):
+                out.append(s)
+        for c in children(s):
+            visit(c, guarded)
+
+    top = body
+    if body_guard(body) is not None:     # the body-wide guard: its mask is applied instead
+        while isinstance(top, tirx.IfThenElse) and top.else_case is None:
+            top = top.then_case
+    visit(top, False)
+    return out
+
+
+def _split_element(owners, values, active):
+    """(thread, its iterations of the element, the element's iterations) for an element some of
+    whose iterations a thread runs and others it does not, or None."""
+    T = owners.shape[0]
+    keys = np.zeros(owners.shape, dtype=np.int64)
+    for v in values:
+        a = np.broadcast_to(np.asarray(v, dtype=np.int64), owners.shape)
+        keys = keys * (int(a.max()) - int(a.min()) + 1) + (a - int(a.min()))
+    tids = np.broadcast_to(np.arange(T)[:, None], owners.shape)
+    keep = np.ones(owners.shape, dtype=bool) if active is None else np.broadcast_to(active, owners.shape)
+    keys, iters, tids = keys[keep], owners[keep], tids[keep]
+    pairs = np.unique(np.stack([keys, iters]), axis=1)                 # distinct (element, iteration)
+    elems, total = np.unique(pairs[0], return_counts=True)
+    triples = np.unique(np.stack([tids, keys, iters]), axis=1)         # distinct (thread, element, iteration)
+    tk, per = np.unique(triples[:2], axis=1, return_counts=True)
+    want = total[np.searchsorted(elems, tk[1])]
+    short = np.nonzero(per < want)[0]
+    if not short.size:
+        return None
+    j = int(short[0])
+    return int(tk[0, j]), int(per[j]), int(want[j])
+
+
+def _report_split(k, rep, nest, store, left_out, split) -> None:
+    tid, mine, total = split
+    buf = store.buffer
+    access = f"{buf.name}[{', '.join(str(i) for i in store.indices)}]"
+    over = ", ".join(f"'{v.name}'" for v in left_out)
+    _emit_at_nest(rep, "TL0405", nest, buf,
+                  f"'{access}' is accumulated over {over} inside T.Parallel, but the loop's layout spreads "
+                  f"those iterations over several threads (thread {tid} runs {mine} of an element's {total}): "
+                  f"each updates its own register copy of '{buf.name}' and nothing adds the copies, so every "
+                  f"copy holds part of the result",
+                  f"'{buf.name}' is a fragment: one copy per thread that holds it",
+                  f"make '{buf.name}' a T.alloc_reducer (with T.finalize_reducer after the loop), or keep the "
+                  f"products in a fragment indexed by {over} too and T.reduce_sum it", Severity.WARNING)
+
+
+def _emit_at_nest(rep, code, nest, buf, message, about, fix, severity) -> None:
+    """``code`` at the nest's T.Parallel header, with a note at ``buf``'s allocation and the fix."""
+    rep.emit(code, message, rep.header_span(nest),
+             notes=[Note(about, rep.alloc_span(buf)), Note(fix)], severity=severity)
 
 
 def _enclosing_ranges(k) -> dict:
@@ -166,10 +278,10 @@ def _report(k, rep, nest, buf, idx, loop_vars, bad, fixed=None) -> None:
     iteration = ", ".join([f"{v.name}={c}" for v, c in zip(loop_vars, coords)]
                           + [f"{v.name}={c}" for v, c in (fixed or {}).items()])
     origin = k.layouts.origin.get(buf, "layout inference")
-    rep.emit("TL0203", f"fragment '{buf.name}' is read as {access} inside T.Parallel, but the thread "
-             f"that runs an iteration does not always hold that element (thread {tid} runs {iteration}): "
-             f"it would read another thread's register", rep.header_span(nest),
-             notes=[Note(f"'{buf.name}' has its layout from {origin}", rep.alloc_span(buf)),
-                    Note(f"read '{buf.name}' from shared memory instead (T.copy it to a T.alloc_shared "
-                         f"buffer), or index it with the loop variables of a loop over its own shape")],
-             severity=Severity.ERROR)
+    _emit_at_nest(rep, "TL0203", nest, buf,
+                  f"fragment '{buf.name}' is read as {access} inside T.Parallel, but the thread that runs an "
+                  f"iteration does not always hold that element (thread {tid} runs {iteration}): it would read "
+                  f"another thread's register",
+                  f"'{buf.name}' has its layout from {origin}",
+                  f"read '{buf.name}' from shared memory instead (T.copy it to a T.alloc_shared buffer), or index "
+                  f"it with the loop variables of a loop over its own shape", Severity.ERROR)

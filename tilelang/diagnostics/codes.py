@@ -592,6 +592,38 @@ UNORDERED_EXCHANGE = _define(
     """,
 )
 
+SPLIT_ACCUMULATION = _define(
+    "TL0405",
+    "split-accumulation",
+    W,
+    "A fragment element is accumulated inside T.Parallel by several threads, each into its own copy.",
+    """
+    ## What it does
+    Reports a statement inside `T.Parallel` that updates a fragment from its own value
+    (`acc[i] += ...`, `acc[i] = T.max(acc[i], ...)`) at an index that leaves out a loop
+    variable of the nest, where the loop's inferred layout gives the iterations of one element to
+    more than one thread.
+
+    ## Why is this bad?
+    A fragment lives in registers: each thread that runs some of those iterations updates its
+    own copy of `acc[i]` with its own share of the sum. Nothing adds the copies together, so every
+    copy holds a partial result, and whatever reads `acc[i]` afterwards (a `T.copy` to global
+    memory) gets one part of it. The kernel compiles, runs and returns wrong numbers.
+
+    ## Example
+    ```python
+    acc = T.alloc_fragment((128,), "float32")
+    for i, j in T.Parallel(128, 128):       # 256 threads: 16 of them share each row i
+        acc[i] += a_frag[i, j] * x_frag[j]
+    ```
+
+    ## Fix
+    Make `acc` a reducer (`acc = T.alloc_reducer(128, "float32", replication="all")`, and
+    `T.finalize_reducer(acc)` after the loop: the copies are combined), or keep the products in a
+    fragment indexed by both variables and reduce it with `T.reduce_sum(prod, acc, dim=1)`.
+    """,
+)
+
 # 05: resources -------------------------------------------------------------------------------------
 
 SHARED_MEMORY_OVER_BUDGET = _define(
