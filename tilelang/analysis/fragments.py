@@ -58,19 +58,18 @@ def check_split_accumulation(k, rep) -> None:
 
 def _check_accumulation(k, rep, nest) -> None:
     loop_vars, extents, body = parallel_nest(nest)
-    loop = k.layouts.loops.get(loop_vars[0])
-    if loop is None:
+    guard = body_guard(body)
+    stores = [s for s in _self_updates(body, guard)
+              if k.scope(s.buffer) == FRAGMENT_SCOPE and s.buffer not in k.layouts.reducers]
+    iterations = _iterations(k, loop_vars) if stores else None     # (most nests have no such store)
+    if iterations is None or iterations[0].size > LIMIT:
         return
-    owners = loop.owners()                            # [T, L] flat iteration index
-    if owners.size > LIMIT:
-        return
-    coords = np.unravel_index(owners, loop.shape)
-    env = dict(zip(loop_vars, coords))
-    active = guard_mask(body_guard(body), list(env.items()), owners.shape)
+    owners, env = iterations
+    active = guard_mask(guard, list(env.items()), owners.shape)
     seen = set()
-    for store in _self_updates(body):
+    for store in stores:
         buf, idx = store.buffer, list(store.indices)
-        if buf in seen or k.scope(buf) != FRAGMENT_SCOPE or buf in k.layouts.reducers:
+        if buf in seen:
             continue
         left_out = [v for v, n in zip(loop_vars, extents)
                     if (const_int(n) or 0) > 1 and not any(uses_vars(i, [v]) for i in idx)]
@@ -83,9 +82,19 @@ def _check_accumulation(k, rep, nest) -> None:
             _report_split(k, rep, nest, store, left_out, split)
 
 
-def _self_updates(body) -> list:
-    """BufferStores of ``body`` (not under an ``if`` of their own) whose value loads the stored
-    element itself."""
+def _iterations(k, loop_vars):
+    """(owners [T, L]: the flat iteration index each thread runs, {loop var: its value there}) of
+    the nest's inferred loop layout, or None when it has none."""
+    loop = k.layouts.loops.get(loop_vars[0])
+    if loop is None:
+        return None
+    owners = loop.owners()
+    return owners, dict(zip(loop_vars, np.unravel_index(owners, loop.shape)))
+
+
+def _self_updates(body, guard) -> list:
+    """BufferStores of ``body`` (not under an ``if`` of their own; ``guard``, the body-wide one,
+    is applied as a mask instead) whose value loads the stored element itself."""
     out = []
 
     def visit(s, guarded):
@@ -100,7 +109,7 @@ def _self_updates(body) -> list:
             visit(c, guarded)
 
     top = body
-    if body_guard(body) is not None:     # the body-wide guard: its mask is applied instead
+    if guard is not None:
         while isinstance(top, tirx.IfThenElse) and top.else_case is None:
             top = top.then_case
     visit(top, False)
@@ -201,12 +210,10 @@ def evaluate(expr, env: dict):
 
 def _check_nest(k, rep, nest, outer=()) -> None:
     loop_vars, extents, body = parallel_nest(nest)
-    loop = k.layouts.loops.get(loop_vars[0])
-    if loop is None:
+    iterations = _iterations(k, loop_vars)
+    if iterations is None:
         return
-    owners = loop.owners()                            # [T, L] flat iteration index
-    coords = np.unravel_index(owners, loop.shape)     # per loop dimension, [T, L]
-    env = dict(zip(loop_vars, coords))
+    owners, env = iterations
     seen = set()
     guard = body_guard(body)
     for buf, idx, _ in buffer_accesses(body):
