@@ -1,7 +1,9 @@
 """Shared-memory planning (transform.smem_plan): buffers with disjoint lifetimes share bytes, the
 barrier planner treats them as one buffer, and the checker and hovers count the same bytes."""
 
+import tilelang
 import tilelang.language as T
+from tvm import tirx
 from tilelang.analysis import check
 from tilelang.transform import smem_plan, thread_sync
 from tilelang.transform.kernel import analyze_kernel
@@ -136,3 +138,75 @@ def test_occupancy_neutral_reuse_keeps_sharing_that_lets_two_blocks_in():
     assert int(views["O_s"].elem_offset) == int(views["Q_s"].elem_offset) == 0
     assert lw.blocks_per_sm(lw.smem_bytes) == 2
     assert lw.blocks_per_sm(lw.smem_bytes + 128 * 128 * 2) == 1
+
+
+def scale_then_stage(blocks=2048, stages=0, carry=False):
+    """Upstream's gated-delta-net W / U shape: each iteration loads a tile, scales it into another,
+    multiplies, and stages the product for a store. ``carry``: the loaded tile is read before it
+    is loaded again (its last row kept across iterations), so it is not private to an iteration."""
+    S, D = 64, 64
+
+    @T.prim_func
+    def kernel(A: T.Tensor((blocks * S, S), "bfloat16"), K: T.Tensor((blocks * S, 4 * D), "bfloat16"),
+               W: T.Tensor((blocks * S, 4 * D), "bfloat16")):
+        with T.Kernel(blocks, threads=128) as bx:
+            A_s = T.alloc_shared((S, S), "bfloat16")
+            K_s = T.alloc_shared((S, D), "bfloat16")
+            Kb_s = T.alloc_shared((S, D), "bfloat16")
+            W_s = T.alloc_shared((S, D), "bfloat16")
+            W_f = T.alloc_fragment((S, D), "float32")
+            T.copy(A[bx * S, 0], A_s)
+            for i in T.Pipelined(4, num_stages=stages):
+                if carry:
+                    for j in T.Parallel(D):
+                        Kb_s[0, j] = K_s[S - 1, j]
+                T.copy(K[bx * S, i * D], K_s)
+                for s, d in T.Parallel(S, D):
+                    Kb_s[s, d] = K_s[s, d] * 2.0
+                T.gemm(A_s, Kb_s, W_f, clear_accum=True)
+                T.copy(W_f, W_s)
+                T.copy(W_s, W[bx * S, i * D])
+
+    return kernel
+
+
+def test_a_tile_private_to_loop_iterations_lends_its_bytes_within_the_iteration():
+    """The staged product W_s is written after the last read of the loaded tile K_s in each
+    iteration, and K_s is loaded whole before it is read: they share bytes (24 -> 16 KiB of loop
+    tiles), and the barrier planner orders the TMA store's read of W_s before the next load."""
+    func = scale_then_stage()
+    info = analyze_kernel(func)
+    live = smem_plan.live_ranges(info.body, info.shared_buffers())
+    refined = {b.name: v for b, v in smem_plan.refine(info.body, live).items()}
+    k = next(i for i, s in enumerate(smem_plan.top_level(info.body)) if isinstance(s, tirx.For))
+    assert refined["K_s"] == ((k, 0), (k, 1)) and refined["Kb_s"] == ((k, 1), (k, 2))
+    assert refined["W_s"] == ((k, 3), (k, 4)) and refined["A_s"] == (k - 1, k)
+    lw = _lowerer(func, "sm_90a")
+    assert lw.loop_reuse
+    views = {b.name: int(v.elem_offset) for b, v in lw.smem_views.items()}
+    assert views["W_s"] == views["K_s"] and views["Kb_s"] not in (views["K_s"], views["A_s"])
+    assert lw.smem_bytes == 3 * 64 * 64 * 2
+    src = tilelang.lower(func, "sm_90a").source
+    body = src[src.index("for (int i = 0;"):]
+    store = body.index("tl::tma_store_wait")
+    assert "__syncthreads" in body[store:]          # before the next iteration loads over W_s's bytes
+
+
+def test_only_serial_loops_whose_iterations_overwrite_the_tile_first_are_narrowed():
+    for func in (scale_then_stage(stages=2), scale_then_stage(carry=True)):
+        info = analyze_kernel(func)
+        live = smem_plan.live_ranges(info.body, info.shared_buffers())
+        refined = {b.name: v for b, v in smem_plan.refine(info.body, live).items()}
+        assert not isinstance(refined["K_s"][0], tuple)
+    # (carry: Kb_s's first use in the body is a one-row write, so it is not narrowed either)
+    assert not isinstance(refined["Kb_s"][0], tuple)
+
+
+def test_loop_private_sharing_is_kept_only_where_it_lets_more_blocks_onto_an_sm():
+    many, one_wave = _lowerer(scale_then_stage(2048), "sm_90a"), _lowerer(scale_then_stage(64), "sm_90a")
+    assert many.loop_reuse and many.smem_bytes == 3 * 8192
+    assert not one_wave.loop_reuse and one_wave.smem_bytes == 4 * 8192     # one block an SM either way
+    from tilelang.analysis.summary import summarize
+
+    assert summarize(scale_then_stage(64), "sm_90a")["smem_total"] == 4 * 8192
+    assert summarize(scale_then_stage(2048), "sm_90a")["buffers"]["W_s"]["shares_with"] == ["K_s"]

@@ -78,7 +78,8 @@ def summarize_kernel(k, arch: str | None = None) -> dict:
     if layouts is None:
         out["error"] = "layout inference failed (see the diagnostics)"
     out["launch"] = _widened(k, _launch(k.func, info))
-    _buffers(info, layouts, out, reuse=not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse"))
+    _buffers(info, layouts, out, reuse=not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse"),
+             refine_loops=_loop_reuse(k))
     if layouts is not None:
         out["gemms"] = [_gemm(stmt, plan, arch) for stmt, plan in layouts.gemms.items()]
         if arch == "sm_90a" and any(p.kind == "mma" for p in layouts.gemms.values()):
@@ -183,7 +184,26 @@ def _widened(k, launch: dict) -> dict:
     return launch
 
 
-def _buffers(info, layouts, out, reuse: bool = True) -> None:
+def _loop_reuse(k) -> bool:
+    """Whether the compiler lets buffers private to a loop's iterations share bytes in this kernel
+    (``Lowerer._weigh_loop_reuse``); asked of a Lowerer only where some buffer is such."""
+    from tilelang.transform import smem_plan
+
+    live = smem_plan.live_ranges(k.info.body, k.info.shared_buffers())
+    if k.layouts is None or smem_plan.refine(k.info.body, live) == live:
+        return True
+    lw = k.lowerer
+    if lw is None:
+        try:
+            from tilelang.transform.lower_tile_ops import Lowerer
+
+            lw = Lowerer(k.info, k.layouts, dict(k.ctx.pass_configs), arch=k.arch)
+        except Exception:  # noqa: BLE001 - a kernel the lowering rejects: the plan as planned
+            return True
+    return lw.loop_reuse
+
+
+def _buffers(info, layouts, out, reuse: bool = True, refine_loops: bool = True) -> None:
     from tilelang.language.dtypes import nbytes
     from tilelang.tir_utils import walk_stmts
     from tilelang.transform import smem_plan
@@ -208,7 +228,7 @@ def _buffers(info, layouts, out, reuse: bool = True) -> None:
             else:
                 sizes[buf] = entry["bytes"] * entry["stages"]
         out["buffers"].setdefault(buf.name, entry)
-    _, total, alias = smem_plan.plan(info.body, sizes, reuse=reuse, live=live)
+    _, total, alias = smem_plan.plan(info.body, sizes, reuse=reuse, live=live, refine_loops=refine_loops)
     for buf, others in alias.items():
         out["buffers"][buf.name]["shares_with"] = sorted(o.name for o in others)
     out["smem_total"] = total if known else None

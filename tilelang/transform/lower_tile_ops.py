@@ -102,6 +102,7 @@ class Lowerer:
         self.smem_views = {}    # shared buffer -> its flat view over smem (elem_offset: stage 0's start)
         self.smem_bytes = 0
         self.own_bytes = False      # every shared buffer has bytes of its own (``_prefer_own_bytes``)
+        self.loop_reuse = True      # buffers private to loop iterations share bytes (``_weigh_loop_reuse``)
         self.smem = tirx.decl_buffer((1,), "uint8", "smem", scope="shared.dyn")
         self.extra_allocs = []
         # sm_90a TMA producer warpgroup, or None and why not (the LSP's pipeline hover)
@@ -118,6 +119,7 @@ class Lowerer:
             self.ws.cluster = (warp_specialize.persistent_cluster_plan(self) if self.ws.persistent is not None
                                else warp_specialize.cluster_plan(self))
         self._plan_memory()
+        self._weigh_loop_reuse()
         if self.ws is not None and self.ws.persistent is not None and (
                 self.smem_bytes > self.budget or (2 * self.smem_bytes <= SMEM_BUDGET_SM90 and self.T < 256
                                                   and not warp_specialize.wide_single_warpgroup(self))):
@@ -163,6 +165,26 @@ class Lowerer:
         if smem_bytes:
             limits.append(per_sm // (smem_bytes + SMEM_RESERVED_PER_BLOCK))
         return max(0, min(limits))
+
+    def _weigh_loop_reuse(self):
+        """Keep the bytes that buffers private to a loop's iterations share (``smem_plan.refine``)
+        only where they pay for the barriers sharing asks for: the kernel fits only with them, or
+        they let more blocks onto an SM (``blocks_per_sm``) in a grid of more than one wave of
+        blocks at the plain plan's occupancy (or of run-time size). Upstream's gated-delta-net
+        W / U kernel, 16,384 blocks: six blocks an SM -> eight; its state recurrence, 128
+        blocks, keeps the plain plan: one block an SM either way."""
+        shared = self.smem_bytes
+        self.loop_reuse = False
+        self._plan_memory()
+        plain = self.smem_bytes
+        if plain == shared:
+            return
+        blocks = block_order.constant_blocks(self)
+        more = self.blocks_per_sm(shared) > self.blocks_per_sm(plain)
+        sms = targets.sm_count(self.arch or "sm_90a") or 132
+        if plain > self.budget or (more and (blocks is None or blocks > sms * self.blocks_per_sm(plain))):
+            self.loop_reuse = True
+            self._plan_memory()
 
     def _prefer_own_bytes(self):
         """``tl.enable_occupancy_neutral_reuse``: plan again with no shared bytes between buffers
@@ -222,13 +244,15 @@ class Lowerer:
             # bytes) and go back at the end of the tile instead (warp_specialize.head_release).
             if self.ws.heads:
                 with_heads = {**live, **{buf: whole for buf in self.ws.head_buffers}}
-                planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads)
+                planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=with_heads,
+                                         refine_loops=self.loop_reuse)
                 barriers = SMEM_ALIGN + 8 * (4 * self.ws.stages + 2 * self.ws.head_slots)   # at most, carved after
                 self.ws.heads_late = planned[1] + barriers > self.budget
                 if self.ws.heads_late:
                     planned = None
         if planned is None:
-            planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=live)
+            planned = smem_plan.plan(self.info.body, sizes, aligns, reuse=reuse, live=live,
+                                     refine_loops=self.loop_reuse)
         offsets, self.smem_bytes, self.smem_alias = planned
         for buf, n in sizes.items():
             # (elements per byte offset: a 4-bit element's index is half a byte; such a tile takes
