@@ -3,11 +3,12 @@
 # the gdn kernels sessions 43-45 changed), each run through bench_upstream (one timed launch), with
 # ours (~/tl-env.sh) and, for each object of CONFIGS, those pass configs too (TILELANG_PASS_CONFIGS).
 # All runs at once (RUN_TIMEOUT each); one line per run with its error summary; logs in
-# $OUT/sanitize-rows.tgz. The gdn cases run at GDN_SIZE ("B,S,H", default 1,1024,2: the table's tiles
-# and kernel code over a smaller grid; racecheck did not finish the full size in 200 s); GDN_SIZE=
-# (empty) keeps the table's size.
+# $OUT/sanitize-rows.tgz. The gdn cases run at GDN_SIZE ("B,S,H", default 1,8192,8: the table's tiles
+# over a smaller grid; racecheck did not finish the full size in 200 s); GDN_SIZE= (empty) keeps the
+# table's size. The grid stays over a wave of blocks (1024): a one-wave grid compiles another
+# shared-memory plan (Lowerer._weigh_loop_reuse), not the table's (session 54: both gdn cases, 139 s).
 set -uo pipefail
-GDN_SIZE=${GDN_SIZE-1,1024,2}
+GDN_SIZE=${GDN_SIZE-1,8192,8}
 [ -n "$GDN_SIZE" ] && export TL_BENCH_GDN_SIZE=$GDN_SIZE
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 CASES=${CASES:-gdn_wy_fast,gdn_wy_fast_bwd,gdn_scaled_dot_kkt}

@@ -210,3 +210,21 @@ def test_loop_private_sharing_is_kept_only_where_it_lets_more_blocks_onto_an_sm(
 
     assert summarize(scale_then_stage(64), "sm_90a")["smem_total"] == 4 * 8192
     assert summarize(scale_then_stage(2048), "sm_90a")["buffers"]["W_s"]["shares_with"] == ["K_s"]
+
+
+def test_a_copy_from_a_smaller_fragment_does_not_overwrite_the_whole_tile():
+    """T.copy sizes its tile by the more local side: 32 rows of a 64-row tile are written, the other
+    32 keep the last iteration's values, so the tile is not private to an iteration."""
+    @T.prim_func
+    def kernel(W: T.Tensor((256, 64), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            W_s = T.alloc_shared((64, 64), "float32")
+            W_f = T.alloc_fragment((32, 64), "float32")
+            for i in T.Pipelined(4, num_stages=0):
+                T.fill(W_f, i + bx)
+                T.copy(W_f, W_s)
+                T.copy(W_s, W[i * 64, 0])
+
+    info = analyze_kernel(kernel)
+    live = smem_plan.live_ranges(info.body, info.shared_buffers())
+    assert smem_plan.refine(info.body, live) == live
