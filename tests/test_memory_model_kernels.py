@@ -192,6 +192,33 @@ def test_element_copy_inside_parallel_is_a_store():
     assert "-9.900000e+01" in src and "< 70" in src and "< 75" in src
 
 
+def test_safe_values_are_scoped_by_sblock_as_upstream_writes_them():
+    """Upstream's test_tilelang_copy_oob_safe_value_lexical_scope: T.sblock scopes (no iterators)
+    are plain scopes, and the innermost T.annotate_safe_value of a tensor gives its out-of-bounds
+    reads there: the inner copy pads with -99, the outer one with -1."""
+    @T.prim_func
+    def scoped(A: T.Tensor((60, 60), "int32"), Out: T.Tensor((64, 64), "int32")):
+        with T.Kernel(1, threads=128):
+            inner = T.alloc_shared((64, 64), "int32")
+            outer = T.alloc_shared((64, 64), "int32")
+            with T.sblock("outer"):
+                T.reads()
+                T.writes()
+                T.annotate_safe_value({A: -1})
+                with T.sblock("inner"):
+                    T.reads()
+                    T.writes()
+                    T.annotate_safe_value({A: -99})
+                    T.copy(A[0:64, 0:64], inner)
+                T.copy(A[0:64, 0:64], outer)
+                for i, j in T.Parallel(64, 64):
+                    Out[i, j] = outer[i, j] + inner[i, j]
+
+    src = _body(tilelang.lower(scoped, target="sm_90a"))
+    assert "tl.safe_value" not in src and "SBlock" not in src
+    assert -1 < src.index("= -99;") < src.index("= -1;")
+
+
 def test_tile_atomic_from_shared_and_global():
     @T.prim_func
     def acc(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):

@@ -121,13 +121,43 @@ def build_prim_func(func, private=False, check_well_formed=True, outer=None):
                 if missing:
                     raise TypeError(f"Type annotation required for function parameters: {', '.join(missing)}")
                 fn(*[params[p] for p in rw.params])
-        result = ib.get()
+        result = inline_scope_blocks(ib.get())
     except Exception as err:  # noqa: BLE001 - every failure becomes a located diagnostic
         raise located(err, rw) from None
     if check_well_formed:
         _check_well_formed(result, rw)
     result.__name__ = func.__name__
     return result
+
+
+def inline_scope_blocks(func):
+    """``func`` with each ``T.sblock`` that is only a scope (no block iterators, no init, no match
+    buffers, an always-true predicate: what upstream's kernels write to bound a
+    ``T.annotate_safe_value``) replaced by its body, its ``T.reads`` / ``T.writes`` dropped and its
+    buffers allocated where it stood. The rest of the compiler sees plain statements; the
+    annotations inside keep their lexical extent (attribute statements over the rest of the
+    block). Blocks with iterators are left for the verifier to report."""
+    import tvm
+    from tvm import tirx
+
+    from tilelang.tir_utils import const_int, map_stmts, seq
+
+    realize = getattr(getattr(tvm, "s_tir", None), "SBlockRealize", None)
+    if realize is None:
+        return func
+
+    def pre(st):
+        if not isinstance(st, realize):
+            return None
+        block = st.block
+        if st.iter_values or block.iter_vars or block.init is not None or block.match_buffers or \
+                const_int(st.predicate) != 1:
+            return None
+        body = map_stmts(block.body, pre=pre)
+        return seq([tirx.AllocBuffer(buf) for buf in block.alloc_buffers] + [body])
+
+    body = map_stmts(func.body, pre=pre)
+    return func if body.same_as(func.body) else func.with_body(body)
 
 
 def _check_well_formed(func, rw):

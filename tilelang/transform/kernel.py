@@ -661,8 +661,11 @@ def _element_copy(s):
 
 
 def _strip_safe_values(body):
-    """(body without its ``T.annotate_safe_value`` attributes, {tensor: value}); the first
-    annotation of a tensor wins."""
+    """(body without its ``T.annotate_safe_value`` attributes, {tensor: value}): the first
+    annotation of a tensor gives the kernel's value for it. An annotation of the same tensor with
+    another value (in a ``T.sblock`` scope of its own, or further down the same one) stays in the
+    body around the statements it covers, and the lowering reads its value there
+    (``Lowerer._lower_stmt``): the innermost annotation wins, as upstream scopes them."""
     found = []
     walk_stmts(body, lambda s: found.append(s) if isinstance(s, tirx.AttrStmt)
                and s.attr_key == SAFE_VALUE_ATTR else None)
@@ -673,8 +676,14 @@ def _strip_safe_values(body):
         if not any(a.node.same_as(k) for k in values):
             values[a.node] = a.value
 
+    def kernel_value(a) -> bool:
+        first = next(v for k, v in values.items() if k.same_as(a.node))
+        return first.same_as(a.value) or tvm.ir.structural_equal(first, a.value)
+
     def go(s):
         if isinstance(s, tirx.AttrStmt) and s.attr_key == SAFE_VALUE_ATTR:
+            if not kernel_value(s):
+                return tirx.AttrStmt(s.node, s.attr_key, s.value, go(s.body), span=s.span)
             return go(s.body)
         if isinstance(s, tirx.SeqStmt):
             return seq([go(x) for x in s.seq])

@@ -40,7 +40,7 @@ from tilelang.tir_utils import (ExprRewriter, any_expr, as_logical, const_int, d
 from tilelang.transform import (atomic_staging, block_order, early_prologue, lower_copy, lower_gather, lower_im2col,
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
-from tilelang.transform.kernel import (FRAGMENT_SCOPE, SHARED_SCOPES, KernelInfo, LoweringError,
+from tilelang.transform.kernel import (FRAGMENT_SCOPE, SAFE_VALUE_ATTR, SHARED_SCOPES, KernelInfo, LoweringError,
                                        buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
                                        safe_value, scope_of, static_shape)
 from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgmma_swizzle_bytes
@@ -569,6 +569,15 @@ class Lowerer:
             return user_ws.lower_block(self, stmt)    # T.ws(...): a warp-group role
         if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == user_ws.ROLE_ATTR:
             return self.lower(stmt.body)              # (its mark is for the barrier planner only)
+        if isinstance(stmt, tirx.AttrStmt) and stmt.attr_key == SAFE_VALUE_ATTR:
+            # a T.annotate_safe_value scoped apart from the kernel's (kernel._strip_safe_values)
+            outer = self.info.safe_values
+            self.info.safe_values = {**{k: v for k, v in outer.items() if not k.same_as(stmt.node)},
+                                     stmt.node: stmt.value}
+            try:
+                return seq([self.lower(stmt.body)])
+            finally:
+                self.info.safe_values = outer
         if isinstance(stmt, tirx.AttrStmt):
             return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, seq([self.lower(stmt.body)]), span=stmt.span)
         if isinstance(stmt, tirx.DeclBuffer):
