@@ -9,13 +9,15 @@ loop body that names it, so no value crosses from one iteration to the next), wh
 from that statement to the last one of the body that names it (a loop within such a loop is
 narrowed the same way). Upstream's gated-delta-net W / U kernel loads a tile, scales it into
 another, multiplies, and stages the product in a third, loop after loop: the staged product takes
-the loaded tile's bytes (33 -> 25 KiB, six blocks an SM -> eight). The classic case is flash attention's output tile: ``O_shared`` is written only
-after the main loop, so it takes the bytes of ``Q_shared`` (read only inside the loop), which
-saves a quarter of the kernel's shared memory and lets two blocks share an SM. (The caller
-decides liveness, ``lower_tile_ops.Lowerer._plan_memory``: in a warp-specialised kernel the
-tiles the producer fills are live from the first statement, since it starts loading while the
-consumers run what precedes the loop; a persistent one makes them live throughout, as the
-producer refills them during the epilogue, so there O gets bytes of its own where they fit.)
+the loaded tile's bytes (33 -> 25 KiB, six blocks an SM -> eight; the Lowerer keeps such sharing
+only where it pays for its barriers: ``Lowerer._weigh_loop_reuse``). The classic case is flash
+attention's output tile: ``O_shared`` is written only after the main loop, so it takes the bytes
+of ``Q_shared`` (read only inside the loop), which saves a quarter of the kernel's shared memory
+and lets two blocks share an SM. (The caller decides liveness, ``lower_tile_ops.Lowerer.
+_plan_memory``: in a warp-specialised kernel the tiles the producer fills are live from the first
+statement, since it starts loading while the consumers run what precedes the loop; a persistent
+one makes them live throughout, as the producer refills them during the epilogue, so there O gets
+bytes of its own where they fit.)
 
 Placement is first fit in declaration order: each buffer goes to the lowest (aligned) offset
 that overlaps no earlier buffer live at the same time. When no lifetimes are disjoint this is
