@@ -189,8 +189,7 @@ def _loop_reuse(k) -> bool:
     (``Lowerer._weigh_loop_reuse``); asked of a Lowerer only where some buffer is such."""
     from tilelang.transform import smem_plan
 
-    live = smem_plan.live_ranges(k.info.body, k.info.shared_buffers())
-    if k.layouts is None or smem_plan.refine(k.info.body, live) == live:
+    if k.layouts is None or not smem_plan.narrows(k.info.body, k.info.shared_buffers()):
         return True
     lw = k.lowerer
     if lw is None:

@@ -678,7 +678,7 @@ def _strip_safe_values(body):
 
     def kernel_value(a) -> bool:
         first = next(v for k, v in values.items() if k.same_as(a.node))
-        return first.same_as(a.value) or tvm.ir.structural_equal(first, a.value)
+        return tvm.ir.structural_equal(first, a.value)
 
     def go(s):
         if isinstance(s, tirx.AttrStmt) and s.attr_key == SAFE_VALUE_ATTR:

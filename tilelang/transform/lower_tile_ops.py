@@ -173,16 +173,17 @@ class Lowerer:
         blocks at the plain plan's occupancy (or of run-time size). Upstream's gated-delta-net
         W / U kernel, 16,384 blocks: six blocks an SM -> eight; its state recurrence, 128
         blocks, keeps the plain plan: one block an SM either way."""
+        if not smem_plan.narrows(self.info.body, self.info.shared_buffers()):
+            return                          # (most kernels: nothing to weigh, no second plan)
         shared = self.smem_bytes
         self.loop_reuse = False
         self._plan_memory()
         plain = self.smem_bytes
         if plain == shared:
             return
-        blocks = block_order.constant_blocks(self)
+        waves = block_order.grid_waves(self)        # at the plain plan's occupancy
         more = self.blocks_per_sm(shared) > self.blocks_per_sm(plain)
-        sms = targets.sm_count(self.arch or "sm_90a") or 132
-        if plain > self.budget or (more and (blocks is None or blocks > sms * self.blocks_per_sm(plain))):
+        if plain > self.budget or (more and (waves is None or waves > 1)):
             self.loop_reuse = True
             self._plan_memory()
 

@@ -205,6 +205,12 @@ def refine(body, live: dict) -> dict:
     return out
 
 
+def narrows(body, buffers) -> bool:
+    """Whether ``refine`` narrows the lifetime of any of ``buffers`` in ``body``."""
+    live = live_ranges(body, buffers)
+    return refine(body, live) != live
+
+
 def place(items: list[Item], base: int = 0) -> tuple[dict, int]:
     """(key -> byte offset, total bytes) with first-fit placement in the order given."""
     placed = []   # (offset, end, live)
