@@ -4,7 +4,9 @@ The split-K gemvs and rms_norm_splitk compile to upstream's machine code (sessio
 doing better than that code moves them. Each variant is the CUDA our compiler emits for the case
 (bench_upstream's build, unchanged example source) with one edit; every variant is built with
 nvcc, checked by the case's own run() against its reference, and timed alternately: the case's
-``do_bench`` (L2 flushed, as in the table) and the CUPTI kernel time (back to back, L2 warm).
+``do_bench`` (L2 flushed, as in the table) and the CUPTI kernel time (back to back, L2 warm; the
+gemvs and rms_norm_splitk only). Session 55 added gdn_wy_fast (zero-stage loops): the next
+iteration's tile loaded into registers while this one's scale, gemm and store run.
     python3 scripts/lease/row_variants.py [--rounds 3] [--only CASE,...] [--variants NAME,...] [--dump DIR]
 """
 import argparse
@@ -62,8 +64,53 @@ def rms_variants(src):
     return v
 
 
+def _copy_loop(src, tensor, it, step):
+    """The emitted ``for (int IT ...) { tl::copy_vec<16>(smem dst, &(TENSOR[...])); }`` of a zero-stage
+    loop: (the whole loop text, its header, the destination, the source index)."""
+    m = re.search(r"( *)#pragma unroll\n *(for \(int " + it + r" = 0; " + it + r" < (\d+); \+\+" + it +
+                  r"\) \{)\n *tl::copy_vec<16>\(\(&\((\(\(nv_bfloat16\*\)smem\)\[[^;]*\])\)\), \(&\(" + tensor +
+                  r"\[([^;]*)\]\)\)\);\n *\}\n", src)
+    assert m, (tensor, it)
+    return m.group(0), m.group(2), m.group(4), m.group(5)
+
+
+def wy_variants(src):
+    """gdn_wy_fast (num_stages=0): the next iteration's V / K tile loaded into registers while this
+    iteration's scale, gemm and store run (one register tile, no more shared memory)."""
+    v = {"base": src}
+    for name, cross in (("prefetch_regs", False), ("prefetch_regs_x", True)):
+        s = src
+        pro = []
+        for tensor, it, var, n in (("V", "it_1", "i_v", 4), ("K", "it_2", "i_k", 2)):
+            whole, header, dst, idx = _copy_loop(s, tensor, it, n)
+            cnt = int(re.search(r"< (\d+);", header).group(1))
+            nxt = idx.replace(f"({var} * ", f"(({var} + 1) * ")
+            first = idx.replace(f"({var} * ", "(0 * ")
+            reg = f"pre_{tensor}"
+            pro.append(f"  uint4 {reg}[{cnt}];\n  #pragma unroll\n  {header} {reg}[{it}] = "
+                       f"*(const uint4*)(&({tensor}[{first}])); }}\n")
+            body = (f"    #pragma unroll\n    {header} *(uint4*)(&({dst})) = {reg}[{it}]; }}\n"
+                    f"    if ({var} + 1 < {n}) {{\n      #pragma unroll\n      {header} {reg}[{it}] = "
+                    f"*(const uint4*)(&({tensor}[{nxt}])); }}\n    }}\n")
+            s = must(s, whole, body)
+        decl_v, decl_k = pro
+        if cross:
+            # V's first tile at kernel entry, K's first tile with V's last iteration's prefetch
+            s = must(s, "  for (int i_v = 0; i_v < 4; ++i_v) {\n", decl_k.replace(" pre_K[it_2] =", " {}")
+                     .split("\n")[0] + "\n  for (int i_v = 0; i_v < 4; ++i_v) {\n")
+            s = must(s, "    if (i_v + 1 < 4) {", "    if (i_v == 3) {\n      #pragma unroll\n      "
+                     + decl_k.split("\n")[2].strip() + "\n    }\n    if (i_v + 1 < 4) {")
+            s = must(s, "  for (int i_k = 0; i_k < 2; ++i_k) {\n", "  for (int i_k = 0; i_k < 2; ++i_k) {\n", 1)
+        else:
+            s = must(s, "  for (int i_k = 0; i_k < 2; ++i_k) {\n", decl_k + "  for (int i_k = 0; i_k < 2; ++i_k) {\n")
+        # V's first tile before A's copy (it overlaps A's load)
+        s = must(s, "  #pragma unroll\n  for (int it = 0; it < 4; ++it) {", decl_v + "  #pragma unroll\n  for (int it = 0; it < 4; ++it) {")
+        v[name] = s
+    return v
+
+
 EDITS = {"gemv_splitk_vectorized": gemv_variants, "gemv_splitk_vectorized_tvm": gemv_variants,
-         "rms_norm_splitk": rms_variants}
+         "rms_norm_splitk": rms_variants, "gdn_wy_fast": wy_variants}
 
 
 def main():
@@ -104,18 +151,21 @@ def main():
                     print(f"{case.name} {n}: WRONG maxdiff {out.get('maxdiff')}", flush=True)
                 res[n]["bench"].append(out["ms"] * 1e3)
                 # the run's last call again, back to back (L2 warm): the CUPTI kernel time
-                res[n]["kernel"].append(bl.kernel_us(_last_call(case, m, kernels[n]), 200))
+                call = _last_call(case, m, kernels[n])
+                res[n]["kernel"].append(bl.kernel_us(call, 200) if call else float("nan"))
         print(f"== {case.name} (do_bench us, L2 flushed / CUPTI kernel us, L2 warm)", flush=True)
         for n in names:
-            bs, ks = res[n]["bench"], res[n]["kernel"]
+            bs, ks = res[n]["bench"], res[n]["kernel"]   # (nan: no kernel timing for that case)
             print(f"{n:18s} bench {' / '.join(f'{x:.2f}' for x in bs)} (median {statistics.median(bs):.2f})  "
                   f"kernel {' / '.join(f'{x:.2f}' for x in ks)} (median {statistics.median(ks):.2f})", flush=True)
 
 
 def _last_call(case, m, k):
-    """A no-argument call of ``k`` on the case's inputs (gemv: x, B; rms: x)."""
+    """A no-argument call of ``k`` on the case's inputs (gemv: x, B; rms: x), None for the others."""
     import torch
     from _upstream_cases import _rand
+    if case.name not in EDITS or case.name.startswith("gdn"):
+        return None
     if case.name.startswith("gemv"):
         x, b = _rand(4096), _rand(4096, 4096)
         return lambda: k(x, b)

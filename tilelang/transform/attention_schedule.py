@@ -91,6 +91,10 @@ PROMOTE_MARGIN = 8 * 1024   # bytes of the block's shared memory left for barrie
 # and the second buffers cost blocks per SM (upstream's gdn chunk_o, one trip of two gemms:
 # 0.415 -> 0.62 ms promoted, session 34)
 PROMOTE_MIN_TRIPS = 4
+# zero-stage GEMM main loops given stages (``promote_zero_stage``)
+ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
+ZERO_PROMOTE_DEFAULT = False
+ZERO_PROMOTE_STAGES = 3
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")
@@ -172,10 +176,81 @@ def _one_wave(func, arch) -> bool:
 
 def plan_one_stage(func, arch, configs) -> tuple:
     """(``func``, ``configs``) as the compiler lowers them: ``decide_single_stage``'s configs (the
-    same dict where nothing was decided) and ``promote_stages`` applied under them. The engine and
-    the checker both start here."""
+    same dict where nothing was decided), then ``promote_stages`` and ``promote_zero_stage``
+    applied under them. The engine and the checker both start here."""
     decided = decide_single_stage(func, arch, configs)
-    return promote_stages(func, arch, decided), decided
+    return promote_zero_stage(promote_stages(func, arch, decided), arch, decided), decided
+
+
+def promote_zero_stage(func, arch, configs) -> object:
+    """``func`` with each zero-stage GEMM main loop given ``ZERO_PROMOTE_STAGES`` stages (two where
+    only two fit), or ``func`` itself (``tl.enable_zero_stage_promotion``, ``ZERO_PROMOTE_DEFAULT``
+    unless set; sm_80+). Such a loop -- ``T.Pipelined(n, num_stages=0)`` whose body is global ->
+    shared ``T.copy`` tiles followed by ``T.gemm``s of them and nothing else (upstream's split-K GEMM
+    example) -- loads each step's tiles and waits for them before its gemm, one round trip a step;
+    with stages it is the ordinary pipelined main loop (cp.async ring or TMA producer), the same
+    arithmetic in the same order. Only where that cannot change what the program computes or
+    whether it fits: no user barriers, cp.async or T.ws in the kernel; the loop not under an ``if``
+    / ``T.ws`` block nor inside another loop; no ``order`` / ``stage`` of the user's; its body
+    writes no global memory (the gemms read shared tiles into fragments); at least
+    ``PROMOTE_MIN_TRIPS`` trips where the count is a constant; the extra buffers within the block's
+    shared memory less ``PROMOTE_MARGIN``."""
+    if not configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT) or _sm(arch) < 80 \
+            or configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _has_user_sync(func.body):
+        return func
+    guarded, nested = _guarded_loops(func.body), _nested_loops(func.body)
+    sizes = alloc_bytes(func.body, SHARED_SCOPES)
+    budget = targets.smem_per_block(arch) - PROMOTE_MARGIN
+    promoted = {}
+
+    def visit(loop):
+        if not (is_pipelined(loop) and num_stages(loop) == 0) or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
+            return
+        if any(loop.same_as(g) for g in guarded + nested):
+            return
+        trips = const_int(loop.extent)
+        if trips is not None and trips < PROMOTE_MIN_TRIPS:
+            return
+        pipe = PipelinedLoop.of(loop)
+        stmts = body_list(loop)
+        n = len(pipe.producers)
+        if pipe.guard is not None or not n or n == len(stmts) or pipe.gathers:
+            return
+        if any(not a.same_as(b) for a, b in zip(stmts[:n], pipe.producers)):
+            return      # the copies must come first: the ring issues them ahead of the gemms
+        if any(op_name(x) != "gemm" or buffer_rw(x, ("global",))[1] for x in stmts[n:]):
+            return
+        extra = sum(sizes.get(b, 1 << 30) for b in set(pipe.staged))
+        used = sum(sizes.values()) + sum(grown for _, grown in promoted.values())
+        for stages in (ZERO_PROMOTE_STAGES, 2):
+            if used + (stages - 1) * extra <= budget:
+                promoted[loop] = (stages, (stages - 1) * extra)
+                return
+
+    walk_stmts(func.body, lambda x: visit(x) if isinstance(x, tirx.For) else None)
+    if not promoted:
+        return func
+
+    def on_loop(x):
+        stages = next((st for lp, (st, _) in promoted.items() if lp.same_as(x)), None)
+        if stages is None:
+            return x
+        return tirx.For(x.loop_var, x.min, x.extent, x.kind, x.body, thread_binding=x.thread_binding,
+                        annotations={**x.annotations, STAGES_ATTR: stages}, step=x.step, span=x.span)
+
+    return func.with_body(map_stmts(func.body, loop=on_loop))
+
+
+def _nested_loops(body) -> list:
+    """The loops of ``body`` inside another loop."""
+    out = []
+
+    def visit(s):
+        if isinstance(s, tirx.For):
+            walk_stmts(s.body, lambda t: out.append(t) if isinstance(t, tirx.For) else None)
+
+    walk_stmts(body, visit)
+    return out
 
 
 def _one_stage_attention(func):

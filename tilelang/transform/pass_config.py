@@ -60,6 +60,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_CHUNKED_EPILOGUE = "tl.enable_chunked_epilogue"
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
+    TL_ENABLE_ZERO_STAGE_PROMOTION = "tl.enable_zero_stage_promotion"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_DOUBLE_HEAD_BUFFER = "tl.disable_double_head_buffer"
@@ -186,6 +187,11 @@ EFFECTS = {
         "holds a second buffer of each tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
         "BHSD example's path (TMA producer, K / V ring, persistent grid). H200, session 34: mha_fwd_bshd 5.05 -> "
         "3.58 ms, mha_fwd_bshd_causal 2.79 -> 2.10 ms",
+    PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION: "experimental (sm_80+): a T.Pipelined(num_stages=0) GEMM main "
+        "loop (global -> shared T.copy tiles, then only T.gemm of them; no global writes in the body, no user "
+        "barriers, not nested or under an if / T.ws, at least 4 trips where the count is a constant) runs with "
+        "three stages (two where only two fit in shared memory): the ordinary pipelined main loop instead of one "
+        "round trip a step (attention_schedule.promote_zero_stage; upstream's split-K GEMM example)",
     PassConfigKey.TL_ENABLE_STMATRIX: "experimental (sm_90a): T.copy of a whole mma / wgmma accumulator fragment "
         "into a 16-bit shared tile (an epilogue's staging tile) stores four 8x8 matrices per warp instruction "
         "(stmatrix.x4, upstream's epilogue) instead of one 32-bit store per element pair "

@@ -1,0 +1,126 @@
+"""Zero-stage GEMM main loops given stages (``attention_schedule.promote_zero_stage``,
+``tl.enable_zero_stage_promotion``): ``T.Pipelined(n, num_stages=0)`` whose body is global ->
+shared copies followed by gemms of them (upstream's split-K GEMM example) compiles as the same loop
+written with three stages; anything that could change what the loop computes, or whether the block
+fits, keeps it as written."""
+
+import tilelang
+import tilelang.language as T
+from tilelang.transform.attention_schedule import PROMOTE_MIN_TRIPS, promote_zero_stage
+from tilelang.transform.pipelined_loop import num_stages
+
+SM90 = "cuda -arch=sm_90a"
+KEY = "tl.enable_zero_stage_promotion"
+ON = {KEY: True}
+
+
+def splitk(stages=0, trips=32, block_K=32, extra=None, write_in_loop=False, nested=False, guard=False):
+    """Upstream's split-K GEMM (example_tilelang_gemm_splitk.py) at 4096^3, split 4, with variants."""
+    M = N = 4096
+    K = trips * block_K * 4
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32),
+             D: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // 128, M // 128, 4, threads=128) as (bx, by, bz):
+            A_shared = T.alloc_shared((128, block_K), T.float16)
+            B_shared = T.alloc_shared((block_K, 128), T.float16)
+            C_local = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_local)
+            if nested:
+                for r in T.serial(2):
+                    for ko in T.Pipelined(trips, num_stages=stages):
+                        T.copy(A[by * 128, bz * trips * block_K + ko * block_K + r], A_shared)
+                        T.copy(B[bz * trips * block_K + ko * block_K, bx * 128], B_shared)
+                        T.gemm(A_shared, B_shared, C_local)
+            elif guard:
+                if bz > 0:
+                    for ko in T.Pipelined(trips, num_stages=stages):
+                        T.copy(A[by * 128, bz * trips * block_K + ko * block_K], A_shared)
+                        T.copy(B[bz * trips * block_K + ko * block_K, bx * 128], B_shared)
+                        T.gemm(A_shared, B_shared, C_local)
+            elif write_in_loop:
+                for ko in T.Pipelined(trips, num_stages=stages):
+                    T.copy(A[by * 128, bz * trips * block_K + ko * block_K], A_shared)
+                    T.copy(B[bz * trips * block_K + ko * block_K, bx * 128], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                    T.copy(C_local, D[by * 128, bx * 128])
+            else:
+                for ko in T.Pipelined(trips, num_stages=stages):
+                    T.copy(A[by * 128, bz * trips * block_K + ko * block_K], A_shared)
+                    T.copy(B[bz * trips * block_K + ko * block_K, bx * 128], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+            for i, j in T.Parallel(128, 128):
+                T.atomic_add(C[by * 128 + i, bx * 128 + j], C_local[i, j])
+
+    return main
+
+
+def source(func, **configs):
+    return tilelang.compile(func, target=SM90, pass_configs=configs).get_kernel_source()
+
+
+def stages_of(func):
+    out = []
+
+    def visit(s):
+        if hasattr(s, "loop_var") and "tl.num_stages" in s.annotations:
+            out.append(num_stages(s))
+
+    from tilelang.tir_utils import walk_stmts
+    walk_stmts(func.body, visit)
+    return out
+
+
+def test_a_split_k_main_loop_compiles_as_the_three_stage_loop():
+    zero, three = splitk(0), splitk(3)
+    promoted = source(zero, **ON)
+    assert promoted == source(three, **ON) == source(three)
+    assert "mbarrier_wait" in promoted and "wgmma_gemm_ss_async" in promoted   # the TMA producer's ring
+    plain = source(zero)                                                       # off by default
+    assert plain != promoted and "mbarrier" not in plain and "cp_async_wait<0>" in plain
+    assert stages_of(promote_zero_stage(zero, "sm_90a", ON)) == [3]
+    assert stages_of(promote_zero_stage(zero, "sm_80", ON)) == [3]             # a cp.async ring there
+    assert "cp_async_wait<2>" in tilelang.compile(zero, target="cuda -arch=sm_80",
+                                                  pass_configs=ON).get_kernel_source()
+
+
+def test_two_stages_where_only_two_fit():
+    # 128x192 + 192x128 fp16 tiles: 96 KiB a stage, so a second buffer fits and a third does not
+    wide = splitk(0, trips=8, block_K=192)
+    assert stages_of(promote_zero_stage(wide, "sm_90a", ON)) == [2]
+    huge = splitk(0, trips=8, block_K=512)                                     # 256 KiB a stage
+    assert promote_zero_stage(huge, "sm_90a", ON) is huge
+
+
+def test_what_could_change_the_result_keeps_the_loop_as_written():
+    for func in (splitk(0, write_in_loop=True),       # a global write in the step
+                 splitk(0, nested=True),              # inside another loop
+                 splitk(0, guard=True),               # under an if
+                 splitk(0, trips=PROMOTE_MIN_TRIPS - 1),
+                 splitk(1), splitk(2)):               # not zero-stage
+        assert promote_zero_stage(func, "sm_90a", ON) is func
+    zero = splitk(0)
+    for configs in ({}, {KEY: False}, {**ON, "tl.disable_attention_schedule": True},
+                    {**ON, "tl.disable_async_copy": True}):
+        assert promote_zero_stage(zero, "sm_90a", configs) is zero
+    assert promote_zero_stage(zero, "sm_75", ON) is zero
+    assert stages_of(promote_zero_stage(splitk(0, trips=PROMOTE_MIN_TRIPS), "sm_90a", ON)) == [3]
+
+
+def test_a_copy_after_the_gemm_is_not_a_main_loop():
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16),
+             C: T.Tensor((1024, 1024), T.float32)):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((128, 32), T.float16)
+            B_shared = T.alloc_shared((32, 128), T.float16)
+            C_local = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(32, num_stages=0):
+                T.copy(A[by * 128, ko * 32], A_shared)
+                T.gemm(A_shared, B_shared, C_local)
+                T.copy(B[ko * 32, bx * 128], B_shared)     # the next step's B: written after the gemm
+            T.copy(C_local, C[by * 128, bx * 128])
+
+    assert promote_zero_stage(main, "sm_90a", ON) is main
