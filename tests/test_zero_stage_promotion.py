@@ -124,3 +124,22 @@ def test_a_copy_after_the_gemm_is_not_a_main_loop():
             T.copy(C_local, C[by * 128, bx * 128])
 
     assert promote_zero_stage(main, "sm_90a", ON) is main
+
+
+def test_a_tile_read_after_the_loop_keeps_it_as_written():
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16),
+             C: T.Tensor((1024, 1024), T.float32), L: T.Tensor((1024, 1024), T.float16)):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((128, 32), T.float16)
+            B_shared = T.alloc_shared((32, 128), T.float16)
+            C_local = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(32, num_stages=0):
+                T.copy(A[by * 128, ko * 32], A_shared)
+                T.copy(B[ko * 32, bx * 128], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * 128, bx * 128])
+            T.copy(A_shared, L[by * 128, bx * 32])        # the last step's A tile
+
+    assert promote_zero_stage(main, "sm_90a", ON) is main

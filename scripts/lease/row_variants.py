@@ -119,6 +119,8 @@ def main():
     p.add_argument("--only", default=",".join(EDITS))
     p.add_argument("--dump", default="")
     p.add_argument("--variants", default="", help="only these variants (and base)")
+    p.add_argument("--configs", default="", help="more variants: NAME=JSON pass configs;NAME=JSON... (the "
+                   "case built by the compiler with them; any case of the table, hand edits or not)")
     a = p.parse_args()
     import bench_upstream as bu
     from _upstream_cases import CASES, load
@@ -127,13 +129,25 @@ def main():
     print(torch.cuda.get_device_name(), flush=True)
     examples = bu.examples_dir(None)
     h = bu.Helper(warmup_ms=25, rep_ms=100)
+    import json
+    import os
+    configs = dict(item.split("=", 1) for item in a.configs.split(";") if item)
     for case in (c for c in CASES if c.name in a.only.split(",")):
         m = load(examples, case.folder, case.module)
         k0 = case.build(m)
-        srcs = EDITS[case.name](k0.get_kernel_source())
+        srcs = EDITS[case.name](k0.get_kernel_source()) if case.name in EDITS else {"base": None}
         if a.variants:
             srcs = {n: t for n, t in srcs.items() if n == "base" or n in a.variants.split(",")}
         kernels = {}
+        if srcs.get("base") is None:
+            kernels["base"] = k0
+            srcs.pop("base")
+        for n, cfg in configs.items():
+            os.environ["TILELANG_PASS_CONFIGS"] = json.dumps(json.loads(cfg))
+            try:
+                kernels[n] = case.build(m)
+            finally:
+                del os.environ["TILELANG_PASS_CONFIGS"]
         for n, s in srcs.items():
             if a.dump:
                 Path(a.dump).mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,8 @@ from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.pipelined_loop import (REFILL_ATTR, PipelinedLoop, body_list, is_pipelined, is_producer,
                                                num_stages, plain_consumer)
 from tilelang.transform import warp_specialize
-from tilelang.transform.thread_sync import as_async_copy, buffer_rw, is_async_copy, passes_shared_pointers
+from tilelang.transform.thread_sync import (as_async_copy, buffer_rw, is_annotation, is_async_copy,
+                                            passes_shared_pointers)
 
 DISABLE_KEY = "tl.disable_attention_schedule"
 SPLIT_GROUPS_KEY = PassConfigKey.TL_ENABLE_PIPELINE_SPLIT_GROUPS.value
@@ -95,6 +96,7 @@ PROMOTE_MIN_TRIPS = 4
 ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
 ZERO_PROMOTE_DEFAULT = False
 ZERO_PROMOTE_STAGES = 3
+ZERO_ANY_KEY = "tl.enable_zero_stage_promotion_any"    # experiment (session 55), not a documented key
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")
@@ -192,10 +194,11 @@ def promote_zero_stage(func, arch, configs) -> object:
     arithmetic in the same order. Only where that cannot change what the program computes or
     whether it fits: no user barriers, cp.async or T.ws in the kernel; the loop not under an ``if``
     / ``T.ws`` block nor inside another loop; no ``order`` / ``stage`` of the user's; its body
-    writes no global memory (the gemms read shared tiles into fragments); at least
+    writes no global memory (the gemms read shared tiles into fragments); its tiles touched
+    nowhere else (a ring has no one buffer to read after the loop); at least
     ``PROMOTE_MIN_TRIPS`` trips where the count is a constant; the extra buffers within the block's
     shared memory less ``PROMOTE_MARGIN``."""
-    if not configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT) or _sm(arch) < 80 \
+    if not (configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT) or configs.get(ZERO_ANY_KEY)) or _sm(arch) < 80 \
             or configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _has_user_sync(func.body):
         return func
     guarded, nested = _guarded_loops(func.body), _nested_loops(func.body)
@@ -204,7 +207,8 @@ def promote_zero_stage(func, arch, configs) -> object:
     promoted = {}
 
     def visit(loop):
-        if not (is_pipelined(loop) and num_stages(loop) == 0) or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
+        if not (is_pipelined(loop) and num_stages(loop) == 0) \
+                or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
             return
         if any(loop.same_as(g) for g in guarded + nested):
             return
@@ -218,8 +222,18 @@ def promote_zero_stage(func, arch, configs) -> object:
             return
         if any(not a.same_as(b) for a, b in zip(stmts[:n], pipe.producers)):
             return      # the copies must come first: the ring issues them ahead of the gemms
-        if any(op_name(x) != "gemm" or buffer_rw(x, ("global",))[1] for x in stmts[n:]):
+        if configs.get(ZERO_ANY_KEY):
+            # experimental: any body of one gemm that writes no tensor its copies read
+            sources = {decode_region(p.value.args[0]).buffer for p in pipe.producers}
+            written = {b for x in stmts[n:] for b in buffer_rw(x, ("global",))[1]}
+            if sum(op_name(x) == "gemm" for x in stmts[n:]) != 1 or written & sources:
+                return
+        elif any(op_name(x) != "gemm" or buffer_rw(x, ("global",))[1] for x in stmts[n:]):
             return
+        rest = map_stmts(func.body, pre=lambda x: _NOP if x.same_as(loop) or is_annotation(x) else None)
+        outside = set().union(*buffer_rw(rest, SHARED_SCOPES))
+        if set(pipe.staged) & outside:
+            return      # a tile read after the loop (or filled before it) is one buffer, not a ring
         extra = sum(sizes.get(b, 1 << 30) for b in set(pipe.staged))
         used = sum(sizes.values()) + sum(grown for _, grown in promoted.values())
         for stages in (ZERO_PROMOTE_STAGES, 2):

@@ -121,12 +121,12 @@ def buffer_rw(stmt, scopes, plain=True):
         return None
 
     walk_stmts(stmt, on_stmt)
-    if plain and not _is_annotation(stmt):
+    if plain and not is_annotation(stmt):
         tvm_ffi.structural_walk(stmt, [(ir.TensorLoad, on_load), (ir.Call, on_call)], order="pre")
     return reads, writes
 
 
-def _is_annotation(stmt) -> bool:
+def is_annotation(stmt) -> bool:
     """Annotations name a buffer without touching its contents."""
     return isinstance(stmt, tirx.Evaluate) and is_tl_call(stmt.value) and stmt.value.op.name in (
         "tl.annotate_layout", "tl.use_swizzle")
