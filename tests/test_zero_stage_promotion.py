@@ -143,3 +143,39 @@ def test_a_tile_read_after_the_loop_keeps_it_as_written():
             T.copy(A_shared, L[by * 128, bx * 32])        # the last step's A tile
 
     assert promote_zero_stage(main, "sm_90a", ON) is main
+
+
+def _one_gemm_body(write_source=False):
+    """gdn wy_fast's V loop: copy, scale, gemm, store the product (to U, or to the copied V)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4096, 64), T.float16), V: T.Tensor((4096, 256), T.float16),
+             U: T.Tensor((4096, 256), T.float16)):
+        with T.Kernel(64, threads=128) as bx:
+            A_s = T.alloc_shared((64, 64), T.float16)
+            V_s = T.alloc_shared((64, 32), T.float16)
+            S_s = T.alloc_shared((64, 32), T.float16)
+            u = T.alloc_fragment((64, 32), T.float32)
+            T.copy(A[bx * 64, 0], A_s)
+            for i in T.Pipelined(8, num_stages=0):
+                T.copy(V[bx * 64, i * 32], V_s)
+                for r, c in T.Parallel(64, 32):
+                    S_s[r, c] = V_s[r, c] * 2
+                T.gemm(A_s, S_s, u, clear_accum=True)
+                if write_source:
+                    T.copy(u, V[bx * 64, i * 32])
+                else:
+                    T.copy(u, U[bx * 64, i * 32])
+
+    return main
+
+
+def test_the_experimental_key_takes_one_gemm_bodies_that_leave_their_sources_alone():
+    ANY = {"tl.enable_zero_stage_promotion_any": True}
+    body = _one_gemm_body()
+    assert promote_zero_stage(body, "sm_90a", ON) is body                  # not a main loop of gemms only
+    assert stages_of(promote_zero_stage(body, "sm_90a", ANY)) == [3]
+    promoted = source(body, **ANY)                                         # a TMA producer's ring here
+    assert promoted != source(body) and "mbarrier_wait" in promoted
+    writes = _one_gemm_body(write_source=True)                             # the next step's V is this one's product
+    assert promote_zero_stage(writes, "sm_90a", ANY) is writes

@@ -1,7 +1,9 @@
 """Zero-stage promotion on the GPU: upstream's split-K GEMM main loop (num_stages=0, atomic adds of
 each split's partial product) compiled as written and with ``tl.enable_zero_stage_promotion``
 (three stages: a TMA producer on sm_90a) gives torch's product, as does the loop promoted to two
-stages (wide tiles) and at a trip count that is not a multiple of the stages."""
+stages (wide tiles) and at a trip count that is not a multiple of the stages; and the experimental
+``tl.enable_zero_stage_promotion_any`` on a one-gemm body with a scale and a store (gdn wy_fast's
+V loop)."""
 
 import sys
 from pathlib import Path
@@ -31,3 +33,17 @@ def test_split_k_gemm_matches_torch(trips, block_K, promote):
     d = torch.empty_like(c)
     kernel(a, b, c, d)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-1)
+
+
+@pytest.mark.parametrize("any_body", [True, False])
+def test_one_gemm_body_matches_torch(any_body):
+    import tilelang
+    from test_zero_stage_promotion import _one_gemm_body
+
+    kernel = tilelang.compile(_one_gemm_body(), pass_configs={"tl.enable_zero_stage_promotion_any": any_body})
+    a = torch.randn(4096, 64, device="cuda", dtype=torch.float16)
+    v = torch.randn(4096, 256, device="cuda", dtype=torch.float16)
+    u = torch.empty(4096, 256, device="cuda", dtype=torch.float16)
+    kernel(a, v, u)
+    ref = torch.cat([a[r:r + 64].float() @ (v[r:r + 64].float() * 2) for r in range(0, 4096, 64)])
+    torch.testing.assert_close(u.float(), ref, rtol=1e-2, atol=5e-2)

@@ -96,7 +96,7 @@ PROMOTE_MIN_TRIPS = 4
 ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
 ZERO_PROMOTE_DEFAULT = False
 ZERO_PROMOTE_STAGES = 3
-ZERO_ANY_KEY = "tl.enable_zero_stage_promotion_any"    # experiment (session 55), not a documented key
+ZERO_ANY_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY.value     # experiment (session 55)
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")

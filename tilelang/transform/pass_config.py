@@ -61,6 +61,7 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_WARPGROUP_PINGPONG = "tl.enable_warpgroup_pingpong"
     TL_ENABLE_STAGE_PROMOTION = "tl.enable_stage_promotion"
     TL_ENABLE_ZERO_STAGE_PROMOTION = "tl.enable_zero_stage_promotion"
+    TL_ENABLE_ZERO_STAGE_PROMOTION_ANY = "tl.enable_zero_stage_promotion_any"
     TL_DISABLE_ATTENTION_SCHEDULE = "tl.disable_attention_schedule"
     TL_DISABLE_TMA_PROLOGUE = "tl.disable_tma_prologue"
     TL_DISABLE_DOUBLE_HEAD_BUFFER = "tl.disable_double_head_buffer"
@@ -192,6 +193,10 @@ EFFECTS = {
         "barriers, not nested or under an if / T.ws, at least 4 trips where the count is a constant) runs with "
         "three stages (two where only two fit in shared memory): the ordinary pipelined main loop instead of one "
         "round trip a step (attention_schedule.promote_zero_stage; upstream's split-K GEMM example)",
+    PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY: "experimental, implies tl.enable_zero_stage_promotion: also a "
+        "zero-stage loop whose body after its copies holds one gemm among other statements and writes no tensor "
+        "its copies read (upstream's gdn wy_fast V loop); for the A/B against the hand-made register prefetch "
+        "(scripts/lease/zero_stage.sh), not yet measured",
     PassConfigKey.TL_ENABLE_STMATRIX: "experimental (sm_90a): T.copy of a whole mma / wgmma accumulator fragment "
         "into a 16-bit shared tile (an epilogue's staging tile) stores four 8x8 matrices per warp instruction "
         "(stmatrix.x4, upstream's epilogue) instead of one 32-bit store per element pair "
