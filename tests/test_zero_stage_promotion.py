@@ -179,3 +179,15 @@ def test_the_experimental_key_takes_one_gemm_bodies_that_leave_their_sources_alo
     assert promoted != source(body) and "mbarrier_wait" in promoted
     writes = _one_gemm_body(write_source=True)                             # the next step's V is this one's product
     assert promote_zero_stage(writes, "sm_90a", ANY) is writes
+
+
+def test_the_hover_says_the_loop_was_promoted():
+    from tilelang.analysis.summary import summarize
+
+    zero = splitk(0)
+    plain, = summarize(zero, "sm_90a")["pipelines"]
+    promoted, = summarize(zero, "sm_90a", ON)["pipelines"]
+    assert plain["stages"] == 0 and "written with" not in plain["mechanism"]
+    assert promoted["stages"] == 3 and promoted["warp_specialized"]
+    assert promoted["mechanism"].endswith("(written with num_stages=0; the compiler gives the loop 3 stages, "
+                                          "`tl.enable_zero_stage_promotion`)")

@@ -401,6 +401,11 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
                         if ws.head_slots > 1 else ", the next tile's while the consumers finish this one")
                 mechanism += (f" The producer also loads {heads} (copied in front of the loop) with TMA, on a "
                               f"barrier of its own{when}.")
+        written = s.annotations.get("tl.stages_as_written")    # (attention_schedule.WRITTEN_STAGES_ATTR)
+        if written is not None:
+            key = "tl.enable_zero_stage_promotion" if int(written) == 0 else "tl.enable_stage_promotion"
+            mechanism += (f" (written with num_stages={int(written)}; the compiler gives the loop {stages} stages, "
+                          f"`{key}`)")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,
                     "extent": _int_or_text(s.extent), "mechanism": mechanism,
                     "warp_specialized": ws is not None and ws.loop.same_as(s)})

@@ -97,6 +97,8 @@ ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
 ZERO_PROMOTE_DEFAULT = False
 ZERO_PROMOTE_STAGES = 3
 ZERO_ANY_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY.value     # experiment (session 55)
+# on a promoted loop: the stage count its author wrote (the hover says so; "tl." keys go at lowering)
+WRITTEN_STAGES_ATTR = "tl.stages_as_written"
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
 STANDS_DOWN = (REFILL_KEY, SPLIT_GROUPS_KEY, DISABLE_KEY, "tl.enable_early_prologue", "tl.disable_warp_specialized",
                "tl.disable_tma_lower")
@@ -250,7 +252,8 @@ def promote_zero_stage(func, arch, configs) -> object:
         if stages is None:
             return x
         return tirx.For(x.loop_var, x.min, x.extent, x.kind, x.body, thread_binding=x.thread_binding,
-                        annotations={**x.annotations, STAGES_ATTR: stages}, step=x.step, span=x.span)
+                        annotations={**x.annotations, STAGES_ATTR: stages, WRITTEN_STAGES_ATTR: 0}, step=x.step,
+                        span=x.span)
 
     return func.with_body(map_stmts(func.body, loop=on_loop))
 
@@ -316,7 +319,8 @@ def promote_stages(func, arch, configs) -> object:
         if not s.same_as(loop):
             return s
         return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, thread_binding=s.thread_binding,
-                        annotations={**s.annotations, STAGES_ATTR: 2}, step=s.step, span=s.span)
+                        annotations={**s.annotations, STAGES_ATTR: 2, WRITTEN_STAGES_ATTR: 1}, step=s.step,
+                        span=s.span)
 
     return func.with_body(map_stmts(func.body, loop=on_loop))
 
