@@ -108,25 +108,10 @@ def test_what_could_change_the_result_keeps_the_loop_as_written():
     assert stages_of(promote_zero_stage(splitk(0, trips=PROMOTE_MIN_TRIPS), "sm_90a", ON)) == [3]
 
 
-def test_a_copy_after_the_gemm_is_not_a_main_loop():
-    @T.prim_func
-    def main(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16),
-             C: T.Tensor((1024, 1024), T.float32)):
-        with T.Kernel(8, 8, threads=128) as (bx, by):
-            A_shared = T.alloc_shared((128, 32), T.float16)
-            B_shared = T.alloc_shared((32, 128), T.float16)
-            C_local = T.alloc_fragment((128, 128), T.float32)
-            T.clear(C_local)
-            for ko in T.Pipelined(32, num_stages=0):
-                T.copy(A[by * 128, ko * 32], A_shared)
-                T.gemm(A_shared, B_shared, C_local)
-                T.copy(B[ko * 32, bx * 128], B_shared)     # the next step's B: written after the gemm
-            T.copy(C_local, C[by * 128, bx * 128])
+def _small(b_after_gemm=False, a_after_loop=False):
+    """A 1024^3 GEMM main loop of zero stages; B's copy after the gemm (the next step's tile written
+    once this one's product is done), or the last step's A tile copied out after the loop."""
 
-    assert promote_zero_stage(main, "sm_90a", ON) is main
-
-
-def test_a_tile_read_after_the_loop_keeps_it_as_written():
     @T.prim_func
     def main(A: T.Tensor((1024, 1024), T.float16), B: T.Tensor((1024, 1024), T.float16),
              C: T.Tensor((1024, 1024), T.float32), L: T.Tensor((1024, 1024), T.float16)):
@@ -137,12 +122,22 @@ def test_a_tile_read_after_the_loop_keeps_it_as_written():
             T.clear(C_local)
             for ko in T.Pipelined(32, num_stages=0):
                 T.copy(A[by * 128, ko * 32], A_shared)
-                T.copy(B[ko * 32, bx * 128], B_shared)
+                if not b_after_gemm:
+                    T.copy(B[ko * 32, bx * 128], B_shared)
                 T.gemm(A_shared, B_shared, C_local)
+                if b_after_gemm:
+                    T.copy(B[ko * 32, bx * 128], B_shared)
             T.copy(C_local, C[by * 128, bx * 128])
-            T.copy(A_shared, L[by * 128, bx * 32])        # the last step's A tile
+            if a_after_loop:
+                T.copy(A_shared, L[by * 128, bx * 32])
 
-    assert promote_zero_stage(main, "sm_90a", ON) is main
+    return main
+
+
+def test_a_copy_after_the_gemm_or_a_tile_read_after_the_loop_keeps_it_as_written():
+    assert stages_of(promote_zero_stage(_small(), "sm_90a", ON)) == [3]
+    for func in (_small(b_after_gemm=True), _small(a_after_loop=True)):
+        assert promote_zero_stage(func, "sm_90a", ON) is func
 
 
 def _one_gemm_body(write_source=False):

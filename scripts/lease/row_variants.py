@@ -64,47 +64,44 @@ def rms_variants(src):
     return v
 
 
-def _copy_loop(src, tensor, it, step):
+def _copy_loop(src, tensor, it):
     """The emitted ``for (int IT ...) { tl::copy_vec<16>(smem dst, &(TENSOR[...])); }`` of a zero-stage
-    loop: (the whole loop text, its header, the destination, the source index)."""
+    loop: (the whole loop text, its header, its trip count, the destination, the source index)."""
     m = re.search(r"( *)#pragma unroll\n *(for \(int " + it + r" = 0; " + it + r" < (\d+); \+\+" + it +
                   r"\) \{)\n *tl::copy_vec<16>\(\(&\((\(\(nv_bfloat16\*\)smem\)\[[^;]*\])\)\), \(&\(" + tensor +
                   r"\[([^;]*)\]\)\)\);\n *\}\n", src)
     assert m, (tensor, it)
-    return m.group(0), m.group(2), m.group(4), m.group(5)
+    return m.group(0), m.group(2), int(m.group(3)), m.group(4), m.group(5)
 
 
 def wy_variants(src):
     """gdn_wy_fast (num_stages=0): the next iteration's V / K tile loaded into registers while this
-    iteration's scale, gemm and store run (one register tile, no more shared memory)."""
+    iteration's scale, gemm and store run (one register tile, no more shared memory); ``_x``: K's
+    first tile loaded during V's last iteration instead of in front of K's loop."""
     v = {"base": src}
     for name, cross in (("prefetch_regs", False), ("prefetch_regs_x", True)):
-        s = src
-        pro = []
+        s, decl, first = src, {}, {}
         for tensor, it, var, n in (("V", "it_1", "i_v", 4), ("K", "it_2", "i_k", 2)):
-            whole, header, dst, idx = _copy_loop(s, tensor, it, n)
-            cnt = int(re.search(r"< (\d+);", header).group(1))
-            nxt = idx.replace(f"({var} * ", f"(({var} + 1) * ")
-            first = idx.replace(f"({var} * ", "(0 * ")
+            whole, header, cnt, dst, idx = _copy_loop(s, tensor, it)
             reg = f"pre_{tensor}"
-            pro.append(f"  uint4 {reg}[{cnt}];\n  #pragma unroll\n  {header} {reg}[{it}] = "
-                       f"*(const uint4*)(&({tensor}[{first}])); }}\n")
+            decl[tensor] = f"  uint4 {reg}[{cnt}];\n"
+            first[tensor] = (f"#pragma unroll\n  {header} {reg}[{it}] = "
+                             f"*(const uint4*)(&({tensor}[{idx.replace(f'({var} * ', '(0 * ')}])); }}\n")
+            nxt = idx.replace(f"({var} * ", f"(({var} + 1) * ")
             body = (f"    #pragma unroll\n    {header} *(uint4*)(&({dst})) = {reg}[{it}]; }}\n"
                     f"    if ({var} + 1 < {n}) {{\n      #pragma unroll\n      {header} {reg}[{it}] = "
                     f"*(const uint4*)(&({tensor}[{nxt}])); }}\n    }}\n")
             s = must(s, whole, body)
-        decl_v, decl_k = pro
+        k_loop = "  for (int i_k = 0; i_k < 2; ++i_k) {\n"
         if cross:
-            # V's first tile at kernel entry, K's first tile with V's last iteration's prefetch
-            s = must(s, "  for (int i_v = 0; i_v < 4; ++i_v) {\n", decl_k.replace(" pre_K[it_2] =", " {}")
-                     .split("\n")[0] + "\n  for (int i_v = 0; i_v < 4; ++i_v) {\n")
-            s = must(s, "    if (i_v + 1 < 4) {", "    if (i_v == 3) {\n      #pragma unroll\n      "
-                     + decl_k.split("\n")[2].strip() + "\n    }\n    if (i_v + 1 < 4) {")
-            s = must(s, "  for (int i_k = 0; i_k < 2; ++i_k) {\n", "  for (int i_k = 0; i_k < 2; ++i_k) {\n", 1)
+            v_loop, v_next = "  for (int i_v = 0; i_v < 4; ++i_v) {\n", "    if (i_v + 1 < 4) {"
+            s = must(s, v_loop, decl["K"] + v_loop)
+            s = must(s, v_next, "    if (i_v == 3) {\n      " + first["K"] + "    }\n" + v_next)
         else:
-            s = must(s, "  for (int i_k = 0; i_k < 2; ++i_k) {\n", decl_k + "  for (int i_k = 0; i_k < 2; ++i_k) {\n")
+            s = must(s, k_loop, decl["K"] + "  " + first["K"] + k_loop)
         # V's first tile before A's copy (it overlaps A's load)
-        s = must(s, "  #pragma unroll\n  for (int it = 0; it < 4; ++it) {", decl_v + "  #pragma unroll\n  for (int it = 0; it < 4; ++it) {")
+        a_copy = "  #pragma unroll\n  for (int it = 0; it < 4; ++it) {"
+        s = must(s, a_copy, decl["V"] + "  " + first["V"] + a_copy)
         v[name] = s
     return v
 

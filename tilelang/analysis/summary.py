@@ -358,6 +358,7 @@ def _explain_mma(info, layouts, gemms, narrow: bool = True) -> None:
 
 
 def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
+    from tilelang.transform import attention_schedule
     from tilelang.transform.pipelined_loop import pipelined_loops
 
     out = []
@@ -401,9 +402,9 @@ def _pipelines(info, planned=(None, None, None), early_loads=()) -> list:
                         if ws.head_slots > 1 else ", the next tile's while the consumers finish this one")
                 mechanism += (f" The producer also loads {heads} (copied in front of the loop) with TMA, on a "
                               f"barrier of its own{when}.")
-        written = s.annotations.get("tl.stages_as_written")    # (attention_schedule.WRITTEN_STAGES_ATTR)
+        written = s.annotations.get(attention_schedule.WRITTEN_STAGES_ATTR)
         if written is not None:
-            key = "tl.enable_zero_stage_promotion" if int(written) == 0 else "tl.enable_stage_promotion"
+            key = attention_schedule.ZERO_PROMOTE_KEY if int(written) == 0 else attention_schedule.PROMOTE_KEY
             mechanism += (f" (written with num_stages={int(written)}; the compiler gives the loop {stages} stages, "
                           f"`{key}`)")
         out.append({"line": _line(s.span), "stages": stages, "producers": producers,

@@ -203,7 +203,7 @@ def promote_zero_stage(func, arch, configs) -> object:
     if not (configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT) or configs.get(ZERO_ANY_KEY)) or _sm(arch) < 80 \
             or configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _has_user_sync(func.body):
         return func
-    guarded, nested = _guarded_loops(func.body), _nested_loops(func.body)
+    guarded = _guarded_loops(func.body)
     sizes = alloc_bytes(func.body, SHARED_SCOPES)
     budget = targets.smem_per_block(arch) - PROMOTE_MARGIN
     promoted = {}
@@ -212,8 +212,8 @@ def promote_zero_stage(func, arch, configs) -> object:
         if not (is_pipelined(loop) and num_stages(loop) == 0) \
                 or any(k in loop.annotations for k in (ORDER_ATTR, STAGE_ATTR)):
             return
-        if any(loop.same_as(g) for g in guarded + nested):
-            return
+        if not warp_specialize._top_level(func.body, loop) or any(loop.same_as(g) for g in guarded):
+            return      # under a loop or a branch (warp specialisation's own test), or in a T.ws block
         trips = const_int(loop.extent)
         if trips is not None and trips < PROMOTE_MIN_TRIPS:
             return
@@ -256,18 +256,6 @@ def promote_zero_stage(func, arch, configs) -> object:
                         span=x.span)
 
     return func.with_body(map_stmts(func.body, loop=on_loop))
-
-
-def _nested_loops(body) -> list:
-    """The loops of ``body`` inside another loop."""
-    out = []
-
-    def visit(s):
-        if isinstance(s, tirx.For):
-            walk_stmts(s.body, lambda t: out.append(t) if isinstance(t, tirx.For) else None)
-
-    walk_stmts(body, visit)
-    return out
 
 
 def _one_stage_attention(func):
