@@ -116,20 +116,23 @@ def _compile(thunks, timeout=60.0):
 
 
 def test_a_crashed_or_hung_child_fails_only_its_config(monkeypatch, forks):
-    crash, hang, real = set(), set(), build.lower_cached
+    crash, hang, real = [], [], build.lower_cached
     thunks = _thunks([64, 32, 128, 16])
 
     def marked(thunk, into):
         def make():
             func = thunk()
-            into.add(id(func))  # the child inherits the PrimFunc, so the same id
+            # Keep the PrimFunc itself, not its id: once the parent drops a lowered
+            # func, a later one may reuse its id and be taken for it. The child
+            # inherits the object, so identity holds across the fork.
+            into.append(func)
             return func
         return make
 
     def lower_cached(func, compile_args):
-        if id(func) in crash:
+        if any(func is f for f in crash):
             os.kill(os.getpid(), signal.SIGSEGV)
-        if id(func) in hang:
+        if any(func is f for f in hang):
             time.sleep(60)
         return real(func, compile_args)
 
