@@ -75,16 +75,16 @@ def test_two_stages_double_buffer_tiles_and_barriers():
     assert "tl::tma_load_2d((&(((half*)smem)[(((ko & 1) * 8192) + 16384)])), TL_TMAP(1)" in src
     assert ("tl::wgmma_gemm_ss<128, 128, 64, 1, false, false, false>((&(((half*)smem)[((ko & 1) * 8192)])), "
             "(&(((half*)smem)[(((ko & 1) * 8192) + 16384)]))") in src
-    # the barriers follow the tiles: data_is_ready at 8192 + ko % 2, compute_is_done at 8208 + ko % 2
+    # the barriers follow the tiles, side by side: data_is_ready at 8192 + ko % 2, compute_is_done at 8194 + ko % 2
     assert "tl::mbarrier_init((&(((uint64_t*)smem)[8193])), 128);" in src
-    assert "tl::mbarrier_init((&(((uint64_t*)smem)[8209])), 128);" in src
+    assert "tl::mbarrier_init((&(((uint64_t*)smem)[8195])), 128);" in src
     # the producer waits for the consumer of iteration ko - 2: the parity of its use count ko // 2
-    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko & 1) + 8208)])), (((ko >> 1) + 1) & 1));" in src
+    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko & 1) + 8194)])), (((ko >> 1) + 1) & 1));" in src
     # the consumer waits for the tile of iteration ko: phase ko // 2 of copy ko % 2
     assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko & 1) + 8192)])), ((ko & 3) >> 1));" in src
     assert "tl::mbarrier_expect_tx((&(((uint64_t*)smem)[((ko & 1) + 8192)])), 16384);" in src
     assert "tl::mbarrier_arrive((&(((uint64_t*)smem)[((ko & 1) + 8192)])));" in src
-    assert "tl::mbarrier_arrive((&(((uint64_t*)smem)[((ko & 1) + 8208)])));" in src
+    assert "tl::mbarrier_arrive((&(((uint64_t*)smem)[((ko & 1) + 8194)])));" in src
     assert _plan(_gemm(2)) == [2]
 
 
@@ -93,7 +93,7 @@ def test_three_stages():
     assert src.count("tl::mbarrier_init(") == 6
     assert "((ko % 3) * 8192)" in src
     # parities of the use count ko // 3
-    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko % 3) + 12304)])), (((ko / 3) + 1) & 1));" in src
+    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko % 3) + 12291)])), (((ko / 3) + 1) & 1));" in src
     assert "tl::mbarrier_wait((&(((uint64_t*)smem)[((ko % 3) + 12288)])), ((ko % 6) / 3));" in src
     assert "(((ko % 3) * 8192) + 24576)" in src      # B_shared after A_shared's three stages
     assert _plan(_gemm(3)) == [3]
@@ -103,7 +103,7 @@ def test_loop_not_starting_at_zero_counts_uses_from_its_start():
     src = _src(_gemm(2, start=1))
     # copy (ko - 1) % 2; the user's parities f(ko) = (ko - 1 + 1) % 2 and (ko - 1) % 2 at the use
     # count 1 + (ko - 1) // 2
-    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[(((ko + 1) & 1) + 8208)])), ((((ko - 1) >> 1) + 1) & 1));" in src
+    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[(((ko + 1) & 1) + 8194)])), ((((ko - 1) >> 1) + 1) & 1));" in src
     # ((ko - 1) // 2) % 2:
     assert "tl::mbarrier_wait((&(((uint64_t*)smem)[(((ko + 1) & 1) + 8192)])), (((ko + 3) & 3) >> 1));" in src
     assert _plan(_gemm(2, start=1)) == [2]
@@ -114,7 +114,7 @@ def test_zero_or_one_stage_runs_as_written(stages):
     src = _src(_gemm(stages))
     assert src.count("tl::mbarrier_init(") == 2
     assert "ko & 1) * 8192" not in src
-    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[4112])), ((ko + 1) & 1));" in src
+    assert "tl::mbarrier_wait((&(((uint64_t*)smem)[4097])), ((ko + 1) & 1));" in src
     assert _plan(_gemm(stages)) == []
 
 

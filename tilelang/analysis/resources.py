@@ -2,7 +2,8 @@
 thread of each fragment (TL0502) and the block's thread count (TL0503).
 
 Input: a ``Kernel``; TL0502 needs its ``layouts``. Shared memory is counted the way the
-compiler lays it out (``transform.smem_plan``): every shared buffer, 128-byte aligned, times the
+compiler lays it out (``transform.smem_plan``): every shared buffer, 128-byte aligned (an mbarrier
+8-byte aligned), times the
 number of pipeline stages ``transform.pipelined_loop.plan_stages`` gives it, buffers with disjoint
 lifetimes sharing bytes; once layouts
 are known, sm_90a wgmma kernels are re-counted with the lowering's exact carve-out (1024-byte
@@ -56,8 +57,12 @@ def shared_usage(k, gathers: bool = True):
 def planned_smem(k, usage):
     """(total bytes, aliases) of the compiler's placement (``transform.smem_plan``) for ``usage``:
     buffers whose lifetimes are disjoint share bytes."""
+    from tilelang.transform.lower_tile_ops import MBARRIER_ALIGN
+    from tilelang.transform.user_ws import barrier_buffers
+
     reuse = not k.ctx.pass_configs.get("tl.disable_shared_memory_reuse")
-    _, total, alias = smem_plan.plan(k.info.body, {buf: size * n for buf, size, n in usage}, reuse=reuse)
+    aligns = {buf: MBARRIER_ALIGN for buf in barrier_buffers(k.info.body)}
+    _, total, alias = smem_plan.plan(k.info.body, {buf: size * n for buf, size, n in usage}, aligns, reuse=reuse)
     return total, alias
 
 

@@ -34,7 +34,7 @@ from tvm.tirx.script.builder.frame import LaunchThreadFrame
 from tvm.tirx.script.parser import parser as _tparser
 
 from tilelang import knobs
-from tilelang.tir_utils import const_int
+from tilelang.tir_utils import const_int, uses_vars
 
 _STATE = threading.local()
 _MISSING = object()
@@ -156,8 +156,15 @@ class _VarTable:
         self.builder = builder
 
     def exist(self, value) -> bool:
+        """``value`` is a name's value in scope, or a symbol of such a buffer's shape or strides
+        (``n`` of ``X: T.Tensor[(n, 64), ...]``: ``_ = n`` aliases it rather than renaming the
+        kernel's symbol)."""
         scopes = self.builder.scopes + [s for outer in self.builder.outer for s in outer]
-        return any(isinstance(v, Object) and value.same_as(v) for scope in scopes for v in scope.values())
+        values = [v for scope in scopes for v in scope.values() if isinstance(v, Object)]
+        if any(value.same_as(v) for v in values):
+            return True
+        return isinstance(value, tvm.tirx.Var) and any(
+            is_buffer_var(v) and uses_vars(list(v.shape) + list(v.strides), [value]) for v in values)
 
     def contains_in_current_frame(self, name) -> bool:
         return name in self.builder.scopes[-1]

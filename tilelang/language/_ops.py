@@ -52,7 +52,11 @@ def as_expr(value):
     if isinstance(value, bool):
         return tirx.IntImm("bool", int(value))
     if isinstance(value, int):
-        return tirx.IntImm("int32", value)
+        # int32 where it fits, else the narrowest of int64 / uint64 that holds it, as tirx.const
+        # (``T.if_then_else(lane < 16, 0x0000FFFF, 0xFFFF0000)``: a shuffle mask)
+        if -(1 << 31) <= value < (1 << 31):
+            return tirx.IntImm("int32", value)
+        return tirx.IntImm("int64" if -(1 << 63) <= value < (1 << 63) else "uint64", value)
     if isinstance(value, float):
         return tirx.FloatImm("float32", value)
     if isinstance(value, str):

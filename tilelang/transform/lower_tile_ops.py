@@ -50,6 +50,7 @@ from tilelang.transform.vectorize_parallel import vectorize_register_loop
 from tilelang.transform import barrier_hoist, thread_regions
 
 SMEM_ALIGN = 128
+MBARRIER_ALIGN = 8
 TENSORMAP_PREFETCH = "tl.enable_tensormap_prefetch"   # pass config: prefetch the remaining maps at entry
 SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block may use (wgmma kernels)
 SMEM_RESERVED_PER_BLOCK = 1024     # the shared memory the driver keeps for each resident block (sm_80+)
@@ -219,6 +220,9 @@ class Lowerer:
             # a wgmma kernel also a swizzled tile no wgmma reads: a TMA box may fill it, tma.box_layout)
             swizzled = getattr(layout, "slab", False) or (self.layouts.wgmma and getattr(layout, "group", 1) > 1)
             aligns[buf] = 1024 if swizzled else SMEM_ALIGN
+        for buf in getattr(self.info, "mbarrier_buffers", ()):
+            if buf in aligns:   # an mbarrier needs its 8 bytes aligned, no more: barriers pack together
+                aligns[buf] = MBARRIER_ALIGN
         # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one. In
         # a persistent kernel the producer fills the next tile's stages during the epilogue, so
         # the staged tiles are live throughout and share bytes with nothing.

@@ -113,7 +113,7 @@ def _touches_fragments(stmt) -> bool:
     return bool(found)
 
 
-def _barrier_buffers(body) -> list:
+def barrier_buffers(body) -> list:
     """The buffers of T.alloc_barrier: live for the whole kernel (``Lowerer._plan_memory``), so
     no tile borrows their bytes while a phase may still complete on them (``apply`` adds the
     tiles of staged loops)."""
@@ -162,7 +162,8 @@ def apply(info, arch=None):
     """Narrow ``info`` to the compute role of a kernel with ``T.ws`` blocks (see the module
     docstring), multi-buffering its pipelined loops of role blocks for ``arch``'s shared memory
     (``pipeline_roles``); ``info`` unchanged when it has none."""
-    info.barrier_buffers = _barrier_buffers(info.body)
+    info.barrier_buffers = barrier_buffers(info.body)
+    info.mbarrier_buffers = list(info.barrier_buffers)     # the barriers alone (8-byte objects)
     blocks = ws_blocks(info.body)
     if not blocks:
         if _has_user_sync(info.body):

@@ -1,0 +1,101 @@
+"""Forms from inference engines' and kernel libraries' TileLang kernels (lmdeploy's sparse top-k,
+a DeepSeek-V4 port's SwiGLU + fp8 cast, a Birkhoff projection's half-warp shuffles, FlashQLA's
+Hopper backward) that upstream's 0.1.15 compiled and ours refused: a kernel symbol aliased as
+``_``, casts to the ``float8_e4m3`` alias and between fp8 formats, an integer literal past int32 in
+an expression, and sixteen mbarriers beside a tile that leaves them 2 KiB. Each is lowered and its
+CUDA compiled with nvcc."""
+
+import re
+
+import tilelang
+import tilelang.language as T
+from tilelang.analysis import check
+from tilelang.jit import nvcc
+
+
+def _lowered(func, arch="sm_90a"):
+    art = tilelang.lower(func, arch)
+    assert nvcc.compile_cubin(art.source, art.arch, art.compile_flags)[:4] == b"\x7fELF"
+    return art
+
+
+def _body(art) -> str:
+    return art.source[art.source.index('extern "C" __global__'):]
+
+
+def test_a_kernel_symbol_assigned_to_a_name_stays_the_kernel_symbol():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def kernel(X: T.Tensor[(n, 64), T.float32], Y: T.Tensor[(n,), T.float32]):
+        _ = n          # lmdeploy: `_ = score_stride`, a symbol read only by the signature
+        m = n
+        with T.Kernel(m, threads=32) as row:
+            Y[row] = X[row, 0]
+
+    assert [str(v) for v in kernel.buffer_map[kernel.params[0]].shape] == ["n", "64"]
+    assert "int n)" in _body(_lowered(kernel))
+
+
+def test_cast_to_the_float8_e4m3_alias_is_a_cast_to_its_storage_type():
+    @T.prim_func
+    def kernel(x: T.Tensor[(64, 128), "float32"], h: T.Tensor[(64, 128), "float16"],
+               y: T.Tensor[(64, 128), "float8_e4m3"], z: T.Tensor[(64, 128), "float8_e4m3"]):
+        with T.Kernel(64, threads=128) as m:
+            for j in T.Parallel(128):
+                y[m, j] = T.Cast("float8_e4m3", x[m, j])
+                z[m, j] = (h[m, j] * 2).astype("float8_e4m3")
+
+    body = _body(_lowered(kernel))
+    assert "__nv_fp8_e4m3" in body and "float8_e4m3)" not in body
+
+
+def test_a_cast_between_fp8_formats_goes_through_float32():
+    @T.prim_func
+    def kernel(x: T.Tensor[(64, 128), "float8_e5m2"], y: T.Tensor[(64, 128), "float8_e4m3"]):
+        with T.Kernel(64, threads=128) as m:
+            for j in T.Parallel(128):
+                y[m, j] = x[m, j]
+
+    body = _body(_lowered(kernel))
+    assert "((__nv_fp8_e4m3)((float)x[" in body
+
+
+def test_an_integer_literal_past_int32_is_a_64_bit_constant():
+    @T.prim_func
+    def kernel(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256):
+            for tx in T.Parallel(256):
+                mask = T.if_then_else((tx & 31) < 16, 0x0000FFFF, 0xFFFF0000)   # a half-warp's lanes
+                B[tx] = A[tx] + T.shfl_xor(A[tx], 1, mask=mask)
+
+    body = _body(_lowered(kernel))
+    assert "(int64_t)4294901760" in body and "__shfl_xor_sync(" in body
+
+
+def _barriers_beside(rows):
+    @T.prim_func
+    def kernel(X: T.Tensor((rows, 128), "float32"), Y: T.Tensor((rows, 128), "float32")):
+        with T.Kernel(1, threads=256):
+            buf = T.alloc_shared((rows, 128), "float32")
+            bars = [T.alloc_barrier(arrive_count=256) for _ in range(16)]
+            T.copy(X, buf)
+            for b in bars:
+                T.mbarrier_arrive(b)
+            T.copy(buf, Y)
+    return kernel
+
+
+def test_mbarriers_take_eight_bytes_each_and_sit_together():
+    kernel = _barriers_beside(452)      # 231424 bytes of tile, 1024 left of sm_90a's 227 KiB
+    assert not [d for d in check(kernel, "sm_90a") if d.code == "TL0501"]
+    art = _lowered(kernel)
+    assert art.dynamic_smem == 452 * 128 * 4 + 16 * 8
+    slots = sorted(int(s) for s in re.findall(r"mbarrier_init\(\(&\(\(\(uint64_t\*\)smem\)\[(\d+)\]", art.source))
+    assert slots == list(range(452 * 128 // 2, 452 * 128 // 2 + 16))
+
+
+def test_mbarriers_past_the_budget_are_still_reported():
+    kernel = _barriers_beside(454)      # the whole 227 KiB in tile, then the barriers' 128 bytes
+    found = [d for d in check(kernel, "sm_90a") if d.code == "TL0501"]
+    assert found and "(232576 bytes)" in found[0].message
