@@ -2,8 +2,9 @@
 a DeepSeek-V4 port's SwiGLU + fp8 cast, a Birkhoff projection's half-warp shuffles, FlashQLA's
 Hopper backward) that upstream's 0.1.15 compiled and ours refused: a kernel symbol aliased as
 ``_``, casts to the ``float8_e4m3`` alias and between fp8 formats, an integer literal past int32 in
-an expression, and sixteen mbarriers beside a tile that leaves them 2 KiB. Each is lowered and its
-CUDA compiled with nvcc."""
+an expression, sixteen mbarriers beside a tile that leaves them 2 KiB, and a one-element fragment
+a thread branch reduces into and reads by scalar code. Each is lowered and its CUDA compiled with
+nvcc."""
 
 import re
 
@@ -99,3 +100,27 @@ def test_mbarriers_past_the_budget_are_still_reported():
     kernel = _barriers_beside(454)      # the whole 227 KiB in tile, then the barriers' 128 bytes
     found = [d for d in check(kernel, "sm_90a") if d.code == "TL0501"]
     assert found and "(232576 bytes)" in found[0].message
+
+
+def test_a_fragment_read_by_scalar_code_inside_a_thread_branch_is_laid_out_for_its_threads():
+    # FlashQLA's fused backward: a 128-thread role reduces into a one-element fragment and adds it
+    # to shared memory by a scalar statement in the same `if tx < 128:` (was TL0201: the scalar use
+    # replicated it over the block's 512 threads, the reduction over the branch's 128)
+    @T.prim_func
+    def kernel(X: T.Tensor((128, 2), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=512):
+            s = T.alloc_shared((64,), "float32")
+            r = T.alloc_fragment((128, 2), "float32")
+            d = T.alloc_fragment((1), "float32")
+            tx = T.get_thread_binding()
+            T.fill(s, 0)
+            if tx < 128:
+                for i, j in T.Parallel(128, 2):
+                    r[i, j] = X[i, j]
+                T.reduce_sum(T.reshape(r, (128 * 2,)), d, dim=0, clear=True)
+                s[63] += d[0]
+            T.copy(s, Y)
+
+    body = _body(_lowered(kernel))
+    branch = body[body.index("if (((int)threadIdx.x) < 128) {"):]
+    assert "tl::named_barrier_sync(3, 128);" in branch and "d = d_red[0];" in branch

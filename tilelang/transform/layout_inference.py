@@ -1299,13 +1299,16 @@ class _Inference:
                 self.assign(buf, replicated_fragment(shape, self.T), None,
                             "its reads inside T.Parallel at elements the loop does not index (replicated: "
                             "every thread reads them)")
-        for buf in _floating_fragments(self.info.body):
+        for buf, stmts in _floating_fragments(self.info.body):
             # read or written by scalar code (a ``let``, an ``if`` condition, a serial loop): every
             # thread evaluates that code, so every thread holds every element (upstream's floating
-            # fragment buffers)
+            # fragment buffers); where all that code lies in thread regions of one size (``if tx <
+            # 128:`` of a hand warp-specialised kernel), the threads of such a region
             if self.known(buf) is None:
                 shape = [const_int(x) for x in buf.shape]
-                self.assign(buf, replicated_fragment(shape, self.T), None,
+                counts = {getattr(self.regions.get(st), "count", None) for st in stmts}
+                threads = counts.pop() if len(counts) == 1 and None not in counts else self.T
+                self.assign(buf, replicated_fragment(shape, threads), None,
                             "its use outside tile operations (replicated: every thread evaluates it)")
         self._settle(consumers)
         epoch = [decode_region(s.value.args[0]).buffer for s in _tl_calls(self.info.body, "reducer_init")] + [
@@ -1721,37 +1724,38 @@ def _broadcast_read_fragments(body) -> list:
 
 
 def _floating_fragments(body) -> list:
-    """Fragments accessed outside every tile operation and T.Parallel nest, in program order: by
-    scalar statements (``a = frag[i]``, ``if frag[i] >= 0``, ``frag[0] = 0``, a serial loop's
-    bounds). Tile operations' own arguments do not count."""
-    out = []
+    """[(fragment, the statements using it)] of the fragments accessed outside every tile
+    operation and T.Parallel nest, in program order: by scalar statements (``a = frag[i]``, ``if
+    frag[i] >= 0``, ``frag[0] = 0``, a serial loop's bounds). Tile operations' own arguments do not
+    count."""
+    out = {}
 
-    def note(node):
+    def note(node, st):
         for b, _, _ in buffer_accesses(node):
-            if scope_of(b) == FRAGMENT_SCOPE and b not in out:
-                out.append(b)
+            if scope_of(b) == FRAGMENT_SCOPE:
+                out.setdefault(b, []).append(st)
 
     def go(s):
         if s is None or is_parallel_nest(s) or op_name(s) is not None:
             return
         if isinstance(s, tirx.BufferStore):
-            note(s)
+            note(s, s)
         elif isinstance(s, tirx.Evaluate):
-            note(s)
+            note(s, s)
         elif isinstance(s, tirx.Bind):
-            note(tirx.Evaluate(s.value))
+            note(tirx.Evaluate(s.value), s)
         elif isinstance(s, tirx.IfThenElse):
-            note(tirx.Evaluate(s.condition))
+            note(tirx.Evaluate(s.condition), s)
         elif isinstance(s, tirx.While):
-            note(tirx.Evaluate(s.condition))
+            note(tirx.Evaluate(s.condition), s)
         elif isinstance(s, tirx.For):
-            note(tirx.Evaluate(s.min))
-            note(tirx.Evaluate(s.extent))
+            note(tirx.Evaluate(s.min), s)
+            note(tirx.Evaluate(s.extent), s)
         for c in children(s):
             go(c)
 
     go(body)
-    return out
+    return list(out.items())
 
 
 def _calls_in(stmt) -> list:
