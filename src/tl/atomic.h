@@ -204,7 +204,21 @@ template <int ORDER>
 TL_DEVICE unsigned long long load_ordered_bits(const void* addr, int bytes) {
   unsigned long long v = 0;
   if (ORDER == 3) asm volatile("fence.sc.gpu;\n" ::: "memory");
-  if (bytes == 4) {
+  if (bytes <= 2) {   // 8- and 16-bit elements: loaded into a 16-bit register (a byte zero-extended)
+    unsigned short r;
+    if (bytes == 1) {
+      if (ORDER == 0) {
+        asm volatile("ld.relaxed.gpu.b8 %0, [%1];\n" : "=h"(r) : "l"(addr) : "memory");
+      } else {
+        asm volatile("ld.acquire.gpu.b8 %0, [%1];\n" : "=h"(r) : "l"(addr) : "memory");
+      }
+    } else if (ORDER == 0) {
+      asm volatile("ld.relaxed.gpu.b16 %0, [%1];\n" : "=h"(r) : "l"(addr) : "memory");
+    } else {
+      asm volatile("ld.acquire.gpu.b16 %0, [%1];\n" : "=h"(r) : "l"(addr) : "memory");
+    }
+    v = r;
+  } else if (bytes == 4) {
     unsigned r;
     if (ORDER == 0) {
       asm volatile("ld.relaxed.gpu.b32 %0, [%1];\n" : "=r"(r) : "l"(addr) : "memory");
@@ -224,7 +238,8 @@ TL_DEVICE unsigned long long load_ordered_bits(const void* addr, int bytes) {
 
 template <int ORDER, class T>
 TL_DEVICE T atomic_load(const T* addr) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_load needs a 32- or 64-bit element");
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "atomic_load needs an 8-, 16-, 32- or 64-bit element");
   unsigned long long bits = load_ordered_bits<ORDER>(addr, sizeof(T));
   T out;
   memcpy(&out, &bits, sizeof(T));
@@ -233,10 +248,25 @@ TL_DEVICE T atomic_load(const T* addr) {
 
 template <int ORDER, class T, class U>
 TL_DEVICE int atomic_store(T* addr, U value) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_store needs a 32- or 64-bit element");
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "atomic_store needs an 8-, 16-, 32- or 64-bit element");
   T v = cvt<T>(value);
   if (ORDER == 3) asm volatile("fence.sc.gpu;\n" ::: "memory");
-  if (sizeof(T) == 4) {
+  if (sizeof(T) <= 2) {   // from a 16-bit register (a byte: its low 8 bits)
+    unsigned short b = 0;
+    memcpy(&b, &v, sizeof(T));
+    if (sizeof(T) == 1) {
+      if (ORDER == 2) {
+        asm volatile("st.release.gpu.b8 [%0], %1;\n" ::"l"(addr), "h"(b) : "memory");
+      } else {
+        asm volatile("st.relaxed.gpu.b8 [%0], %1;\n" ::"l"(addr), "h"(b) : "memory");
+      }
+    } else if (ORDER == 2) {
+      asm volatile("st.release.gpu.b16 [%0], %1;\n" ::"l"(addr), "h"(b) : "memory");
+    } else {
+      asm volatile("st.relaxed.gpu.b16 [%0], %1;\n" ::"l"(addr), "h"(b) : "memory");
+    }
+  } else if (sizeof(T) == 4) {
     unsigned b;
     memcpy(&b, &v, 4);
     if (ORDER == 2) {

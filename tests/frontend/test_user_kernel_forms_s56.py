@@ -124,3 +124,41 @@ def test_a_fragment_read_by_scalar_code_inside_a_thread_branch_is_laid_out_for_i
     body = _body(_lowered(kernel))
     branch = body[body.index("if (((int)threadIdx.x) < 128) {"):]
     assert "tl::named_barrier_sync(3, 128);" in branch and "d = d_red[0];" in branch
+
+
+def _elementwise(dtype, op):
+    @T.prim_func
+    def kernel(A: T.Tensor((128,), dtype), C: T.Tensor((128,), dtype), B: T.Tensor((128,), dtype)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = op(A[i], C[i])
+    return kernel
+
+
+def test_fp8_arithmetic_and_comparisons_are_computed_in_float32():
+    for dtype in ("float8_e4m3", "float8_e5m2"):
+        body = _body(_lowered(_elementwise(dtype, lambda a, c: T.if_then_else(a < c, a * c, -a))))
+        assert "((float)A[" in body and "((float)C[" in body
+
+
+def test_16_bit_math_without_a_cuda_function_is_computed_in_float32():
+    # upstream's tracker (#2565): T.sinh / T.cosh / T.nearbyint / T.fmod of half values were nvcc
+    # errors (TVM prints hsinh, which CUDA does not have); T.asin and friends had no rule at all
+    for dtype in ("float16", "bfloat16"):
+        for op in (lambda a, c: T.sinh(a) + T.cosh(c), lambda a, c: T.fmod(a, c), lambda a, c: T.nearbyint(a),
+                   lambda a, c: T.asin(a) + T.atan2(a, c) + T.log1p(c)):
+            body = _body(_lowered(_elementwise(dtype, op)))
+            assert "hsinh" not in body and "hfmod" not in body and "hnearbyint" not in body
+
+
+def test_ordered_loads_and_stores_of_8_and_16_bit_elements():
+    for dtype in ("float16", "bfloat16", "int8"):
+        @T.prim_func
+        def kernel(A: T.Tensor((256,), dtype), B: T.Tensor((256,), dtype)):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(256):
+                    A[i] = T.atomic_load(B[i])
+                    T.atomic_store(B[i], A[i])
+
+        body = _body(_lowered(kernel))
+        assert "tl::atomic_load<" in body and "tl::atomic_store<" in body

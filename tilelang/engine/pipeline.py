@@ -22,7 +22,7 @@ from tilelang import targets
 from tilelang.analysis import check_pass, layout_visual
 from tilelang.codegen import emit_cuda
 from tilelang.codegen.kept_binds import KEPT_BINDS_OFF, keep_dividing_binds
-from tilelang.codegen.fp8_casts import legalize_casts
+from tilelang.codegen.narrow_floats import legalize as legalize_narrow_floats
 from tilelang.codegen.wide_index import WIDE_INDEX, widen_large_tensors
 from tilelang.transform import (attention_schedule, fuse_clear, stage_epilogue, stage_operands, thread_sync,
                                 user_barriers, user_ws, widen_threads)
@@ -142,7 +142,7 @@ def _emit(st):
     # (tensors of 2**31 elements or more: 64-bit element offsets, codegen/wide_index.py)
     # (widened first: a symbol cast in a widened extent no longer defines itself, so it is passed)
     func = _solved_symbols(widen_large_tensors(st.lowered, symbolic=bool(st.pass_configs.get(WIDE_INDEX))))
-    func = legalize_casts(func)       # fp8 casts CUDA's types take (an alias's storage; via float32)
+    func = legalize_narrow_floats(func)   # fp8 casts and math, 16-bit math CUDA lacks: in float32
     maps = [t["name"] for t in st.tensormaps]
     if not st.pass_configs.get(KEPT_BINDS_OFF):   # a division by a run-time value computed once
         func = keep_dividing_binds(func)
