@@ -162,3 +162,16 @@ def test_ordered_loads_and_stores_of_8_and_16_bit_elements():
 
         body = _body(_lowered(kernel))
         assert "tl::atomic_load<" in body and "tl::atomic_store<" in body
+
+
+def test_compile_flags_given_as_one_string():
+    # upstream takes `compile_flags: str | list[str]` (#2066); a string was split into characters
+    @T.prim_func
+    def kernel(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32")):
+        with T.Kernel(4, threads=256) as bx:
+            for i in T.Parallel(256):
+                B[bx * 256 + i] = T.exp(A[bx * 256 + i])
+
+    compiled = tilelang.compile(kernel, target="cuda -arch=sm_90a", compile_flags="--use_fast_math -lineinfo")
+    assert compiled.ensure_cubin()[:4] == b"\x7fELF"
+    assert compiled.artifact.compile_flags[-2:] == ["--use_fast_math", "-lineinfo"]

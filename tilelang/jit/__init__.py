@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 import os
+import shlex
 import threading
 
 from tvm import tirx
@@ -87,7 +88,8 @@ def lower_for_compile(func, out_idx=None, target="auto", pass_configs=None, comp
 
     arch = normalize_target(target)
     configs = normalize(with_context_configs(pass_configs))
-    flags = list(compile_flags or [])
+    # a string is a command line's worth of flags (upstream takes ``str | list[str]``)
+    flags = shlex.split(compile_flags) if isinstance(compile_flags, str) else list(compile_flags or [])
     outs = _normalize_out_idx(out_idx, func)
     key = cache.cache_key("kernel", func.script(), arch, configs, flags, outs)
     # a compile asked to draw its layouts (TL_LAYOUT_VISUALIZATION_ENABLE) lowers again to draw them
