@@ -220,7 +220,7 @@ class Lowerer:
             # a wgmma kernel also a swizzled tile no wgmma reads: a TMA box may fill it, tma.box_layout)
             swizzled = getattr(layout, "slab", False) or (self.layouts.wgmma and getattr(layout, "group", 1) > 1)
             aligns[buf] = 1024 if swizzled else SMEM_ALIGN
-        for buf in getattr(self.info, "mbarrier_buffers", ()):
+        for buf in user_ws.barrier_buffers(self.info.body):
             if buf in aligns:   # an mbarrier needs its 8 bytes aligned, no more: barriers pack together
                 aligns[buf] = MBARRIER_ALIGN
         # Buffers with disjoint lifetimes share bytes; the barrier planner treats them as one. In

@@ -163,7 +163,6 @@ def apply(info, arch=None):
     docstring), multi-buffering its pipelined loops of role blocks for ``arch``'s shared memory
     (``pipeline_roles``); ``info`` unchanged when it has none."""
     info.barrier_buffers = barrier_buffers(info.body)
-    info.mbarrier_buffers = list(info.barrier_buffers)     # the barriers alone (8-byte objects)
     blocks = ws_blocks(info.body)
     if not blocks:
         if _has_user_sync(info.body):
