@@ -8,6 +8,8 @@ nvcc."""
 
 import re
 
+import pytest
+
 import tilelang
 import tilelang.language as T
 from tilelang.analysis import check
@@ -175,3 +177,50 @@ def test_compile_flags_given_as_one_string():
     compiled = tilelang.compile(kernel, target="cuda -arch=sm_90a", compile_flags="--use_fast_math -lineinfo")
     assert compiled.ensure_cubin()[:4] == b"\x7fELF"
     assert compiled.artifact.compile_flags[-2:] == ["--use_fast_math", "-lineinfo"]
+
+
+@pytest.mark.parametrize("kind", ["sum", "absmax", "abssum"])
+def test_fp8_fragment_reductions_accumulate_in_float32(kind):
+    """Session 57: an fp8 reduction folds, shuffles and combines float32 partials and rounds to fp8
+    once (the device library's reductions have no fp8 arithmetic; fp8 has no abs)."""
+    M, N, dtype = 64, 128, "float8_e4m3fn"
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M,), dtype)):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_fragment((M, N), dtype)
+            b = T.alloc_fragment((M,), dtype)
+            T.copy(A, a)
+            getattr(T, f"reduce_{kind}")(a, b, dim=1)
+            T.copy(b, B)
+
+    src = _body(_lowered(main))
+    assert "warp_allreduce<tl::" in src and "float b_red[" in src
+    assert "__nv_fp8_e4m3)b_red[" in src
+    if kind != "sum":
+        assert "fabsf(((float)a[" in src
+
+
+def test_popcount_fp8_math_and_warp_reduce_of_fp8_and_bool():
+    """Session 57: T.popcount (no TVM CUDA rule; upstream's 0.1.15 fails the same way) is CUDA's
+    __popc / __popcll; T.exp2 of an fp8 value is computed in float32; T.warp_reduce_* of fp8 and
+    bool values shuffle float32 / int32."""
+    N = 128
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "int32"), L: T.Tensor((N,), "int64"), I: T.Tensor((N,), "int8"),
+             F: T.Tensor((N,), "float8_e4m3fn"), B: T.Tensor((N,), "bool")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            A[tx] = T.popcount(A[tx])
+            L[tx] = T.popcount(L[tx])
+            I[tx] = T.popcount(I[tx])
+            F[tx] = T.warp_reduce_sum(T.exp2(F[tx]))
+            B[tx] = T.warp_reduce_max(B[tx])
+
+    src = _body(_lowered(main))
+    assert "__popc(((uint)A[" in src and "__popcll(((uint64_t)L[" in src
+    assert "__popc(((uint)((uchar)I[" in src
+    assert "exp2f(((float)F[" in src
+    assert "warp_allreduce<tl::SumOp, 1, 32>(((float)" in src
+    assert "warp_allreduce<tl::MaxOp, 1, 32>(((int)B[" in src

@@ -83,3 +83,71 @@ def test_8_and_16_bit_ordered_loads_and_stores_move_the_values(dtype):
     tilelang.compile(kernel)(a, b, c)
     torch.testing.assert_close(b, a, atol=0, rtol=0)
     torch.testing.assert_close(c, a, atol=0, rtol=0)
+
+
+def _fp8_rows(kind):
+    import tilelang.language as T
+
+    M, K = 64, 128
+    dtype = "float8_e4m3fn"
+
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), dtype), B: T.Tensor((M,), dtype), S: T.Tensor((M, K), dtype)):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_fragment((M, K), dtype)
+            b = T.alloc_fragment((M,), dtype)
+            s = T.alloc_shared((M, K), dtype)
+            T.copy(A, a)
+            T.copy(A, s)
+            getattr(T, f"reduce_{kind}")(a, b, dim=1)
+            T.cumsum(s, dim=1)
+            T.copy(b, B)
+            T.copy(s, S)
+    return kernel
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "absmax", "abssum"])
+def test_fp8_reductions_accumulate_in_float32(kind):
+    """Session 57: fp8 fragment reductions and a shared cumsum accumulate in float32 and round once."""
+    import tilelang
+
+    f8 = torch.float8_e4m3fn
+    a = (torch.randn(64, 128, device="cuda") * 0.5).to(f8)
+    kernel = tilelang.compile(_fp8_rows(kind))
+    b = torch.empty(64, device="cuda", dtype=f8)
+    s = torch.empty(64, 128, device="cuda", dtype=f8)
+    kernel(a, b, s)
+    af = a.float()
+    ref = {"sum": af.sum(1), "max": af.amax(1), "absmax": af.abs().amax(1), "abssum": af.abs().sum(1)}[kind]
+    # float32 sums in another order round to the same fp8 value but at a tie: one fp8 ulp
+    torch.testing.assert_close(b.float(), ref.to(f8).float(), atol=0, rtol=0.125)
+    torch.testing.assert_close(s.float(), af.cumsum(1).to(f8).float(), atol=0, rtol=0.125)
+
+
+def test_popcount_and_fp8_exp2_match_torch():
+    """Session 57: T.popcount as __popc / __popcll (int8 zero-extended) and fp8 T.exp2 in float32."""
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def kernel(A: T.Tensor((N,), "int32"), I: T.Tensor((N,), "int8"), L: T.Tensor((N,), "int64"),
+               F: T.Tensor((N,), "float8_e4m3fn")):
+        with T.Kernel(N // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[bx * 128 + i] = T.popcount(A[bx * 128 + i])
+                I[bx * 128 + i] = T.popcount(I[bx * 128 + i])
+                L[bx * 128 + i] = T.popcount(L[bx * 128 + i])
+                F[bx * 128 + i] = T.exp2(F[bx * 128 + i])
+
+    a = torch.randint(-2**31, 2**31 - 1, (N,), device="cuda", dtype=torch.int32)
+    i8 = torch.randint(-128, 127, (N,), device="cuda", dtype=torch.int8)
+    l64 = torch.randint(-2**62, 2**62, (N,), device="cuda", dtype=torch.int64)
+    f = (torch.rand(N, device="cuda") * 4 - 2).to(torch.float8_e4m3fn)
+
+    def bits(t, width):
+        return torch.tensor([bin(int(v) & ((1 << width) - 1)).count("1") for v in t.cpu()], dtype=t.dtype)
+
+    ref = [bits(a, 32), bits(i8, 8), bits(l64, 64), torch.exp2(f.float()).to(torch.float8_e4m3fn).float()]
+    tilelang.compile(kernel)(a, i8, l64, f)
+    for got, want in zip([a, i8, l64, f.float()], ref):
+        torch.testing.assert_close(got.cpu(), want.cpu(), atol=0, rtol=0)

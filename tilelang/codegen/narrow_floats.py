@@ -12,7 +12,9 @@ Contract. ``legalize(func)`` (engine/pipeline._emit, before ``emit_cuda``) retur
   running sum of an fp8 reduction) computed in float32 and rounded back once (``__nv_fp8_*`` have
   no operators);
 - the float16 / bfloat16 math calls CUDA has no 16-bit function for (``T.sinh``, ``T.fmod``,
-  ``T.asin``...: TVM prints ``hsinh`` or finds no rule) computed in float32 the same way.
+  ``T.asin``...: TVM prints ``hsinh`` or finds no rule), and every math call on 8-bit floats
+  (``T.exp2`` of an fp8 value), computed in float32 the same way;
+- ``T.popcount`` (TVM has no CUDA rule for it) as CUDA's ``__popc`` / ``__popcll``.
 A function with none of these is returned as it is (the same object).
 """
 
@@ -45,6 +47,13 @@ def _narrow_float(base: str) -> bool:
     return base.startswith(("float8", "float4", "float6"))
 
 
+def _narrow_value(e) -> bool:
+    """Whether ``e`` is a (vector of) 8-, 6- or 4-bit float value (pointers and handles are not)."""
+    dtype = dtype_of(e)
+    return isinstance(dtype, str) and dtype.startswith(("float8", "float4", "float6")) \
+        and _narrow_float(normalize_dtype(_split(dtype)[0]))
+
+
 def _wide(e):
     _, lanes = _split(dtype_of(e))
     return tirx.Cast(_with_lanes("float32", lanes), e)
@@ -70,6 +79,13 @@ def _fix(e):
             return None
         out = getattr(tirx, name)(_wide(e.a), _wide(e.b))
         return out if name in _COMPARE else tirx.Cast(dtype_of(e), out)
+    if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name == "tirx.popcount":
+        return _popcount(e)
+    if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name.startswith("tirx.") \
+            and e.args and _narrow_value(e) and all(_narrow_value(a) for a in e.args):
+        # fp8 math (T.exp2 of an fp8 value): no CUDA function takes __nv_fp8_*
+        return tirx.Cast(dtype_of(e), ir.Call(e.op, [_wide(a) for a in e.args], ret_ty=_with_lanes(
+            "float32", _split(dtype_of(e))[1])))
     if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name in _WIDE_MATH:
         base = _split(dtype_of(e))[0]
         if base not in ("float16", "bfloat16"):
@@ -77,6 +93,22 @@ def _fix(e):
         return tirx.Cast(dtype_of(e), ir.Call(e.op, [_wide(a) for a in e.args], ret_ty=_with_lanes(
             "float32", _split(dtype_of(e))[1])))
     return None
+
+
+def _popcount(e):
+    """``T.popcount``: TVM's CUDA printer has no rule; CUDA's ``__popc`` / ``__popcll`` count the
+    bits of a 32- / 64-bit unsigned word (narrower integers are zero-extended, so a negative int8
+    counts its 8 bits, not 32)."""
+    base, lanes = _split(dtype_of(e))
+    bits = tvm.DataType(base).bits
+    if lanes != 1 or not base.startswith(("int", "uint")) or bits > 64:
+        return None
+    word = "uint64" if bits == 64 else "uint32"
+    x = e.args[0]
+    if bits < 32:
+        x = tirx.Cast(f"uint{bits}", x) if base.startswith("int") else x
+    count = tirx.call_extern("int32", "__popcll" if bits == 64 else "__popc", tirx.Cast(word, x))
+    return tirx.Cast(base, count) if base != "int32" else count
 
 
 def legalize(func):

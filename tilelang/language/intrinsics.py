@@ -291,7 +291,13 @@ def _warp_reduce(op, value, integer_only=False):
     value = as_expr(value)
     if integer_only and not _dtype(value).startswith(("int", "uint")):
         raise TypeError(f"T.warp_reduce_{op.lower()[:-2]} needs an integer value, got {_dtype(value)}")
-    return _extern(_dtype(value), f"tl::warp_allreduce<tl::{op}, 1, 32>", value)
+    dtype = _dtype(value)
+    # fp8 values have no arithmetic and bool is no shuffle type: reduce in float32 / int32, as
+    # C++ would promote them, and convert the result back
+    wide = "float32" if dtype.startswith(("float8", "float6", "float4")) else "int32" if dtype == "bool" else None
+    if wide is None:
+        return _extern(dtype, f"tl::warp_allreduce<tl::{op}, 1, 32>", value)
+    return tirx.Cast(dtype, _extern(wide, f"tl::warp_allreduce<tl::{op}, 1, 32>", tirx.Cast(wide, value)))
 
 
 def warp_reduce_sum(value):

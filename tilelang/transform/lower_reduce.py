@@ -97,6 +97,13 @@ def _init(kind, dtype):
     return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) else tirx.infinity(dtype)
 
 
+def _acc_dtype(dtype: str) -> str:
+    """The type a reduction accumulates in: float32 for 8-, 6- and 4-bit floats (CUDA's
+    ``__nv_fp8_*`` have no arithmetic, and a running sum rounded to 3 mantissa bits at every step
+    loses the row), else the output's own type."""
+    return "float32" if dtype.startswith(("float8", "float6", "float4")) else dtype
+
+
 def _digit(x, stride, extent):
     return tirx.floormod(tirx.floordiv(x, i32(stride)), i32(extent))
 
@@ -109,7 +116,8 @@ def lower_reduce(lw, stmt):
     fadd2 = bool(int(args[7].value)) if len(args) > 7 else True
     if kind not in _OPS:
         raise LoweringError("TL0002", f"unknown reduction '{kind}'", stmt.span)
-    dtype = str(dst.buffer.dtype)
+    out_dtype = str(dst.buffer.dtype)
+    dtype = _acc_dtype(out_dtype)
     functor, combine = _OPS[kind]
     if nan and kind in ("max", "min", "absmax") and dtype in ("float16", "bfloat16"):
         functor, combine = _NAN_OPS[kind]
@@ -213,7 +221,10 @@ def lower_reduce(lw, stmt):
     # Write the result: the output fragment's registers follow the kept axes' order.
     result = tirx.BufferLoad(acc, [u])
     if not clear:
-        result = combine(tirx.BufferLoad(dst_local, [u]), result)
+        here = tirx.BufferLoad(dst_local, [u])
+        result = combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, result)
+    if dtype != out_dtype:
+        result = tirx.Cast(out_dtype, result)
     stmts.append(_for(u, n_out, tirx.BufferStore(dst_local, result, [u], span=stmt.span)))
     if n_out != max(G.local_size, 1):
         raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
@@ -320,7 +331,10 @@ def _reduce_local(lw, stmt, src, dst, kind, dim, clear, combine, pair):
     def value(x):
         v = tirx.BufferLoad(src.buffer, src_at(x))
         v = tirx.Cast(dtype, v) if str(src.buffer.dtype) != dtype else v
-        return tirx.abs(v) if kind in ("abssum", "absmax") else v
+        if kind not in ("abssum", "absmax"):
+            return v
+        wide = _acc_dtype(dtype)   # fp8 has no abs of its own
+        return tirx.abs(v) if wide == dtype else tirx.Cast(dtype, tirx.abs(tirx.Cast(wide, v)))
 
     here = tirx.BufferLoad(dst.buffer, didx)
     if pair is not None and clear and n % 2 == 0:
@@ -374,7 +388,8 @@ def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
     stmts = [sync]
     s_at = _scan_operand(lw, src, shape, "src", stmts)
     d_at = _scan_operand(lw, dst, dshape, "src" if not clear else "dst", stmts)
-    dtype = str(dst.buffer.dtype)
+    out_dtype = str(dst.buffer.dtype)
+    dtype = _acc_dtype(out_dtype)
     other = [d for d in range(len(shape)) if d != dim]
     rows, T = math.prod(shape[d] for d in other) if other else 1, lw.T
     rounds = -(-rows // T)
@@ -391,7 +406,9 @@ def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
     val = tirx.Cast(dtype, val) if str(src.buffer.dtype) != dtype else val
     val = tirx.abs(val) if kind in ("abssum", "absmax") else val
     a0 = tirx.BufferLoad(acc, [i32(0)])
-    result = a0 if clear else combine(tirx.BufferLoad(d_buf, d_idx), a0)
+    here = tirx.BufferLoad(d_buf, d_idx)
+    result = a0 if clear else combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, a0)
+    result = tirx.Cast(out_dtype, result) if dtype != out_dtype else result
     # start from the row's first element: no identity needed (bfloat16 has no TIR infinity)
     body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, substitute(val, {k: i32(0)}), [i32(0)]),
                 tirx.For(k, i32(1), i32(shape[dim] - 1), tirx.ForKind.SERIAL,
@@ -639,17 +656,19 @@ def _scan(lw, shape, dim, reverse, s_at, d_at, s_dtype, d_dtype, kind="sum"):
     rounds = -(-rows // lw.T)
     r0, k = tirx.Var("r0", "int32"), tirx.Var("k", "int32")
     row = r0 * lw.T + lw.tid if rounds > 1 else lw.tid
-    acc = tirx.decl_buffer((1,), d_dtype, "cumsum_acc", scope="local")
+    a_dtype = _acc_dtype(d_dtype)
+    acc = tirx.decl_buffer((1,), a_dtype, "cumsum_acc", scope="local")
     idx = _row_indices(shape, dim, other, row, (n - 1 - k) if reverse else k)
     s_buf, s_idx = s_at(idx)
     d_buf, d_idx = d_at(idx)
     val = tirx.BufferLoad(s_buf, s_idx)
-    if s_dtype != d_dtype:
-        val = tirx.Cast(d_dtype, val)
+    if s_dtype != a_dtype:
+        val = tirx.Cast(a_dtype, val)
     _, combine = _OPS[kind]
-    body = seq([tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [i32(0)]), val), [i32(0)]),
-                tirx.BufferStore(d_buf, tirx.BufferLoad(acc, [i32(0)]), d_idx)])
-    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, _init(kind, d_dtype), [i32(0)]),
+    out = tirx.BufferLoad(acc, [i32(0)])
+    body = seq([tirx.BufferStore(acc, combine(out, val), [i32(0)]),
+                tirx.BufferStore(d_buf, tirx.Cast(d_dtype, out) if a_dtype != d_dtype else out, d_idx)])
+    scan = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, _init(kind, a_dtype), [i32(0)]),
                 tirx.For(k, i32(0), i32(n), tirx.ForKind.SERIAL, body)])
     guarded = tirx.IfThenElse(tirx.LT(row, i32(rows)), scan, None) if rows % lw.T else scan
     if rounds == 1:
