@@ -4,6 +4,8 @@ shared copies followed by gemms of them (upstream's split-K GEMM example) compil
 written with three stages; anything that could change what the loop computes, or whether the block
 fits, keeps it as written."""
 
+import re
+
 import tilelang
 import tilelang.language as T
 from tilelang.transform.attention_schedule import PROMOTE_MIN_TRIPS, promote_zero_stage
@@ -77,7 +79,8 @@ def test_a_split_k_main_loop_compiles_as_the_three_stage_loop():
     promoted = source(zero, **ON)
     assert promoted == source(three, **ON) == source(three)
     assert "mbarrier_wait" in promoted and "wgmma_gemm_ss_async" in promoted   # the TMA producer's ring
-    plain = source(zero)                                                       # off by default
+    assert source(zero) == promoted                                            # on by default (session 57)
+    plain = source(zero, **{KEY: False})
     assert plain != promoted and "mbarrier" not in plain and "cp_async_wait<0>" in plain
     assert stages_of(promote_zero_stage(zero, "sm_90a", ON)) == [3]
     assert stages_of(promote_zero_stage(zero, "sm_80", ON)) == [3]             # a cp.async ring there
@@ -101,7 +104,7 @@ def test_what_could_change_the_result_keeps_the_loop_as_written():
                  splitk(1), splitk(2)):               # not zero-stage
         assert promote_zero_stage(func, "sm_90a", ON) is func
     zero = splitk(0)
-    for configs in ({}, {KEY: False}, {**ON, "tl.disable_attention_schedule": True},
+    for configs in ({KEY: False}, {**ON, "tl.disable_attention_schedule": True},
                     {**ON, "tl.disable_async_copy": True}):
         assert promote_zero_stage(zero, "sm_90a", configs) is zero
     assert promote_zero_stage(zero, "sm_75", ON) is zero
@@ -176,12 +179,23 @@ def test_the_experimental_key_takes_one_gemm_bodies_that_leave_their_sources_alo
     assert promote_zero_stage(writes, "sm_90a", ANY) is writes
 
 
+def test_an_early_release_loop_fences_the_tile_its_readers_write_for_the_wgmma():
+    """Session 57 (gdn wy_fast under the experimental key on an H100: wrong, inf): the cp.async ring
+    with early release published the scaled tile the readers wrote with a bare barrier, and the
+    wgmma of the rest read it through the async proxy unfenced."""
+    src = source(_one_gemm_body(), **{"tl.enable_zero_stage_promotion_any": True, "tl.disable_warp_specialized": True})
+    loop = src[src.index("for (int i = 0"):]
+    assert "cp_async_wait<2>" in loop
+    middle = loop[loop.index("tl::mul2"):loop.index("tl::cp_async_commit")]
+    assert re.search(r"tl::fence_proxy_async\(\);\s*__syncthreads\(\);\s*if \(i < 5\)", middle), middle
+
+
 def test_the_hover_says_the_loop_was_promoted():
     from tilelang.analysis.summary import summarize
 
     zero = splitk(0)
-    plain, = summarize(zero, "sm_90a")["pipelines"]
-    promoted, = summarize(zero, "sm_90a", ON)["pipelines"]
+    plain, = summarize(zero, "sm_90a", {KEY: False})["pipelines"]
+    promoted, = summarize(zero, "sm_90a")["pipelines"]
     assert plain["stages"] == 0 and "written with" not in plain["mechanism"]
     assert promoted["stages"] == 3 and promoted["warp_specialized"]
     assert promoted["mechanism"].endswith("(written with num_stages=0; the compiler gives the loop 3 stages, "

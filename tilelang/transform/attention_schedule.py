@@ -94,7 +94,7 @@ PROMOTE_MARGIN = 8 * 1024   # bytes of the block's shared memory left for barrie
 PROMOTE_MIN_TRIPS = 4
 # zero-stage GEMM main loops given stages (``promote_zero_stage``)
 ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
-ZERO_PROMOTE_DEFAULT = False
+ZERO_PROMOTE_DEFAULT = True
 ZERO_PROMOTE_STAGES = 3
 ZERO_ANY_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY.value     # experiment (session 55)
 # on a promoted loop: the stage count its author wrote (the hover says so; "tl." keys go at lowering)

@@ -214,7 +214,8 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, earl
             early(iteration k)                            # global -> register loads (early_loads)
             cp.async.wait_group(S-1); __syncthreads()     # tile k has landed, for every thread
             readers(iteration k) reading stage k % S
-            __syncthreads()                               # nobody still reads stage k % S
+            __syncthreads()                               # nobody still reads stage k % S (fenced
+                                                          # where the readers wrote a wgmma's tile)
             if k+S < n: producers(iteration k+S) into stage k % S
             commit                                        # always: uniform group counting
             rest(iteration k)                             # no staged buffer
@@ -232,8 +233,11 @@ def _lower_early_release(lw, loop, S, produce, bufs, readers, rest, commit, earl
     lw.stage = saved_stage
     compute = thread_sync.lower_sequence(lw, rest) if rest else None
     issue = thread_sync.lower_sequence(lw, early) if early else None
+    # the middle barrier also publishes what the readers wrote to shared memory (a tile they scale
+    # for the gemm of the rest): where a wgmma reads it, the barrier is fenced (``needs_fence``)
+    written = set().union(*(thread_sync.shared_rw(x)[1] for x in readers))
     body = seq([issue, evaluate_extern(f"tl::cp_async_wait<{S - 1}>"), thread_sync.sync_stmt(lw),
-                read, thread_sync.region_sync(lw), nxt, commit, compute])
+                read, thread_sync.fenced(lw, thread_sync.region_sync(lw), written), nxt, commit, compute])
     new_loop = tirx.For(k, start, lw.rewrite(loop.extent), tirx.ForKind.SERIAL, body, span=loop.span)
     return seq(early_prologue.mark(lw, prologue) + [new_loop, evaluate_extern("tl::cp_async_wait<0>")])
 
