@@ -11,6 +11,7 @@ import tilelang
 import tilelang.language as T
 from tilelang.artifact import ArtifactError, KernelArtifact
 from tilelang.ir import get_buffer_span, span_to_location
+from tilelang.jit import nvcc
 
 torch = pytest.importorskip("torch")
 
@@ -83,14 +84,26 @@ def test_make_tensor_span_is_its_line():
         assert "# marker: make_tensor" in f.read().splitlines()[line - 1]
 
 
-def test_make_tensor_errors():
-    with pytest.raises(Exception, match="top of the kernel"):
-        @T.prim_func
-        def inside(a: T.ptr):
-            with T.Kernel(1, threads=1):
-                A = T.make_tensor(a, (4,), T.float32)
-                A[0] = T.float32(0)
+def test_make_tensor_of_a_pointer_parameter_inside_the_kernel():
+    """Session 57 (upstream #2526): inside T.Kernel the view is bound where it stands, over the raw
+    address parameter (refused before); `a_ptr` is printed bare and still maps to its parameter."""
+    @T.prim_func
+    def inside(a_ptr: T.ptr, b: T.ptr):
+        with T.Kernel(1, threads=32):
+            A = T.make_tensor(a_ptr, (4,), T.float32)
+            B = T.make_tensor(b, (4,), T.float32)
+            tx = T.get_thread_binding()
+            if tx < 4:
+                B[tx] = A[tx] * 2
 
+    art = tilelang.lower(inside, target="sm_90a")
+    assert [(p.name, p.kind) for p in art.params] == [("a_ptr", "pointer"), ("b", "pointer")]
+    assert art.kernel_args == ["a_ptr", "b"]
+    assert re.search(r"inside_kernel\(void\* __restrict__ a, void\* __restrict__ b\)", art.source)
+    assert nvcc.compile_cubin(art.source, art.arch, art.compile_flags)[:4] == b"\x7fELF"
+
+
+def test_make_tensor_errors():
     with pytest.raises(Exception, match="64-bit integer"):
         @T.prim_func
         def narrow(t: T.Tensor((4,), T.int32), B: T.Tensor((4,), T.float32)):

@@ -224,3 +224,21 @@ def test_popcount_fp8_math_and_warp_reduce_of_fp8_and_bool():
     assert "exp2f(((float)F[" in src
     assert "warp_allreduce<tl::SumOp, 1, 32>(((float)" in src
     assert "warp_allreduce<tl::MaxOp, 1, 32>(((int)B[" in src
+
+
+def test_kernel_prelude_is_emitted_ahead_of_the_kernel():
+    """Session 57: T.Kernel(prelude=...) (upstream: CUDA text injected before the generated kernel)
+    was accepted and dropped; it now goes in as T.import_source does, after tl.h. A non-string is a
+    TypeError at the launch."""
+    pre = "__device__ __forceinline__ float my_twice(float x) { return 2.0f * x; }\n"
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128, prelude=pre):
+            tx = T.get_thread_binding()
+            B[tx] = T.call_extern("float32", "my_twice", A[tx])
+
+    src = _lowered(main).source
+    assert src.index("my_twice(float x)") < src.index('extern "C" __global__')
+    with pytest.raises(TypeError, match="prelude"):
+        T.Kernel(1, prelude=3)

@@ -165,3 +165,25 @@ def test_a_guard_written_with_amp_is_known_inside_its_branch():
     assert "if ((0 <= raw) & (raw <= 3068)) {" in amp and "if ((0 <= raw) && (raw <= 3068)) {" in logical
     for b in (amp, logical):      # the address is inside where the guard holds: no guard of ours
         assert "__ldg(&(Source[(raw + 1024)]))" in b and "< 4096" not in b
+
+
+def _view_at(offset_by_param):
+    @T.prim_func
+    def kernel(X: T.Tensor((1024,), T.int32), Y: T.Tensor((256,), T.int32), off: T.int32):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding(0)
+            V = T.make_tensor(T.address_of(X[off if offset_by_param else tx * 16]), (256,), T.int32)
+            s = T.alloc_shared((256,), T.int32)
+            T.copy(V, s)
+            T.copy(s, Y)
+
+    return kernel
+
+
+def test_a_view_at_an_address_offset_by_a_scalar_parameter_compiles():
+    """Session 57 (upstream #2526's second form): `T.make_tensor(T.address_of(X[off]), ...)` with
+    `off` a scalar parameter is a base address the caller chooses, as unknown as loaded data:
+    not TL0602 (it refused the kernel); an offset the checker can bound past the end still is."""
+    assert "X + off" in body(_view_at(True)) or "X[off]" in body(_view_at(True))
+    with pytest.raises(TileLangCompileError, match="TL0602"):
+        body(_view_at(False))

@@ -6,7 +6,8 @@ tile operators, accesses inside ``T.Parallel``, and plain scalar accesses in thr
 (``C[idx] = A[idx] + B[idx]`` on a grid that overhangs N; a call taking an element's address,
 ``T.atomic_add(C[idx], v)``, runs only where the element is inside). So this checks only what stays
 unguarded: outside ``T.Parallel``, a vector access (a ``T.Ramp`` index) and an element whose
-address is taken in a store's value or a bind, and every plain access when
+address is taken in a store's value or a bind (unless its index moves with a scalar parameter:
+``T.address_of(X[off])``, a base address the caller chooses), and every plain access when
 ``tl.disable_safe_memory_access`` switches the guards off. Each index is checked under what is known where it runs: the block and
 thread ranges, enclosing loop ranges, enclosing ``if`` conditions, and the value of scalar locals
 assigned exactly once (``idx = bx * 1024 + tx``). An access is reported only when the index is not
@@ -51,6 +52,9 @@ class _Bounds:
         self.scalars = _Scalars(_single_assignments(k))
         self.reported = set()
         self.guarded = not k.ctx.pass_configs.get("tl.disable_safe_memory_access")
+        # scalar parameters (not tensor shapes' symbols, which are concrete here)
+        self.free_scalars = {p for p in k.func.params if not tirx.is_buffer_var(p)
+                             and not isinstance(getattr(p, "ty", None), ir.PointerType)}
 
     def run(self):
         self.visit(self.k.info.body)
@@ -101,14 +105,17 @@ class _Bounds:
                     not any(isinstance(i, tirx.Ramp) for i in indices):
                 continue    # the compiler guards it (Lowerer.global_guard; a call taking the address: all of it)
             if self.k.scope(buf) == "global" and buf not in self.reported:
-                self.check_access(s, buf, indices, store)
+                self.check_access(s, buf, indices, store, pointer)
 
-    def check_access(self, stmt, buf, indices, store):
+    def check_access(self, stmt, buf, indices, store, pointer=False):
         for d, (index, extent) in enumerate(zip(indices, buf.shape)):
             n = const_int(extent)
             e = self.scalars.visit(index)
             if n is None or _has_load(e):
                 continue
+            if pointer and _uses_any(e, self.free_scalars):
+                continue    # a base address offset by a runtime scalar (T.address_of(X[off])): the
+                #             caller's value, as unknown as loaded data, and nothing is read there
             floor, vector = 0, isinstance(e, tirx.Ramp)
             if vector:   # a vector access (T.Ramp): its last lane reaches furthest
                 lanes = const_int(e.lanes)
@@ -173,6 +180,14 @@ def _unguarded_loads(expr) -> list:
 
     tvm_ffi.structural_walk(expr, [(ir.Call, on_call), (ir.TensorLoad, on_load)], order="pre")
     return found
+
+
+def _uses_any(expr, variables) -> bool:
+    if not variables:
+        return False
+    found = []
+    tvm_ffi.structural_walk(expr, [(tirx.Var, lambda v: found.append(v) if v in variables else None)], order="pre")
+    return bool(found)
 
 
 def _scalar_index(expr) -> bool:

@@ -435,6 +435,8 @@ def _artifact(st: LowerState, out_idx) -> KernelArtifact:
     tensormaps = {t["name"] for t in st.tensormaps}
     for ctype, arg in st.cuda.args:
         base = arg[:-4] if arg.endswith("_ptr") and arg[:-4] in by_name else arg
+        if base not in by_name and base + "_ptr" in by_name:
+            base += "_ptr"      # a T.ptr parameter `x_ptr` printed bare (codegen.cuda._bare_names)
         in_strides = any(base in (p.strides or []) for p in params)   # read from its first occurrence
         if base not in by_name and base not in symbols and base not in tensormaps and not in_strides:
             raise RuntimeError(f"kernel argument {arg} matches no parameter or symbol")

@@ -113,6 +113,9 @@ class Kernel:
         self.blocks = list(blocks)
         self.threads = threads
         self.cluster_dims = _normalize_cluster_dims(cluster_dims) if cluster_dims is not None else None
+        if prelude is not None and not isinstance(prelude, str):
+            raise TypeError(f"T.Kernel(prelude=...) takes CUDA source text (str), got {type(prelude).__name__}")
+        self.prelude = prelude
         self._frames = []
         self._ctx = None
 
@@ -135,6 +138,9 @@ class Kernel:
             self._frames.append(frame)
         _STACK.append(ctx)
         self._ctx = ctx
+        if self.prelude:    # CUDA text ahead of the kernel (upstream's prelude=): as T.import_source
+            from tilelang.language.intrinsics import import_source
+            import_source(self.prelude)
         if self._no_grid:
             return ()
         if len(ctx.block_vars) == 1:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from tvm import ir, tirx
 from tvm.script import tirx as _T
+from tvm.tirx import is_buffer_var
 from tvm.tirx.script.builder import ir as _builder
 
 from .dtypes import normalize_dtype
@@ -92,10 +93,7 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
             buf = _T.match_buffer(ptr, shape, dtype, strides=strides)
             _builder.func_attr({f"{POINTER_PARAM_ATTR}.{index}": True})
             return buf
-        if index is not None:
-            raise ValueError("T.make_tensor over a T.ptr parameter must stand at the top of the kernel, "
-                             "outside T.Kernel and any loop (it declares the parameter's tensor)")
-    if isinstance(ptr, tirx.Buffer) or not isinstance(ptr, ir.Expr):
+    if is_buffer_var(ptr) or not isinstance(ptr, ir.Expr):     # (0.27's tirx.Buffer is ir.Var: no isinstance)
         raise TypeError(f"T.make_tensor expects a pointer (a T.ptr parameter or an address expression), "
                         f"got {type(ptr).__name__}")
     scope = "global"
