@@ -10,9 +10,10 @@ Contract:
     (a ``match_buffer``), so the lowering sees an ordinary tensor parameter. Its index is listed
     in a PrimFunc attribute (``pointer_param_indices``), which makes it a "pointer" parameter of the
     artifact (``tilelang.artifact``): the shape's symbols must come from scalar parameters.
-  * over any other address (an element of a pointer table, an int64 value, a handle expression),
-    a typed handle is bound to that address where the call stands and the tensor is declared over
-    it (a ``Bind`` then a ``DeclBuffer``).
+  * over any other address (an element of a pointer table, an int64 value, a handle expression,
+    or a ``T.ptr`` parameter inside ``T.Kernel``, as upstream allows), a typed handle is bound to
+    that address where the call stands and the tensor is declared over it (a ``Bind`` then a
+    ``DeclBuffer``); the parameter stays a raw address.
 - ``T.make_tensor_from_addr(addr, shape, dtype, strides)`` is upstream's name for the second form
   (global tensors only).
 - ``T.ptx_cp_async(dst, src, num_elems[, predicate])`` between two element pointers
