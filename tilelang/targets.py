@@ -84,8 +84,9 @@ def _accumulators(a: str, cc: int) -> tuple[tuple[str, ...], str | None]:
         return ("int32",), None if cc >= 75 else "int8 mma needs sm_75 or newer"
     if a in INT4:
         return ("int32",), None if cc >= 80 else "int4 mma needs sm_80 or newer"
-    if a in FP8:
-        return ("float32",), None if cc >= 89 else "fp8 mma needs sm_89 (Ada) or sm_90 (Hopper)"
+    if a in FP8:   # wgmma also accumulates 8-bit floats into half (sm_90's mma.sync into float only here)
+        return ("float32", "float16") if cc >= 90 else ("float32",), \
+            None if cc >= 89 else "fp8 mma needs sm_89 (Ada) or sm_90 (Hopper)"
     return (), f"the tensor cores have no instruction for {a} operands"
 
 

@@ -242,3 +242,30 @@ def test_kernel_prelude_is_emitted_ahead_of_the_kernel():
     assert src.index("my_twice(float x)") < src.index('extern "C" __global__')
     with pytest.raises(TypeError, match="prelude"):
         T.Kernel(1, prelude=3)
+
+
+def _fp8_gemm_half_acc(M=256, N=256, K=256, bm=128, bn=128, bk=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float8_e4m3fn"), B: T.Tensor((N, K), "float8_e5m2"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a = T.alloc_shared((bm, bk), "float8_e4m3fn")
+            b = T.alloc_shared((bn, bk), "float8_e5m2")
+            c = T.alloc_fragment((bm, bn), "float16")
+            T.clear(c)
+            for ko in T.Pipelined(K // bk, num_stages=3):
+                T.copy(A[by * bm, ko * bk], a)
+                T.copy(B[bx * bn, ko * bk], b)
+                T.gemm(a, b, c, transpose_B=True)
+            T.copy(c, C[by * bm, bx * bn])
+    return main
+
+
+def test_an_fp8_gemm_accumulates_into_half_with_wgmma():
+    """Session 57: fp8 operands into a float16 accumulator (wgmma's f16 form; upstream emits it) was
+    TL0102; sm_90a now takes it, the device library already had it. Before sm_90 it stays TL0102."""
+    src = _body(_lowered(_fp8_gemm_half_acc()))
+    assert re.search(r"tl::wgmma_gemm_ss(_async)?<128, 128, 64, 1, false, true", src)
+    assert "half_t c[" in src or "half c[" in src
+    assert not [d for d in check(_fp8_gemm_half_acc(), "sm_90a") if d.code == "TL0102"]
+    assert [d for d in check(_fp8_gemm_half_acc(), "sm_89") if d.code == "TL0102"]

@@ -151,3 +151,24 @@ def test_popcount_and_fp8_exp2_match_torch():
     tilelang.compile(kernel)(a, i8, l64, f)
     for got, want in zip([a, i8, l64, f.float()], ref):
         torch.testing.assert_close(got.cpu(), want.cpu(), atol=0, rtol=0)
+
+
+def test_fp8_gemm_into_a_half_accumulator_matches_torch():
+    """Session 57: e4m3 x e5m2 operands accumulated in float16 by wgmma (TL0102 before); written and
+    compiled on the CPU, not yet run on a GPU when added."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("wgmma's f16 accumulation of fp8 needs sm_90")
+    import sys
+    from pathlib import Path
+
+    import tilelang
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frontend"))
+    from test_user_kernel_forms_s56 import _fp8_gemm_half_acc
+
+    a = (torch.randn(256, 256, device="cuda") * 0.25).to(torch.float8_e4m3fn)
+    b = (torch.randn(256, 256, device="cuda") * 0.25).to(torch.float8_e5m2)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    tilelang.compile(_fp8_gemm_half_acc())(a, b, c)
+    ref = a.float() @ b.float().T
+    torch.testing.assert_close(c.float(), ref, rtol=2e-2, atol=5e-2)
