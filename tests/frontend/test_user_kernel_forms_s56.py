@@ -269,3 +269,17 @@ def test_an_fp8_gemm_accumulates_into_half_with_wgmma():
     assert "half_t c[" in src or "half c[" in src
     assert not [d for d in check(_fp8_gemm_half_acc(), "sm_90a") if d.code == "TL0102"]
     assert [d for d in check(_fp8_gemm_half_acc(), "sm_89") if d.code == "TL0102"]
+
+
+def test_bfloat16_isnan_isinf_and_pow_are_computed_in_float32():
+    """Session 57: TVM's builder refuses T.isnan / T.isinf / T.pow of bfloat16 (upstream's 0.1.15
+    fails the same way); the value is widened to float32, which holds it exactly."""
+    @T.prim_func
+    def main(A: T.Tensor((128,), "bfloat16"), B: T.Tensor((128,), "bfloat16")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            B[tx] = T.if_then_else(T.isnan(A[tx]) or T.isinf(A[tx]), A[tx], T.pow(A[tx], A[tx]))
+
+    src = _body(_lowered(main))
+    assert "((nv_bfloat16)powf(((float)A[" in src
+    assert "isinf(((float)A[" in src or "__isinf" in src or "fabsf(((float)A[" in src

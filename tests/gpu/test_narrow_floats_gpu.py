@@ -172,3 +172,22 @@ def test_fp8_gemm_into_a_half_accumulator_matches_torch():
     tilelang.compile(_fp8_gemm_half_acc())(a, b, c)
     ref = a.float() @ b.float().T
     torch.testing.assert_close(c.float(), ref, rtol=2e-2, atol=5e-2)
+
+
+def test_bfloat16_isnan_isinf_and_pow_match_torch():
+    """Session 57: bfloat16 T.isnan / T.isinf / T.pow in float32 (TVM's builder refuses them)."""
+    import tilelang
+    import tilelang.language as T
+
+    minus_one = T.Cast("bfloat16", -1)
+    kernel = tilelang.compile(_binary("bfloat16", "bfloat16", lambda x, y: T.if_then_else(
+        T.isnan(x), minus_one, T.if_then_else(T.isinf(x), minus_one, T.pow(x, y)))))
+    a = torch.rand(N, device="cuda", dtype=torch.bfloat16) + 0.5
+    a[::7] = float("nan")
+    a[::11] = float("inf")
+    c = torch.rand(N, device="cuda", dtype=torch.bfloat16) * 2
+    b = torch.empty(N, device="cuda", dtype=torch.bfloat16)
+    kernel(a, c, b)
+    af = a.float()
+    ref = torch.where(af.isnan() | af.isinf(), torch.full_like(af, -1), af.pow(c.float())).to(torch.bfloat16)
+    torch.testing.assert_close(b.float(), ref.float(), atol=0, rtol=1e-2)

@@ -76,8 +76,25 @@ def round(x, rounding_mode="ties-to-even", span=None):  # noqa: A001 - mirrors t
 
 
 trunc = _T.trunc
-isnan = _T.isnan
-isinf = _T.isinf
+def _widened(x):
+    """``x`` as float32 where TVM's builder refuses its type (bfloat16, 8-bit floats), else ``x``."""
+    x = as_expr(x)
+    dtype = x.ty.dtype if hasattr(x.ty, "dtype") else None
+    if dtype is None or not str(dtype.with_lanes(1)).startswith(("bfloat16", "float8", "float6", "float4")):
+        return x
+    return tirx.Cast("float32" if dtype.lanes == 1 else f"float32x{dtype.lanes}", x)
+
+
+def isnan(x):
+    """True where ``x`` is NaN (bfloat16 and 8-bit floats tested as float32, which holds them exactly)."""
+    return _T.isnan(_widened(x))
+
+
+def isinf(x):
+    """True where ``x`` is infinite (bfloat16 and 8-bit floats tested as float32)."""
+    return _T.isinf(_widened(x))
+
+
 fmod = _T.fmod
 Select = _T.Select
 address_of = _T.address_of
@@ -97,7 +114,14 @@ def abs(x):  # noqa: A001 - mirrors the T namespace
 
 
 def pow(x, y):  # noqa: A001
-    return tirx.pow(as_expr(x), as_expr(y))
+    """``x`` to the power ``y``; bfloat16 and 8-bit floats (no TVM rule) computed in float32 and
+    rounded back to ``x``'s type."""
+    x, y = as_expr(x), as_expr(y)
+    wx = _widened(x)
+    if wx is x:
+        return tirx.pow(x, y)
+    wy = _widened(y)
+    return tirx.Cast(x.ty.dtype, tirx.pow(wx, wy if str(wy.ty.dtype) == str(wx.ty.dtype) else tirx.Cast(wx.ty.dtype, wy)))
 
 
 def max(a, b):  # noqa: A001
