@@ -241,6 +241,14 @@ def uses_vars(node, variables) -> bool:
     return any_expr(node, lambda e: isinstance(e, tirx.Var) and any(e.same_as(v) for v in variables))
 
 
+def free_vars(expr) -> list:
+    """The Vars ``expr`` mentions, each once, in pre-order (buffer variables excepted)."""
+    out = []
+    tvm_ffi_walk(expr, lambda e: out.append(e) if isinstance(e, tirx.Var) and not tirx.is_buffer_var(e)
+                 and not any(e.same_as(v) for v in out) else None)
+    return out
+
+
 def tensor_loads(node) -> list:
     """Every buffer read (``TensorLoad``) reachable from ``node``, in pre-order."""
     out = []

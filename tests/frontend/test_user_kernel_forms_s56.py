@@ -283,3 +283,53 @@ def test_bfloat16_isnan_isinf_and_pow_are_computed_in_float32():
     src = _body(_lowered(main))
     assert "((nv_bfloat16)powf(((float)A[" in src
     assert "isinf(((float)A[" in src or "__isinf" in src or "fabsf(((float)A[" in src
+
+
+def test_if_then_else_of_an_and_inside_parallel():
+    """Session 57 (an im2col load, tilelang_PTX's conv2d): `T.if_then_else(a and b, ...)` in T.Parallel
+    was an internal error (`None in parts` compared PrimExprs with None)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(64, 64):
+                B[i, j] = T.if_then_else((0 < i) and (j < 5), A[i, j], T.cast(0, "float16"))
+
+    assert "B[" in _body(_lowered(main))
+
+
+def test_a_view_of_a_view_of_a_fragment_is_a_view_of_the_fragment():
+    """Session 57 (jetaitest's chunk cumsum): `T.view(T.view(f, (2, 64)), (128,))` read by T.copy was an
+    internal error ('fv is used before its definition'); a scan on the inner view in between too."""
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128,), "float32")
+            T.copy(X, s)
+            T.copy(s, f)
+            fv = T.view(f, (2, 64))
+            T.cumsum(fv, dim=1)
+            fv2 = T.view(fv, (128,))
+            T.copy(fv2, s)
+            T.copy(s, Y)
+
+    assert "warp_inclusive_scan" in _body(_lowered(main))
+
+
+def test_a_shared_extent_varying_inside_the_kernel_is_a_located_error():
+    """Session 57 (tilelang-mace's EquiLinear): `T.alloc_shared((64 * (2 * i + 1), 64))` inside
+    `for i in T.serial(4)` was an internal error; the launch cannot size it (upstream refuses it too)."""
+    import pytest as _pytest
+
+    from tilelang.diagnostics import TileLangCompileError
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 64), "float16"), B: T.Tensor((512, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            for i in T.serial(4):
+                S = T.alloc_shared((64 * (2 * i + 1), 64), "float16")
+                T.copy(A[0:64, 0:64], S[0:64, 0:64])
+                T.copy(S[0:64, 0:64], B[i * 64:(i + 1) * 64, 0:64])
+
+    with _pytest.raises(TileLangCompileError, match=r"TL0002.*varies with 'i' inside the kernel"):
+        tilelang.lower(main, "sm_90a")

@@ -20,8 +20,8 @@ from tilelang.language._ops import is_tl_call
 from tilelang.language.alloc import TFLOAT32
 from tilelang.language.dtypes import nbytes
 from tilelang.layout.layout import unpack_layout_expr
-from tilelang.tir_utils import (ExprRewriter, children, const_int, dtype_of, i32, map_stmts, seq, simplify, substitute,
-                                substitute_stmt, uses_vars, walk_stmts)
+from tilelang.tir_utils import (ExprRewriter, children, const_int, dtype_of, free_vars, i32, map_stmts, seq, simplify,
+                                substitute, substitute_stmt, uses_vars, walk_stmts)
 
 SHARED_SCOPES = ("shared", "shared.dyn")
 FRAGMENT_SCOPE = "local.fragment"
@@ -207,6 +207,7 @@ def analyze_kernel(func) -> KernelInfo:
         stmt = chunk_unbounded_parallel(expand_unbounded_copies(stmt), math.prod(threads))
     stmt, safe = _strip_safe_values(stmt)
     info = KernelInfo(func, launch, stmt, block_vars, thread_vars, threads, safe_values=safe)
+    sizes = _size_symbols(func)
 
     def visit(s):
         if isinstance(s, tirx.AllocBuffer):
@@ -220,6 +221,8 @@ def analyze_kernel(func) -> KernelInfo:
                     getattr(s, "span", None) or getattr(s.buffer, "span", None),
                     notes=["Allocate the largest tile the kernel handles (a constant, or a bound of the symbol) and "
                            "copy only the part in use (T.copy of a run-time extent guards the rest)."])
+            if scope_of(s.buffer) not in (FRAGMENT_SCOPE, "local") and not static_shape(s.buffer):
+                _check_launch_sized(s, sizes)
             if scope_of(s.buffer) == "shared.tmem":   # T.alloc_tmem (tilelang/language/tmem.py)
                 raise LoweringError(
                     "TL0002", f"'{s.buffer.name}' is sm_100 tensor memory (T.alloc_tmem): this TileLang does not "
@@ -236,6 +239,35 @@ class KernelSplit:
     """A prim_func cut at its top-level ``with T.Kernel`` blocks (``split_kernels``)."""
     funcs: list          # one PrimFunc per kernel, in launch order: the original params + workspaces
     workspaces: list     # the T.alloc_global buffers (Vars), appended to every part's params
+
+
+def _size_symbols(func) -> set:
+    """The variables a launch knows: the scalar parameters and the symbols of the tensors' shapes
+    and strides."""
+    out = set()
+    for p in func.params:
+        if tirx.is_buffer_var(p):
+            for e in list(p.shape) + list(p.strides or []):
+                out |= set(free_vars(e))
+        else:
+            out.add(p)
+    return out
+
+
+def _check_launch_sized(alloc, sizes):
+    """A shared buffer of run-time extent is sized at launch (``Lowerer._plan_tail``), so its
+    extents may use only what the launch knows: not a loop variable, a block index or a value
+    computed in the kernel."""
+    for e in alloc.buffer.shape:
+        other = [v for v in free_vars(e) if v not in sizes]
+        if other:
+            raise LoweringError(
+                "TL0002", f"'{alloc.buffer.name}' is allocated with shape {list(alloc.buffer.shape)}, which varies "
+                f"with '{other[0].name}' inside the kernel: a shared buffer's run-time extents may use only the "
+                "kernel's parameters and tensor size symbols (the launch sizes its dynamic shared memory)",
+                getattr(alloc, "span", None) or getattr(alloc.buffer, "span", None),
+                notes=["Allocate the largest tile the kernel handles (a constant) and copy only the part in use "
+                       "(T.copy of a run-time extent guards the rest)."])
 
 
 def split_kernels(func):
@@ -392,6 +424,23 @@ def resolve_views(body):
     walk_stmts(body, collect)
     if not views:
         return body
+    # A view of a view reads the bytes of the first one's buffer in the same row-major order, so it
+    # is a view of that buffer (``T.view(T.view(f, (2, 64)), (128,))``).
+    def root(buf):
+        while True:
+            up = next((src for v, src in views.items() if v.same_as(buf)), None)
+            if up is None:
+                return buf
+            buf = up
+
+    for v in list(views):
+        base = root(views[v])
+        if not base.same_as(views[v]):
+            why = _reinterpret_blocker(base, v) if str(base.dtype) != str(v.dtype) else None
+            if why:
+                raise LoweringError("TL0002", f"T.view of '{views[v].name}', itself a view of '{base.name}', "
+                                    f"as {v.dtype}: {why}", None)
+            views[v] = base
     rw = _ViewRewriter(views)
 
     def view_of(buf):

@@ -827,7 +827,7 @@ class Lowerer:
             if isinstance(cond, tirx.And) != holds:
                 return None      # "a or b" everywhere / "a and b" nowhere: not from the parts alone
             parts = [self._uniform_condition(x, holds, loop_vars, dom, stored) for x in (cond.a, cond.b)]
-            return None if None in parts else tirx.And(*parts)
+            return None if any(p is None for p in parts) else tirx.And(*parts)
         if isinstance(cond, (tirx.GE, tirx.GT)):
             diff = cond.a - cond.b - (1 if isinstance(cond, tirx.GT) else 0)
         elif isinstance(cond, (tirx.LE, tirx.LT)):
