@@ -333,3 +333,32 @@ def test_a_shared_extent_varying_inside_the_kernel_is_a_located_error():
 
     with _pytest.raises(TileLangCompileError, match=r"TL0002.*varies with 'i' inside the kernel"):
         tilelang.lower(main, "sm_90a")
+
+
+def _reduce_into_a_placed_fragment(N=16):
+    @T.prim_func
+    def main(A: T.Tensor((N, N), "float32"), x: T.Tensor((N,), "float32"), y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((N, N), "float32")
+            v = T.alloc_fragment((N,), "float32")
+            prod = T.alloc_fragment((N, N), "float32")
+            red = T.alloc_fragment((N,), "float32")
+            T.copy(A, A_s)
+            T.copy(x, v)
+            for i, j in T.Parallel(N, N):
+                prod[i, j] = A_s[i, j] * v[i]
+            T.reduce_sum(prod, red, dim=0)
+            for j in T.Parallel(N):
+                v[j] = v[j] + red[j]
+            T.copy(v, y)
+    return main
+
+
+def test_a_reduction_into_a_fragment_laid_out_elsewhere_converts_through_shared_memory():
+    """Session 57 (jetaitest's triangular solve: y = x + A^T-weighted column sums): the column sums'
+    fragment is read beside x by a later loop that fixes its layout, which the reduction over rows
+    does not produce (TL0201; upstream reduces to a fully replicated result and picks). In the
+    plan of last resort the reduction now writes its result through a shared workspace."""
+    src = _body(_lowered(_reduce_into_a_placed_fragment()))
+    assert "warp_allreduce<tl::SumOp" in src
+    assert re.search(r"red\[v_?\d*\] = \(\(float\*\)smem\)\[", src), src

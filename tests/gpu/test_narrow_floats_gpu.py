@@ -191,3 +191,21 @@ def test_bfloat16_isnan_isinf_and_pow_match_torch():
     af = a.float()
     ref = torch.where(af.isnan() | af.isinf(), torch.full_like(af, -1), af.pow(c.float())).to(torch.bfloat16)
     torch.testing.assert_close(b.float(), ref.float(), atol=0, rtol=1e-2)
+
+
+def test_a_reduction_into_a_fragment_laid_out_elsewhere_matches_torch():
+    """Session 57: a T.reduce_sum whose result's layout a later loop fixed, converted through shared
+    memory (written and compiled on the CPU, not yet run on a GPU when added)."""
+    import sys
+    from pathlib import Path
+
+    import tilelang
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frontend"))
+    from test_user_kernel_forms_s56 import _reduce_into_a_placed_fragment
+
+    a = torch.randn(16, 16, device="cuda")
+    x = torch.randn(16, device="cuda")
+    y = torch.empty(16, device="cuda")
+    tilelang.compile(_reduce_into_a_placed_fragment())(a, x, y)
+    torch.testing.assert_close(y, x + (a * x[:, None]).sum(0), rtol=1e-5, atol=1e-5)

@@ -95,7 +95,9 @@ class Layouts:
     sparse_gemms: dict = field(default_factory=dict)  # T.gemm_sp stmt -> GemmPlan (kind "mma_sp")
     reducers: dict = field(default_factory=dict)    # reducer buffer -> ReducerPlan (None: whole-block plan)
     conversions: set = field(default_factory=set)   # T.copy stmts between two fragments of different layouts
-                                                    # (through a shared workspace: lower_reduce.convert_layout)
+                                                    # (through a shared workspace: lower_reduce.convert_layout),
+                                                    # and T.reduce_* whose result's layout is not the
+                                                    # reduction's own (lower_reduce._converted_result)
 
     def fragment_words(self) -> int:
         """The 32-bit registers a thread's fragments take (every fragment of the kernel, whole)."""
@@ -1133,8 +1135,14 @@ class _Inference:
         if got != expect and not (not expect and got == [1]):
             raise LoweringError("TL0604", f"reduction of '{src.buffer.name}' {list(s.shape)} over dim {dim} "
                                 f"gives shape {expect}, but '{dst.buffer.name}' has shape {got}", stmt.span)
-        self.assign(dst.buffer, drop_dim(s, dim, keep_unit=keep), stmt.span,
-                    f"the reduction at line {span_line(stmt.span)}")
+        natural = drop_dim(s, dim, keep_unit=keep)
+        d = self.known(dst.buffer)
+        if self.convert and d is not None and dst.is_whole() and not (d.shape == natural.shape and d.same_as(natural)):
+            # the result's layout is fixed elsewhere (a loop that reads it beside another fragment):
+            # reduce in the natural layout, then convert through shared memory (lower_reduce)
+            self.out.conversions.add(stmt)
+            return True
+        self.assign(dst.buffer, natural, stmt.span, f"the reduction at line {span_line(stmt.span)}")
         return True
 
     def try_copy(self, stmt, force: bool = True) -> bool:
@@ -2113,8 +2121,9 @@ def infer_layouts(info: KernelInfo, arch: str = "sm_80", pass_configs: dict | No
     plan with narrow B slabs fails (a B buffer asked for two slab widths) is planned again
     without them (``Layouts.unnarrowed`` says why), and where that fails too its error stands
     (the kernel's error before narrow slabs existed). Where every plan stops at a layout conflict
-    (TL0201), one more lets a whole-fragment copy between two layouts convert through shared memory
-    (``Layouts.conversions``); if that fails too, the first plan's error stands."""
+    (TL0201), one more lets a whole-fragment copy between two layouts, or a reduction into a fragment
+    whose layout is fixed elsewhere, convert through shared memory (``Layouts.conversions``); if that
+    fails too, the first plan's error stands."""
     # Warpgroups splitting N: on by default since session 13 (they change only kernels whose M
     # does not split over the warpgroups, which took mma.sync before; upstream takes wgmma
     # there too). `tl.enable_wgmma_split_n: False` turns them off. A plan of theirs that does

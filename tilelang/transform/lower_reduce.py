@@ -30,6 +30,7 @@ from tvm import ir, tirx
 from tilelang import targets
 from tilelang.language.dtypes import nbytes
 from tilelang.language.intrinsics import _packed as packed_call  # T.add2 & co.: tl::add2<float2>(...)
+from tilelang.layout import drop_dim
 from tilelang.layout.fragment import LOCAL, THREAD
 from tilelang.tir_utils import const_int, evaluate_extern, i32, seq, simplify, substitute, substitute_stmt, walk_stmts
 from tilelang.transform import thread_sync
@@ -218,6 +219,11 @@ def lower_reduce(lw, stmt):
         stmts.append(_for(u, n_out, tirx.BufferStore(acc, shuffled, [u])))
     if cross:
         stmts.extend(_cross_warp(lw, acc, n_out, cross, combine, dtype, dst.buffer.name))
+    if stmt in lw.layouts.conversions:
+        keep = len(dst.buffer.shape) == len(F.shape)
+        stmts.extend(_converted_result(lw, acc, drop_dim(F, dim, keep_unit=keep), dst, dst_local, G, clear, combine,
+                                       dtype, out_dtype))
+        return seq(stmts)
     # Write the result: the output fragment's registers follow the kept axes' order.
     result = tirx.BufferLoad(acc, [u])
     if not clear:
@@ -230,6 +236,30 @@ def lower_reduce(lw, stmt):
         raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
                             f"per thread, the reduction produces {n_out}", stmt.span)
     return seq(stmts)
+
+
+def _converted_result(lw, acc, natural, dst, dst_local, G, clear, combine, dtype, out_dtype):
+    """The reduction's result, held in ``acc`` as laid out by ``natural`` (``drop_dim`` of the
+    source), moved into ``dst`` whose layout ``G`` was fixed elsewhere (``Layouts.conversions``):
+    one replica of each element stored at its row-major position in a shared workspace, a barrier,
+    and every thread loads the elements ``G`` gives it (combined with what ``dst`` holds unless
+    ``clear``). The barrier before the stores keeps them off an earlier use of the workspace."""
+    shape = [const_int(n) for n in G.shape]
+    sync = thread_sync.sync_stmt(lw, writes=())
+    scratch = lw.scratch(f"{dst.buffer.name}_red_convert", math.prod(shape), dtype, share=_workspace_share(lw, sync))
+    at = _row_major(scratch, shape)
+    store = _layout_io(lw, natural, acc, at, load=False, one_replica=True)
+    v = tirx.Var("v", "int32")
+    target, idx = at(G.index(lw.tid, v))
+    value = tirx.BufferLoad(target, idx)
+    if not clear:
+        here = tirx.BufferLoad(dst_local, [v])
+        value = combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, value)
+    if dtype != out_dtype:
+        value = tirx.Cast(out_dtype, value)
+    load = tirx.For(v, i32(0), i32(max(G.local_size, 1)), tirx.ForKind.SERIAL,
+                    tirx.BufferStore(dst_local, value, [v]), annotations={"pragma_unroll": True})
+    return [sync, store, sync, load]
 
 
 # The in-thread fold two registers at a time (src/tl/packed.h): 16-bit floats on every target
@@ -612,14 +642,18 @@ def _fragment_io(lw, buf, at, load, one_replica=False):
     """Each thread loads the elements of fragment ``buf`` it holds from ``at(indices)`` (``load``),
     or stores them there, cast to the target's type (``one_replica``: only the first replica of
     each element stores it)."""
-    layout = lw.layouts.fragments[buf]
+    return _layout_io(lw, lw.layouts.fragments[buf], lw.frag[buf], at, load, one_replica)
+
+
+def _layout_io(lw, layout, local, at, load, one_replica=False):
+    """``_fragment_io`` of the registers ``local`` laid out by ``layout``."""
     v = tirx.Var("v", "int32")
     target, idx = at(layout.index(lw.tid, v))
     if load:
-        body = tirx.BufferStore(lw.frag[buf], tirx.BufferLoad(target, idx), [v])
+        body = tirx.BufferStore(local, tirx.BufferLoad(target, idx), [v])
     else:
-        value = tirx.BufferLoad(lw.frag[buf], [v])
-        if str(buf.dtype) != str(target.dtype):
+        value = tirx.BufferLoad(local, [v])
+        if str(local.dtype) != str(target.dtype):
             value = tirx.Cast(str(target.dtype), value)
         body = tirx.BufferStore(target, value, idx)
         if one_replica and layout.replication > 1:
