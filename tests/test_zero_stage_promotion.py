@@ -97,8 +97,11 @@ def test_two_stages_where_only_two_fit():
 
 
 def test_what_could_change_the_result_keeps_the_loop_as_written():
-    for func in (splitk(0, write_in_loop=True),       # a global write in the step
-                 splitk(0, nested=True),              # inside another loop
+    plain = {KEY: True, "tl.enable_zero_stage_promotion_any": False}
+    written = splitk(0, write_in_loop=True)           # a global write in the step: the plain rule keeps it,
+    assert promote_zero_stage(written, "sm_90a", plain) is written
+    assert stages_of(promote_zero_stage(written, "sm_90a", ON)) == [3]     # the one-gemm rule (D is no source)
+    for func in (splitk(0, nested=True),              # inside another loop
                  splitk(0, guard=True),               # under an if
                  splitk(0, trips=PROMOTE_MIN_TRIPS - 1),
                  splitk(1), splitk(2)):               # not zero-stage
@@ -168,13 +171,19 @@ def _one_gemm_body(write_source=False):
     return main
 
 
-def test_the_experimental_key_takes_one_gemm_bodies_that_leave_their_sources_alone():
+def test_one_gemm_bodies_that_leave_their_sources_alone_are_promoted_too():
+    """tl.enable_zero_stage_promotion_any: on by default since session 57; off with either key false."""
     ANY = {"tl.enable_zero_stage_promotion_any": True}
     body = _one_gemm_body()
-    assert promote_zero_stage(body, "sm_90a", ON) is body                  # not a main loop of gemms only
+    assert stages_of(promote_zero_stage(body, "sm_90a", {})) == [3]        # the default
+    for off in ({"tl.enable_zero_stage_promotion_any": False}, {KEY: False}):
+        assert promote_zero_stage(body, "sm_90a", off) is body
+    assert stages_of(promote_zero_stage(body, "sm_90a", {KEY: False, **ANY})) == [3]
+    assert stages_of(promote_zero_stage(splitk(0), "sm_90a", ANY)) == [3]  # a main loop of gemms still is
     assert stages_of(promote_zero_stage(body, "sm_90a", ANY)) == [3]
     promoted = source(body, **ANY)                                         # a TMA producer's ring here
-    assert promoted != source(body) and "mbarrier_wait" in promoted
+    assert promoted == source(body) != source(body, **{"tl.enable_zero_stage_promotion_any": False})
+    assert "mbarrier_wait" in promoted
     writes = _one_gemm_body(write_source=True)                             # the next step's V is this one's product
     assert promote_zero_stage(writes, "sm_90a", ANY) is writes
 

@@ -96,7 +96,10 @@ PROMOTE_MIN_TRIPS = 4
 ZERO_PROMOTE_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION.value
 ZERO_PROMOTE_DEFAULT = True
 ZERO_PROMOTE_STAGES = 3
-ZERO_ANY_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY.value     # experiment (session 55)
+# ... and also a loop of one gemm among other statements (session 55; on by default since session
+# 57's H100 A/B: upstream's gdn wy_fast 0.568 -> 0.503 ms, sanitizer-clean; false turns it off)
+ZERO_ANY_KEY = PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION_ANY.value
+ZERO_ANY_DEFAULT = True
 # on a promoted loop: the stage count its author wrote (the hover says so; "tl." keys go at lowering)
 WRITTEN_STAGES_ATTR = "tl.stages_as_written"
 # set True, each leaves a one-stage loop to its own schedule (``decide_single_stage``)
@@ -191,7 +194,10 @@ def promote_zero_stage(func, arch, configs) -> object:
     only two fit), or ``func`` itself (``tl.enable_zero_stage_promotion``, ``ZERO_PROMOTE_DEFAULT``
     unless set; sm_80+). Such a loop -- ``T.Pipelined(n, num_stages=0)`` whose body is global ->
     shared ``T.copy`` tiles followed by ``T.gemm``s of them and nothing else (upstream's split-K GEMM
-    example) -- loads each step's tiles and waits for them before its gemm, one round trip a step;
+    example), or, under ``tl.enable_zero_stage_promotion_any`` (``ZERO_ANY_DEFAULT``, and off with
+    the first key), copies followed by one gemm among other statements that write no tensor the
+    copies read (upstream's gdn wy_fast: a scaled tile, the gemm, its product stored) -- loads each
+    step's tiles and waits for them before its gemm, one round trip a step;
     with stages it is the ordinary pipelined main loop (cp.async ring or TMA producer), the same
     arithmetic in the same order. Only where that cannot change what the program computes or
     whether it fits: no user barriers, cp.async or T.ws in the kernel; the loop not under an ``if``
@@ -200,7 +206,9 @@ def promote_zero_stage(func, arch, configs) -> object:
     nowhere else (a ring has no one buffer to read after the loop); at least
     ``PROMOTE_MIN_TRIPS`` trips where the count is a constant; the extra buffers within the block's
     shared memory less ``PROMOTE_MARGIN``."""
-    if not (configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT) or configs.get(ZERO_ANY_KEY)) or _sm(arch) < 80 \
+    promote = bool(configs.get(ZERO_PROMOTE_KEY, ZERO_PROMOTE_DEFAULT))
+    any_body = bool(configs.get(ZERO_ANY_KEY, ZERO_ANY_DEFAULT and promote))
+    if not (promote or any_body) or _sm(arch) < 80 \
             or configs.get(DISABLE_KEY) or configs.get("tl.disable_async_copy") or _has_user_sync(func.body):
         return func
     guarded = _guarded_loops(func.body)
@@ -224,14 +232,15 @@ def promote_zero_stage(func, arch, configs) -> object:
             return
         if any(not a.same_as(b) for a, b in zip(stmts[:n], pipe.producers)):
             return      # the copies must come first: the ring issues them ahead of the gemms
-        if configs.get(ZERO_ANY_KEY):
-            # experimental: any body of one gemm that writes no tensor its copies read
+        if any(op_name(x) != "gemm" or buffer_rw(x, ("global",))[1] for x in stmts[n:]):
+            if not any_body:
+                return
+            # a body of one gemm among other statements that writes no tensor its copies read
             sources = {decode_region(p.value.args[0]).buffer for p in pipe.producers}
             written = {b for x in stmts[n:] for b in buffer_rw(x, ("global",))[1]}
-            if sum(op_name(x) == "gemm" for x in stmts[n:]) != 1 or written & sources:
+            if sum(op_name(x) == "gemm" for x in stmts[n:]) != 1 or written & sources \
+                    or _carried_shared(stmts[n:]):
                 return
-        elif any(op_name(x) != "gemm" or buffer_rw(x, ("global",))[1] for x in stmts[n:]):
-            return
         rest = map_stmts(func.body, pre=lambda x: _NOP if x.same_as(loop) or is_annotation(x) else None)
         outside = set().union(*buffer_rw(rest, SHARED_SCOPES))
         if set(pipe.staged) & outside:
@@ -256,6 +265,19 @@ def promote_zero_stage(func, arch, configs) -> object:
                         span=x.span)
 
     return func.with_body(map_stmts(func.body, loop=on_loop))
+
+
+def _carried_shared(stmts) -> bool:
+    """Whether a statement of ``stmts`` (a loop body's rest) reads a shared buffer that a later one
+    writes: a value carried to the next iteration through shared memory (B's tile copied after the
+    gemm that reads it), which the promotion leaves to the plain main-loop rule's shapes."""
+    rw = [buffer_rw(x, SHARED_SCOPES) for x in stmts]
+    later = set()
+    for reads, writes in reversed(rw):
+        if (reads - writes) & later:
+            return True
+        later |= writes
+    return False
 
 
 def _one_stage_attention(func):
