@@ -76,6 +76,8 @@ def round(x, rounding_mode="ties-to-even", span=None):  # noqa: A001 - mirrors t
 
 
 trunc = _T.trunc
+
+
 def _widened(x):
     """``x`` as float32 where TVM's builder refuses its type (bfloat16, 8-bit floats), else ``x``."""
     x = as_expr(x)
@@ -121,7 +123,9 @@ def pow(x, y):  # noqa: A001
     if wx is x:
         return tirx.pow(x, y)
     wy = _widened(y)
-    return tirx.Cast(x.ty.dtype, tirx.pow(wx, wy if str(wy.ty.dtype) == str(wx.ty.dtype) else tirx.Cast(wx.ty.dtype, wy)))
+    if str(wy.ty.dtype) != str(wx.ty.dtype):
+        wy = tirx.Cast(wx.ty.dtype, wy)
+    return tirx.Cast(x.ty.dtype, tirx.pow(wx, wy))
 
 
 def max(a, b):  # noqa: A001

@@ -188,9 +188,10 @@ EFFECTS = {
         "holds a second buffer of each tile (attention_schedule.promote_stages): upstream's BSHD / GQA / varlen examples then take the two-stage "
         "BHSD example's path (TMA producer, K / V ring, persistent grid). H200, session 34: mha_fwd_bshd 5.05 -> "
         "3.58 ms, mha_fwd_bshd_causal 2.79 -> 2.10 ms",
-    PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION: "on by default since session 57 (false turns it off), sm_80+: a T.Pipelined(num_stages=0) GEMM main "
-        "loop (global -> shared T.copy tiles, then only T.gemm of them; no global writes in the body, no user "
-        "barriers, not nested or under an if / T.ws, at least 4 trips where the count is a constant) runs with "
+    PassConfigKey.TL_ENABLE_ZERO_STAGE_PROMOTION: "on by default since session 57 (false turns it off), sm_80+: "
+        "a T.Pipelined(num_stages=0) GEMM main loop (global -> shared T.copy tiles, then only T.gemm of them; no "
+        "global writes in the body, no user barriers, not nested or under an if / T.ws, at least 4 trips where the "
+        "count is a constant) runs with "
         "three stages (two where only two fit in shared memory): the ordinary pipelined main loop instead of one "
         "round trip a step (attention_schedule.promote_zero_stage; upstream's split-K GEMM example: H100, session 57, "
         "0.516 -> 0.394 ms, upstream 0.590)",
