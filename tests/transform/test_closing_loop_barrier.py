@@ -152,9 +152,11 @@ def _upstream(folder, name, tag):
 
 
 @pytest.mark.skipif(GDN is None, reason="upstream's examples are not beside the checkout")
-def test_upstream_wy_fast_loop_storing_u_closes():
+def test_upstream_wy_fast_loop_storing_u_closes(monkeypatch):
     """gdn wy_fast's loop over V ends each iteration with U's TMA store (waited for by thread 0)
-    and the loop-back barrier: the loop over K right after it gets no barrier (or fence) first."""
+    and the loop-back barrier: the loop over K right after it gets no barrier (or fence) first.
+    (The loop as written: the one-gemm zero-stage promotion, on by default, gives it a ring.)"""
+    monkeypatch.setenv("TILELANG_PASS_CONFIGS", '{"tl.enable_zero_stage_promotion_any": false}')
     m = _upstream("gdn", "example_wy_fast.py", "wy_fast_s44")
     k = m.tilelang_recompute_w_u_fwd(1, 1024, 4, 128, 128, T.bfloat16, T.bfloat16, T.float32, T.float32, 64,
                                      block_S=64, block_DK=64, block_DV=32, threads=128, num_stages=0)

@@ -22,7 +22,7 @@ import tvm_ffi
 from tvm import ir, tirx
 
 from tilelang.diagnostics import Note
-from tilelang.tir_utils import ExprRewriter, as_logical, const_int, has_load, walk_stmts
+from tilelang.tir_utils import ExprRewriter, as_logical, const_int, has_load, uses_vars, walk_stmts
 from tilelang.transform.kernel import op_name
 
 
@@ -53,8 +53,8 @@ class _Bounds:
         self.reported = set()
         self.guarded = not k.ctx.pass_configs.get("tl.disable_safe_memory_access")
         # scalar parameters (not tensor shapes' symbols, which are concrete here)
-        self.free_scalars = {p for p in k.func.params if not tirx.is_buffer_var(p)
-                             and not isinstance(getattr(p, "ty", None), ir.PointerType)}
+        self.free_scalars = [p for p in k.func.params if not tirx.is_buffer_var(p)
+                             and not isinstance(getattr(p, "ty", None), ir.PointerType)]
 
     def run(self):
         self.visit(self.k.info.body)
@@ -113,7 +113,7 @@ class _Bounds:
             e = self.scalars.visit(index)
             if n is None or _has_load(e):
                 continue
-            if pointer and _uses_any(e, self.free_scalars):
+            if pointer and uses_vars(e, self.free_scalars):
                 continue    # a base address offset by a runtime scalar (T.address_of(X[off])): the
                 #             caller's value, as unknown as loaded data, and nothing is read there
             floor, vector = 0, isinstance(e, tirx.Ramp)
@@ -180,14 +180,6 @@ def _unguarded_loads(expr) -> list:
 
     tvm_ffi.structural_walk(expr, [(ir.Call, on_call), (ir.TensorLoad, on_load)], order="pre")
     return found
-
-
-def _uses_any(expr, variables) -> bool:
-    if not variables:
-        return False
-    found = []
-    tvm_ffi.structural_walk(expr, [(tirx.Var, lambda v: found.append(v) if v in variables else None)], order="pre")
-    return bool(found)
 
 
 def _scalar_index(expr) -> bool:

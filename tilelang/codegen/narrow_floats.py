@@ -23,7 +23,7 @@ from __future__ import annotations
 import tvm
 from tvm import ir, tirx
 
-from tilelang.language.dtypes import normalize_dtype
+from tilelang.language.dtypes import is_narrow_float, normalize_dtype
 from tilelang.tir_utils import any_expr, dtype_of, ir_transform
 
 _ARITH = ("Add", "Sub", "Mul", "Div", "Min", "Max")
@@ -43,15 +43,10 @@ def _with_lanes(base: str, lanes: int) -> str:
     return base if lanes == 1 else f"{base}x{lanes}"
 
 
-def _narrow_float(base: str) -> bool:
-    return base.startswith(("float8", "float4", "float6"))
-
-
 def _narrow_value(e) -> bool:
     """Whether ``e`` is a (vector of) 8-, 6- or 4-bit float value (pointers and handles are not)."""
     dtype = dtype_of(e)
-    return isinstance(dtype, str) and dtype.startswith(("float8", "float4", "float6")) \
-        and _narrow_float(normalize_dtype(_split(dtype)[0]))
+    return isinstance(dtype, str) and is_narrow_float(dtype)
 
 
 def _wide(e):
@@ -63,7 +58,7 @@ def _fix_cast(cast):
     base, lanes = _split(dtype_of(cast))
     storage = normalize_dtype(base)
     src = normalize_dtype(_split(dtype_of(cast.value))[0])
-    if _narrow_float(storage) and _narrow_float(src) and storage != src:
+    if is_narrow_float(storage) and is_narrow_float(src) and storage != src:
         return tirx.Cast(_with_lanes(storage, lanes), _wide(cast.value))
     if storage != base:
         return tirx.Cast(_with_lanes(storage, lanes), cast.value)
@@ -75,7 +70,7 @@ def _fix(e):
     if name == "Cast":
         return _fix_cast(e)
     if name in _ARITH or name in _COMPARE:
-        if not _narrow_float(normalize_dtype(_split(dtype_of(e.a))[0])):
+        if not _narrow_value(e.a):
             return None
         out = getattr(tirx, name)(_wide(e.a), _wide(e.b))
         return out if name in _COMPARE else tirx.Cast(dtype_of(e), out)
@@ -83,16 +78,17 @@ def _fix(e):
         return _popcount(e)
     if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name.startswith("tirx.") \
             and e.args and _narrow_value(e) and all(_narrow_value(a) for a in e.args):
-        # fp8 math (T.exp2 of an fp8 value): no CUDA function takes __nv_fp8_*
-        return tirx.Cast(dtype_of(e), ir.Call(e.op, [_wide(a) for a in e.args], ret_ty=_with_lanes(
-            "float32", _split(dtype_of(e))[1])))
-    if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name in _WIDE_MATH:
-        base = _split(dtype_of(e))[0]
-        if base not in ("float16", "bfloat16"):
-            return None
-        return tirx.Cast(dtype_of(e), ir.Call(e.op, [_wide(a) for a in e.args], ret_ty=_with_lanes(
-            "float32", _split(dtype_of(e))[1])))
+        return _in_float32(e)      # fp8 math (T.exp2 of an fp8 value): no CUDA function takes __nv_fp8_*
+    if isinstance(e, ir.Call) and isinstance(e.op, ir.Op) and e.op.name in _WIDE_MATH \
+            and _split(dtype_of(e))[0] in ("float16", "bfloat16"):
+        return _in_float32(e)
     return None
+
+
+def _in_float32(call):
+    """The math ``call`` on its arguments widened to float32, rounded back to its type once."""
+    return tirx.Cast(dtype_of(call), ir.Call(call.op, [_wide(a) for a in call.args],
+                                             ret_ty=_with_lanes("float32", _split(dtype_of(call))[1])))
 
 
 def _popcount(e):

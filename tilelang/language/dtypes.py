@@ -293,6 +293,12 @@ def is_float4(value: Any) -> bool:
     return dtype(value).is_float4()
 
 
+def is_narrow_float(name: str) -> bool:
+    """Whether the dtype name ``name`` (scalar, as ``str(dtype)`` prints it) is an 8-, 6- or 4-bit
+    float: no CUDA arithmetic or math of its own. A string test, cheap on a code generator's path."""
+    return name.startswith(("float8", "float6", "float4"))
+
+
 def is_f8f6f4_family(value: Any) -> bool:
     """Whether ``value`` is an fp8, fp6 or fp4 operand type (tcgen05 ``kind::f8f6f4``)."""
     dt = dtype(value)

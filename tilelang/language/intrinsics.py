@@ -13,6 +13,7 @@ from tvm import tirx
 from tilelang.tir_utils import const_int
 
 from ._ops import as_expr
+from .dtypes import is_narrow_float
 
 _FULL_MASK = 0xFFFFFFFF
 _ROUNDING = ("rn", "rz", "ru", "rd")
@@ -294,7 +295,7 @@ def _warp_reduce(op, value, integer_only=False):
     dtype = _dtype(value)
     # fp8 values have no arithmetic and bool is no shuffle type: reduce in float32 / int32, as
     # C++ would promote them, and convert the result back
-    wide = "float32" if dtype.startswith(("float8", "float6", "float4")) else "int32" if dtype == "bool" else None
+    wide = "float32" if is_narrow_float(dtype) else "int32" if dtype == "bool" else None
     if wide is None:
         return _extern(dtype, f"tl::warp_allreduce<tl::{op}, 1, 32>", value)
     return tirx.Cast(dtype, _extern(wide, f"tl::warp_allreduce<tl::{op}, 1, 32>", tirx.Cast(wide, value)))

@@ -12,7 +12,7 @@ from tvm import tirx
 from tvm.script import tirx as _T
 
 from ._ops import as_expr
-from .dtypes import normalize_dtype
+from .dtypes import is_narrow_float, normalize_dtype
 
 exp = _T.exp
 exp2 = _T.exp2
@@ -82,7 +82,8 @@ def _widened(x):
     """``x`` as float32 where TVM's builder refuses its type (bfloat16, 8-bit floats), else ``x``."""
     x = as_expr(x)
     dtype = x.ty.dtype if hasattr(x.ty, "dtype") else None
-    if dtype is None or not str(dtype.with_lanes(1)).startswith(("bfloat16", "float8", "float6", "float4")):
+    base = str(dtype.with_lanes(1)) if dtype is not None else ""
+    if base != "bfloat16" and not is_narrow_float(base):
         return x
     return tirx.Cast("float32" if dtype.lanes == 1 else f"float32x{dtype.lanes}", x)
 

@@ -28,7 +28,7 @@ from collections import namedtuple
 from tvm import ir, tirx
 
 from tilelang import targets
-from tilelang.language.dtypes import nbytes
+from tilelang.language.dtypes import is_narrow_float, nbytes
 from tilelang.language.intrinsics import _packed as packed_call  # T.add2 & co.: tl::add2<float2>(...)
 from tilelang.layout import drop_dim
 from tilelang.layout.fragment import LOCAL, THREAD
@@ -102,7 +102,7 @@ def _acc_dtype(dtype: str) -> str:
     """The type a reduction accumulates in: float32 for 8-, 6- and 4-bit floats (CUDA's
     ``__nv_fp8_*`` have no arithmetic, and a running sum rounded to 3 mantissa bits at every step
     loses the row), else the output's own type."""
-    return "float32" if dtype.startswith(("float8", "float6", "float4")) else dtype
+    return "float32" if is_narrow_float(dtype) else dtype
 
 
 def _digit(x, stride, extent):
@@ -225,17 +225,21 @@ def lower_reduce(lw, stmt):
                                        dtype, out_dtype))
         return seq(stmts)
     # Write the result: the output fragment's registers follow the kept axes' order.
-    result = tirx.BufferLoad(acc, [u])
-    if not clear:
-        here = tirx.BufferLoad(dst_local, [u])
-        result = combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, result)
-    if dtype != out_dtype:
-        result = tirx.Cast(out_dtype, result)
+    result = _into_output(tirx.BufferLoad(acc, [u]), tirx.BufferLoad(dst_local, [u]), clear, combine, dtype,
+                          out_dtype)
     stmts.append(_for(u, n_out, tirx.BufferStore(dst_local, result, [u], span=stmt.span)))
     if n_out != max(G.local_size, 1):
         raise LoweringError("TL0201", f"reduction output '{dst.buffer.name}' holds {G.local_size} registers "
                             f"per thread, the reduction produces {n_out}", stmt.span)
     return seq(stmts)
+
+
+def _into_output(value, here, clear, combine, dtype, out_dtype):
+    """A reduction's result ``value`` (accumulated in ``dtype``) as the output element: combined with
+    the output's element ``here`` unless ``clear``, in ``dtype``, then rounded to ``out_dtype``."""
+    if not clear:
+        value = combine(here if dtype == out_dtype else tirx.Cast(dtype, here), value)
+    return value if dtype == out_dtype else tirx.Cast(out_dtype, value)
 
 
 def _converted_result(lw, acc, natural, dst, dst_local, G, clear, combine, dtype, out_dtype):
@@ -251,12 +255,8 @@ def _converted_result(lw, acc, natural, dst, dst_local, G, clear, combine, dtype
     store = _layout_io(lw, natural, acc, at, load=False, one_replica=True)
     v = tirx.Var("v", "int32")
     target, idx = at(G.index(lw.tid, v))
-    value = tirx.BufferLoad(target, idx)
-    if not clear:
-        here = tirx.BufferLoad(dst_local, [v])
-        value = combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, value)
-    if dtype != out_dtype:
-        value = tirx.Cast(out_dtype, value)
+    value = _into_output(tirx.BufferLoad(target, idx), tirx.BufferLoad(dst_local, [v]), clear, combine, dtype,
+                         out_dtype)
     load = tirx.For(v, i32(0), i32(max(G.local_size, 1)), tirx.ForKind.SERIAL,
                     tirx.BufferStore(dst_local, value, [v]), annotations={"pragma_unroll": True})
     return [sync, store, sync, load]
@@ -436,9 +436,7 @@ def _reduce_rows(lw, stmt, src, dst, kind, dim, clear, combine):
     val = tirx.Cast(dtype, val) if str(src.buffer.dtype) != dtype else val
     val = tirx.abs(val) if kind in ("abssum", "absmax") else val
     a0 = tirx.BufferLoad(acc, [i32(0)])
-    here = tirx.BufferLoad(d_buf, d_idx)
-    result = a0 if clear else combine(tirx.Cast(dtype, here) if dtype != out_dtype else here, a0)
-    result = tirx.Cast(out_dtype, result) if dtype != out_dtype else result
+    result = _into_output(a0, tirx.BufferLoad(d_buf, d_idx), clear, combine, dtype, out_dtype)
     # start from the row's first element: no identity needed (bfloat16 has no TIR infinity)
     body = seq([tirx.AllocBuffer(acc), tirx.BufferStore(acc, substitute(val, {k: i32(0)}), [i32(0)]),
                 tirx.For(k, i32(1), i32(shape[dim] - 1), tirx.ForKind.SERIAL,
