@@ -157,3 +157,53 @@ def test_gemm_on_a_reshape_of_a_flat_buffer(arch):
                          enable_device_compile=True)
     assert art.cubin
     assert ("tl::wgmma_gemm_ss<64, 64, 64" if arch == "sm_90a" else "tl::gemm_ss<") in _body(art)
+
+
+def _fp4_views_kernel(rows=16, cols=64):
+    """Bytes P stored through a uint8 view of an fp4 shared buffer (each byte two elements, the
+    even one in the low nibble), read back through the view (Y) and element-wise as floats (Z);
+    the same bytes in a uint8 buffer read through an fp4 view (Z2)."""
+    @T.prim_func
+    def main(P: T.Tensor((rows, cols // 2), T.uint8), Y: T.Tensor((rows, cols // 2), T.uint8),
+             Z: T.Tensor((rows, cols), T.float32), Z2: T.Tensor((rows, cols), T.float32)):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((rows, cols), T.float4_e2m1fn)
+            v = T.view(s, shape=[rows, cols // 2], dtype=T.uint8)
+            for i, j in T.Parallel(rows, cols // 2):
+                v[i, j] = P[i, j]
+            T.copy(v, Y)
+            for i, j in T.Parallel(rows, cols):
+                Z[i, j] = T.cast(s[i, j], T.float32)
+            b = T.alloc_shared((rows, cols // 2), T.uint8)
+            T.copy(P, b)
+            w = T.view(b, shape=[rows, cols], dtype=T.float4_e2m1fn)
+            for i, j in T.Parallel(rows, cols):
+                Z2[i, j] = T.cast(w[i, j], T.float32)
+
+    return main
+
+
+def test_fp4_shared_buffer_viewed_as_bytes_and_bytes_as_fp4():
+    # upstream #1936: T.view(fp4 shared, [rows, cols // 2], uint8) to write the packed bytes out
+    art = tilelang.lower(_fp4_views_kernel(), "sm_90a", enable_device_compile=True)
+    body = _body(art)
+    assert art.cubin
+    assert body.count("tl::fp4_bits(") == 2             # a byte read through the view: both nibbles
+    assert body.count("tl::fp4_store(smem") == 2        # a byte stored through it: each nibble
+    assert "tl::fp4_from_bits(" in body                 # an fp4 element of the uint8 buffer's byte
+
+
+def test_fp4_view_of_a_fragment_is_a_located_error():
+    @T.prim_func
+    def main(X: T.Tensor((16, 64), T.float32), Y: T.Tensor((16, 32), T.uint8)):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((16, 64), T.float4_e2m1fn)
+            for i, j in T.Parallel(16, 64):
+                f[i, j] = T.cast(X[i, j], T.float4_e2m1fn)
+            v = T.view(f, shape=[16, 32], dtype=T.uint8)
+            T.copy(v, Y)
+
+    with pytest.raises(TileLangCompileError, match="may change the element type only to one of the same width") \
+            as err:
+        tilelang.lower(main, "sm_90a")
+    assert err.value.diagnostics[0].span.line > 0

@@ -204,6 +204,14 @@ TL_DEVICE void fp4_store(void *base, long long idx, __nv_fp4_e2m1 v) {
 TL_DEVICE void fp4_store_local(void *base, long long idx, __nv_fp4_e2m1 v) {
   nibble_store_local(base, idx, static_cast<unsigned int>(v.__x));
 }
+// An element's 4-bit code in a byte, and back (a T.view of fp4 shared memory
+// as bytes, or of bytes as fp4: tilelang/transform/kernel.py).
+TL_DEVICE unsigned char fp4_bits(__nv_fp4_e2m1 v) { return static_cast<unsigned char>(v.__x & 0xFu); }
+TL_DEVICE __nv_fp4_e2m1 fp4_from_bits(unsigned int bits) {
+  __nv_fp4_e2m1 r;
+  r.__x = static_cast<__nv_fp4_storage_t>(bits & 0xFu);
+  return r;
+}
 }  // namespace tl
 #endif
 

@@ -68,3 +68,24 @@ def test_gemm_on_a_view_of_a_flat_shared_buffer(src_dtype, dtype):
     out = kernel(q, kv)
     ref = k.float() @ q.float().T
     torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
+
+
+def _e2m1(codes):
+    """float4_e2m1fn codes (0..15) as float32: sign bit 3, then 2 exponent bits and 1 mantissa bit."""
+    mag = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], device=codes.device)[(codes & 7).long()]
+    return torch.where(codes >= 8, -mag, mag)
+
+
+def test_fp4_shared_views_as_bytes_and_of_bytes():
+    import tilelang
+
+    from test_views_dtype import _fp4_views_kernel
+
+    rows, cols = 16, 64
+    kernel = tilelang.compile(_fp4_views_kernel(rows, cols), out_idx=[1, 2, 3])
+    p = torch.randint(0, 256, (rows, cols // 2), device="cuda", dtype=torch.uint8)
+    y, z, z2 = kernel(p)
+    codes = torch.stack([p & 15, p >> 4], dim=-1).reshape(rows, cols)   # element 2k: byte k's low nibble
+    assert torch.equal(y, p)
+    assert torch.equal(z, _e2m1(codes))
+    assert torch.equal(z2, _e2m1(codes))

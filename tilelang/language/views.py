@@ -8,7 +8,8 @@ memory scope.
 Views are declared inside a kernel (a ``DeclBuffer`` over ``buf``'s storage). Views of shared or
 fragment buffers are resolved by the compiler (``transform.kernel.resolve_views``), so ``buf``
 keeps its one layout: with the same element type, an access to the view addresses ``buf`` at the same row-major
-position; a view of a shared buffer as another element type (8 to 64 bits) reads the same bytes,
+position; a view of a shared buffer as another element type (8 to 64 bits, or float4_e2m1fn with
+one of those) reads the same bytes,
 each through the ``buf`` element holding it (swizzle included): a narrower view takes bits of one
 element, a wider one joins several (stores only through views at least as wide as ``buf``'s type).
 ``T.reduce_*`` / ``T.cumsum`` of a same-type view run on a buffer of the view's shape, filled from

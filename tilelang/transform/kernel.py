@@ -568,15 +568,15 @@ class _ViewRewriter(ExprRewriter):
             k = sbits // vbits
             word = bits_as(tirx.BufferLoad(src, self._src_indices(src, tirx.floordiv(flat, k))), f"uint{sbits}")
             shift = tirx.Cast(f"uint{sbits}", simplify(tirx.floormod(flat, k) * vbits))
-            piece = tirx.Cast(f"uint{vbits}", tirx.shift_right(word, shift))
-            return bits_as(piece, str(view.dtype))
+            piece = tirx.Cast(_uint(vbits), tirx.shift_right(word, shift))
+            return _from_bits(piece, str(view.dtype))
         k = vbits // sbits
         if k == 1:      # the same width: the element's bits as the view's type
             return bits_as(tirx.BufferLoad(src, self._src_indices(src, flat)), str(view.dtype))
         word = None
         for j in range(k):
-            part = tirx.Cast(f"uint{vbits}", bits_as(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
-                                                    f"uint{sbits}"))
+            part = tirx.Cast(f"uint{vbits}", _bits_of(tirx.BufferLoad(src, self._src_indices(src, flat * k + j)),
+                                                      sbits))
             if j:
                 part = tirx.shift_left(part, tirx.const(j * sbits, f"uint{vbits}"))
             word = part if word is None else tirx.bitwise_or(word, part)
@@ -593,9 +593,9 @@ class _ViewRewriter(ExprRewriter):
         word = bits_as(value, f"uint{vbits}")
         stores = []
         for j in range(k):
-            part = tirx.Cast(f"uint{sbits}", tirx.shift_right(word, tirx.const(j * sbits, f"uint{vbits}")) if j
+            part = tirx.Cast(_uint(sbits), tirx.shift_right(word, tirx.const(j * sbits, f"uint{vbits}")) if j
                              else word)
-            stores.append(tirx.BufferStore(src, bits_as(part, str(src.dtype)),
+            stores.append(tirx.BufferStore(src, _from_bits(part, str(src.dtype)),
                                            self._src_indices(src, flat * k + j), span=span))
         return seq(stores)
 
@@ -615,6 +615,25 @@ def bits_as(value, dtype):
     return tirx.reinterpret(dtype, value)
 
 
+def _uint(bits: int) -> str:
+    """The unsigned type holding ``bits`` bits (a 4-bit element's in the low half of a byte)."""
+    return f"uint{max(bits, 8)}"
+
+
+def _bits_of(value, bits):
+    """``value``'s ``bits`` bits as ``_uint(bits)``: a float4_e2m1fn element's code in a byte."""
+    if bits == 4:
+        return tirx.call_extern("uint8", "tl::fp4_bits", value)
+    return bits_as(value, f"uint{bits}")
+
+
+def _from_bits(word, dtype):
+    """The ``dtype`` value whose bits are the low bits of the unsigned ``word`` (``_uint`` wide)."""
+    if dtype == "float4_e2m1fn":
+        return tirx.call_extern(dtype, "tl::fp4_from_bits", word)
+    return bits_as(word, dtype)
+
+
 def _reinterpret_blocker(src, view) -> str | None:
     """Why ``view`` (another element type over ``src``'s storage) cannot be resolved (None: it can)."""
     vb, sb = DataType(str(view.dtype)), DataType(str(src.dtype))
@@ -624,9 +643,13 @@ def _reinterpret_blocker(src, view) -> str | None:
             return None
         return (f"a view of the register buffer '{src.name}' ({src.dtype}) may change the element type only to "
                 f"one of the same width ({sb.bits} bits), not to {view.dtype}; shared buffers can be viewed as "
-                "any type of 8 to 64 bits")
-    if vb.lanes != 1 or sb.lanes != 1 or min(vb.bits, sb.bits) < 8 or max(vb.bits, sb.bits) > 64:
-        return f"a shared view between {src.dtype} and {view.dtype} (element types of 8 to 64 bits) is not supported"
+                "any type of 8 to 64 bits (or float4_e2m1fn)")
+    # (4-bit: float4_e2m1fn packed two to a byte, viewed as or through a type of whole bytes)
+    fp4 = [str(t) == "float4_e2m1fn" for t in (src.dtype, view.dtype)]
+    narrow = [b.bits < 8 and not f for b, f in zip((sb, vb), fp4)]
+    if vb.lanes != 1 or sb.lanes != 1 or any(narrow) or all(fp4) or max(vb.bits, sb.bits) > 64:
+        return (f"a shared view between {src.dtype} and {view.dtype} (element types of 8 to 64 bits, or "
+                "float4_e2m1fn and one of those) is not supported")
     if any(const_int(n) is None for n in list(src.shape) + list(view.shape)):
         return "a view of another element type needs constant shapes"
     return None
