@@ -150,3 +150,25 @@ def test_vectorized_fp8_max_compiles():
     assert "float4 __1;" in art.source and "__1.x = max(v_.x, v__1.x);" in art.source
     assert "__nv_fp8x4_e4m3 __1" not in art.source
     assert nvcc.compile_cubin(art.source, "sm_90a", [])[:4] == b"\x7fELF"
+
+
+def test_float64_arithmetic_stays_double():
+    # "float6" is a prefix of "float64": the fp6 test of codegen/narrow_floats once took double for a
+    # narrow float and computed it in float32 (a GPU test's float64 epilogue drifted by 1e-5)
+    from tilelang.language.dtypes import is_narrow_float
+
+    assert not is_narrow_float("float64") and not is_narrow_float("float64x2")
+    assert all(is_narrow_float(t) for t in ("float8_e4m3fn", "float6_e2m3fn", "float4_e2m1fn", "float8_e5m2x4"))
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float64"), C: T.Tensor((32, 32), "float64")):
+        with T.Kernel(1, threads=128):
+            c = T.alloc_fragment((32, 32), "float64")
+            T.copy(A, c)
+            for i, j in T.Parallel(32, 32):
+                c[i, j] = c[i, j] * 2 + T.exp(c[i, j]) + i
+            T.copy(c, C)
+
+    body = tilelang.lower(main, "sm_90a").source
+    body = body[body.index("__global__"):]
+    assert "(float)" not in body and "expf(" not in body and "exp(c[" in body

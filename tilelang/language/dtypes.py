@@ -296,7 +296,7 @@ def is_float4(value: Any) -> bool:
 def is_narrow_float(name: str) -> bool:
     """Whether the dtype name ``name`` (scalar, as ``str(dtype)`` prints it) is an 8-, 6- or 4-bit
     float: no CUDA arithmetic or math of its own. A string test, cheap on a code generator's path."""
-    return name.startswith(("float8", "float6", "float4"))
+    return name.startswith(("float8_", "float6_", "float4_"))    # (not float64: "float6" is its prefix)
 
 
 def is_f8f6f4_family(value: Any) -> bool:
