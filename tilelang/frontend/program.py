@@ -39,20 +39,24 @@ def program(func):
     return entry
 
 
+UNBOUND = object()   # the value of a closure variable the enclosing function never assigned
+
+
 def closure_values(func):
+    """``func``'s closure variables' values, ``UNBOUND`` for one never assigned."""
     values = []
-    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+    for cell in func.__closure__ or ():
         try:
             values.append(cell.cell_contents)
-        except ValueError as err:
-            raise NameError(f"free variable '{name}' referenced before assignment") from err
+        except ValueError:
+            values.append(UNBOUND)
     return values
 
 
 def instantiate(func, builder, rw=None):
     """The rewritten ``func`` bound to ``builder`` (its defaults as the original's)."""
     rw = rw or program(func)
-    fn = rw.factory(builder, *closure_values(func))
+    fn = rw.factory(builder, UNBOUND, *closure_values(func))
     fn.__defaults__ = func.__defaults__
     fn.__kwdefaults__ = func.__kwdefaults__
     return fn
@@ -72,7 +76,8 @@ def _annotations(func, rw, outer=None):
         if ann is None or isinstance(ann, str):
             if env is None:
                 env = dict(outer or {})
-                env.update(zip(func.__code__.co_freevars, closure_values(func)))
+                env.update((k, v) for k, v in zip(func.__code__.co_freevars, closure_values(func))
+                           if v is not UNBOUND)
             ann = eval(rw.annotations[name], func.__globals__, env)  # noqa: S307 - the user's annotation
         out[name] = ann
     return out

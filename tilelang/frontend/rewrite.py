@@ -30,7 +30,7 @@ ANNOTATION_CODES = weakref.WeakSet()   # code objects of parameter annotations (
 class Rewritten:
     """The compiled factory of one rewritten function and what the builder needs to run it."""
 
-    factory: object            # factory(__tb, *closure values) -> the rewritten function
+    factory: object            # factory(__tb, UNBOUND, *closure values) -> the rewritten function
     freevars: tuple
     spans: list                # span id -> (line, col, end_line, end_col), 1-based columns
     name: str
@@ -467,10 +467,16 @@ def rewrite(func) -> Rewritten:
     _mark_tail_return(fdef.body)
     fdef.body = rw.body(fdef.body)
     freevars = func.__code__.co_freevars
-    factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(arg="__tb")] + [ast.arg(arg=v) for v in freevars],
+    factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(arg="__tb"), ast.arg(arg="__tl_unbound")]
+                                 + [ast.arg(arg=v) for v in freevars],
                                  vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    # a closure variable the enclosing function never assigned (``if grouped: per_group = ...``)
+    # stays unbound: only a use that runs (not one under a Python-false ``if``) is a NameError
+    unbind = [ast.If(test=ast.Compare(left=ast.Name(id=v, ctx=ast.Load()), ops=[ast.Is()],
+                                      comparators=[ast.Name(id="__tl_unbound", ctx=ast.Load())]),
+                     body=[ast.Delete(targets=[ast.Name(id=v, ctx=ast.Del())])], orelse=[]) for v in freevars]
     ret = ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))
-    factory = ast.FunctionDef(name="__tl_factory", args=factory_args, body=[fdef, ret], decorator_list=[],
+    factory = ast.FunctionDef(name="__tl_factory", args=factory_args, body=unbind + [fdef, ret], decorator_list=[],
                               returns=None)
     module = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(module)

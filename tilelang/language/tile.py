@@ -176,11 +176,12 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
 ASYNC_COPY = 3   # the T.copy flag of T.async_copy (lower_copy: cp.async always, committed, no wait)
 
 
-def async_copy(src, dst, coalesced_width=None, annotations=None):
+def async_copy(src, dst, coalesced_width=None, annotations=None, loop_layout=None):
     """``T.copy`` from global to shared memory that always issues cp.async (zero-filling what lies
     outside the source) and commits it without waiting: ``T.ptx_wait_group(n)`` waits. Any other
-    direction is a compile error. ``annotations`` are upstream's pass hints, ignored here."""
-    del annotations
+    direction is a compile error. ``annotations`` are upstream's pass hints and ``loop_layout``
+    its thread mapping of the copy (as ``T.copy``'s: the compiler picks its own), ignored here."""
+    del annotations, loop_layout
     src_shape, dst_shape = _shape_of(src), _shape_of(dst)
     src_r = _to_region(src, READ, hint=dst_shape, what="async_copy")
     dst_r = _to_region(dst, WRITE, hint=src_shape, what="async_copy")

@@ -12,9 +12,12 @@ def next_power_of_2(x: int) -> int:
 
 
 def cdiv(a, b):
-    """Ceiling division of integers, or of TIR expressions (``T.ceildiv``)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    from tilelang.language import ceildiv
+    """Ceiling division: of TIR expressions, ``T.ceildiv``; of anything else (ints, floats, torch
+    tensors of chunk lengths on the host...), ``(a + b - 1) // b`` as upstream computes it."""
+    from tvm import ir
 
-    return ceildiv(a, b)
+    if isinstance(a, ir.PrimExpr) or isinstance(b, ir.PrimExpr):
+        from tilelang.language import ceildiv
+
+        return ceildiv(a, b)
+    return (a + b - 1) // b
