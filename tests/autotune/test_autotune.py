@@ -264,21 +264,23 @@ def test_callable_configs_get_the_factory_arguments(fake_nvcc):
     assert runner.benched == [dict(block_M=64, block_K=32)] and small.config == dict(block_M=64, block_K=32)
 
 
-def test_arguments_given_by_the_caller_positionally_are_fixed_not_tuned(fake_nvcc):
+def test_arguments_given_by_the_caller_are_fixed_not_tuned(fake_nvcc):
     runner = ak.FakeRunner()
     matmul = tilelang.autotune(configs=ak.CONFIGS[:4], _runner=runner)(ak.matmul)
     with redirect_stderr(io.StringIO()):
-        kernel = matmul(256, 256, 256, 128, 64, 64)      # block_M, block_N, block_K
-    assert runner.benched == [dict(num_stages=2, threads=128)]
-    assert kernel.config == dict(num_stages=2, threads=128)
+        kernel = matmul(256, 256, 256, block_K=64)
+    assert runner.benched == [dict(block_M=64, block_N=64, num_stages=2, threads=128),
+                              dict(block_M=128, block_N=64, num_stages=2, threads=128)]
+    assert kernel.config == dict(block_M=128, block_N=64, num_stages=2, threads=128)
     assert 'A_shared = T.alloc_buffer((128, 64), "float16"' in kernel.prim_func.script()  # block_K=64 kept
 
 
-def test_a_config_wins_over_a_keyword_argument_of_the_call(fake_nvcc):
-    # upstream merges each config over the call's keywords: TileOPs passes its default config by
-    # keyword and reads the winner's values back from kernel.config
+def test_keyword_arguments_named_in_do_not_specialize_are_tuned_over(fake_nvcc):
+    # TileOPs passes its default config by keyword, names it in do_not_specialize and reads the
+    # winner from kernel.config: upstream tunes those (its run is keyed without them)
     runner = ak.FakeRunner()
-    matmul = tilelang.autotune(configs=[dict(block_M=64), dict(block_M=128)], _runner=runner)(ak.matmul)
+    matmul = tilelang.autotune(configs=[dict(block_M=64), dict(block_M=128)], do_not_specialize=["block_M"],
+                               _runner=runner)(ak.matmul)
     with redirect_stderr(io.StringIO()):
         kernel = matmul(256, 256, 256, block_M=64, block_K=64)
     assert runner.benched == [dict(block_M=64), dict(block_M=128)]
@@ -288,7 +290,7 @@ def test_a_config_wins_over_a_keyword_argument_of_the_call(fake_nvcc):
 
 def test_fixing_every_tuned_argument_compiles_without_tuning(fake_nvcc):
     matmul = tilelang.autotune(configs=[dict(block_M=64), dict(block_M=128)], _runner=ak.NoRunner())(ak.matmul)
-    kernel = matmul(256, 256, 256, 64)
+    kernel = matmul(256, 256, 256, block_M=64)
     assert kernel.config == {} and kernel.latency is None and kernel.out_idx == [2]
 
 

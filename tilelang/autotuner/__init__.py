@@ -16,10 +16,11 @@ the check or fail to run are skipped with a one-line reason; only when all fail 
 
 The decorator works on either side of ``@tilelang.jit`` (inside it, the kernel is compiled
 with jit's ``out_idx``/``target``), and ``tilelang.autotune(configs=...)(jit_fn)`` is the same.
-Arguments the caller passes positionally are fixed; the rest of each config is tuned, its values
-winning over the call's keyword arguments (as upstream merges them: a library may pass its default
-config by keyword and still tune); when the caller fixes every tuned argument positionally the
-kernel is just compiled.
+Arguments the caller passes are fixed; the rest of each config is tuned; when the caller
+fixes every tuned argument the kernel is just compiled. A keyword argument named in
+``do_not_specialize`` is tuned over all the same, the config's value winning (upstream's rule: a
+library may pass its default config so, with those names in ``do_not_specialize``, and read the
+winner back from ``.config``).
 
 Results are memoised in the process and stored in ``<TILELANG_CACHE_DIR>/autotune/<key>.json``,
 the key covering the factory's source and closure, its arguments, the configs, the compile

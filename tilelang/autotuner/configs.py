@@ -9,9 +9,10 @@ Contract:
   with the factory's arguments when it is callable, expands it, and checks that every key
   names a parameter of the factory (unless it takes ``**kwargs``): an unknown key is a
   ``ConfigError`` (a ValueError) naming the key, the config and the factory's parameters.  ``fixed`` holds the
-  arguments the caller passed (positionally or by keyword).  Those passed positionally are not
-  tuned: their keys are dropped from every config, and configs that then coincide are merged.
-  A config's value wins over a keyword argument of the call, as upstream merges them.  A config
+  arguments the caller passed (positionally or by keyword); they are not tuned, so their
+  keys are dropped from every config, and configs that then coincide are merged.  A keyword
+  argument named in ``do_not_specialize`` is tuned over all the same, each config's value
+  winning over it (upstream keys its tuning runs without those names, so it tunes them).  A config
   that leaves a required parameter unset is a ``ConfigTypeError``; an empty list is a
   ``ConfigError``.
 - ``call_args(signature, fixed, config) -> (args, kwargs)``: how to call the factory for
@@ -61,12 +62,16 @@ def expand(configs) -> list[Config]:
 
 
 def resolve(configs: list | dict | Callable, signature: inspect.Signature, args: tuple, kwargs: dict,
-            name: str) -> tuple[dict, list[Config]]:
+            name: str, do_not_specialize=()) -> tuple[dict, list[Config]]:
     """The caller's fixed arguments and the configs left to try (see the module docstring)."""
     fixed = dict(signature.bind_partial(*args, **kwargs).arguments)
-    # upstream's rule: a config's value wins over a keyword argument of the call (TileOPs passes
-    # its default config by keyword and tunes the rest); one passed positionally stays fixed
-    given = set(signature.bind_partial(*args).arguments)
+    given = set(fixed)
+    for pname, p in signature.parameters.items():
+        if p.kind is p.VAR_KEYWORD:
+            given |= set(fixed.get(pname, {}))
+    # upstream's rule: a keyword argument named in do_not_specialize is tuned over, the config's
+    # value winning (TileOPs passes its default config so and reads the winner from .config)
+    given -= set(kwargs) & set(do_not_specialize or ())
     if callable(configs):
         configs = configs(*args, **kwargs)
     expanded = expand(configs)

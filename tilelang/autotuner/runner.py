@@ -59,8 +59,7 @@ class GpuRunner:
         if not torch.cuda.is_available():
             raise AutotuneError("tuning needs a CUDA GPU, and torch.cuda.is_available() is False on this machine "
                                 "(no device, or no driver). Tuning results stored by an earlier run are used "
-                                "without a GPU, and calls that fix every tuned argument positionally compile "
-                                "without tuning.")
+                                "without a GPU, and calls that fix every tuned argument compile without tuning.")
 
     # ------------------------------------------------------------ inputs
     def inputs(self, kernel) -> list:

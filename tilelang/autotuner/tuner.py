@@ -163,7 +163,7 @@ def _problem(target, configs, compile_args: CompileArgs | None, args: tuple, kwa
     factory, jit_args = _unwrap(target)
     name = getattr(factory, "__name__", type(factory).__name__)
     signature = inspect.signature(factory)
-    fixed, tuned = cfgs.resolve(configs, signature, args, kwargs, name)
+    fixed, tuned = cfgs.resolve(configs, signature, args, kwargs, name, do_not_specialize)
     bound = signature.bind_partial(*args, **kwargs)
     bound.apply_defaults()
     everything = dict(bound.arguments)
