@@ -1,7 +1,8 @@
 """TileOPs' forms (tests/transform/test_tileops_forms.py, its kernels) run on the GPU against
 torch: a view of a parameter declared before ``with T.Kernel``, a copy of a run-time extent into a
 cleared shared tile (rows past the extent stay zero), vectorised shared fills of several types, a
-host-level loop launching a kernel per stage. Skips without a CUDA GPU."""
+host-level loop launching a kernel per stage, a gemm operand fragment written quadrant by quadrant.
+Skips without a CUDA GPU."""
 
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ tilelang = pytest.importorskip("tilelang")
 import tilelang.language as T  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
-from test_tileops_forms import host_loop_stages, ragged, view_before_kernel  # noqa: E402
+from test_tileops_forms import host_loop_stages, quadrants, ragged, view_before_kernel  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -61,3 +62,15 @@ def test_host_loop_launches_each_stage_in_order():
     ref = ((y * 2 + 0) * 2 + 1) * 2 + 2
     tilelang.compile(host_loop_stages())(y)
     torch.testing.assert_close(y, ref)
+
+
+def test_gemm_operand_written_by_quadrants():
+    torch.manual_seed(0)
+    a = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    b = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    c = torch.empty(64, 64, dtype=torch.float32, device="cuda")
+    tilelang.compile(quadrants())(a, b, c)
+    f = a.clone()
+    f[:32, 32:] = 0
+    f[32:, :32] = a[32:, :32] * 2
+    torch.testing.assert_close(c, f.float() @ b.float(), rtol=1e-2, atol=1e-2)

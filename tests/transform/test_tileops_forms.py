@@ -19,7 +19,11 @@ into slow code (session 41's probe):
   the kernel once per iteration, the variable a constant in each (was TL0002);
 * ``T.ptx_cp_async`` of TVM's ``T.tvm_access_ptr`` operands (its AdaLayerNorm prefetch);
 * ``T.wgmma_gemm`` inside ``with T.ws(0)`` of a 384-thread block: the checker that runs at compile
-  time laid it out for the whole block (three warp groups) and refused it.
+  time laid it out for the whole block (three warp groups) and refused it;
+* a gemm operand fragment filled quadrant by quadrant (``T.Parallel(32, 32)`` writing
+  ``f[32 + i, j]``, its mamba chunk scan): a quadrant lives on two of the four warps, and there was
+  no loop layout for it (TL0201); such a loop now runs over the block counted from the fragment's
+  origin, the iterations before it guarded off (session 58).
 Each kernel's CUDA is compiled with nvcc.
 """
 
@@ -229,3 +233,39 @@ def test_wgmma_gemm_in_one_role_of_a_384_thread_block():
 
     source = make().get_kernel_source()
     assert "tl::wgmma_gemm_ss_desc<64, 128, 64, 1," in source and "if (((int)threadIdx.x) < 128) {" in source
+
+
+def quadrants(n=64):
+    """C = F @ B with F's quadrants written by four T.Parallel(32, 32) loops: [[A, 0], [2 A, A]]."""
+    h = n // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((n, n), T.float16), B: T.Tensor((n, n), T.float16), C: T.Tensor((n, n), T.float32)):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((n, n), T.float16)
+            b_s = T.alloc_shared((n, n), T.float16)
+            f = T.alloc_fragment((n, n), T.float16)
+            acc = T.alloc_fragment((n, n), T.float32)
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.clear(acc)
+            for i, j in T.Parallel(h, h):
+                f[i, j] = a_s[i, j]
+            for i, j in T.Parallel(h, h):
+                f[i, h + j] = T.float16(0)
+            for i, j in T.Parallel(h, h):
+                f[h + i, j] = a_s[h + i, j] * T.float16(2)
+            for i, j in T.Parallel(h, h):
+                f[h + i, h + j] = a_s[h + i, h + j]
+            T.gemm(f, b_s, acc)
+            T.copy(acc, C)
+
+    return main
+
+
+def test_fragment_written_by_quadrants_runs_on_its_own_layout():
+    body = _body(quadrants())
+    assert "wgmma_gemm_rs" in body
+    # each quadrant on the threads holding it: rows 0..31 are warps 0 and 1 of the operand layout
+    assert body.count("((int)threadIdx.x) < 64") == 2
+    assert body.count("32 <= ") == 4       # the offset rows / columns of three quadrants

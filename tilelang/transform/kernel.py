@@ -3,8 +3,9 @@
 ``analyze_kernel`` peels the ``thread_extent`` attributes that ``T.Kernel`` produced and indexes
 every buffer by scope, after normalising the body: views resolved (``resolve_views``), global
 tensors with a ``T.annotate_layout`` addressed through it (``apply_global_layouts``), partial
-fragment copies as element loops (``expand_fragment_copies``). ``Region`` is the decoded form of a
-``tl.region`` operand.
+fragment copies as element loops (``expand_fragment_copies``), loops writing a fragment block at
+constant offsets counted from its origin (``widen_fragment_blocks``). ``Region`` is the decoded
+form of a ``tl.region`` operand.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ def analyze_kernel(func) -> KernelInfo:
     if aliases:
         stmt = substitute_stmt(stmt, aliases)
     _check_unrolled_breaks(stmt)
-    stmt = expand_fragment_copies(apply_global_layouts(resolve_views(stmt)))
+    stmt = widen_fragment_blocks(expand_fragment_copies(apply_global_layouts(resolve_views(stmt))))
     if None not in threads:
         stmt = chunk_unbounded_parallel(expand_unbounded_copies(stmt), math.prod(threads))
     stmt, safe = _strip_safe_values(stmt)
@@ -720,6 +721,83 @@ def expand_fragment_copies(body):
         return s
 
     return go(body)
+
+
+def widen_fragment_blocks(body):
+    """A ``T.Parallel`` loop writing a block of a fragment at constant offsets
+    (``f[32 + i, j] = ...`` over (32, 32) of a (64, 64) fragment) as the loop over the block's
+    rows and columns counted from the fragment's origin, its iterations before the block guarded
+    off (``for p, q in T.Parallel(64, 32): if p >= 32: f[p, q] = ...``): the fragment's own layout
+    then runs it, each element on its threads, where a block that lives on part of the threads
+    (a quarter of a gemm operand: two of its four warps) has no loop layout of its own. What
+    upstream does by predication (TileOPs' mamba chunk scan fills a gemm operand so)."""
+    def widen(loop):
+        if not is_parallel_nest(loop):
+            return None
+        loop_vars, extents, inner = parallel_nest(loop)
+        ext = [const_int(e) for e in extents]
+        if None in ext:
+            return None
+        offsets = None
+        for buf, idx, store in buffer_accesses(inner):
+            if not store or scope_of(buf) != FRAGMENT_SCOPE or len(idx) != len(loop_vars):
+                continue
+            shape = [const_int(n) for n in buf.shape]
+            got = [_offset_of(i, v) for i, v in zip(idx, loop_vars)]
+            if None in shape or None in got or not any(got):
+                continue
+            if all(c + e <= n for c, e, n in zip(got, ext, shape)):
+                offsets = got
+                break
+        if offsets is None:
+            return None
+        new_vars = [tirx.Var(v.name, dtype_of(v)) for v in loop_vars]
+        vmap = {v: nv - c if c else nv for v, nv, c in zip(loop_vars, new_vars, offsets)}
+        guards = [tirx.GE(nv, i32(c)) for nv, c in zip(new_vars, offsets) if c]
+        cond = guards[0]
+        for g in guards[1:]:
+            cond = tirx.And(cond, g)
+        stmt = tirx.IfThenElse(cond, _simplified_indices(substitute_stmt(inner, vmap)), None, span=inner.span)
+        outer = _nest_fors(loop, len(loop_vars))
+        for f, nv, c, e in reversed(list(zip(outer, new_vars, offsets, ext))):
+            stmt = tirx.For(nv, f.min, i32(c + e), f.kind, stmt, thread_binding=f.thread_binding,
+                            annotations=f.annotations, step=f.step, span=f.span)
+        return stmt
+
+    return map_stmts(body, pre=widen)
+
+
+def _offset_of(index, var):
+    """``c`` where ``index`` is ``var + c`` (``c`` a constant >= 0), else None."""
+    diff = const_int(simplify(index - var))
+    return diff if diff is not None and diff >= 0 else None
+
+
+def _nest_fors(loop, depth):
+    out = []
+    for _ in range(depth):
+        out.append(loop)
+        loop = loop.body
+    return out
+
+
+def _simplified_indices(stmt):
+    """``stmt`` with every buffer index simplified (``(p - 32) + 32`` back to ``p``)."""
+    class _Simplify(ExprRewriter):
+        def visit_load(self, load, indices):
+            return tirx.BufferLoad(load.source, [simplify(i) for i in indices])
+
+    rw = _Simplify()
+
+    def pre(s):
+        if isinstance(s, tirx.BufferStore):
+            return tirx.BufferStore(s.buffer, rw.visit(s.value), [simplify(rw.visit(i)) for i in s.indices],
+                                    span=s.span)
+        if isinstance(s, tirx.Evaluate):
+            return tirx.Evaluate(rw.visit(s.value), span=s.span)
+        return None
+
+    return map_stmts(stmt, pre=pre)
 
 
 def _element_copy(s):
