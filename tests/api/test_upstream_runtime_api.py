@@ -432,3 +432,22 @@ def test_a_misspelt_parameter_keyword_is_a_type_error():
         _add1d.compile(N=4096, block_N=1024)
     with pytest.raises(TypeError, match="unsupported operand"):
         tirx.Var("n", "int32") // None
+
+
+def test_utils_device_helpers():
+    # TileOPs' autotune input suppliers: `from tilelang.utils.device import get_current_device`
+    import torch
+
+    from tilelang.utils import device
+
+    assert device.IS_CUDA == torch.cuda.is_available() and device.IS_NPU is False
+    assert device.get_available_cpu_count() >= 1
+    if device.IS_CUDA:
+        assert device.get_current_device() == torch.cuda.current_device() and device.Event is torch.cuda.Event
+        device.device_synchronize()
+    elif not device.IS_MPS:
+        assert device.get_current_device() is None and device.Event is None
+        with pytest.raises(RuntimeError, match="no CUDA"):
+            device.device_synchronize()
+    with pytest.raises(ValueError, match="not a CUDA or MPS device"):
+        device.device_synchronize("cpu")
