@@ -335,7 +335,7 @@ def test_a_shared_extent_varying_inside_the_kernel_is_a_located_error():
         tilelang.lower(main, "sm_90a")
 
 
-def _reduce_into_a_placed_fragment(N=16):
+def _reduce_into_a_placed_fragment(N=16, weighted=True):
     @T.prim_func
     def main(A: T.Tensor((N, N), "float32"), x: T.Tensor((N,), "float32"), y: T.Tensor((N,), "float32")):
         with T.Kernel(1, threads=128):
@@ -346,7 +346,10 @@ def _reduce_into_a_placed_fragment(N=16):
             T.copy(A, A_s)
             T.copy(x, v)
             for i, j in T.Parallel(N, N):
-                prod[i, j] = A_s[i, j] * v[i]
+                if weighted:
+                    prod[i, j] = A_s[i, j] * v[i]
+                else:
+                    prod[i, j] = A_s[i, j] * 2
             T.reduce_sum(prod, red, dim=0)
             for j in T.Parallel(N):
                 v[j] = v[j] + red[j]
@@ -357,8 +360,12 @@ def _reduce_into_a_placed_fragment(N=16):
 def test_a_reduction_into_a_fragment_laid_out_elsewhere_converts_through_shared_memory():
     """Session 57 (jetaitest's triangular solve: y = x + A^T-weighted column sums): the column sums'
     fragment is read beside x by a later loop that fixes its layout, which the reduction over rows
-    does not produce (TL0201; upstream reduces to a fully replicated result and picks). In the
-    plan of last resort the reduction now writes its result through a shared workspace."""
+    does not produce (TL0201; upstream reduces to a fully replicated result and picks). Since
+    session 58 that loop waits for the reduction, whose replicated sums it reads in place; where
+    the reduction's layout does not hold what the loop needs on each thread (the unweighted sums
+    here), the plan of last resort writes the result through a shared workspace."""
     src = _body(_lowered(_reduce_into_a_placed_fragment()))
-    assert "warp_allreduce<tl::SumOp" in src
+    assert "warp_allreduce<tl::SumOp" in src and "red_red[" in src
+    assert not re.search(r"red\[v_?\d*\] = \(\(float\*\)smem\)\[", src), src
+    src = _body(_lowered(_reduce_into_a_placed_fragment(weighted=False)))
     assert re.search(r"red\[v_?\d*\] = \(\(float\*\)smem\)\[", src), src

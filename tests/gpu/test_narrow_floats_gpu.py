@@ -209,3 +209,5 @@ def test_a_reduction_into_a_fragment_laid_out_elsewhere_matches_torch():
     y = torch.empty(16, device="cuda")
     tilelang.compile(_reduce_into_a_placed_fragment())(a, x, y)
     torch.testing.assert_close(y, x + (a * x[:, None]).sum(0), rtol=1e-5, atol=1e-5)
+    tilelang.compile(_reduce_into_a_placed_fragment(weighted=False))(a, x, y)   # through shared memory
+    torch.testing.assert_close(y, x + (a * 2).sum(0), rtol=1e-5, atol=1e-5)

@@ -1,7 +1,7 @@
 """TileOPs' forms (tests/transform/test_tileops_forms.py, its kernels) run on the GPU against
 torch: a view of a parameter declared before ``with T.Kernel``, a copy of a run-time extent into a
 cleared shared tile (rows past the extent stay zero), vectorised shared fills of several types, a
-host-level loop launching a kernel per stage, a gemm operand fragment written quadrant by quadrant.
+host-level loop launching a kernel per stage, a gemm operand fragment written quadrant by quadrant, a logsumexp whose row maxima a later loop reads.
 Skips without a CUDA GPU."""
 
 import sys
@@ -14,7 +14,7 @@ tilelang = pytest.importorskip("tilelang")
 import tilelang.language as T  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
-from test_tileops_forms import host_loop_stages, quadrants, ragged, view_before_kernel  # noqa: E402
+from test_tileops_forms import host_loop_stages, logsumexp, quadrants, ragged, view_before_kernel  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -74,3 +74,10 @@ def test_gemm_operand_written_by_quadrants():
     f[:32, 32:] = 0
     f[32:, :32] = a[32:, :32] * 2
     torch.testing.assert_close(c, f.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_logsumexp_rows():
+    x = torch.randn(64, 256, device="cuda")
+    y = torch.empty(64, device="cuda")
+    tilelang.compile(logsumexp())(x, y)
+    torch.testing.assert_close(y, torch.logsumexp(x, dim=1), rtol=1e-5, atol=1e-5)

@@ -23,7 +23,11 @@ into slow code (session 41's probe):
 * a gemm operand fragment filled quadrant by quadrant (``T.Parallel(32, 32)`` writing
   ``f[32 + i, j]``, its mamba chunk scan): a quadrant lives on two of the four warps, and there was
   no loop layout for it (TL0201); such a loop now runs over the block counted from the fragment's
-  origin, the iterations before it guarded off (session 58).
+  origin, the iterations before it guarded off (session 58);
+* its logsumexp: row maxima reduced from a fragment filled row by row (``T.serial`` rows around a
+  ``T.Parallel`` of columns), then read by a ``T.Parallel`` over the rows beside a fragment copied
+  out: that loop placed the maxima before the reduction did (TL0201); a statement touching a
+  fragment a pending reduction writes now waits for it (session 58).
 Each kernel's CUDA is compiled with nvcc.
 """
 
@@ -269,3 +273,33 @@ def test_fragment_written_by_quadrants_runs_on_its_own_layout():
     # each quadrant on the threads holding it: rows 0..31 are warps 0 and 1 of the operand layout
     assert body.count("((int)threadIdx.x) < 64") == 2
     assert body.count("32 <= ") == 4       # the offset rows / columns of three quadrants
+
+
+def logsumexp(M=64, N=256, block_m=16, threads=256):
+    @T.prim_func
+    def main(x: T.Tensor((M, N), T.float32), y: T.Tensor((M,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_m), threads=threads) as pid:
+            xf = T.alloc_fragment((block_m, N), T.float32)
+            row_max = T.alloc_fragment((block_m,), T.float32)
+            row_sum = T.alloc_fragment((block_m,), T.float32)
+            out = T.alloc_fragment((block_m,), T.float32)
+            for i in T.serial(block_m):
+                for j in T.Parallel(N):
+                    xf[i, j] = x[pid * block_m + i, j]
+            T.fill(row_max, -T.infinity(T.float32))
+            T.reduce_max(xf, row_max, dim=1, clear=False)
+            for i in T.serial(block_m):
+                for j in T.Parallel(N):
+                    xf[i, j] = T.exp(xf[i, j] - row_max[i])
+            T.reduce_sum(xf, row_sum, dim=1)
+            for i in T.Parallel(block_m):
+                out[i] = row_max[i] + T.log(row_sum[i])
+            T.copy(out, y[pid * block_m])
+
+    return main
+
+
+def test_loop_reading_a_reduction_result_waits_for_the_reduction():
+    body = _body(logsumexp())
+    assert "float row_max[16];" in body          # the reduction's layout: every row on every thread
+    assert "out[v_1] = (row_max[" in body

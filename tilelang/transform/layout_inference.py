@@ -1505,7 +1505,12 @@ class _Inference:
         those that wait for a reduction (``_awaits_reduction``) while another is left."""
         pending = consumers
         while pending:
-            rest = [s for s in pending if not self.step(s, force=False)]
+            # (a statement touching an undecided fragment that a pending reduction writes waits for
+            # it, as a default would: placed through the statement, that fragment would only
+            # conflict with the reduction's layout, TileOPs' logsumexp ``out[i] = row_max[i] + ...``)
+            # (the plan of last resort keeps the program order: it converts such a reduction's result)
+            rest = [s for s in pending if (not self.convert and self._awaits_reduction(s, pending))
+                    or not self.step(s, force=False)]
             if len(rest) == len(pending):
                 # (the loop staging a view for a reduction places the fragments it reads first)
                 allowed = [s for s in rest if not any(s is b for b in banned)] or rest
