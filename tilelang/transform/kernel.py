@@ -736,7 +736,8 @@ def widen_fragment_blocks(body):
             return None
         loop_vars, extents, inner = parallel_nest(loop)
         ext = [const_int(e) for e in extents]
-        if None in ext:
+        outer = nest_loops(loop, len(loop_vars))
+        if None in ext or any(const_int(f.min) != 0 for f in outer):
             return None
         offsets = None
         for buf, idx, store in buffer_accesses(inner):
@@ -758,7 +759,6 @@ def widen_fragment_blocks(body):
         for g in guards[1:]:
             cond = tirx.And(cond, g)
         stmt = tirx.IfThenElse(cond, _simplified_indices(substitute_stmt(inner, vmap)), None, span=inner.span)
-        outer = _nest_fors(loop, len(loop_vars))
         for f, nv, c, e in reversed(list(zip(outer, new_vars, offsets, ext))):
             stmt = tirx.For(nv, f.min, i32(c + e), f.kind, stmt, thread_binding=f.thread_binding,
                             annotations=f.annotations, step=f.step, span=f.span)
@@ -773,7 +773,8 @@ def _offset_of(index, var):
     return diff if diff is not None and diff >= 0 else None
 
 
-def _nest_fors(loop, depth):
+def nest_loops(loop, depth):
+    """The ``depth`` ``For`` statements of the loop nest starting at ``loop``, outermost first."""
     out = []
     for _ in range(depth):
         out.append(loop)

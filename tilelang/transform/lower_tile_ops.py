@@ -41,8 +41,8 @@ from tilelang.transform import (atomic_staging, block_order, early_prologue, low
                                 lower_print, lower_reduce, pipeline, pipelined_loop, smem_plan, thread_sync,
                                 user_barriers, tma, user_ws, warp_specialize)
 from tilelang.transform.kernel import (FRAGMENT_SCOPE, SAFE_VALUE_ATTR, SHARED_SCOPES, KernelInfo, LoweringError,
-                                       buffer_accesses, decode_region, is_parallel_nest, op_name, parallel_nest,
-                                       safe_value, scope_of, static_shape)
+                                       buffer_accesses, decode_region, is_parallel_nest, nest_loops, op_name,
+                                       parallel_nest, safe_value, scope_of, static_shape)
 from tilelang.transform.layout_inference import Layouts, memory_loop_layout, wgmma_swizzle_bytes
 from tilelang.transform.pass_config import PassConfigKey
 from tilelang.transform.lower_gemm_fma import fma_call
@@ -858,7 +858,7 @@ class Lowerer:
             self.vmap[var] = e
         new_body = self._lower_parallel_body(body, loop)
         self.vmap = saved
-        extents = [f.extent for f in _nest_loops(stmt, len(loop_vars))]
+        extents = [f.extent for f in nest_loops(stmt, len(loop_vars))]
         if list(layout.shape) != [const_int(n) for n in extents]:
             # a loop shorter than the layout it runs over (layout_inference: a fragment's layout
             # over part of it, or a dynamic extent's constant upper bound)
@@ -1381,14 +1381,6 @@ def _touches_fragment(stmt) -> bool:
         return any(scope_of(decode_region(a).buffer) == FRAGMENT_SCOPE for a in stmt.value.args
                    if isinstance(a, ir.Call) and getattr(a.op, "name", "") == "tl.region")
     return any(scope_of(b) == FRAGMENT_SCOPE for b, _, _ in buffer_accesses(stmt))
-
-
-def _nest_loops(stmt, depth):
-    out = []
-    for _ in range(depth):
-        out.append(stmt)
-        stmt = stmt.body
-    return out
 
 
 def _replace_innermost(stmt, depth, body):
