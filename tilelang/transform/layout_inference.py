@@ -1528,13 +1528,19 @@ class _Inference:
         ``s`` itself): the reduction derives that fragment's layout from its input, so a
         default given through ``s`` (the loop zeroing an accumulator for ``clear=False``, the copy
         of a row sum to shared memory) would only conflict with it; ``s`` follows it instead."""
-        outs = []
-        for p in pending:
-            if p is not s and op_name(p) == "reduce":
-                dst = decode_region(p.value.args[1])
-                if scope_of(dst.buffer) == FRAGMENT_SCOPE and self.known(dst.buffer) is None:
-                    outs.append(dst.buffer)
-        return bool(outs) and any(any(b.same_as(o) for o in outs) for b, _, _ in buffer_accesses(s))
+        outs = [p for p in pending if p is not s and op_name(p) == "reduce"]
+        if not outs:
+            return False
+        cache = self.__dict__.setdefault("_touched", {})
+        touched = cache.get(id(s))
+        if touched is None:
+            touched = cache[id(s)] = (s, [b for b, _, _ in buffer_accesses(s) if scope_of(b) == FRAGMENT_SCOPE])
+        for p in outs:
+            dst = decode_region(p.value.args[1]).buffer
+            if scope_of(dst) == FRAGMENT_SCOPE and self.known(dst) is None and any(b.same_as(dst)
+                                                                                 for b in touched[1]):
+                return True
+        return False
 
     def _defer(self, s) -> bool:
         """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable
