@@ -737,7 +737,8 @@ def widen_fragment_blocks(body):
         loop_vars, extents, inner = parallel_nest(loop)
         ext = [const_int(e) for e in extents]
         outer = nest_loops(loop, len(loop_vars))
-        if None in ext or any(const_int(f.min) != 0 for f in outer):
+        # (a user's loop layout or vector width is given for the extents as written)
+        if None in ext or any(const_int(f.min) != 0 or set(f.annotations) - {"tl.parallel"} for f in outer):
             return None
         offsets = None
         for buf, idx, store in buffer_accesses(inner):
