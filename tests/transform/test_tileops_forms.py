@@ -303,3 +303,37 @@ def test_loop_reading_a_reduction_result_waits_for_the_reduction():
     body = _body(logsumexp())
     assert "float row_max[16];" in body          # the reduction's layout: every row on every thread
     assert "out[v_1] = (row_max[" in body
+
+
+def mixes_bwd(TB=32, M=4):
+    """DeepSeek TileKernels' mHC pre-split mixes backward: an annotated fragment written by loops
+    at column offsets that read other fragments at the loop's own indices (``o[i, j + M] = b[i, j]``)."""
+    M3 = 2 * M + M * M
+
+    @T.prim_func
+    def main(a: T.Tensor[(TB, M), T.float32], b: T.Tensor[(TB, M), T.float32], x: T.Tensor[(TB, M3), T.float32],
+             out: T.Tensor[(TB, M3), T.float32]):
+        with T.Kernel(1):
+            a_frag = T.alloc_fragment((TB, M), T.float32)
+            b_frag = T.alloc_fragment((TB, M), T.float32)
+            x_frag = T.alloc_fragment((TB, M3), T.float32)
+            o_frag = T.alloc_fragment((TB, M3), T.float32)
+            T.annotate_layout({o_frag: T.Fragment((TB, M3), lambda i, j: (i % 32, i // 32 * M3 + j))})
+            T.copy(a, a_frag)
+            T.copy(b, b_frag)
+            T.copy(x, x_frag)
+            for i, j in T.Parallel(TB, M):
+                o_frag[i, j] = a_frag[i, j] * 2
+            for i, j in T.Parallel(TB, M):
+                o_frag[i, j + M] = b_frag[i, j] * a_frag[i, j]
+            for i, j in T.Parallel(TB, M3):
+                o_frag[i, j] = o_frag[i, j] + x_frag[i, j]
+            T.copy(o_frag, out)
+
+    return main
+
+
+def test_offset_block_reading_other_fragments_keeps_its_own_layout():
+    # (widen_fragment_blocks leaves such a loop alone: widened, b_frag would be read at j - 4 in the
+    # guarded-off iterations too, TL0203, where the loop as written serves every fragment)
+    assert "o_frag[" in _body(mixes_bwd())      # lowered, and compiled by nvcc

@@ -749,9 +749,14 @@ def widen_fragment_blocks(body):
             if None in shape or None in got or not any(got):
                 continue
             if all(c + e <= n for c, e, n in zip(got, ext, shape)):
-                offsets = got
+                offsets, target = got, buf
                 break
         if offsets is None:
+            return None
+        # (another fragment read through the loop's variables would be read at shifted indices in
+        # the guarded-off iterations too, as the layout analyses enumerate them: such a loop keeps
+        # its own layout, which serves it wherever the fragments' elements live on every thread)
+        if any(scope_of(b) == FRAGMENT_SCOPE and not b.same_as(target) for b, _, _ in buffer_accesses(inner)):
             return None
         new_vars = [tirx.Var(v.name, dtype_of(v)) for v in loop_vars]
         vmap = {v: nv - c if c else nv for v, nv, c in zip(loop_vars, new_vars, offsets)}
