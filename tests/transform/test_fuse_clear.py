@@ -136,3 +136,17 @@ def test_a_fill_of_part_of_the_accumulator_is_not_a_clear():
     assert not fuse_clear._whole_zero_fill(half, acc, 64)
     assert fuse_clear._whole_zero_fill(whole, acc, 64)
     assert not fuse_clear._whole_zero_fill(strided, acc, 64)
+
+
+def test_both_uniform_sides_of_a_mask_under_the_key():
+    """``tl.enable_mask_unswitch_both`` (session 58, an experiment): the length mask also gets its
+    all-masked branch (-inf everywhere where no column is inside), between the zero side and the
+    per-element select; without the key only the zero side is unswitched."""
+    n = T.dynamic("n")
+    plain = lowered_text(_scores(n, masked="length"), "sm_90a")
+    both = lowered_text(_scores(n, masked="length"), "sm_90a", pass_configs={"tl.enable_mask_unswitch_both": True})
+    assert plain.count("T.if_then_else(") == both.count("T.if_then_else(") == 1
+    loop = both[both.index("for k in range((n + 63) // 64):"):]
+    zero, inf, select = loop.index("T.float32(0.0)"), loop.index('T.float32("-inf")'), loop.index("T.if_then_else(")
+    assert loop.index("if 64 <= n - k * 64:") < zero < loop.index("if 0 <= k * 64 - n:") < inf < select
+    assert "if 0 <= k * 64 - n:" not in plain

@@ -56,6 +56,7 @@ SMEM_BUDGET_SM90 = targets.smem_per_block("sm_90a")   # shared memory one block 
 SMEM_RESERVED_PER_BLOCK = 1024     # the shared memory the driver keeps for each resident block (sm_80+)
 MAX_BLOCKS_PER_SM = 32
 OCCUPANCY_NEUTRAL_REUSE_KEY = PassConfigKey.TL_ENABLE_OCCUPANCY_NEUTRAL_REUSE.value
+MASK_UNSWITCH_BOTH_KEY = PassConfigKey.TL_ENABLE_MASK_UNSWITCH_BOTH.value   # _unswitch_select: both uniform sides
 
 
 class Lowerer:
@@ -801,6 +802,8 @@ class Lowerer:
         sides = ((True, a), (False, b))
         if is_zero_const(b) and not is_zero_const(a):
             sides = sides[::-1]
+        both = bool(self.configs.get(MASK_UNSWITCH_BOTH_KEY))
+        branches = []    # (scalar condition, the nest storing that side)
         for always, side in sides:
             scalar = self._uniform_condition(cond, always, loop_vars, dom, stored)
             if scalar is None:
@@ -812,9 +815,17 @@ class Lowerer:
                                                                               span=body.span))
             lowered = self._lower_parallel_nest(plain, loop_vars, parallel_nest(plain)[2])
             if self.prove(scalar):
-                return lowered
-            return tirx.IfThenElse(scalar, lowered, self._lower_parallel_nest(stmt, loop_vars, body), span=stmt.span)
-        return None
+                return lowered if not branches else tirx.IfThenElse(branches[0][0], branches[0][1], lowered,
+                                                                    span=stmt.span)
+            branches.append((scalar, lowered))
+            if not both:
+                break
+        if not branches:
+            return None
+        out = self._lower_parallel_nest(stmt, loop_vars, body)
+        for scalar, lowered in reversed(branches):
+            out = tirx.IfThenElse(scalar, lowered, out, span=stmt.span)
+        return out
 
     def _uniform_condition(self, cond, holds, loop_vars, dom, stored):
         """A condition free of ``loop_vars`` under which ``cond`` holds (``holds``) or fails at every

@@ -72,6 +72,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WGMMA_NARROW_SLABS = "tl.disable_wgmma_narrow_slabs"
     TL_ENABLE_PIPELINE_TAIL_PEEL = "tl.enable_pipeline_tail_peel"
     TL_ENABLE_LONGEST_FIRST_BLOCKS = "tl.enable_longest_first_blocks"
+    TL_ENABLE_MASK_UNSWITCH_BOTH = "tl.enable_mask_unswitch_both"
     TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
@@ -340,6 +341,12 @@ EFFECTS = {
         "gathered copies (sparse attention; session 30 on the H200: dsv4_sparse_attn_fwd 3.32 -> 2.97 ms, "
         "dsv32_sparse_mla_fwd 7.23 -> 6.69 ms); True: also plain tiles (the one-stage refill, opt-in split "
         "groups; unmeasured); False: never",
+    PassConfigKey.TL_ENABLE_MASK_UNSWITCH_BOTH: "a T.Parallel storing if_then_else(mask, a, 0) is unswitched "
+        "on both uniform sides, zeros where the mask fails everywhere, the plain store of a where it holds "
+        "everywhere, the per-element select otherwise (transform/lower_tile_ops._unswitch_select; off: the "
+        "zero side only, where the analyzer cannot rule it out). An experiment of session 58, not yet "
+        "measured: sink_gqa_bwd's dK/dV loop never reaches its zero side, and its unswitch on it left every "
+        "iteration selecting per element.",
     PassConfigKey.TL_ENABLE_LONGEST_FIRST_BLOCKS: "a grid whose loops run a number of times that grows (or "
         "shrinks) with blockIdx.x, a compile-time function of it (causal attention: row block bx loops bx + 1 "
         "times), is launched longest row block first, in sections of SMs / row blocks of its (y, z) rows, where "
