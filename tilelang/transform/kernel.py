@@ -10,6 +10,7 @@ form of a ``tl.region`` operand.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -740,8 +741,8 @@ def widen_fragment_blocks(body):
         # (a user's loop layout or vector width is given for the extents as written)
         if None in ext or any(const_int(f.min) != 0 or set(f.annotations) - {"tl.parallel"} for f in outer):
             return None
-        offsets = None
-        for buf, idx, store in buffer_accesses(inner):
+        offsets, accesses = None, buffer_accesses(inner)
+        for buf, idx, store in accesses:
             if not store or scope_of(buf) != FRAGMENT_SCOPE or len(idx) != len(loop_vars):
                 continue
             shape = [const_int(n) for n in buf.shape]
@@ -756,14 +757,11 @@ def widen_fragment_blocks(body):
         # (another fragment read through the loop's variables would be read at shifted indices in
         # the guarded-off iterations too, as the layout analyses enumerate them: such a loop keeps
         # its own layout, which serves it wherever the fragments' elements live on every thread)
-        if any(scope_of(b) == FRAGMENT_SCOPE and not b.same_as(target) for b, _, _ in buffer_accesses(inner)):
+        if any(scope_of(b) == FRAGMENT_SCOPE and not b.same_as(target) for b, _, _ in accesses):
             return None
         new_vars = [tirx.Var(v.name, dtype_of(v)) for v in loop_vars]
         vmap = {v: nv - c if c else nv for v, nv, c in zip(loop_vars, new_vars, offsets)}
-        guards = [tirx.GE(nv, i32(c)) for nv, c in zip(new_vars, offsets) if c]
-        cond = guards[0]
-        for g in guards[1:]:
-            cond = tirx.And(cond, g)
+        cond = functools.reduce(tirx.And, [tirx.GE(nv, i32(c)) for nv, c in zip(new_vars, offsets) if c])
         stmt = tirx.IfThenElse(cond, _simplified_indices(substitute_stmt(inner, vmap)), None, span=inner.span)
         for f, nv, c, e in reversed(list(zip(outer, new_vars, offsets, ext))):
             stmt = tirx.For(nv, f.min, i32(c + e), f.kind, stmt, thread_binding=f.thread_binding,

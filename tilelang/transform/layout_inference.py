@@ -582,6 +582,7 @@ class _Inference:
         self.guard = None       # body_guard of the T.Parallel nest being placed
         self._stepping = None   # the consumer being placed (_settle: where a conflict arose)
         self.free_indexed = set()       # fragments some T.Parallel nest indexes by other expressions
+        self.fragments_of = {}          # consumer -> the fragments it touches (_awaits_reduction)
         self.broadcast = set()          # ... or by some of its variables only (``a[i]`` in a loop over i, j)
         for nest in self.nest_vars:
             loop_vars, _, body = parallel_nest(nest)
@@ -1509,12 +1510,13 @@ class _Inference:
             # it, as a default would: placed through the statement, that fragment would only
             # conflict with the reduction's layout, TileOPs' logsumexp ``out[i] = row_max[i] + ...``)
             # (the plan of last resort keeps the program order: it converts such a reduction's result)
-            rest = [s for s in pending if (not self.convert and self._awaits_reduction(s, pending))
-                    or not self.step(s, force=False)]
+            waiting = self._pending_outputs(pending) if not self.convert else []
+            rest = [s for s in pending if self._awaits_reduction(s, waiting) or not self.step(s, force=False)]
             if len(rest) == len(pending):
                 # (the loop staging a view for a reduction places the fragments it reads first)
                 allowed = [s for s in rest if not any(s is b for b in banned)] or rest
-                allowed = [s for s in allowed if not self._awaits_reduction(s, rest)] or allowed
+                waiting = self._pending_outputs(rest)
+                allowed = [s for s in allowed if not self._awaits_reduction(s, waiting)] or allowed
                 first = next((s for s in allowed if isinstance(s, tirx.For) and VIEW_STAGING in s.annotations),
                              next((s for s in allowed if op_name(s) in ("copy", "atomic") and not self._defer(s)),
                                   next((s for s in allowed if op_name(s) not in ("copy", "atomic")), allowed[0])))
@@ -1523,24 +1525,29 @@ class _Inference:
                 rest = [s for s in rest if s is not first]
             pending = rest
 
-    def _awaits_reduction(self, s, pending) -> bool:
+    def _pending_outputs(self, pending) -> list:
+        """[(reduction, its undecided fragment output)] of the reductions among ``pending``."""
+        out = []
+        for p in pending:
+            if op_name(p) == "reduce":
+                dst = decode_region(p.value.args[1]).buffer
+                if scope_of(dst) == FRAGMENT_SCOPE and self.known(dst) is None:
+                    out.append((p, dst))
+        return out
+
+    def _awaits_reduction(self, s, waiting) -> bool:
         """Whether ``s`` touches an undecided fragment that a pending reduction writes (not
-        ``s`` itself): the reduction derives that fragment's layout from its input, so a
-        default given through ``s`` (the loop zeroing an accumulator for ``clear=False``, the copy
-        of a row sum to shared memory) would only conflict with it; ``s`` follows it instead."""
-        outs = [p for p in pending if p is not s and op_name(p) == "reduce"]
+        ``s`` itself; ``waiting``: ``_pending_outputs``): the reduction derives that fragment's layout
+        from its input, so a default given through ``s`` (the loop zeroing an accumulator for
+        ``clear=False``, the copy of a row sum to shared memory) would only conflict with it; ``s``
+        follows it instead."""
+        outs = [dst for p, dst in waiting if p is not s and self.known(dst) is None]   # (placed this round)
         if not outs:
             return False
-        cache = self.__dict__.setdefault("_touched", {})
-        touched = cache.get(id(s))
+        touched = self.fragments_of.get(s)
         if touched is None:
-            touched = cache[id(s)] = (s, [b for b, _, _ in buffer_accesses(s) if scope_of(b) == FRAGMENT_SCOPE])
-        for p in outs:
-            dst = decode_region(p.value.args[1]).buffer
-            if scope_of(dst) == FRAGMENT_SCOPE and self.known(dst) is None and any(b.same_as(dst)
-                                                                                 for b in touched[1]):
-                return True
-        return False
+            touched = self.fragments_of[s] = [b for b, _, _ in buffer_accesses(s) if scope_of(b) == FRAGMENT_SCOPE]
+        return any(b.same_as(o) for b in touched for o in outs)
 
     def _defer(self, s) -> bool:
         """A copy into a fragment that some T.Parallel loop reads through a non-loop-variable
