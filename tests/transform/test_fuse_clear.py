@@ -23,11 +23,13 @@ sys.path.insert(0, str(ROOT / "examples"))
 import flash_attention as fa  # noqa: E402
 
 
-def _scores(n, masked="none", threads=256, clear="parallel"):
+def _scores(n, masked="none", threads=256, clear="parallel", valid=None):
     """A loop of S = Q K^T into a fragment re-initialised before every gemm: by T.clear, a
-    T.Parallel store of 0, or a length mask (-inf past ``n``, 0 inside: ``masked`` "length"),
-    then rows summed into Out. ``n`` may be a symbol (the mask then stays in the kernel)."""
+    T.Parallel store of 0, or a length mask (-inf past ``valid``, default ``n``, 0 inside:
+    ``masked`` "length"), then rows summed into Out. ``n`` may be a symbol (the mask then stays in
+    the kernel)."""
     M, N, D = 128, 64, 64
+    valid = n if valid is None else valid
 
     @T.prim_func
     def main(Q: T.Tensor((M, D), T.float16), K: T.Tensor((n, D), T.float16), Out: T.Tensor((M,), T.float32)):
@@ -43,7 +45,7 @@ def _scores(n, masked="none", threads=256, clear="parallel"):
                 T.copy(K[k * N:(k + 1) * N, :], K_s)
                 if masked == "length":
                     for i, j in T.Parallel(M, N):
-                        acc[i, j] = T.if_then_else(k * N + j >= n, -T.infinity(T.float32), 0)
+                        acc[i, j] = T.if_then_else(k * N + j >= valid, -T.infinity(T.float32), 0)
                 elif clear == "clear":
                     T.clear(acc)
                 else:
@@ -139,14 +141,57 @@ def test_a_fill_of_part_of_the_accumulator_is_not_a_clear():
 
 
 def test_both_uniform_sides_of_a_mask_under_the_key():
-    """``tl.enable_mask_unswitch_both`` (session 58, an experiment): the length mask also gets its
-    all-masked branch (-inf everywhere where no column is inside), between the zero side and the
-    per-element select; without the key only the zero side is unswitched."""
+    """``tl.enable_mask_unswitch_both`` (session 58, an experiment): a length mask shorter than the
+    loop (``valid = n // 2`` of ``n`` rows) also gets its all-masked branch (-inf everywhere where no
+    column is inside), between the zero side and the per-element select; without the key only the
+    zero side is unswitched. Masked at ``n`` itself, the loop (``k < ceildiv(n, 64)``) never reaches
+    an all-masked tile, and no branch is made for it even under the key."""
     n = T.dynamic("n")
-    plain = lowered_text(_scores(n, masked="length"), "sm_90a")
-    both = lowered_text(_scores(n, masked="length"), "sm_90a", pass_configs={"tl.enable_mask_unswitch_both": True})
+    plain = lowered_text(_scores(n, masked="length", valid=n // 2), "sm_90a")
+    key = {"tl.enable_mask_unswitch_both": True}
+    both = lowered_text(_scores(n, masked="length", valid=n // 2), "sm_90a", pass_configs=key)
     assert plain.count("T.if_then_else(") == both.count("T.if_then_else(") == 1
     loop = both[both.index("for k in range((n + 63) // 64):"):]
     zero, inf, select = loop.index("T.float32(0.0)"), loop.index('T.float32("-inf")'), loop.index("T.if_then_else(")
-    assert loop.index("if 64 <= n - k * 64:") < zero < loop.index("if 0 <= k * 64 - n:") < inf < select
-    assert "if 0 <= k * 64 - n:" not in plain
+    assert loop.index("if 64 <= n // 2 - k * 64:") < zero < loop.index("if 0 <= k * 64 - n // 2:") < inf < select
+    assert "if 0 <= k * 64 - n // 2:" not in plain
+    whole = lowered_text(_scores(n, masked="length"), "sm_90a", pass_configs=key)
+    assert "if 0 <= k * 64 - n:" not in whole and "if 64 <= n - k * 64:" in whole
+
+def _diagonal_onward(start_at_diagonal):
+    """Causal attention's backward form: for a 128-row block of keys ``by``, a loop over 32-row query
+    tiles whose mask keeps ``by * 128 + i <= k * 32 + j``; the loop starts at the diagonal tile
+    (upstream's example_gqa_sink_bwd_bhsd) or at 0."""
+    M, N, D, S = 128, 32, 64, 1024
+
+    @T.prim_func
+    def main(K: T.Tensor((S, D), T.float16), Q: T.Tensor((S, D), T.float16), Out: T.Tensor((S, N), T.float32)):
+        with T.Kernel(S // M, threads=256) as by:
+            K_s = T.alloc_shared((M, D), T.float16)
+            Q_s = T.alloc_shared((N, D), T.float16)
+            qkT = T.alloc_fragment((M, N), T.float32)
+            total = T.alloc_fragment((M, N), T.float32)
+            T.copy(K[by * M:(by + 1) * M, :], K_s)
+            T.clear(total)
+            for k in T.Pipelined(T.floordiv(by * M, N) if start_at_diagonal else 0, S // N, num_stages=2):
+                T.copy(Q[k * N:(k + 1) * N, :], Q_s)
+                T.clear(qkT)
+                T.gemm(K_s, Q_s, qkT, transpose_B=True)
+                for i, j in T.Parallel(M, N):
+                    qkT[i, j] = T.if_then_else(by * M + i <= k * N + j, qkT[i, j], 0)
+                for i, j in T.Parallel(M, N):
+                    total[i, j] += qkT[i, j]
+            T.copy(total, Out[by * M:(by + 1) * M, :])
+
+    return main
+
+
+def test_a_mask_side_the_loop_never_reaches_gets_no_branch():
+    """From the diagonal onward the all-masked side (``by * 4 - k >= 1``) never occurs: the branch
+    goes to the all-kept side instead (no select past the diagonal); from 0 the zero side stays
+    first (its store folds into the gemm)."""
+    kept, zero = re.compile(r"if 127 < k \* 32 - by\w* \* 128:"), re.compile(r"if 1 <= by\w* \* 4 - k:")
+    onward = lowered_text(_diagonal_onward(True), "sm_90a")
+    assert kept.search(onward) and not zero.search(onward) and onward.count("T.if_then_else(") == 1
+    from_zero = lowered_text(_diagonal_onward(False), "sm_90a")
+    assert zero.search(from_zero) and not kept.search(from_zero)

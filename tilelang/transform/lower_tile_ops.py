@@ -806,7 +806,7 @@ class Lowerer:
         branches = []    # (scalar condition, the nest storing that side)
         for always, side in sides:
             scalar = self._uniform_condition(cond, always, loop_vars, dom, stored)
-            if scalar is None:
+            if scalar is None or self._never_around(scalar):
                 continue
             scalar = self.an.simplify(self.rewrite(scalar))
             if isinstance(scalar, tirx.IntImm) and not scalar.value:
@@ -826,6 +826,20 @@ class Lowerer:
         for scalar, lowered in reversed(branches):
             out = tirx.IfThenElse(scalar, lowered, out, span=stmt.span)
         return out
+
+    def _never_around(self, cond) -> bool:
+        """``cond`` (``_uniform_condition``'s, as written) fails in every iteration of the ``for``
+        loops around the statement, over their ranges: causal attention's backward loop starts at
+        the diagonal block (``for k in T.Pipelined(by * block_M // block_N, ...)``), so its mask is
+        never zero everywhere, and a branch for that side would only cost the kept side its own."""
+        if isinstance(cond, tirx.And):
+            return self._never_around(cond.a) or self._never_around(cond.b)
+        if not (isinstance(cond, tirx.GE) and is_zero_const(cond.b)) or not self.loops:
+            return False
+        dom = {f.loop_var: tvm.sym.IntervalSet(f.min, f.min + f.extent - 1) for f in self.loops}
+        reach = self.an.int_set(cond.a, dom)
+        return not reach.is_everything() and not uses_vars(reach.max_value, list(dom)) and \
+            self.prove(reach.max_value < 0)
 
     def _uniform_condition(self, cond, holds, loop_vars, dom, stored):
         """A condition free of ``loop_vars`` under which ``cond`` holds (``holds``) or fails at every
