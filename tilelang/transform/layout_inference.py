@@ -898,11 +898,13 @@ class _Inference:
                                                            for b, _, w in accesses if not w)
         if layout is None and frags and not force and not staging and any(
                 self.known(b) is None for b, _ in frags) and not any(
-                self.known(b) is not None and _plain_dims(idx, loop_vars) is None for b, idx, _ in accesses):
+                self.known(b) is not None and _plain_dims(idx, loop_vars) is None and (
+                    w or self.known(b).replication < self.T) for b, idx, w in accesses):
             # (a loop touching a known fragment through another index decides now, as upstream's
             # does: writing ``t[j, i] = x[i, j]`` into a gemm operand, it places the fragments it
             # reads; reading ``y[i, j] = x[i, j + 8]``, only that fragment's layout can run it, and
-            # the fragments it writes follow it)
+            # the fragments it writes follow it; a fragment every thread holds, a reducer's partials,
+            # constrains no loop: that one waits)
             return False
         for b, idx in frags:
             # A fragment first met in a loop over part of it (``T.Parallel(100)`` writing ``f[i]``
