@@ -376,9 +376,23 @@ def _shared_scan(blocks):
     return main
 
 
+def _global_to_global(blocks):
+    """A T.copy from global memory to global memory (attention backward's dQ postprocess: float
+    to half, 64 elements a thread): a loop of loads stored straight back to global memory."""
+    n = blocks * 64
+
+    @T.prim_func
+    def main(A: T.Tensor((n, 128), T.float32), B: T.Tensor((n, 128), T.float16)):
+        with T.Kernel(blocks, threads=128) as bx:
+            T.copy(A[bx * 64:(bx + 1) * 64, :], B[bx * 64:(bx + 1) * 64, :])
+
+    return main
+
+
 def test_a_register_streaming_kernel_declares_one_block_per_sm():
     """engine/lower.register_streaming: a gemv (global loads into registers in a loop, no shared
-    tiles or tensor cores) over many waves is declared __launch_bounds__(T, 1); a kernel whose
+    tiles or tensor cores) or a loop copying global memory to global memory, over many waves, is
+    declared __launch_bounds__(T, 1); a kernel whose
     loop reads shared memory only, or a pipelined GEMM, keeps (T); the pass config turns it off."""
     many = 4096     # blocks: many waves, so the single-wave bound does not apply
     assert "__launch_bounds__(128, 1)" in tilelang.lower(_gemv(many), "sm_90a").kernel_source
@@ -388,6 +402,8 @@ def test_a_register_streaming_kernel_declares_one_block_per_sm():
     assert "__launch_bounds__(128)" in tilelang.lower(_gemv(many, steps=1), "sm_90a").kernel_source   # no loop
     assert "__launch_bounds__(128)" in tilelang.lower(_shared_scan(many), "sm_90a").kernel_source
     assert "__launch_bounds__(128)" in tilelang.lower(_doubling(8192), "sm_90a").kernel_source
+    # global to global, 64 elements a thread in a loop: its loads issued ahead too
+    assert "__launch_bounds__(128, 1)" in tilelang.lower(_global_to_global(many), "sm_90a").kernel_source
 
 
 def test_a_pipelined_gemm_is_not_register_streaming():

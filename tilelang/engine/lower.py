@@ -521,7 +521,9 @@ def _call_names(node) -> list:
 def register_streaming(func) -> bool:
     """Whether a lowered kernel streams global memory through registers: a serial loop of at
     least two iterations loads a global tensor into a thread's local array in each one (a gemv's
-    slices of x and of W, dequantised in registers), synchronises nothing inside, and the kernel
+    slices of x and of W, dequantised in registers), or stores it straight to global memory (a
+    T.copy from global to global: attention backward's dQ postprocess, 64 elements a thread,
+    ptxas 32 -> 72 registers with the minimum, as upstream's), synchronises nothing inside, and the kernel
     uses no tensor cores, cp.async, TMA or mbarriers. Such a kernel gets ``__launch_bounds__(T,
     1)``, as upstream declares for every kernel: without the minimum, ptxas keeps to the registers
     that fill the SM with blocks (32 a thread at 128 threads) and interleaves each iteration's
@@ -543,7 +545,7 @@ def register_streaming(func) -> bool:
         loads = []
 
         def on_store(s):
-            if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) == "local":
+            if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in ("local", "global"):
                 tvm_ffi_walk(s.value, lambda e: loads.append(e) if isinstance(e, ir.TensorLoad)
                              and scope_of(e.source) == "global" else None)
 
