@@ -898,22 +898,32 @@ class _Inference:
                                                            for b, _, w in accesses if not w)
         if layout is None and frags and not force and not staging and any(
                 self.known(b) is None for b, _ in frags) and not any(
-                self.known(b) is not None and _plain_dims(idx, loop_vars) is None and (
+                self.known(b) is not None and _dictates(idx, loop_vars, b, ext) and (
                     w or self.known(b).replication < self.T) for b, idx, w in accesses):
-            # (a loop touching a known fragment through another index decides now, as upstream's
-            # does: writing ``t[j, i] = x[i, j]`` into a gemm operand, it places the fragments it
-            # reads; reading ``y[i, j] = x[i, j + 8]``, only that fragment's layout can run it, and
-            # the fragments it writes follow it; a fragment every thread holds, a reducer's partials,
-            # constrains no loop: that one waits)
+            # (a loop touching a known fragment through another index, or over part of it, decides
+            # now, as upstream's does: writing ``t[j, i] = x[i, j]`` into a gemm operand, it places
+            # the fragments it reads; reading ``y[i, j] = x[i, j + 8]``, or writing ``o[i, j]`` of a
+            # wider annotated ``o``, only that fragment's layout can run it, and the fragments it
+            # writes follow it; a fragment every thread holds, a reducer's partials, constrains no
+            # loop: that one waits)
             return False
         for b, idx in frags:
             # A fragment first met in a loop over part of it (``T.Parallel(100)`` writing ``f[i]``
             # of a (256,) fragment) takes the layout of a loop over its own shape; this loop then
             # runs each iteration on the threads that hold its element (``_loop_from_known``).
             # The loop's own layout would place only its 100 elements.
+            # A known fragment of the same shape touched at the same index (``o[i, j] = x[i, j]``
+            # over part of both, ``o`` annotated) gives it its layout instead: the loop then serves
+            # both, as upstream's, whose loop layout places every fragment it indexes so.
             shape = [const_int(x) for x in b.shape]
             if self.known(b) is None and _is_exact(idx, loop_vars) and None not in shape and shape != ext \
                     and all(e <= x for e, x in zip(ext, shape)):
+                twin = next((k for k, kidx in frags if self.known(k) is not None and list(k.shape) == list(b.shape)
+                             and len(kidx) == len(idx) and all(x.same_as(y) for x, y in zip(kidx, idx))), None)
+                if twin is not None:
+                    self.assign(b, self.known(twin), stmt.span, f"'{twin.name}' (the T.Parallel{tuple(ext)} loop at "
+                                f"line {span_line(stmt.span)} touches both at the same index, over part of them)")
+                    continue
                 self.assign(b, self.default_loop_layout(body, shape, [(b, idx)]), stmt.span,
                             f"a loop over its own shape (the T.Parallel{tuple(ext)} loop at line "
                             f"{span_line(stmt.span)} covers part of it)")
@@ -2012,6 +2022,14 @@ def _serves(loop, frag, idx, loop_vars, ext, write, extra=(), guard=None):
         if not np.array_equal(touched[:, written], held[:, written]):
             return False
     return True
+
+
+def _dictates(idx, loop_vars, buf, ext) -> bool:
+    """Whether a known fragment touched at ``idx`` in a loop over ``ext`` fixes the loop's layout
+    on its own: an index other than the loop variables, or the loop variables over part of it."""
+    if _plain_dims(idx, loop_vars) is None:
+        return True
+    return _is_exact(idx, loop_vars) and [const_int(x) for x in buf.shape] != list(ext)
 
 
 def _padded_loop(frag, idx, loop_vars, ext):
