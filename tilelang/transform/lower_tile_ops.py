@@ -790,7 +790,8 @@ class Lowerer:
         written`` (a uniform branch: causal attention stores 0 in every iteration but the diagonal
         one, a varlen kernel in every tile but the last), or just that store where the analyzer
         proves the scalar condition. A side storing 0 is tried first (transform/fuse_clear.py folds
-        such a store into the gemm it feeds), else ``a``. None where this does not apply."""
+        such a store into the gemm it feeds), else ``a``; a side the loops around never reach is
+        skipped (``_never_around``). None where this does not apply."""
         if not isinstance(body, tirx.BufferStore):
             return None
         value = body.value

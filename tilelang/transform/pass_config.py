@@ -343,10 +343,10 @@ EFFECTS = {
         "groups; unmeasured); False: never",
     PassConfigKey.TL_ENABLE_MASK_UNSWITCH_BOTH: "a T.Parallel storing if_then_else(mask, a, 0) is unswitched "
         "on both uniform sides, zeros where the mask fails everywhere, the plain store of a where it holds "
-        "everywhere, the per-element select otherwise (transform/lower_tile_ops._unswitch_select; off: the "
-        "zero side only, where the analyzer cannot rule it out). An experiment of session 58, not yet "
-        "measured: sink_gqa_bwd's dK/dV loop never reaches its zero side, and its unswitch on it left every "
-        "iteration selecting per element.",
+        "everywhere, the per-element select otherwise (transform/lower_tile_ops._unswitch_select; off: one "
+        "side, the zero side first; either way a side the enclosing loops never reach is skipped, session 59). "
+        "An experiment of session 58, not yet measured; it can only help a mask both of whose uniform sides "
+        "occur in the loop (a length mask shorter than the loop).",
     PassConfigKey.TL_ENABLE_LONGEST_FIRST_BLOCKS: "a grid whose loops run a number of times that grows (or "
         "shrinks) with blockIdx.x, a compile-time function of it (causal attention: row block bx loops bx + 1 "
         "times), is launched longest row block first, in sections of SMs / row blocks of its (y, z) rows, where "
