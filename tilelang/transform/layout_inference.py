@@ -918,9 +918,9 @@ class _Inference:
             shape = [const_int(x) for x in b.shape]
             if self.known(b) is None and _is_exact(idx, loop_vars) and None not in shape and shape != ext \
                     and all(e <= x for e, x in zip(ext, shape)):
-                twin = next((k for k, kidx in frags if self.known(k) is not None and list(k.shape) == list(b.shape)
-                             and self.known(k).replication < self.T     # (not a reducer's partials)
-                             and len(kidx) == len(idx) and all(x.same_as(y) for x, y in zip(kidx, idx))), None)
+                twin = next((k for k, kidx in frags if self.known(k) is not None and _is_exact(kidx, loop_vars)
+                             and [const_int(x) for x in k.shape] == shape
+                             and self.known(k).replication < self.T), None)    # (not a reducer's partials)
                 if twin is not None:
                     self.assign(b, self.known(twin), stmt.span, f"'{twin.name}' (the T.Parallel{tuple(ext)} loop at "
                                 f"line {span_line(stmt.span)} touches both at the same index, over part of them)")
