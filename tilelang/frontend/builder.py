@@ -149,6 +149,21 @@ def _python_type_annotation(ann) -> bool:
     mod = getattr(type(ann), "__module__", "") or ""
     return mod in ("typing", "types") or mod.startswith("typing")
 
+# Functions ``f(value) -> None | (guard,)`` for ``for x in value`` over a value that is no loop:
+# ``(guard,)`` runs the body once with ``x = value`` (under ``guard`` unless it is None). The
+# language registers its own (``T.thread_binding`` inside a kernel gives the launched variable),
+# so the front end knows no language class.
+LOOP_BINDERS: list = []
+
+
+def loop_binding(value):
+    for binder in LOOP_BINDERS:
+        bound = binder(value)
+        if bound is not None:
+            return bound
+    return None
+
+
 class _VarTable:
     """What TVM's ``bind_assign_value`` asks of the parser's variable table."""
 
@@ -482,6 +497,11 @@ class Builder:
         frames = getattr(it, "loop_frames", None)
         if callable(frames):
             return self._tir_loop(frames(), single=False, values=getattr(it, "loop_values", None))
+        bound = loop_binding(it)   # `for tx in T.thread_binding(n, ...)` inside T.Kernel: the body once
+        if bound is not None:
+            if bound[0] is None:
+                return self._py_loop([it])
+            return self._tir_loop([T.If(bound[0]), T.Then()], single=True, values=lambda _: it)
         return self._py_loop(it)
 
     def _tir_loop(self, frames, single, values=None):

@@ -49,6 +49,19 @@ def _visit_for(self, node):
         func = self.eval_expr(iter_node.func)
         if getattr(func, "tl_loop_spec", False):
             spec = self.eval_expr(iter_node)
+            if not hasattr(spec, "loop_frames"):   # T.thread_binding inside T.Kernel: the launched variable
+                from tvm.tirx.script import builder as T
+
+                from tilelang.frontend.builder import loop_binding
+
+                guard = loop_binding(spec)
+                with self.var_table.with_frame(), contextlib.ExitStack() as stack:
+                    if guard is not None and guard[0] is not None:
+                        stack.enter_context(T.If(guard[0]))
+                        stack.enter_context(T.Then())
+                    self.eval_assign(target=node.target, source=spec, bind_value=_tparser.bind_for_value)
+                    self.visit_body(node.body)
+                return
             frames = spec.loop_frames()
             with self.var_table.with_frame(), contextlib.ExitStack() as stack:
                 loop_vars = [stack.enter_context(f) for f in frames]

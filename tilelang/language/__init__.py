@@ -112,11 +112,19 @@ class _StridedTensorProxy:
     """``T.StridedTensor(shape, strides, dtype)`` (or ``T.StridedTensor[shape, strides, dtype]``):
     a tensor parameter with explicit element strides (a view of a larger tensor)."""
 
-    def __call__(self, shape, strides, dtype="float32", scope="global"):
+    def __call__(self, shape, strides, dtype="float32", scope="global", data=None):
         if not isinstance(shape, (list, tuple)):
             shape = (shape,)
         if not isinstance(strides, (list, tuple)) or len(strides) != len(shape):
             raise ValueError(f"T.StridedTensor needs one stride per dimension, got shape {shape} and strides {strides}")
+        if data is not None:   # inside a kernel: a strided view over another tensor's storage
+            from tvm.script.ir_builder import IRBuilder
+            from tvm.tirx.script.builder import ir as _builder
+
+            if not IRBuilder.is_in_scope():
+                raise RuntimeError("T.StridedTensor(..., data=...) declares a view inside a kernel")
+            return _builder.decl_buffer(tuple(shape), normalize_dtype(dtype), data=data, strides=list(strides),
+                                        scope=scope)
         return _BufferProxy.__call__(Tensor, tuple(shape), normalize_dtype(dtype), strides=list(strides), scope=scope)
 
     def __getitem__(self, keys):

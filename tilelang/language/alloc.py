@@ -76,8 +76,9 @@ def alloc_var(dtype="int32", init=None, scope=LOCAL):
     return scalar
 
 
-def alloc_buffer(shape, dtype="float32", scope=SHARED):
-    """A buffer in ``scope`` (upstream's general form; ``"shared"`` means dynamic shared memory)."""
+def alloc_buffer(shape, dtype="float32", scope=SHARED, annotations=None):
+    """A buffer in ``scope`` (upstream's general form; ``"shared"`` means dynamic shared memory).
+    ``annotations`` (upstream's allocation hints) have no meaning here."""
     if scope == "shared":
         scope = SHARED
     return _alloc(shape, dtype, scope)

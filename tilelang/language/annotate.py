@@ -73,7 +73,7 @@ def annotate_padding(padding_map):
 L2_HIT_RATIO_ATTR = "tl.l2_hit_ratio"   # AttrStmt: node = the tensor's name, value = the ratio
 
 
-def annotate_l2_hit_ratio(ratio_map):
+def annotate_l2_hit_ratio(l2_hit_ratio_map):
     """``{tensor: hit_ratio}``: keep that fraction of the tensor's bytes resident in L2 while the
     kernel runs. The launcher sets a CUDA access-policy window over each tensor (hits persisting,
     misses streaming; the persisting-L2 limit raised to the window) around the launch and resets
@@ -83,7 +83,7 @@ def annotate_l2_hit_ratio(ratio_map):
     from tvm.script import tirx as _T
     from tvm.tirx import is_buffer_var
 
-    for buf, ratio in ratio_map.items():
+    for buf, ratio in l2_hit_ratio_map.items():
         buf = getattr(buf, "scalar", None) or buf
         if not is_buffer_var(buf):
             raise TypeError(f"T.annotate_l2_hit_ratio expects kernel tensors as keys, got {type(buf).__name__}")

@@ -2,11 +2,14 @@
 
 * ``T.attr(node, key, value)``: an ``AttrStmt`` frame (``with T.attr(...):``) around its body.
 * ``T.let(var, value)``: binds ``var`` (declared ``v = T.int32()``) to ``value`` for the rest of
-  the enclosing scope (a ``Bind`` statement).
+  the enclosing scope (a ``Bind`` statement); ``T.let(var, value, body)`` is the expression.
 * ``for b in T.thread_binding(extent, thread="blockIdx.x"):``: a loop bound to a launch axis,
   TVM's spelling of ``T.Kernel``'s bindings; it opens the same launch frame as ``T.Kernel``, so
   the compiler sees one kernel either way. The range starts at 0; nested bindings of
-  ``blockIdx.*`` then ``threadIdx.*`` must enclose the whole body, as ``T.Kernel`` does.
+  ``blockIdx.*`` then ``threadIdx.*`` must enclose the whole body, as ``T.Kernel`` does. Inside
+  ``T.Kernel`` it names the kernel's own variable: ``tx = T.thread_binding(0, n, thread=...)``, or
+  ``for tx in T.thread_binding(n, thread=...)`` (the body once, under ``tx < n`` when ``n`` is
+  less than the launch extent). ``T.thread_binding(n, "threadIdx.x")`` spells the same.
 * ``T.match_buffer(handle, shape, dtype, ...)``: a buffer over a ``T.handle`` parameter.
 * ``T.align_up(x, y)``: ``x`` rounded up to a multiple of ``y`` (``ceildiv(x, y) * y``).
 * ``T.annotate_pass_configs({...})`` / ``T.annotate_compile_flags([...])``: kernel-level pass
@@ -25,6 +28,8 @@ import re
 from tvm.script import tirx as _T
 from tvm.tirx.script.builder import ir as _builder
 
+from tilelang.frontend.builder import LOOP_BINDERS
+
 from .math import ceildiv
 
 attr = _T.attr
@@ -41,21 +46,25 @@ class thread_binding:  # noqa: N801 - upstream's lower-case loop name
 
     def __new__(cls, start, stop=None, thread=None, *, annotations=None):
         # Inside `with T.Kernel(...)` the axis is already launched: `kr = T.thread_binding(0, n,
-        # thread="threadIdx.x")` names the kernel's own variable, as upstream's front end does.
+        # thread="threadIdx.x")` names the kernel's own variable, as upstream's front end does, and
+        # `for tx in T.thread_binding(n, ...)` runs its body once with `tx` that variable (the
+        # front end's `for` asks `bound_axis` for the guard when n is less than the launch extent).
         from .kernel import current_kernel
 
+        start, stop, thread = _binding_args(start, stop, thread)
         ctx = current_kernel()
         if ctx is not None and isinstance(thread, str):
             kind, _, axis = thread.partition(".")
-            axes = {"threadIdx": ctx.thread_vars, "blockIdx": ctx.block_vars}.get(kind)
+            axes, extents = {"threadIdx": (ctx.thread_vars, ctx.threads),
+                             "blockIdx": (ctx.block_vars, ctx.blocks)}.get(kind, (None, None))
             k = "xyz".find(axis) if len(axis) == 1 else -1
             if axes is not None and 0 <= k < len(axes):
+                ctx.axis_requests[axes[k]] = (start, stop, thread, extents[k])
                 return axes[k]
         return super().__new__(cls)
 
     def __init__(self, start, stop=None, thread=None, *, annotations=None):
-        if stop is None:
-            start, stop = 0, start
+        start, stop, thread = _binding_args(start, stop, thread)
         if not (isinstance(start, int) and start == 0):
             raise ValueError(f"T.thread_binding starts at 0 here (a launch axis), got start {start}")
         if not isinstance(thread, str) or not thread.startswith(("blockIdx.", "threadIdx.")):
@@ -68,9 +77,53 @@ class thread_binding:  # noqa: N801 - upstream's lower-case loop name
         return [_builder.launch_thread(self.thread, self.extent)]
 
 
-def let(var, value):
-    """Bind ``var`` to ``value`` from here to the end of the enclosing scope."""
-    return _builder.bind(value, var=var)
+def _binding_args(start, stop, thread):
+    """``(start, stop, thread)`` of any of TVM's spellings: ``(n, thread=t)``, ``(n, t)``,
+    ``(a, b, thread=t)``, ``(a, b, t)``."""
+    if thread is None and isinstance(stop, str):
+        stop, thread = None, stop
+    if stop is None:
+        start, stop = 0, start
+    return start, stop, thread
+
+
+def bound_axis(var):
+    """For ``for tx in T.thread_binding(n, thread=...)`` inside a kernel (the builder's ``for``
+    over the launched variable that ``thread_binding`` returned): ``None`` when ``var`` is no such
+    variable, else ``(condition,)`` with the guard ``var < n`` (``None`` where ``n`` is the launch
+    extent). Raises ``ValueError`` for a range the launch does not cover."""
+    from tvm import tirx
+
+    from .kernel import current_kernel
+
+    ctx = current_kernel()
+    if ctx is None or not isinstance(var, tirx.Var) or var not in ctx.axis_requests:
+        return None
+    start, stop, thread, launched = ctx.axis_requests[var]
+    if not (isinstance(start, int) and start == 0):
+        raise ValueError(f"for ... in T.thread_binding({start}, {stop}, thread={thread!r}): inside T.Kernel the "
+                         f"range must start at 0 (it is the kernel's own {thread})")
+    if isinstance(stop, int) and isinstance(launched, int):
+        if stop > launched:
+            raise ValueError(f"for ... in T.thread_binding({stop}, thread={thread!r}): the kernel launches "
+                             f"{launched} along {thread}, fewer than the {stop} asked for")
+        return (None,) if stop == launched else (var < stop,)
+    from tvm import arith
+
+    return (None,) if arith.Analyzer().can_prove_equal(stop, launched) else (var < stop,)
+
+
+LOOP_BINDERS.append(bound_axis)
+
+
+def let(v, value, body=None):
+    """Bind ``v`` to ``value`` from here to the end of the enclosing scope; with ``body``, the
+    expression ``body`` with ``v`` bound to ``value`` (a ``Let`` expression)."""
+    if body is not None:
+        from tvm import tirx
+
+        return tirx.Let(v, value, body)
+    return _builder.bind(value, var=v)
 
 
 def align_up(x, y):

@@ -428,9 +428,9 @@ def device_assert(condition, msg: str = ""):
     return _extern("int32", "tl::device_assert", tirx.Cast("bool", as_expr(condition)), ir.StringImm(str(msg)))
 
 
-def assume(condition):
-    """Promise the CUDA compiler that ``condition`` holds here (``__builtin_assume``); unchecked."""
-    return _extern("int32", "tl::assume", tirx.Cast("bool", as_expr(condition)))
+def assume(cond):
+    """Promise the CUDA compiler that ``cond`` holds here (``__builtin_assume``); unchecked."""
+    return _extern("int32", "tl::assume", tirx.Cast("bool", as_expr(cond)))
 
 
 def dp4a(A, B, C):

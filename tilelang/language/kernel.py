@@ -34,6 +34,8 @@ class KernelContext:
     threads: list = field(default_factory=list)
     thread_vars: list = field(default_factory=list)
     cluster_dims: list = field(default_factory=lambda: [1, 1, 1])   # T.ClusterKernel's shape
+    # T.thread_binding(n, thread=...) inside the kernel: the launched variable -> the extent asked for
+    axis_requests: dict = field(default_factory=dict)
 
     @property
     def num_threads(self) -> int:

@@ -27,8 +27,10 @@ class Parallel:
 
     tl_loop_spec = True
 
-    def __init__(self, *extents, coalesced_width=None, loop_layout=None, annotations=None):
-        # ``annotations``: upstream's pass hints (``T.WSID``...), with no meaning here
+    def __init__(self, *extents, coalesced_width=None, loop_layout=None, annotations=None, prefer_async=None):
+        # ``annotations``: upstream's pass hints (``T.WSID``...), with no meaning here;
+        # ``prefer_async`` (upstream's cp.async hint for the copies in the loop): the compiler
+        # decides that itself (a global -> shared loop in a pipelined loop is issued as cp.async)
         if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
             extents = tuple(extents[0])
         if not extents:

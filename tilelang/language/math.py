@@ -153,8 +153,9 @@ def cast(value, dtype, round="", sat=True, rbits=None, span=None):  # noqa: A002
     return _cast(value, dtype, round=round, sat=sat, rbits=rbits, span=span)
 
 
-def if_then_else(cond, true_value, false_value):
-    return tirx.if_then_else(as_expr(cond), as_expr(true_value), as_expr(false_value))
+def if_then_else(cond, t, f, span=None):
+    """``t`` where ``cond`` holds, else ``f`` (both evaluated)."""
+    return tirx.if_then_else(as_expr(cond), as_expr(t), as_expr(f))
 
 
 # Types TVM has no infinity literal for: their +inf bit pattern, reinterpreted.
@@ -177,10 +178,11 @@ def min_value(dtype):
     return tirx.min_value(normalize_dtype(dtype))
 
 
-def ceildiv(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return tirx.ceildiv(as_expr(a), as_expr(b))
+def ceildiv(lhs, rhs, span=None):
+    """``lhs / rhs`` rounded up (a Python int for two ints)."""
+    if isinstance(lhs, int) and isinstance(rhs, int):
+        return -(-lhs // rhs)
+    return tirx.ceildiv(as_expr(lhs), as_expr(rhs))
 
 
 def floordiv(a, b):

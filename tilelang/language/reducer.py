@@ -60,10 +60,10 @@ def _buffer_of(acc, what):
     return buf
 
 
-def reducer_init(acc, value=None):
-    """Open an epoch: every partial starts from the op's identity; ``value`` (taken now) is
+def reducer_init(reducer, init=None):
+    """Open an epoch: every partial starts from the op's identity; ``init`` (taken now) is
     combined into the result once."""
-    buf = _buffer_of(acc, "T.reducer_init")
+    buf, value = _buffer_of(reducer, "T.reducer_init"), init
     args = [_whole(buf, 2)]
     if value is not None:
         if isinstance(value, (bool, int, float)):
@@ -86,14 +86,14 @@ def reducer_update(target, value):
     emit("reducer_update", [target, value])
 
 
-def finalize_reducer(acc, dst=None, batch=1, annotations=None):
+def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
     """Close the epoch: combine the partials of all threads into ``dst`` (a fragment of the
     reducer's shape); without ``dst`` (the older form) the reducer itself holds the result.
     ``batch``: a block-wide all-reduce combines that many elements per round of barriers (it
     must divide the elements each thread holds; a collective inside one warp ignores it)."""
     if int(batch) < 1:
         raise ValueError(f"finalize_reducer: batch must be >= 1, got {batch}")
-    buf = _buffer_of(acc, "T.finalize_reducer")
+    buf = _buffer_of(reducer, "T.finalize_reducer")
     args = [_whole(buf, 1)]
     if dst is not None:
         dbuf = _buffer_of(dst, "T.finalize_reducer")

@@ -215,12 +215,12 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 gemm_v2 = gemm
 
 def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
-            policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0):
+            policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0, annotations=None):
     """C (+)= A @ B with A 2:4 structured-sparse along K (``mma.sp``): ``A_sparse`` holds the kept
     values (M x K/2), ``E`` their metadata (M x K/e_factor, ``tilelang.cuda.intrinsics.sparse_layout``),
     B is K x N (N x K with ``transpose_B``), all in shared memory; C a fragment. ``k_pack`` and
     ``wg_wait`` are upstream's and unused here; transposed A or E is not supported."""
-    del k_pack, wg_wait
+    del k_pack, wg_wait, annotations
     if transpose_A or transpose_E:
         raise ValueError("T.gemm_sp: transpose_A / transpose_E are not supported (A_sparse is M x K/2, E is "
                          "M x K/e_factor, both row-major)")
@@ -414,15 +414,16 @@ def _atomic_broadcast(kind, dst, value):
     return None
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+# (``annotations``: upstream's lowering hints for these ops, with no meaning here)
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, annotations=None):
     return _atomic("add", dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst, value, memory_order=None, return_prev=False):
+def atomic_max(dst, value, memory_order=None, return_prev=False, annotations=None):
     return _atomic("max", dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value, memory_order=None, return_prev=False):
+def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=None):
     return _atomic("min", dst, value, memory_order, return_prev)
 
 
@@ -456,11 +457,11 @@ def atomic_load(src, memory_order="seq_cst"):
     return tirx.call_extern(str(buf.dtype), f"tl::atomic_load<{order}>", addr)
 
 
-def atomic_store(dst, value, memory_order="seq_cst"):
-    """Write a 32/64-bit element with ``memory_order`` (GPU scope)."""
+def atomic_store(dst, src, memory_order="seq_cst"):
+    """Write ``src`` to a 32/64-bit element with ``memory_order`` (GPU scope)."""
     buf, addr = _element(dst, "atomic_store")
     order = _order(_STORE_ORDERS, memory_order, "atomic_store")
-    return tirx.call_extern("int32", f"tl::atomic_store<{order}>", addr, as_expr(value))
+    return tirx.call_extern("int32", f"tl::atomic_store<{order}>", addr, as_expr(src))
 
 
 def atomic_or(dst, value, memory_order=None):

@@ -3,7 +3,8 @@
 Both return a new buffer over the same storage as ``buf`` (it shares ``buf.data``, no copy), with
 another shape and, for ``T.view``, another element type. The total size in bits must match; a
 mismatch raises ``AssertionError`` at the call (upstream's type). The view keeps ``buf``'s
-memory scope.
+memory scope. ``strides=`` (upstream's spelling, in elements of the view's type) orders its
+elements in the storage another way than row-major, e.g. a transposed view.
 
 Views are declared inside a kernel (a ``DeclBuffer`` over ``buf``'s storage). Views of shared or
 fragment buffers are resolved by the compiler (``transform.kernel.resolve_views``), so ``buf``
@@ -38,10 +39,18 @@ def _same_size(shape, dtype, src) -> bool:
     return sym.Analyzer().can_prove_equal(new, old)
 
 
-def view(src, shape=None, dtype=None):
-    """A view of ``src`` with ``shape`` (default: ``src``'s) and element ``dtype`` (default: ``src``'s)."""
+def view(src, shape=None, dtype=None, strides=None):
+    """A view of ``src`` with ``shape`` (default: ``src``'s) and element ``dtype`` (default: ``src``'s);
+    ``strides`` (in elements of ``dtype``) place its elements in the storage instead of row-major
+    order (``T.view(x, (N, M), strides=(1, N))``: ``x``'s transpose)."""
     shape = list(src.shape) if shape is None else (list(shape) if isinstance(shape, (list, tuple)) else [shape])
     dtype = str(src.dtype) if dtype is None else normalize_dtype(dtype)
+    if strides is not None:
+        strides = list(strides) if isinstance(strides, (list, tuple)) else [strides]
+        if len(strides) != len(shape):
+            raise ValueError(f"T.view: {len(shape)} strides expected for shape {shape}, got {len(strides)}")
+        if any(isinstance(st, int) and st < 0 for st in strides):
+            raise ValueError(f"T.view: strides must not be negative, got {strides}")
     if not _same_size(shape, dtype, src):
         raise AssertionError(f"T.reshape/T.view: {src.name} has shape {list(src.shape)} of {src.dtype}, which is not "
                          f"the same number of bits as shape {shape} of {dtype}")
@@ -49,7 +58,7 @@ def view(src, shape=None, dtype=None):
         raise RuntimeError("T.reshape/T.view are used inside a kernel: there the view is declared over the "
                            f"storage of {src.name} (a DeclBuffer); a TVM 0.27 buffer object alone carries no "
                            "storage to share")
-    return builder.decl_buffer(shape, dtype, data=src.data, scope=src.scope())
+    return builder.decl_buffer(shape, dtype, data=src.data, scope=src.scope(), strides=strides)
 
 
 def reshape(src, shape):

@@ -19,6 +19,7 @@ slab, and then both layouts coincide.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 import tvm_ffi
@@ -142,8 +143,6 @@ class CustomSharedLayout:
     index is a (variables, expression) pair over the logical indices."""
 
     def __init__(self, shape, elem_bytes, lambdas):
-        import math
-
         import tvm
 
         self.shape = tuple(shape)
@@ -174,6 +173,28 @@ class CustomSharedLayout:
 
     def describe(self) -> str:
         return f"custom layout onto {list(self.physical)} ({', '.join(str(e) for _, e in self.lambdas)})"
+
+    def places_like(self, other) -> bool:
+        """Whether every element of the tile has the same physical offset here as in ``other``
+        (a ``SharedLayout`` of the same shape): upstream's bank swizzles
+        (``make_full_bank_swizzled_layout``...) are the compiler's own swizzle written as a
+        ``T.Layout`` where the row is as wide as their pattern. By enumeration; False for a tile
+        too large to enumerate."""
+        import numpy as np
+
+        from .axes import evaluate_index_expr
+
+        if tuple(other.shape) != self.shape or not all(isinstance(e, int) for e in self.shape) \
+                or math.prod(self.shape) > (1 << 20):
+            return False
+        variables = placeholders(len(self.shape))
+        env = list(zip(variables, list(np.indices(self.shape, dtype=np.int64))))
+        try:
+            mine = np.broadcast_to(np.asarray(evaluate_index_expr(self.offset(variables), env)), self.shape)
+            theirs = np.broadcast_to(np.asarray(evaluate_index_expr(other.offset(variables), env)), self.shape)
+        except ValueError:
+            return False
+        return bool(np.array_equal(mine, theirs))
 
 
 # ----- user-facing layout constructors (upstream's tilelang.layout.swizzle) ------------------------

@@ -407,15 +407,23 @@ def resolve_views(body):
     ``T.copy`` of the whole view becomes the element-wise ``T.Parallel`` loop it means, so the
     buffer keeps the one layout the compiler gives it. A reduction, scan, fill or gemm of a view
     runs on a staged copy of it (``_staged_view_op``: a gemm on a (B, D) fp8 view of a page's
-    bytes). Other tile ops on such a view are a located TL0002 error. Views of global tensors are
-    kept (their declaration shares the storage)."""
+    bytes). Other tile ops on such a view are a located TL0002 error. A view with explicit strides
+    (``T.view(x, shape, strides=...)``) places its elements at those strides instead of row-major;
+    a global tensor's strided view is resolved the same way (same element type only). Other views
+    of global tensors are kept (their declaration shares the storage)."""
     views = {}
 
     def collect(s):
-        if isinstance(s, tirx.DeclBuffer) and scope_of(s.buffer) != "global":
+        # (a view of a global tensor with explicit strides too: TVM 0.27 flattens such a
+        # declaration as if it had none)
+        if isinstance(s, tirx.DeclBuffer) and (scope_of(s.buffer) != "global" or list(s.buffer.strides)):
             data = s.data
             if isinstance(data, ir.Call) and data.args and tirx.is_buffer_var(data.args[0]):
                 src = data.args[0]
+                if scope_of(s.buffer) == "global" and str(src.dtype) != str(s.buffer.dtype):
+                    raise LoweringError("TL0002", f"T.view of the tensor '{src.name}' as {s.buffer.dtype} with "
+                                        "strides is not supported: view it with strides in its own type",
+                                        getattr(s, "span", None))
                 if str(src.dtype) != str(s.buffer.dtype):
                     why = _reinterpret_blocker(src, s.buffer)
                     if why:
@@ -502,6 +510,20 @@ def resolve_views(body):
     return go(body)
 
 
+def _view_offset(view, indices):
+    """The element offset of ``view[indices]`` in the view's own storage order: its explicit
+    strides (``T.view(..., strides=...)``) or row-major."""
+    if list(view.strides):
+        flat = i32(0)
+        for i, st in zip(indices, view.strides):
+            flat = flat + i * st
+        return flat
+    flat = i32(0)
+    for i, n in zip(indices, view.shape):
+        flat = flat * n + i
+    return flat
+
+
 class _ViewRewriter(ExprRewriter):
     """Loads of a view read its buffer at the same row-major position."""
 
@@ -510,9 +532,7 @@ class _ViewRewriter(ExprRewriter):
 
     def remap(self, view, indices):
         src = self.views[view]
-        flat = i32(0)
-        for i, n in zip(indices, view.shape):
-            flat = flat * n + i
+        flat = _view_offset(view, indices)
         out = []
         for n in reversed(list(src.shape)):
             out.append(tirx.floormod(flat, n))
@@ -552,10 +572,7 @@ class _ViewRewriter(ExprRewriter):
     def _pieces(self, view, indices):
         src = self.views[view]
         vbits, sbits = DataType(str(view.dtype)).bits, DataType(str(src.dtype)).bits
-        flat = i32(0)
-        for i, n in zip(indices, view.shape):
-            flat = flat * n + i
-        return src, vbits, sbits, flat
+        return src, vbits, sbits, _view_offset(view, indices)
 
     def _src_indices(self, src, flat):
         out = []

@@ -578,6 +578,7 @@ class _Inference:
         self.T = info.num_threads
         self.out = Layouts()
         self.gemm_operands = set()
+        self.spelt_swizzles = {}   # buffer -> (its T.Layout annotation, span): the compiler's swizzle spelt out
         self.nest_vars = _nest_variables(info)
         self.guard = None       # body_guard of the T.Parallel nest being placed
         self._stepping = None   # the consumer being placed (_settle: where a conflict arose)
@@ -809,16 +810,18 @@ class _Inference:
         """A gemm on part of a swizzled buffer must start where the XOR pattern restarts (an
         mma.sync operand: at any 16-byte chunk of the row, ``tl::gemm_ss``'s chunk offset)."""
         layout = self.out.shared[region.buffer]
-        starts = [const_int(x) for x in region.starts]
-        if len(starts) < 2 or all(x == 0 for x in starts):
+        starts = list(region.starts)
+        if len(starts) < 2 or all(const_int(x) == 0 for x in starts):
             return
         row, col = starts[-2], starts[-1]
         col_period = layout.vector if mma else layout.group * layout.vector
-        if row is None or col is None or row % 8 or col % col_period:
+        # (a start that moves with a loop, ``h * 64``: a multiple whatever the loop's value)
+        ana = tvm.sym.Analyzer()
+        if not (ana.can_prove(tirx.floormod(row, 8) == 0) and ana.can_prove(tirx.floormod(col, col_period) == 0)):
             raise LoweringError(
-                "TL0002", f"T.gemm on a sub-tile of '{region.buffer.name}' starting at row {starts[-2]}, column "
-                f"{starts[-1]}: the swizzled layout needs constant starts with row % 8 == 0 and column % "
-                f"{col_period} == 0", span,
+                "TL0002", f"T.gemm on a sub-tile of '{region.buffer.name}' starting at row {row}, column "
+                f"{col}: the swizzled layout needs starts that are multiples of 8 (row) and {col_period} "
+                "(column)", span,
                 notes=["Use separate shared buffers per sub-tile, or align the slice."])
 
     def require_gemm_layout(self, buf, span):
@@ -858,7 +861,18 @@ class _Inference:
                 layout = CustomSharedLayout(shape, nbytes(str(buf.dtype)), outputs)
             except ValueError as err:
                 raise LoweringError("TL0201", f"T.Layout for '{buf.name}': {err}", stmt.span) from None
+            # The compiler's own swizzle spelt as a T.Layout (upstream's bank swizzles, as a
+            # wgmma operand's slabs or, where the row is as wide as their pattern, also the
+            # mma.sync one): that layout, which gemms and TMA copies know. The gemm planning may
+            # pick the buffer's slabs; run() checks that they are still the annotation's.
             self.out.shared[buf] = layout
+            if len(shape) >= 2:
+                self.set_shared(buf, True)
+                swizzle = self.out.shared[buf]
+                if any(layout.places_like(replace(swizzle, slab=s)) for s in (False, True)):
+                    self.spelt_swizzles[buf] = (layout, stmt.span)
+                else:
+                    self.out.shared[buf] = layout
         else:
             self.set_shared(buf, kind == "swizzle")
         if buf in self.gemm_operands:
@@ -1357,6 +1371,13 @@ class _Inference:
                     self.set_shared(buf, True, slab=True)
                 else:
                     self.set_shared(buf, False)
+        for buf, (spelt, span) in self.spelt_swizzles.items():
+            have = self.out.shared[buf]
+            if not spelt.places_like(have):
+                raise LoweringError("TL0201", f"T.annotate_layout gives '{buf.name}' a {spelt.describe()}, but "
+                                    f"its T.gemm reads it with the {have.describe()}", span,
+                                    notes=["Drop the annotation (gemm operands are swizzled automatically) or use "
+                                           "tilelang.layout.make_swizzled_layout."])
         return self.out
 
     def _plan_reducer(self, buf, legacy=False):

@@ -82,6 +82,9 @@ class PassConfigKey(str, enum.Enum):
     # Upstream keys that steer passes or debug output our compiler does not have.
     TIR_DISABLE_VECTORIZE = "tir.disable_vectorize"
     TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_FP32X2_REDUCTION = "tl.enable_fp32x2_reduction"
+    TL_ENABLE_AUTO_SCHEDULE = "tl.enable_auto_schedule"
+    TL_ENABLE_AUTO_WARP_SPECIALIZATION = "tl.enable_auto_warp_specialization"
     TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
     TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
     TL_SIMPLIFY = "tl.Simplify"
@@ -388,6 +391,12 @@ EFFECTS = {
                                            "as `<kernel name>.cu`",
     PassConfigKey.TL_DISABLE_VECTORIZE_256: "accepted; no effect: we never emit 256-bit global loads or stores "
                                             "(16-byte vectors at most)",
+    PassConfigKey.TL_ENABLE_FP32X2_REDUCTION: "accepted; no effect: packed float32x2 reduction arithmetic is an "
+                                              "sm_100 instruction, and our targets are sm_80 and sm_90a",
+    PassConfigKey.TL_ENABLE_AUTO_SCHEDULE: "accepted; no effect: upstream's Ascend (NPU) scheduler",
+    PassConfigKey.TL_ENABLE_AUTO_WARP_SPECIALIZATION: "accepted; no effect: our compiler warp-specialises "
+        "pipelined loops on sm_90a by itself (`tl.disable_warp_specialized` turns that off); upstream's named "
+        "scheduler (`\"role_based\"`) does not exist here",
     PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: "no barrier is planned for the kernel's element accesses to "
         "shared memory (loads, stores, atomics, T.Parallel nests): the user places them (`T.sync_threads`), as "
         "upstream's switch drops its ThreadSync pass. Barriers between tile ops (T.copy, T.gemm, T.fill, ... and "
