@@ -88,28 +88,70 @@ class ConfigResult:
     early_stopped: bool = False
 
 
+_RESULT_FILE, _KERNEL_DIR = "result.json", "kernel"
+
+
 @dataclass
 class AutotuneResult:
-    """The winner (``config``, ``latency`` in ms, compiled ``kernel``) and the whole table."""
+    """The winner (``config``, ``latency`` in ms, compiled ``kernel``) and the whole table;
+    ``func`` (its PrimFunc) and ``libcode`` (its CUDA source) default to the kernel's.
+    ``save_to_disk(path)`` / ``AutotuneResult.load_from_disk(path, compile_args)`` keep a winner
+    in a directory of the user's (upstream's API: the config, latencies and the compiled kernel,
+    so the loaded kernel runs without compiling again)."""
 
-    config: dict
-    latency: float | None
-    kernel: Any
+    config: dict | None = None
+    latency: float | None = None
+    kernel: Any = None
     ref_latency: float | None = None
     results: list[ConfigResult] = field(default_factory=list)
     from_cache: bool = False
     key: str = ""
     arguments: str = ""  # the exact call the kernel was compiled for (see _for_call)
+    func: Any = None
+    libcode: str | None = None
 
-    @property
-    def func(self):
-        """The winner's PrimFunc."""
-        return getattr(self.kernel, "prim_func", None)
+    def __post_init__(self):
+        if self.func is None:
+            self.func = getattr(self.kernel, "prim_func", None)
+        if self.libcode is None and self.kernel is not None and hasattr(self.kernel, "get_kernel_source"):
+            self.libcode = self.kernel.get_kernel_source()
 
-    @property
-    def libcode(self) -> str:
-        """The winner's CUDA source."""
-        return self.kernel.get_kernel_source()
+    def save_to_disk(self, path, verbose: bool = False) -> None:
+        """Write the config, the latencies and the compiled kernel into the directory ``path``
+        (created; a result already there is replaced)."""
+        import json
+        from pathlib import Path
+
+        from tilelang.jit import cache
+
+        artifact = getattr(self.kernel, "artifact", None)
+        if artifact is None:
+            raise ValueError("AutotuneResult.save_to_disk: the result has no compiled kernel to save")
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        cache.write_entry(path / _KERNEL_DIR, artifact)
+        record = {"config": self.config, "latency": self.latency, "ref_latency": self.ref_latency,
+                  "key": self.key, "arguments": self.arguments}
+        (path / _RESULT_FILE).write_text(json.dumps(record, indent=1, sort_keys=True, default=repr))
+        if verbose:
+            print(f"tilelang.autotune: saved config {self.config} and its kernel to {path}")
+
+    @classmethod
+    def load_from_disk(cls, path, compile_args: CompileArgs | None = None) -> "AutotuneResult | None":
+        """The result ``save_to_disk`` wrote into ``path`` (None where there is none). The kernel
+        is the one compiled then: ``compile_args`` (upstream's, for its backend) changes nothing."""
+        import json
+        from pathlib import Path
+
+        from tilelang.jit import cache
+
+        path = Path(path)
+        if not (path / _RESULT_FILE).is_file():
+            return None
+        record = json.loads((path / _RESULT_FILE).read_text())
+        kernel = JITKernel(cache.read_entry(path / _KERNEL_DIR))
+        return cls(record.get("config"), record.get("latency"), kernel, record.get("ref_latency"),
+                   from_cache=True, key=record.get("key", ""), arguments=record.get("arguments", ""))
 
     def table(self) -> str:
         """Every config with its latency or the reason it was skipped, one per line."""

@@ -219,6 +219,27 @@ def _write_entry(tmp: Path, artifact: KernelArtifact) -> None:
     (tmp / _JSON).write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
+def write_entry(path: Path, artifact: KernelArtifact) -> None:
+    """Write ``artifact`` as an entry into the directory ``path`` (created; an entry already there
+    is replaced), outside the cache (``AutotuneResult.save_to_disk``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{path.name}-", dir=path.parent))
+    try:
+        _write_entry(tmp, artifact)
+        if path.exists():
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_entry(path: Path) -> KernelArtifact:
+    """The artifact ``write_entry`` (or ``store``) wrote into ``path``; raises on a missing or
+    damaged entry."""
+    return _read_entry(Path(path))
+
+
 def _discard(path: Path) -> None:
     """Remove a broken entry; rename first so no reader sees it half-deleted."""
     trash = path.parent / f"{_TMP_PREFIX}trash-{path.name[:16]}-{os.getpid()}-{time.monotonic_ns()}"
