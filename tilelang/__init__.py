@@ -82,6 +82,16 @@ def is_cache_enabled() -> bool:
 
 from tilelang.math import cdiv, next_power_of_2  # noqa: E402
 
+_LAZY_SUBMODULES = ("carver", "cuda", "ir")   # upstream imports these with the package; here on first use
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"tilelang.{name}")
+    raise AttributeError(f"module 'tilelang' has no attribute {name!r}")
+
 if env.get_lower_trace_mode() is not None:   # TL_LOWER_TRACE: trace every compilation of this process
     from tilelang.tools.lower_trace import enable as _enable_lower_trace  # noqa: E402
 

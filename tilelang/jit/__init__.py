@@ -64,14 +64,24 @@ def with_context_configs(pass_configs) -> dict:
 
 
 @hide_internal_frames
-def lower(func, target="auto", pass_configs=None, out_idx=None, target_host=None, runtime_only=False,
-          enable_host_codegen=False, enable_device_compile=False) -> KernelArtifact:
-    """Lower a ``@T.prim_func`` to a KernelArtifact (CUDA source and launch description).
-    ``enable_device_compile=True`` also runs nvcc (``artifact.cubin``); upstream's
-    ``target_host``, ``runtime_only`` and ``enable_host_codegen`` are accepted and change nothing
-    (the host side is our Python launcher)."""
+def lower(func=None, target="auto", pass_configs=None, out_idx=None, target_host=None, runtime_only=False,
+          enable_host_codegen=False, enable_device_compile=False, *, func_or_mod=None) -> KernelArtifact:
+    """Lower a ``@T.prim_func`` (or an IRModule holding one, upstream's ``func_or_mod``) to a
+    KernelArtifact (CUDA source and launch description). ``enable_device_compile=True`` also
+    runs nvcc (``artifact.cubin``); upstream's ``target_host``, ``runtime_only`` and
+    ``enable_host_codegen`` are accepted and change nothing (the host side is our Python
+    launcher)."""
+    import tvm
+
     from tilelang.engine import lower as _lower
     from tilelang.transform.pass_config import normalize
+
+    func = func if func is not None else func_or_mod
+    if isinstance(func, tvm.IRModule):
+        funcs = [f for _, f in func.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+        if len(funcs) != 1:
+            raise ValueError(f"tilelang.lower: the IRModule holds {len(funcs)} PrimFuncs; lower one kernel at a time")
+        func = funcs[0]
 
     artifact = _lower(func, target, normalize(with_context_configs(pass_configs)), _normalize_out_idx(out_idx, func))
     if enable_device_compile:
@@ -123,6 +133,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
             cache.store(key, artifact)
     _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
     kernel = JITKernel(artifact, prim_func=func).store_parts_under(key)
+    kernel.pass_configs = dict(pass_configs or {})
+    kernel.execution_backend = execution_backend or "auto"
     return kernel.with_wide_variant(wide_builder(func, out_idx, target, pass_configs, compile_flags))
 
 

@@ -26,7 +26,9 @@ Contract:
   ``export_ptx``, ``get_sass``/``show_sass``, ``ptxas_info``,
   ``launch_description``, ``get_profiler``, ``run_once``; attributes
   ``artifact``, ``params``, ``out_idx``, ``name``, ``ir``, ``prim_func``,
-  ``target`` (the arch), ``compile_flags``.
+  ``target`` (the arch), ``compile_flags``, ``pass_configs`` and ``execution_backend`` (as
+  asked for), ``host_source``; upstream's tuner record ``config``, ``latency``, ``ref_latency``
+  (None unless the autotuner chose the kernel, ``update_tuner_result`` / ``get_tuner_result``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ def wide_builder(func, out_idx, target, pass_configs, compile_flags):
 class JITKernel:
     """A launchable kernel built from a KernelArtifact."""
 
+    # (class defaults: an instance sets its own)
+    config = latency = ref_latency = None     # the autotuner's record of the kernel it chose
+    pass_configs: dict = {}
+    execution_backend = "auto"
+
     def __init__(self, artifact: KernelArtifact | None = None, ir=None, prim_func=None, include_dirs=(), *,
                  func=None, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
                  execution_backend=None, target_host=None, verbose=False, from_database=False):
@@ -81,7 +88,7 @@ class JITKernel:
             self.compile_flags = compile_flags
             self.target = target
             self.target_host = target_host
-            self.execution_backend = execution_backend
+            self.execution_backend = execution_backend or "auto"
             self.verbose = verbose
             self._compile_and_create_adapter(func, out_idx)
             return
@@ -317,6 +324,19 @@ class JITKernel:
     @property
     def kernel_source(self) -> str:
         return self.artifact.source
+
+    @property
+    def host_source(self) -> str:
+        return self.get_host_source()
+
+    def update_tuner_result(self, latency, config, ref_latency) -> "JITKernel":
+        """Record the autotuner's result on the kernel (upstream's method)."""
+        self.latency, self.config, self.ref_latency = latency, config, ref_latency
+        return self
+
+    def get_tuner_result(self) -> dict:
+        """``{"latency", "config", "ref_latency"}`` as the autotuner recorded them (None before)."""
+        return {"latency": self.latency, "config": self.config, "ref_latency": self.ref_latency}
 
     def get_host_source(self) -> str:
         """The host side of the launch: where upstream generates C, we launch from Python with a

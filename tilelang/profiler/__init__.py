@@ -13,16 +13,21 @@ Contract:
   allocated empty when ``with_outputs``; otherwise only inputs when the kernel
   has out_idx).
 - ``run_once(symbols=None)``: one call on fresh inputs; returns its result.
-- ``do_bench(fn=None, warmup=25, rep=100, symbols=None, return_mode="median")``:
-  ms per call of ``fn`` (default: the kernel with all arguments preallocated,
+- ``do_bench(func=None, warmup=25, rep=100, n_warmup=0, n_repeat=0, input_tensors=None,
+  backend="event", quantiles=None, return_mode="median", ...)`` (upstream's order; ``symbols=``):
+  ms per call of ``func`` (default: the kernel with all arguments preallocated,
   so no allocation is timed).
-- ``assert_allclose(reference_program, atol=1e-2, rtol=1e-2, symbols=None,
-  outputs=None, max_mismatched_ratio=0.01)``: runs the kernel and ``reference_program`` on the same
-  inputs (the reference gets clones) and compares each output; with no
+- ``assert_allclose(reference_program, input_tensors=None, atol=1e-2, rtol=1e-2,
+  max_mismatched_ratio=0.01, *, symbols=None, outputs=None)``: runs the kernel and
+  ``reference_program`` on the same inputs (generated, or ``input_tensors``; the reference gets
+  clones) and compares each output; with no
   out_idx the kernel writes in place and ``outputs`` (default: the last tensor
   param) says which params to compare against the reference's return values;
   up to ``max_mismatched_ratio`` of the elements may lie outside the tolerance
   (upstream's rule; 0 or None: every element must match).
+- Upstream's other names: ``adapter`` (the kernel), ``with_default_adapter``, ``params``,
+  ``result_idx``, ``supply_type``, ``_get_inputs``, ``assert_consistent(repeat)`` (same outputs
+  on every run), ``manual_assert_close(ref, input_tensors, manual_check_prog)``.
 """
 
 from __future__ import annotations
@@ -44,12 +49,62 @@ class Profiler:
         if isinstance(tensor_supply, TensorSupplyType):   # upstream's get_profiler(TensorSupplyType.X)
             tensor_supply, tensor_supply_type = None, tensor_supply
         self.kernel = kernel
+        self.tensor_supply_type = TensorSupplyType.Auto if tensor_supply_type is None else tensor_supply_type
         self.tensor_supply = tensor_supply or _supply_for(tensor_supply_type)
 
     @property
     def func(self):
         """The kernel being profiled (upstream's ``profiler.func``: ``do_bench(profiler.func)``)."""
         return self.kernel
+
+    # upstream's names for what the profiler works on
+    adapter = func
+
+    def with_default_adapter(self, adapter) -> "Profiler":
+        """Profile ``adapter`` (a kernel) from now on (upstream's method)."""
+        self.kernel = adapter
+        return self
+
+    @property
+    def params(self) -> list:
+        return self.kernel.params
+
+    @property
+    def result_idx(self) -> list[int]:
+        return self.kernel.out_idx
+
+    @property
+    def supply_type(self):
+        return self.tensor_supply_type
+
+    def _get_inputs(self, with_output=False, dynamic_symbolic_constraints=None) -> list:
+        """Generated arguments: the inputs (with ``with_output``, every parameter)."""
+        return self.make_args(dynamic_symbolic_constraints, with_outputs=with_output)
+
+    def assert_consistent(self, repeat: int = 10) -> None:
+        """Run the kernel ``repeat`` more times on the same inputs and require the same outputs
+        each time (a race shows as a difference)."""
+        torch = _torch()
+        args = self.make_args()
+        first = [t.clone() for t in kernel_outputs(self.kernel, args, self.kernel(*args))[1]]
+        for _ in range(repeat):
+            names, got = kernel_outputs(self.kernel, args, self.kernel(*args))
+            for name, a, b in zip(names, got, first):
+                if not torch.equal(a, b):
+                    raise AssertionError(f"output {name!r} differs between two runs on the same inputs")
+
+    def manual_assert_close(self, reference_program, input_tensors=None, manual_check_prog=None) -> None:
+        """Run the kernel and ``reference_program`` on the same inputs, then
+        ``manual_check_prog(kernel_outputs, reference_outputs)`` (upstream's method)."""
+        torch = _torch()
+        args = list(input_tensors) if input_tensors is not None else self.make_args()
+        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        got = kernel_outputs(self.kernel, args, self.kernel(*args))[1]
+        expected = reference_program(*ref_args)
+        expected = [expected] if isinstance(expected, torch.Tensor) else list(expected or [])
+        if manual_check_prog is None:
+            raise ValueError("manual_assert_close needs manual_check_prog(outputs, reference_outputs)")
+        manual_check_prog(got, expected)
 
     def __call__(self, *args):
         return self.kernel(*args)
@@ -99,14 +154,21 @@ class Profiler:
     def run_once(self, symbols=None):
         return self.kernel(*self.make_args(symbols))
 
-    def do_bench(self, fn=None, warmup: float = 25, rep: float = 100, symbols=None,
-                 return_mode: str = "median", input_tensors=None, dynamic_symbolic_constraints=None,
-                 func=None, **kwargs):
-        """Milliseconds per call of the kernel (all arguments preallocated), or of ``fn`` called
-        with the kernel's generated inputs (upstream style: ``profiler.do_bench(ref_program)``).
-        ``input_tensors`` (upstream's) are the inputs to use instead of generated ones;
-        ``dynamic_symbolic_constraints`` is upstream's name for ``symbols``, ``func`` for ``fn``."""
+    def do_bench(self, func=None, warmup: float = 25, rep: float = 100, n_warmup: int = 0, n_repeat: int = 0,
+                 input_tensors=None, backend: str = "event", quantiles=None, return_mode: str = "median",
+                 dynamic_symbolic_constraints=None, device=None, early_stop_baseline=None, *, fn=None,
+                 symbols=None, **kwargs):
+        """Milliseconds per call of the kernel (all arguments preallocated), or of ``func`` called
+        with the kernel's generated inputs (upstream style: ``profiler.do_bench(ref_program)``),
+        upstream's parameters in upstream's order. ``input_tensors`` are the inputs to use instead
+        of generated ones; ``dynamic_symbolic_constraints`` (or ``symbols``) give the symbols'
+        values; the rest go to ``tilelang.profiler.do_bench``."""
         fn = fn if fn is not None else func
+        kwargs.update(backend=backend, quantiles=quantiles, device=device, early_stop_baseline=early_stop_baseline)
+        if n_warmup:
+            kwargs["_n_warmup"] = n_warmup
+        if n_repeat:
+            kwargs["_n_repeat"] = n_repeat
         if fn is self.kernel:    # do_bench(profiler.func): the kernel itself, on preallocated arguments
             fn = None
         symbols = {**(dynamic_symbolic_constraints or {}), **(symbols or {})}
@@ -121,15 +183,12 @@ class Profiler:
         def call():
             target(*args)
 
-        for key in ("n_warmup", "n_repeat"):   # upstream's spellings of the fixed counts
-            if key in kwargs:
-                kwargs["_" + key] = kwargs.pop(key)
         return do_bench(call, warmup=warmup, rep=rep, return_mode=return_mode, **kwargs)
 
-    def assert_allclose(self, reference_program, atol: float = 1e-2, rtol: float = 1e-2,
-                        symbols=None, outputs=None, max_mismatched_ratio=0.01) -> None:
+    def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2, rtol: float = 1e-2,
+                        max_mismatched_ratio=0.01, *, symbols=None, outputs=None) -> None:
         torch = _torch()
-        args = self.make_args(symbols)
+        args = list(input_tensors) if input_tensors is not None else self.make_args(symbols)
         ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         result = self.kernel(*args)
         names, got = kernel_outputs(self.kernel, args, result, outputs)

@@ -14,13 +14,23 @@ Contract:
   time of the kernels ``fn`` launches, read from torch's profiler (CUPTI)
   over ``rep`` runs, the L2 flush excluded, mean in ms; "cudagraph": ``fn``
   captured ``n`` times in one CUDA graph, replayed 10 times after a flush,
-  times divided by ``n``.  ``_n_warmup`` / ``_n_repeat`` fix the counts.
-- Raises RuntimeError("no CUDA device: ...") without a GPU.
+  times divided by ``n``; "wall": host wall-clock time per call of ``fn``, no flush (works
+  without a GPU; with a CUDA ``device`` the device is synchronised around each call).
+  ``_n_warmup`` / ``_n_repeat`` fix the counts.
+- Upstream's signature and keywords: ``do_bench(fn, warmup, rep, _n_warmup, _n_repeat,
+  quantiles, fast_flush, backend, return_mode, device, cache_size, early_stop_baseline)``;
+  ``device`` times on that CUDA device, ``cache_size`` is the flush buffer's MB, ``fast_flush`` is
+  accepted (our flush is one memset either way), ``early_stop_baseline`` returns the 5-run
+  estimate at once when it exceeds that many ms. The default ``return_mode`` is "median" (more
+  robust to an outlier than upstream's "mean").
+- Raises RuntimeError("no CUDA device: ...") without a GPU (but for "wall").
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import time
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 _flush_buffers: dict = {}  # device index -> flush buffer
@@ -39,12 +49,12 @@ def _require_cuda() -> int:
     return torch.cuda.current_device()
 
 
-def l2_flush_buffer(device: int):
-    """A reusable 256 MB int8 buffer on ``device``; zeroing it evicts the L2 cache."""
+def l2_flush_buffer(device: int, nbytes: int = L2_FLUSH_BYTES):
+    """A reusable int8 buffer (256 MB) on ``device``; zeroing it evicts the L2 cache."""
     torch = _torch()
-    buf = _flush_buffers.get(device)
+    buf = _flush_buffers.get((device, nbytes))
     if buf is None:
-        buf = _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
+        buf = _flush_buffers[(device, nbytes)] = torch.empty(nbytes, dtype=torch.int8, device=device)
     return buf
 
 
@@ -62,18 +72,61 @@ def _summarise(times: list[float], return_mode: str, quantiles):
 
 
 _CACHE_FLUSH_RANGE = "tilelang::l2_flush"
-BACKENDS = ("event", "cupti", "cudagraph")
+BACKENDS = ("event", "cupti", "cudagraph", "wall")
 
 
-def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "median",
-             quantiles=None, flush_l2: bool = True, backend: str = "event", _n_warmup: int = 0,
-             _n_repeat: int = 0):
-    """Time ``fn()`` on the GPU; returns milliseconds (see module docstring)."""
+def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_repeat: int = 0,
+             quantiles=None, fast_flush: bool = True, backend: str = "event", return_mode: str = "median",
+             device=None, cache_size: int = 256, early_stop_baseline: float | None = None, *,
+             flush_l2: bool = True):
+    """Time ``fn()`` on the GPU (or the host, ``backend="wall"``); returns milliseconds (see
+    module docstring)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown profiler backend {backend!r}; use one of {', '.join(BACKENDS)}")
     torch = _torch()
-    device = _require_cuda()
-    cache = l2_flush_buffer(device) if flush_l2 or backend == "cupti" else None
+    place = None if device is None else torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if backend == "wall":
+        return _bench_wall(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, return_mode, place,
+                           early_stop_baseline)
+    if place is not None and place.type != "cuda":
+        raise ValueError(f"backend {backend!r} times on a CUDA device, got device {place}; use backend='wall'")
+    _require_cuda()
+    with torch.cuda.device(place) if place is not None else contextlib.nullcontext():
+        device = torch.cuda.current_device()
+        cache = l2_flush_buffer(device, int(cache_size) * 1024 * 1024) if flush_l2 or backend == "cupti" else None
+        return _bench_events(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, backend, return_mode, cache,
+                             early_stop_baseline)
+
+
+def _bench_wall(fn, warmup, rep, n_warmup, n_repeat, quantiles, return_mode, place, early_stop_baseline):
+    """Host wall-clock ms per call (synchronising a CUDA ``place`` around each call)."""
+    torch = _torch()
+    sync = (lambda: torch.cuda.synchronize(place)) if place is not None and place.type == "cuda" else (lambda: None)
+
+    def timed(n):
+        out = []
+        for _ in range(n):
+            sync()
+            t = time.perf_counter()
+            fn()
+            sync()
+            out.append((time.perf_counter() - t) * 1e3)
+        return out
+
+    fn()
+    sync()
+    estimate = statistics.fmean(timed(5))
+    if early_stop_baseline is not None and estimate > early_stop_baseline:
+        return estimate if quantiles is None else [estimate] * len(quantiles)
+    estimate = max(estimate, 1e-6)
+    for _ in range(n_warmup if n_warmup > 0 else int(warmup / estimate)):
+        fn()
+    return _summarise(timed(n_repeat if n_repeat > 0 else max(1, int(rep / estimate))), return_mode, quantiles)
+
+
+def _bench_events(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, backend, return_mode, cache,
+                  early_stop_baseline):
+    torch = _torch()
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -84,7 +137,10 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, return_mode: str = "media
         fn()
     end.record()
     torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-3)
+    estimate = start.elapsed_time(end) / 5
+    if early_stop_baseline is not None and estimate > early_stop_baseline:
+        return estimate if quantiles is None else [estimate] * len(quantiles)
+    estimate = max(estimate, 1e-3)
     n_warmup = _n_warmup if _n_warmup > 0 else max(1, int(warmup / estimate))
     n_repeat = _n_repeat if _n_repeat > 0 else max(1, int(rep / estimate))
     for _ in range(n_warmup):

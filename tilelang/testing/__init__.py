@@ -59,8 +59,9 @@ class _Gate:
     def marks(self, **_options) -> list:
         return [self._mark()]
 
-    def __call__(self, func):
-        return self._mark()(func)
+    def __call__(self, func=None, **_options):
+        # (``@requires_cuda``, or upstream's ``@requires_cuda()`` / ``requires_cuda(support_required=...)``)
+        return self._mark() if func is None else self._mark()(func)
 
 
 def _skip_without_gpu():
@@ -108,9 +109,10 @@ def requires_package(*packages: str):
     return pytest.mark.skipif(bool(missing), reason=why)
 
 
-def requires_cuda_compute_version(major: int, minor: int = 0, mode: str = "ge"):
-    """Skip unless the GPU's compute capability compares to (major, minor) by ``mode``
-    (ge, gt, eq, lt, le)."""
+def requires_cuda_compute_version(major_version: int, minor_version: int = 0, mode: str = "ge"):
+    """Skip unless the GPU's compute capability compares to (major_version, minor_version) by
+    ``mode`` (ge, gt, eq, lt, le)."""
+    major, minor = major_version, minor_version
     import pytest
 
     if mode not in _MODES:
@@ -121,24 +123,24 @@ def requires_cuda_compute_version(major: int, minor: int = 0, mode: str = "ge"):
     return pytest.mark.skipif(not ok, reason=why)
 
 
-def requires_cuda_compute_version_ge(major: int, minor: int = 0):
-    return requires_cuda_compute_version(major, minor, "ge")
+def requires_cuda_compute_version_ge(major_version: int, minor_version: int = 0):
+    return requires_cuda_compute_version(major_version, minor_version, "ge")
 
 
-def requires_cuda_compute_version_gt(major: int, minor: int = 0):
-    return requires_cuda_compute_version(major, minor, "gt")
+def requires_cuda_compute_version_gt(major_version: int, minor_version: int = 0):
+    return requires_cuda_compute_version(major_version, minor_version, "gt")
 
 
-def requires_cuda_compute_version_eq(major: int, minor: int = 0):
-    return requires_cuda_compute_version(major, minor, "eq")
+def requires_cuda_compute_version_eq(major_version: int, minor_version: int = 0):
+    return requires_cuda_compute_version(major_version, minor_version, "eq")
 
 
-def requires_cuda_compute_version_lt(major: int, minor: int = 0):
-    return requires_cuda_compute_version(major, minor, "lt")
+def requires_cuda_compute_version_lt(major_version: int, minor_version: int = 0):
+    return requires_cuda_compute_version(major_version, minor_version, "lt")
 
 
-def requires_cuda_compute_version_le(major: int, minor: int = 0):
-    return requires_cuda_compute_version(major, minor, "le")
+def requires_cuda_compute_version_le(major_version: int, minor_version: int = 0):
+    return requires_cuda_compute_version(major_version, minor_version, "le")
 
 
 def set_random_seed(seed: int = 42) -> None:
