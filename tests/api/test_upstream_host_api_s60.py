@@ -28,7 +28,7 @@ def test_kernel_attributes_upstream_scripts_read():
     assert kernel.update_tuner_result(0.5, {"a": 1}, 0.7) is kernel
     assert kernel.get_tuner_result() == {"latency": 0.5, "config": {"a": 1}, "ref_latency": 0.7}
     assert kernel.pass_configs == {"tl.disable_warp_specialized": True} and kernel.execution_backend == "auto"
-    assert "launch" in kernel.host_source.lower()
+    assert "launch" in kernel.host_source.lower() and kernel.adapter is kernel
 
 
 def test_do_bench_wall_clock_and_upstream_keywords():

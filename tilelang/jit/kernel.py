@@ -27,7 +27,7 @@ Contract:
   ``launch_description``, ``get_profiler``, ``run_once``; attributes
   ``artifact``, ``params``, ``out_idx``, ``name``, ``ir``, ``prim_func``,
   ``target`` (the arch), ``compile_flags``, ``pass_configs`` and ``execution_backend`` (as
-  asked for), ``host_source``; upstream's tuner record ``config``, ``latency``, ``ref_latency``
+  asked for), ``host_source``, ``adapter`` (the kernel itself); upstream's tuner record ``config``, ``latency``, ``ref_latency``
   (None unless the autotuner chose the kernel, ``update_tuner_result`` / ``get_tuner_result``).
 """
 
@@ -328,6 +328,12 @@ class JITKernel:
     @property
     def host_source(self) -> str:
         return self.get_host_source()
+
+    @property
+    def adapter(self) -> "JITKernel":
+        """Upstream's launch adapter: here the kernel launches itself
+        (``profiler.with_default_adapter(kernel.adapter)``)."""
+        return self
 
     def update_tuner_result(self, latency, config, ref_latency) -> "JITKernel":
         """Record the autotuner's result on the kernel (upstream's method)."""
