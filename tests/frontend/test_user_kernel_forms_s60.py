@@ -165,3 +165,17 @@ def test_gemm_on_a_subtile_whose_start_moves_with_a_loop():
     assert re.search(r"gemm_ss<[^>]*>\(\(&\(\(\(half\*\)smem\)\[\(\(h \* 4096\)", src), src
     with pytest.raises(TileLangCompileError, match=r"TL0002.*starting at row h \* 60.*multiples of 8"):
         tilelang.lower(_subtile_gemm(60), "sm_90a")
+
+
+def test_a_bank_swizzled_copy_tile_keeps_its_annotation():
+    """A tile only copies use (no gemm) keeps the annotated layout as written, even where it is a
+    wgmma operand's slabs that the plain swizzle is not (128 fp16 columns)."""
+    @T.prim_func
+    def main(A: T.Tensor((256, 128), T.float16), B: T.Tensor((256, 128), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            s = T.alloc_shared((128, 128), T.float16)
+            T.annotate_layout({s: make_full_bank_swizzled_layout(s)})
+            T.copy(A[bx * 128, 0], s)
+            T.copy(s, B[bx * 128, 0])
+
+    _lowered(main)
