@@ -29,6 +29,9 @@ def test_kernel_attributes_upstream_scripts_read():
     assert kernel.get_tuner_result() == {"latency": 0.5, "config": {"a": 1}, "ref_latency": 0.7}
     assert kernel.pass_configs == {"tl.disable_warp_specialized": True} and kernel.execution_backend == "auto"
     assert "launch" in kernel.host_source.lower() and kernel.adapter is kernel
+    # (upstream fills these for HIP only; here from ptxas)
+    assert kernel.n_regs > 0 and kernel.n_spills == 0 and kernel.n_max_threads == 128
+    assert kernel.resource_usage[kernel.name].registers == kernel.n_regs
 
 
 def test_do_bench_wall_clock_and_upstream_keywords():

@@ -27,7 +27,8 @@ Contract:
   ``launch_description``, ``get_profiler``, ``run_once``; attributes
   ``artifact``, ``params``, ``out_idx``, ``name``, ``ir``, ``prim_func``,
   ``target`` (the arch), ``compile_flags``, ``pass_configs`` and ``execution_backend`` (as
-  asked for), ``host_source``, ``adapter`` (the kernel itself); upstream's tuner record ``config``, ``latency``, ``ref_latency``
+  asked for), ``host_source``, ``adapter`` (the kernel itself), ``resource_usage`` / ``n_regs`` /
+  ``n_spills`` / ``n_max_threads`` (ptxas, on first use); upstream's tuner record ``config``, ``latency``, ``ref_latency``
   (None unless the autotuner chose the kernel, ``update_tuner_result`` / ``get_tuner_result``).
 """
 
@@ -439,6 +440,34 @@ class JITKernel:
             raise RuntimeError(f"ptxas reported no entry named {art.name!r} (found {sorted(infos)}); "
                                "is the kernel declared extern \"C\"?")
         return infos[art.name]
+
+    @property
+    def resource_usage(self) -> dict:
+        """Upstream's per-entry resource record (``{name: record}``; it fills it for HIP only):
+        here the entry's ``ptxas_info()`` (runs ptxas once, on first use)."""
+        usage = self.__dict__.get("_resource_usage")
+        if usage is None:
+            usage = self.__dict__["_resource_usage"] = {self.artifact.name: self.ptxas_info()}
+        return usage
+
+    @property
+    def n_regs(self) -> int:
+        """Registers per thread of the kernel (ptxas)."""
+        return self.resource_usage[self.artifact.name].registers
+
+    @property
+    def n_spills(self) -> int:
+        """Bytes spilled per thread (stores; ptxas)."""
+        return self.resource_usage[self.artifact.name].spill_stores
+
+    @property
+    def n_max_threads(self) -> int:
+        """Threads per block the kernel is launched with."""
+        block = list(self.artifact.block)
+        total = 1
+        for extent in block:
+            total *= int(extent)
+        return total
 
     def get_profiler(self, tensor_supply=None, tensor_supply_type=None):
         from tilelang.profiler import Profiler
