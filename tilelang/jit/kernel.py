@@ -34,6 +34,7 @@ Contract:
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -61,10 +62,7 @@ def wide_builder(func, out_idx, target, pass_configs, compile_flags):
 class JITKernel:
     """A launchable kernel built from a KernelArtifact."""
 
-    # (class defaults: an instance sets its own)
-    config = latency = ref_latency = None     # the autotuner's record of the kernel it chose
-    pass_configs: dict = {}
-    execution_backend = "auto"
+    config = latency = ref_latency = None     # the autotuner's record of the kernel it chose (class default)
 
     def __init__(self, artifact: KernelArtifact | None = None, ir=None, prim_func=None, include_dirs=(), *,
                  func=None, out_idx=None, target="auto", pass_configs=None, compile_flags=None,
@@ -75,6 +73,8 @@ class JITKernel:
         and ``from_database`` are accepted for upstream code (we have one launcher)."""
         if func is None and artifact is not None and not isinstance(artifact, KernelArtifact):
             func, artifact = artifact, None
+        self.pass_configs = dict(pass_configs or {})            # (as asked for)
+        self.execution_backend = execution_backend or "auto"
         if artifact is None and func is None and from_database:
             # upstream's cache loader makes an empty kernel and fills it in; there is nothing to
             # fill here, so the shell only checks its pass configs and refuses to run
@@ -85,11 +85,9 @@ class JITKernel:
         if artifact is None:
             if func is None:
                 raise TypeError("JITKernel needs a KernelArtifact or a PrimFunc to compile")
-            self.pass_configs = dict(pass_configs or {})
             self.compile_flags = compile_flags
             self.target = target
             self.target_host = target_host
-            self.execution_backend = execution_backend or "auto"
             self.verbose = verbose
             self._compile_and_create_adapter(func, out_idx)
             return
@@ -463,11 +461,7 @@ class JITKernel:
     @property
     def n_max_threads(self) -> int:
         """Threads per block the kernel is launched with."""
-        block = list(self.artifact.block)
-        total = 1
-        for extent in block:
-            total *= int(extent)
-        return total
+        return math.prod(self.artifact.block)
 
     def get_profiler(self, tensor_supply=None, tensor_supply_type=None):
         from tilelang.profiler import Profiler

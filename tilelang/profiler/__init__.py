@@ -96,15 +96,21 @@ class Profiler:
     def manual_assert_close(self, reference_program, input_tensors=None, manual_check_prog=None) -> None:
         """Run the kernel and ``reference_program`` on the same inputs, then
         ``manual_check_prog(kernel_outputs, reference_outputs)`` (upstream's method)."""
-        torch = _torch()
-        args = list(input_tensors) if input_tensors is not None else self.make_args()
-        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        got = kernel_outputs(self.kernel, args, self.kernel(*args))[1]
-        expected = reference_program(*ref_args)
-        expected = [expected] if isinstance(expected, torch.Tensor) else list(expected or [])
         if manual_check_prog is None:
             raise ValueError("manual_assert_close needs manual_check_prog(outputs, reference_outputs)")
+        _, got, expected = self._run_both(reference_program, input_tensors)
         manual_check_prog(got, expected)
+
+    def _run_both(self, reference_program, input_tensors=None, symbols=None, outputs=None):
+        """(output names, the kernel's outputs, the reference's) on the same inputs: generated, or
+        ``input_tensors``; the reference gets clones."""
+        torch = _torch()
+        args = list(input_tensors) if input_tensors is not None else self.make_args(symbols)
+        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        names, got = kernel_outputs(self.kernel, args, self.kernel(*args), outputs)
+        expected = reference_program(*ref_args)
+        expected = [expected] if isinstance(expected, torch.Tensor) else list(expected or [])
+        return names, got, expected
 
     def __call__(self, *args):
         return self.kernel(*args)
@@ -187,15 +193,7 @@ class Profiler:
 
     def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2, rtol: float = 1e-2,
                         max_mismatched_ratio=0.01, *, symbols=None, outputs=None) -> None:
-        torch = _torch()
-        args = list(input_tensors) if input_tensors is not None else self.make_args(symbols)
-        ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        result = self.kernel(*args)
-        names, got = kernel_outputs(self.kernel, args, result, outputs)
-        expected = reference_program(*ref_args)
-        if isinstance(expected, torch.Tensor):
-            expected = [expected]
-        expected = list(expected)
+        names, got, expected = self._run_both(reference_program, input_tensors, symbols, outputs)
         if len(expected) != len(got):
             raise AssertionError(f"reference returned {len(expected)} tensors, the kernel has {len(got)} "
                                  f"outputs ({names})")

@@ -1373,13 +1373,15 @@ class _Inference:
                     self.set_shared(buf, False)
         for buf, (spelt, span) in self.spelt_swizzles.items():
             have = self.out.shared[buf]
-            if not spelt.places_like(have) and buf not in self.gemm_operands:
+            if spelt.places_like(have):
+                continue
+            if buf not in self.gemm_operands:
                 self.out.shared[buf] = spelt    # (a copy's tile: the annotation as written)
-            elif not spelt.places_like(have):
-                raise LoweringError("TL0201", f"T.annotate_layout gives '{buf.name}' a {spelt.describe()}, but "
-                                    f"its T.gemm reads it with the {have.describe()}", span,
-                                    notes=["Drop the annotation (gemm operands are swizzled automatically) or use "
-                                           "tilelang.layout.make_swizzled_layout."])
+                continue
+            raise LoweringError("TL0201", f"T.annotate_layout gives '{buf.name}' a {spelt.describe()}, but "
+                                f"its T.gemm reads it with the {have.describe()}", span,
+                                notes=["Drop the annotation (gemm operands are swizzled automatically) or use "
+                                       "tilelang.layout.make_swizzled_layout."])
         return self.out
 
     def _plan_reducer(self, buf, legacy=False):
