@@ -335,8 +335,15 @@ def test_jit_kernel_and_artifact_attributes_upstream_code_reads(tmp_path):
     assert kernel.compile_flags == ["--use_fast_math"]
     host = kernel.get_host_source()
     assert host.startswith("kernel: ") and "grid:" in host and "generated argument checker" in host
-    kernel.export_ptx(tmp_path / "k.ptx")
-    assert ".entry" in (tmp_path / "k.ptx").read_text()
+    kernel.export_ptx(tmp_path / "out" / "k.ptx")                  # the folder is created
+    assert ".entry" in (tmp_path / "out" / "k.ptx").read_text()
+    with pytest.raises(NotImplementedError, match="no shared library to export.*export_sources"):
+        kernel.export_library(tmp_path / "k.so")
+    from tilelang.jit import nvcc
+
+    if nvcc.find_cuda_tool("cuobjdump") or nvcc.find_cuda_tool("nvdisasm"):
+        kernel.export_sass(tmp_path / "sass" / "k.sass")
+        assert "Function : " in (tmp_path / "sass" / "k.sass").read_text()
     assert tilelang.utils.get_tensor_supply is get_tensor_supply
 
 

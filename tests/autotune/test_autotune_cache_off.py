@@ -28,9 +28,11 @@ def _kernel(block_M=None, block_K=None):
     return ak.gemm_factory(256, 256, 256, block_M=block_M, block_N=64, block_K=block_K, num_stages=2)
 
 
-def _run(**kw):
+def _run(kernel_parameters=None, **kw):
     runner = ak.FakeRunner()
     tuner = AutoTuner.from_kernel(kernel=_kernel, configs=CONFIGS).set_compile_args(out_idx=[-1])
+    if kernel_parameters is not None:
+        assert tuner.set_kernel_parameters(*kernel_parameters) is tuner
     tuner._runner = runner
     with redirect_stderr(io.StringIO()):
         result = tuner.run(warmup=1, rep=3, **kw)
@@ -52,3 +54,16 @@ def test_cache_off_tunes_again(monkeypatch, var):
     # tuned again, with early stopping: the second config's short probe, then its full timing
     assert runner.benched == [CONFIGS[0], CONFIGS[1], CONFIGS[1]]
     assert not second.from_cache
+
+
+def test_kernel_parameters_key_the_stored_result():
+    """Upstream's set_kernel_parameters: the arguments a tuner's closure was built with enter the
+    key, so another set tunes again and the same set reuses; cache_dir is where results live."""
+    from tilelang.autotuner import store
+
+    assert AutoTuner.from_kernel(kernel=_kernel, configs=CONFIGS).cache_dir == store.directory()
+    _, r1 = _run(kernel_parameters=(((256, 256, 256), ()), {"M": 256}))
+    _, r2 = _run(kernel_parameters=(((512, 256, 256), ()), {"M": 512}))
+    _, r3 = _run(kernel_parameters=(((512, 256, 256), ()), {"M": 512}))
+    assert len(r1.benched) == 2 and len(r2.benched) == 2 and r3.benched == []
+    assert sorted(p.name for p in store.directory().glob("*.json"))   # stored there

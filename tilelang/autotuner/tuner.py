@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from tilelang.autotuner import build, configs as cfgs, store
@@ -480,10 +481,23 @@ class AutoTuner:
         self.compile_args: CompileArgs | None = None
         self.profile_args = ProfileArgs()
         self._runner = None
+        self._kernel_parameters = None
 
     @classmethod
     def from_kernel(cls, kernel: Callable, configs) -> "AutoTuner":
         return cls(kernel, configs)
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where tuning results are stored (``<TILELANG_CACHE_DIR>/autotune``)."""
+        return store.directory()
+
+    def set_kernel_parameters(self, k_parameters, f_parameters=None) -> "AutoTuner":
+        """Upstream's hook for the arguments the kernel was built with (``(args, kwargs items)``
+        and the factory's parameters): here, as there, they only enter the key a result is stored
+        under, so two tuners of one closure over different arguments keep separate results."""
+        self._kernel_parameters = store.plain([k_parameters, dict(f_parameters or {})])
+        return self
 
     def set_compile_args(self, out_idx=None, target="auto", execution_backend=None, target_host=None,
                          verbose=None, pass_configs=None, compile_flags=None) -> "AutoTuner":
@@ -550,6 +564,8 @@ class AutoTuner:
                                                              ("early_stop_factor", early_stop_factor))
                                                             if v is not None})
         problem = _problem(self.fn, self.configs, self.compile_args, (), {})
+        if self._kernel_parameters is not None:
+            problem.key_arguments = {**problem.key_arguments, "__kernel_parameters__": self._kernel_parameters}
         return _tune(problem, profile, self._runner, force)
 
     __call__ = run

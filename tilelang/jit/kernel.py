@@ -420,7 +420,7 @@ class JITKernel:
         print(self.get_ptx())
 
     def export_ptx(self, path) -> None:
-        Path(path).write_text(self.get_ptx())
+        _write_text(path, self.get_ptx())
 
     def get_sass(self) -> str:
         if self._sass is None:
@@ -429,6 +429,21 @@ class JITKernel:
 
     def show_sass(self) -> None:
         print(self.get_sass())
+
+    def export_sass(self, path) -> None:
+        """Write the disassembled SASS (``get_sass``) to ``path``, creating its folder."""
+        _write_text(path, self.get_sass())
+
+    def export_library(self, kernel_file) -> None:
+        """Upstream writes a TVM runtime module (``.so``) here. Kernels of this implementation
+        are a cubin launched from Python, with no runtime module to write, so this says so and
+        names what exists instead."""
+        raise NotImplementedError(
+            f"export_library({str(kernel_file)!r}): this TileLang builds a cubin launched through "
+            "the CUDA driver, not a TVM runtime module, so there is no shared library to export. "
+            "Use kernel.export_sources(kernel_path=...) for the CUDA source, kernel.export_ptx / "
+            "export_sass for the PTX / SASS, or the disk cache (TILELANG_CACHE_DIR), which reloads "
+            "compiled kernels in a later process.")
 
     def ptxas_info(self) -> nvcc.PtxasInfo:
         """Registers, spills and shared memory of this kernel's entry, from ``ptxas -v``."""
@@ -524,3 +539,10 @@ def _cluster_line(source: str) -> list:
     m = re.search(r"__cluster_dims__\((\d+), (\d+), (\d+)\)", source or "")
     return [f"clusterDim = {{{m.group(1)}, {m.group(2)}, {m.group(3)}}}"] if m else []
 
+
+
+def _write_text(path, text: str) -> None:
+    """Write ``text`` to ``path``, creating the folder it names first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
