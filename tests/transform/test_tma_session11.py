@@ -174,3 +174,39 @@ def test_multicast_of_a_threaded_copy_is_refused():
 
     with pytest.raises(TileLangCompileError, match="cannot be multicast"):
         tilelang.compile(main, target=SM90)
+
+
+def multicast_gemm(M=256, N=256, K=256, bm=64, bn=64, bk=32, mask=0b11):
+    """Upstream's cluster guide, split-K sketch: the two blocks of a cluster share A's row of
+    tiles, so the lower one multicasts each k-tile of A into both; A_s is a T.gemm operand."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.ClusterKernel(N // bn, M // bm, threads=128, cluster_dims=(2, 1, 1)) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_f = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_f)
+            for ko in T.serial(K // bk):
+                T.copy_cluster(A[by * bm, ko * bk], A_s, cluster_mask=mask)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+@pytest.mark.parametrize("bk", [32, 128])
+def test_copy_cluster_multicast_into_a_swizzled_gemm_operand(bk):
+    """A multicast into a tile in the wgmma operand layout: one swizzled box per slab (two for
+    128 fp16 columns: 64-column slabs of 128-byte rows), each multicast, after the cluster-wide
+    barrier that also orders the peer's last gemm read of the tile before it is overwritten."""
+    kernel = tilelang.compile(multicast_gemm(bk=bk), target=SM90)
+    src, art = kernel.get_kernel_source(), kernel.artifact
+    assert kernel.ensure_cubin()[:4] == b"\x7fELF"                 # nvcc takes it
+    width = min(bk, 64)
+    assert art.tensormaps[0]["box"] == [width, 64] and art.tensormaps[0]["swizzle"] == bk * 2 // (bk // width)
+    body = src[src.index("for (int ko = 0;"):]
+    assert body.index("tl::cluster_sync();") < body.index("tl::mbarrier_arrive_expect_tx(") \
+        < body.index("tl::tma_load_multicast_2d(") < body.index("tl::mbarrier_wait(") < body.index("wgmma")
+    assert body.count("tl::tma_load_multicast_2d(") == bk // width
+    assert f"tl::mbarrier_arrive_expect_tx((&(((uint64_t*)smem)" in body and f", {64 * bk * 2});" in body

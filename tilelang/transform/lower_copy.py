@@ -466,9 +466,11 @@ def _tma_load(lw, src, dst, tile, stmt):
     contiguous run of the tensor provably inside it is one 1-D bulk copy (``tl::tma_load_bulk``,
     no tensor map); any other box of a plain tensor parameter is one tensor-map load
     (``tl::tma_load_{rank}d``; TMA fills the parts outside the tensor with zeros, so a tensor with
-    a non-zero ``T.annotate_safe_value`` keeps the threaded copy). The load completes on an
-    mbarrier of its own: a barrier (no thread still waits on its previous use), thread 0
-    initialises it, a barrier, thread 0 arms it and issues the load, every thread waits."""
+    a non-zero ``T.annotate_safe_value`` keeps the threaded copy). A multicast
+    (``T.copy_cluster(cluster_mask=...)``) may also fill a tile in the swizzled wgmma operand
+    layout (a T.gemm operand), one box per swizzle slab. The load completes on an mbarrier of its
+    own: a barrier (no thread still waits on its previous use), thread 0 initialises it, a barrier
+    (the cluster's, for a multicast), thread 0 arms it and issues the load, every thread waits."""
     args = stmt.value.args
     arch = getattr(lw, "arch", None)
     if (not (len(args) > 3 and const_int(args[3]) == 2) or arch is None or targets.parse_arch(arch) < 90
@@ -479,44 +481,88 @@ def _tma_load(lw, src, dst, tile, stmt):
             or src.dtype != dst.dtype):
         return None
     shape = [const_int(x) for x in dst.buffer.shape]
+    mask = tma.multicast_mask(lw, stmt)
     if (None in shape or any(const_int(lw.rewrite(x)) != 0 for x in dst.starts)
-            or [const_int(lw.rewrite(e)) for e in dst.extents] != shape or not _linear(lw, dst.buffer)):
+            or [const_int(lw.rewrite(e)) for e in dst.extents] != shape):
         return None
     esize, elems = nbytes(src.dtype), math.prod(tile)
     nbytes_total = elems * esize
     if nbytes_total % 16 or nbytes_total >= 1 << 20 or bits(src.dtype) < 8:
         return None     # (an mbarrier counts fewer than 2**20 transaction bytes)
-    starts, ext, run, _ = _global_run(lw, src, esize)
-    spec = None
-    if not run:
-        zero = safe_value(lw.info, src.buffer, src.dtype)
-        spec = _box(lw, src, ext, starts)
-        if spec is None or not (isinstance(zero, (tirx.IntImm, tirx.FloatImm)) and zero.value == 0):
-            return None
+    if _linear(lw, dst.buffer):
+        make = _linear_load(lw, src, dst, esize, nbytes_total, stmt)
+    elif mask:
+        # a multicast into a tile in the swizzled wgmma operand layout (a T.gemm operand): one
+        # box per swizzle slab, as T.tma_copy issues them
+        make = _slab_load(lw, src, dst, stmt)
+    else:
+        return None
+    if make is None:
+        return None
     bar = lw.scratch("tl_copy_mbar", 1, "uint64")
     bar_ptr = tirx.address_of(tirx.BufferLoad(bar, [i32(0)]))
-    smem = lw.shared_ptr(dst.buffer, [i32(0)] * len(shape))
-    if run:
-        gptr = tirx.address_of(_load_raw(lw, src, starts))
-        issue = evaluate_extern("tl::tma_load_bulk", smem, gptr, i32(nbytes_total), bar_ptr, span=stmt.span)
-    else:
-        j = tma.add_map(lw, spec)
-        issue = evaluate_extern(f"tl::tma_load_{len(starts)}d", smem, tma.tmap(j), bar_ptr, *starts[::-1],
-                                span=stmt.span)
+    issue = make(bar_ptr)
+
     def one(body):      # issued by thread 0
         return tirx.IfThenElse(tirx.EQ(lw.tid, i32(0)), seq(body), None, span=stmt.span)
 
-    mask = tma.multicast_mask(lw, stmt)
     if mask:
         # T.copy_cluster(cluster_mask=...): a peer block may complete bytes on this block's
         # barrier, so every block of the cluster has initialised its barrier (cluster_sync)
-        # before any block issues
-        issue = tma.multicast(lw, issue, mask, stmt.span)
+        # before any block issues; the same sync orders the peers' last reads of the tile
+        # before the load that overwrites it
+        issue = [tma.multicast(lw, s, mask, stmt.span) for s in issue]
     return seq([evaluate_extern("__syncthreads"),
                 one([evaluate_extern("tl::mbarrier_init", bar_ptr, i32(1)), evaluate_extern("tl::fence_barrier_init")]),
                 evaluate_extern("tl::cluster_sync" if mask else "__syncthreads"),
-                one([evaluate_extern("tl::mbarrier_arrive_expect_tx", bar_ptr, i32(nbytes_total)), issue]),
+                one([evaluate_extern("tl::mbarrier_arrive_expect_tx", bar_ptr, i32(nbytes_total)), *issue]),
                 evaluate_extern("tl::mbarrier_wait", bar_ptr, i32(0))])
+
+
+def _linear_load(lw, src, dst, esize, nbytes_total, stmt):
+    """The one load of a whole row-major tile, as a function of the barrier: a 1-D bulk copy where
+    the tensor's run is contiguous, else a tensor-map box; None where TMA cannot address it or
+    would zero-fill with the wrong value."""
+    starts, ext, run, _ = _global_run(lw, src, esize)
+    smem = lw.shared_ptr(dst.buffer, [i32(0)] * len(dst.buffer.shape))
+    if run:
+        gptr = tirx.address_of(_load_raw(lw, src, starts))
+        return lambda bar_ptr: [evaluate_extern("tl::tma_load_bulk", smem, gptr, i32(nbytes_total), bar_ptr,
+                                                span=stmt.span)]
+    spec = _box(lw, src, ext, starts)
+    if spec is None or not _zero_filled(lw, src):
+        return None
+    return lambda bar_ptr: [evaluate_extern(f"tl::tma_load_{len(starts)}d", smem, tma.tmap(tma.add_map(lw, spec)),
+                                            bar_ptr, *starts[::-1], span=stmt.span)]
+
+
+def _slab_load(lw, src, dst, stmt):
+    """The boxes of a whole tile in the swizzled wgmma operand layout, as a function of the
+    barrier (``slab_loads``), or None where TMA cannot fill it."""
+    spec = tma.tma_box_spec(lw, src, dst, len(lw.tensormaps))
+    if isinstance(spec, str) or not _zero_filled(lw, src):
+        return None
+    return lambda bar_ptr: slab_loads(lw, src, dst, tma.add_map(lw, spec), spec["box"][0], bar_ptr, i32(0),
+                                      stmt.span)
+
+
+def slab_loads(lw, src, dst, index, width, bar_ptr, base, span=None) -> list:
+    """One TMA box (tensor map ``index``) per ``width``-column swizzle slab of a (rows, columns)
+    tile in the wgmma operand layout whose first element is at ``base`` of the tile's view: the
+    slabs lie one after another."""
+    rows, cols = (const_int(x) for x in dst.buffer.shape[-2:])
+    coords = [lw.rewrite(x) for x in src.starts[::-1]]
+    view = lw.smem_views[dst.buffer]
+    return [evaluate_extern(f"tl::tma_load_{len(coords)}d",
+                            tirx.address_of(tirx.BufferLoad(view, [base + i32(s * rows * width)])), tma.tmap(index),
+                            bar_ptr, coords[0] + i32(s * width), *coords[1:], span=span)
+            for s in range(cols // width)]
+
+
+def _zero_filled(lw, src) -> bool:
+    """Whether TMA's zero fill outside the tensor is the value the kernel reads there."""
+    zero = safe_value(lw.info, src.buffer, src.dtype)
+    return isinstance(zero, (tirx.IntImm, tirx.FloatImm)) and zero.value == 0
 
 
 def _box(lw, region, ext, starts):

@@ -757,20 +757,13 @@ def _bulk(lw, src, dst, bar_ptr):
 def _boxes(lw, src, dst, spec, index, bar_ptr):
     """The TMA boxes of a whole slab-laid-out tile or one stage of it (tensor map ``index``), after
     ``expect_tx``."""
-    from tilelang.transform import tma
+    from tilelang.transform.lower_copy import slab_loads
 
-    width = spec["box"][0]
     rows, cols = (const_int(x) for x in dst.buffer.shape[-2:])
-    coords = [lw.rewrite(x) for x in src.starts[::-1]]
-    view = lw.smem_views[dst.buffer]
     # (a stage of the tile: its first element; the stage's rows and columns follow in the layout)
     base = lw.shared_offset(dst.buffer, [lw.rewrite(x) for x in dst.starts[:-2]] + [i32(0), i32(0)])
-    out = [evaluate_extern("tl::mbarrier_expect_tx", bar_ptr, i32(rows * cols * nbytes(str(dst.buffer.dtype))))]
-    for s in range(cols // width):
-        dst_ptr = tirx.address_of(tirx.BufferLoad(view, [base + i32(s * rows * width)]))
-        out.append(evaluate_extern(f"tl::tma_load_{len(coords)}d", dst_ptr, tma.tmap(index), bar_ptr,
-                                   coords[0] + i32(s * width), *coords[1:]))
-    return out
+    return [evaluate_extern("tl::mbarrier_expect_tx", bar_ptr, i32(rows * cols * nbytes(str(dst.buffer.dtype)))),
+            *slab_loads(lw, src, dst, index, spec["box"][0], bar_ptr, base)]
 
 
 __all__ = ["Roles", "STAGE_ATTR", "apply", "is_tma_copy", "is_ws", "lower_block", "lower_tma_copy", "pipeline_roles",
