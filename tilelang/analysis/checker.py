@@ -136,7 +136,19 @@ def _analyze_one(func, target_arch, ctx, rep, siblings=()):
     rep.guard("run-time shared extent check", _check_run_time_extents, k, rep)  # TL0002
     rep.guard("fragment access checks", check_fragment_reads, k, rep)  # TL0203
     rep.guard("split accumulation checks", check_split_accumulation, k, rep)  # TL0405
+    rep.guard("pipelines as written", _check_pipelines_as_written, k, rep)  # TL0406
     return k, sort_diagnostics(rep.finish())
+
+
+def _check_pipelines_as_written(k, rep):
+    """T.Pipelined loops the compiler runs as written for their own synchronisation
+    (``user_ws._as_written``)."""
+    for loop, stages, why in getattr(k.info, "pipelines_as_written", ()):
+        rep.emit("TL0406", f"T.Pipelined(num_stages={stages}) runs as written, one iteration after another: "
+                 f"its body orders its own loads ({why}), so nothing is issued ahead",
+                 rep.header_span(loop),
+                 notes=["plain T.copy loads are pipelined (on sm_90a, `tl.cluster_multicast` shares operand "
+                        "tiles within a cluster); T.ws blocks with one mbarrier per stage order stages by hand"])
 
 
 def _check_run_time_extents(k, rep):

@@ -624,6 +624,39 @@ SPLIT_ACCUMULATION = _define(
     """,
 )
 
+PIPELINE_AS_WRITTEN = _define(
+    "TL0406",
+    "pipeline-as-written",
+    I,
+    "A T.Pipelined loop runs as written because its body synchronises through the user's own barriers.",
+    """
+    ## What it does
+    Reports a `T.Pipelined(..., num_stages=S)` loop (S >= 2) in a kernel without `T.ws` blocks
+    whose body orders its own loads: a `T.tma_copy` on an mbarrier, a `T.copy_cluster(...,
+    cluster_mask=...)` multicast, or an mbarrier operation. The compiler runs such a loop as
+    written, one iteration after another, and `num_stages` has no effect.
+
+    ## Why is this bad?
+    It is not wrong: the results are right. But the loads of the next iterations are not issued
+    ahead, so the loop is as slow as a `T.serial` loop, which `num_stages` suggests it is not.
+    A multicast load waits for the whole cluster at each iteration (its barrier also orders the
+    peer blocks' reads of the tile it overwrites); upstream TileLang pipelines such a loop.
+
+    ## Example
+    ```python
+    for ko in T.Pipelined(K // block_K, num_stages=2):
+        T.copy_cluster(A[by * block_M, ko * block_K], A_s, cluster_mask=0b11)
+        T.copy(B[ko * block_K, bx * block_N], B_s)
+        T.gemm(A_s, B_s, C_f)
+    ```
+
+    ## Fix
+    Where the loads are the kernel's time, use plain `T.copy` loads (the compiler pipelines them,
+    and on sm_90a `tl.cluster_multicast` shares operand tiles between the blocks of a cluster),
+    or order the stages yourself: `T.ws` blocks with one mbarrier per stage.
+    """,
+)
+
 # 05: resources -------------------------------------------------------------------------------------
 
 SHARED_MEMORY_OVER_BUDGET = _define(

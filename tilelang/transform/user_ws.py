@@ -125,18 +125,27 @@ def barrier_buffers(body) -> list:
 
 def _has_user_sync(body) -> bool:
     """A T.tma_copy load or a user mbarrier operation anywhere in the body."""
+    return _user_sync(body) is not None
+
+
+def _user_sync(body) -> str | None:
+    """How the first T.tma_copy load (or T.copy_cluster multicast) or user mbarrier operation of
+    the body is spelt, or None where there is none."""
     found = []
 
     def visit(s):
+        if found:
+            return
         if is_tma_copy(s) and scope_of(decode_region(s.value.args[0]).buffer) == "global":
-            found.append(s)
+            multicast = not isinstance(s.value.args[4], ir.TensorLoad)
+            found.append("T.copy_cluster(cluster_mask=...)" if multicast else "T.tma_copy")
         elif isinstance(s, tirx.Evaluate) and is_tl_call(s.value) and s.value.op.name[3:] in (
                 "barrier_init", "mbarrier_wait", "mbarrier_arrive", "mbarrier_expect_tx",
                 "mbarrier_arrive_expect_tx", "mbarrier_arrive_cluster", "copy_cluster", "cp_async_barrier_noinc"):
-            found.append(s)
+            found.append(f"T.{s.value.op.name[3:]}")
 
     walk_stmts(body, visit)
-    return bool(found)
+    return found[0] if found else None
 
 
 def _has_mma_gemm(stmt, layouts) -> bool:
@@ -167,6 +176,7 @@ def apply(info, arch=None):
     if not blocks:
         if _has_user_sync(info.body):
             # the user's mbarriers order the loop as written: no pipelining, no automatic roles
+            info.pipelines_as_written = _as_written(info.body)
             info.body = _strip_pipelining(info.body)
             info.user_ws, info.has_user_ws = None, True
         return info
@@ -256,6 +266,24 @@ def _refuse_outside(body):
         for c in children(s):
             check(c)
     check(body)
+
+
+def _as_written(body) -> list:
+    """(loop, stages, the synchronising statement's spelling) of each ``T.Pipelined`` loop of two
+    or more stages that ``_strip_pipelining`` runs as written for its own synchronisation (the
+    checker's TL0406)."""
+    from tilelang.language.loops import STAGES_ATTR
+
+    out = []
+
+    def visit(s):
+        if isinstance(s, tirx.For) and (const_int(s.annotations.get(STAGES_ATTR, 0)) or 0) >= 2:
+            why = _user_sync(s.body)
+            if why is not None:
+                out.append((s, const_int(s.annotations[STAGES_ATTR]), why))
+
+    walk_stmts(body, visit)
+    return out
 
 
 def _strip_pipelining(body):
