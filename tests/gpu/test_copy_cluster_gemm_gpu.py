@@ -18,13 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
 from test_tma_session11 import multicast_gemm  # noqa: E402
 
 
-@pytest.mark.parametrize("M,N,K,bk,mask", [(256, 256, 256, 32, 0b11), (512, 512, 1024, 128, 0b11),
-                                           (256, 512, 512, 64, 0b01)])
-def test_copy_cluster_multicast_gemm_operand(M, N, K, bk, mask):
-    kernel = tilelang.compile(multicast_gemm(M, N, K, bk=bk, mask=mask))
+@pytest.mark.parametrize("M,N,K,bk,mask,dtype", [(256, 256, 256, 32, 0b11, "float16"),
+                                                 (512, 512, 1024, 128, 0b11, "float16"),
+                                                 (256, 512, 512, 64, 0b01, "float16"),
+                                                 (256, 256, 512, 64, 0b11, "bfloat16")])
+def test_copy_cluster_multicast_gemm_operand(M, N, K, bk, mask, dtype):
+    kernel = tilelang.compile(multicast_gemm(M, N, K, bk=bk, mask=mask, dtype=dtype))
     torch.manual_seed(0)
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
     c = torch.zeros(M, N, device="cuda", dtype=torch.float32)
     for _ in range(3):          # repeated launches: the barriers' re-initialisation each k-step
         kernel(a, b, c)

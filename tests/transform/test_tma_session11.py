@@ -176,15 +176,15 @@ def test_multicast_of_a_threaded_copy_is_refused():
         tilelang.compile(main, target=SM90)
 
 
-def multicast_gemm(M=256, N=256, K=256, bm=64, bn=64, bk=32, mask=0b11):
+def multicast_gemm(M=256, N=256, K=256, bm=64, bn=64, bk=32, mask=0b11, dtype=T.float16):
     """Upstream's cluster guide, split-K sketch: the two blocks of a cluster share A's row of
     tiles, so the lower one multicasts each k-tile of A into both; A_s is a T.gemm operand."""
 
     @T.prim_func
-    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), T.float32)):
         with T.ClusterKernel(N // bn, M // bm, threads=128, cluster_dims=(2, 1, 1)) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), T.float16)
-            B_s = T.alloc_shared((bk, bn), T.float16)
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
             C_f = T.alloc_fragment((bm, bn), T.float32)
             T.clear(C_f)
             for ko in T.serial(K // bk):
@@ -210,3 +210,9 @@ def test_copy_cluster_multicast_into_a_swizzled_gemm_operand(bk):
         < body.index("tl::tma_load_multicast_2d(") < body.index("tl::mbarrier_wait(") < body.index("wgmma")
     assert body.count("tl::tma_load_multicast_2d(") == bk // width
     assert f"tl::mbarrier_arrive_expect_tx((&(((uint64_t*)smem)" in body and f", {64 * bk * 2});" in body
+
+
+def test_copy_cluster_multicast_into_a_tile_tma_cannot_fill_says_why():
+    with pytest.raises(TileLangCompileError, match=r"cannot be one TMA load \('A_s' is not in the swizzled wgmma "
+                       r"operand layout\); a multicast fills a whole shared tile"):
+        tilelang.compile(multicast_gemm(dtype=T.float32), target=SM90)

@@ -675,9 +675,12 @@ def lower_tma_copy(lw, stmt):
         # T.copy_cluster(cluster_mask=...) without a barrier: a synchronous load on a barrier of its own
         out = lower_copy.lower_copy(lw, stmt)
         if out is None or not _has_call(out, "tl::tma_load_multicast"):
+            spec = tma.tma_box_spec(lw, src, dst, len(lw.tensormaps)) if dst.is_whole() else None
+            why = f" ({spec})" if isinstance(spec, str) else ""
             raise LoweringError("TL0002", f"T.copy_cluster(cluster_mask=...): the copy of '{src.buffer.name}' into "
-                                f"'{dst.buffer.name}' cannot be one TMA load (a whole, linearly laid out shared "
-                                "tile of a plain tensor parameter), so it cannot be multicast", stmt.span)
+                                f"'{dst.buffer.name}' cannot be one TMA load{why}; a multicast fills a whole shared "
+                                "tile of a plain tensor parameter, laid out row-major or as a T.gemm operand of "
+                                "16- or 8-bit elements", stmt.span)
         return out
     if not isinstance(bar, ir.TensorLoad):
         raise LoweringError("TL0002", "T.tma_copy from global to shared memory needs barrier=<an mbarrier from "
