@@ -26,8 +26,8 @@ from __future__ import annotations
 from tvm import ir, tirx
 
 from tilelang.language._ops import is_tl_call
-from tilelang.tir_utils import (const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, i32, map_sequences,
-                                map_stmts, seq, tvm_ffi_walk, walk_stmts)
+from tilelang.tir_utils import (any_expr, const_int, dtype_of, eval_int, evaluate_extern, extern_name, flatten, i32,
+                                map_sequences, map_stmts, seq, tvm_ffi_walk, walk_stmts)
 from tilelang.transform import thread_regions, user_ws
 from tilelang.transform.kernel import SHARED_SCOPES, decode_region, is_parallel_nest, scope_of
 from tilelang.transform.pass_config import PassConfigKey
@@ -888,13 +888,21 @@ def indexed_elements(lw, stmt):
     Every variable of an address is enumerated over its whole range (the thread indices, the
     statement's own loops and the enclosing loops the lowering has bound): the union over every
     iteration of the enclosing loops, so that it holds between one iteration and the next.
-    Conditions are ignored (more elements, never fewer). None where an address is not an integer
-    function of those variables, a tile op, a ``T.Parallel`` nest or a pointer to shared memory is
-    involved, or there are more than ``MAX_INDEXED`` points."""
+    The conditions the statement runs under (the enclosing ones on the thread index,
+    ``lw.thread_conds``, and an ``if`` around the whole statement, with no else and no shared load in
+    its condition) drop the points where they are false: those threads do not run the statement
+    then (under ``if tx % 2 == 0:``, ``s[tx ^ 1] = ...`` touches the odd elements only). Other
+    conditions, and one over a variable not enumerated, are ignored (more elements, never fewer). None where an address is not an integer function of those variables, a tile op, a
+    ``T.Parallel`` nest or a pointer to shared memory is involved, or there are more than
+    ``MAX_INDEXED`` points."""
     import numpy as np
     import tvm_ffi
 
     accesses, loops, opaque = [], {}, []
+    guards, inner = list(getattr(lw, "thread_conds", ())), stmt
+    while isinstance(inner, tirx.IfThenElse) and inner.else_case is None and not _reads_shared(inner.condition):
+        guards.append(inner.condition)
+        inner = inner.then_case
 
     def on_stmt(s):
         if isinstance(s, tirx.BufferStore) and scope_of(s.buffer) in SHARED_SCOPES:
@@ -951,17 +959,50 @@ def indexed_elements(lw, stmt):
     slot = np.zeros(points, dtype=np.int64)
     for v in tvars:     # one number per thread of the block
         slot = slot * (_extent(lw, v, None) + 1) + env[v]
+    runs = np.ones(points, dtype=bool)
+    for g in guards:
+        try:
+            runs &= np.broadcast_to(np.asarray(_eval_condition(g, env), dtype=bool), (points,))
+        except (KeyError, ValueError, ZeroDivisionError, AttributeError, TypeError):
+            pass        # (not a function of the enumerated variables: every point may run)
     out = {}
     try:
         for buf, indices in accesses:
-            cols = [np.broadcast_to(np.asarray(eval_int(i, env, arrays=True), dtype=np.int64), (points,))
+            cols = [np.broadcast_to(np.asarray(eval_int(i, env, arrays=True), dtype=np.int64), (points,))[runs]
                     for i in indices]
             table = out.setdefault(buf, {})
-            for elem, t in zip(zip(*[c.tolist() for c in cols]), slot.tolist()):
+            for elem, t in zip(zip(*[c.tolist() for c in cols]), slot[runs].tolist()):
                 table.setdefault(elem, set()).add((("threads", tuple(str(v) for v in tvars)), t))
     except (KeyError, ValueError, ZeroDivisionError, AttributeError, TypeError):
         return None
     return out
+
+
+_COMPARE = {"EQ": "__eq__", "NE": "__ne__", "LT": "__lt__", "LE": "__le__", "GT": "__gt__", "GE": "__ge__"}
+
+
+def _eval_condition(cond, env):
+    """A boolean TIR condition over ``env``'s integer arrays (comparisons of integer expressions,
+    and / or / not), as a numpy bool array; ValueError or KeyError where it is not one."""
+    import numpy as np
+
+    name = type(cond).__name__
+    if name in _COMPARE:
+        a, b = eval_int(cond.a, env, arrays=True), eval_int(cond.b, env, arrays=True)
+        return getattr(np.asarray(a), _COMPARE[name])(np.asarray(b))
+    if name in ("And", "Or"):
+        a, b = _eval_condition(cond.a, env), _eval_condition(cond.b, env)
+        return np.logical_and(a, b) if name == "And" else np.logical_or(a, b)
+    if name == "Not":
+        return np.logical_not(_eval_condition(cond.a, env))
+    if name == "IntImm" and str(cond.dtype) == "bool":
+        return np.asarray(bool(cond.value))
+    raise ValueError(f"not a condition over integers: {cond}")
+
+
+def _reads_shared(expr) -> bool:
+    """Whether an expression loads from shared memory."""
+    return any_expr(expr, lambda e: isinstance(e, ir.TensorLoad) and scope_of(e.source) in SHARED_SCOPES)
 
 
 def _own_threads(lw, tvars):
