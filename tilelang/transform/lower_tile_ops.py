@@ -603,18 +603,13 @@ class Lowerer:
             # a condition on a value that differs between threads (``c = Mask[tx] != 0; if c:``):
             # its tile ops are lowered as written; a barrier inside is split out (``barrier_hoist``)
             varying = self._varies(stmt.condition)
-            if varying:
-                self.thread_conds.append(stmt.condition)
-            try:
-                other = None
-                if stmt.else_case is not None:
-                    with self.an.constraint_scope(tirx.Not(known)):
-                        other = self.lower(stmt.else_case)
-                with self.an.constraint_scope(known):
-                    then = self.lower(stmt.then_case)
-            finally:
-                if varying:
-                    self.thread_conds.pop()
+            other = None
+            if stmt.else_case is not None:
+                with self._thread_cond(tirx.Not(stmt.condition) if varying else None), \
+                        self.an.constraint_scope(tirx.Not(known)):
+                    other = self.lower(stmt.else_case)
+            with self._thread_cond(stmt.condition if varying else None), self.an.constraint_scope(known):
+                then = self.lower(stmt.then_case)
         else:
             other = None
             if stmt.else_case is not None:
@@ -625,6 +620,18 @@ class Lowerer:
         # a barrier its branches need that only part of the threads reach goes out of the `if`
         return barrier_hoist.split_if(self, tirx.IfThenElse(cond, seq([then]), other, span=stmt.span),
                                       lambda: thread_sync.sync_stmt(self))
+
+    @contextlib.contextmanager
+    def _thread_cond(self, cond):
+        """``cond`` (where not None) among ``thread_conds`` while a branch is lowered: the
+        condition that holds in it, negated for an else branch."""
+        if cond is not None:
+            self.thread_conds.append(cond)
+        try:
+            yield
+        finally:
+            if cond is not None:
+                self.thread_conds.pop()
 
     def _varies(self, cond) -> bool:
         """Whether ``cond`` (no thread index in it) reads a value that differs between threads
