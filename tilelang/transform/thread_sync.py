@@ -892,7 +892,8 @@ def indexed_elements(lw, stmt):
     ``lw.thread_conds``, and an ``if`` around the whole statement, with no else and no shared load in
     its condition) drop the points where they are false: those threads do not run the statement
     then (under ``if tx % 2 == 0:``, ``s[tx ^ 1] = ...`` touches the odd elements only). Other
-    conditions, and one over a variable not enumerated, are ignored (more elements, never fewer). None where an address is not an integer function of those variables, a tile op, a
+    conditions, and one over a variable not enumerated, are ignored (more elements, never fewer).
+    None where an address is not an integer function of those variables, a tile op, a
     ``T.Parallel`` nest or a pointer to shared memory is involved, or there are more than
     ``MAX_INDEXED`` points."""
     import numpy as np
