@@ -121,7 +121,6 @@ class AutotuneResult:
         """Write the config, the latencies and the compiled kernel into the directory ``path``
         (created; a result already there is replaced)."""
         import json
-        from pathlib import Path
 
         from tilelang.jit import cache
 
@@ -142,7 +141,6 @@ class AutotuneResult:
         """The result ``save_to_disk`` wrote into ``path`` (None where there is none). The kernel
         is the one compiled then: ``compile_args`` (upstream's, for its backend) changes nothing."""
         import json
-        from pathlib import Path
 
         from tilelang.jit import cache
 

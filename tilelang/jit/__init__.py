@@ -132,9 +132,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, compile_flags=
         if artifact.cubin is not None and cache.enabled():
             cache.store(key, artifact)
     _write_kernel_source((pass_configs or {}).get("cuda.kernels_output_dir"), artifact)
-    kernel = JITKernel(artifact, prim_func=func).store_parts_under(key)
-    kernel.pass_configs = dict(pass_configs or {})
-    kernel.execution_backend = execution_backend or "auto"
+    kernel = JITKernel(artifact, prim_func=func, pass_configs=pass_configs,
+                       execution_backend=execution_backend).store_parts_under(key)
     return kernel.with_wide_variant(wide_builder(func, out_idx, target, pass_configs, compile_flags))
 
 

@@ -540,7 +540,6 @@ def _cluster_line(source: str) -> list:
     return [f"clusterDim = {{{m.group(1)}, {m.group(2)}, {m.group(3)}}}"] if m else []
 
 
-
 def _write_text(path, text: str) -> None:
     """Write ``text`` to ``path``, creating the folder it names first."""
     path = Path(path)
