@@ -10,7 +10,8 @@ Run it once with ours and once with upstream's wheel (separate processes: both a
 
 Other modes: ``--list`` (the cases and their sizes), ``--only SUBSTR[,SUBSTR...]`` (a subset),
 ``--compile-only`` (build every case's kernel, no GPU needed; ``--nvcc`` also runs nvcc where the
-kernel object defers it, as ours does for multi-kernel functions), ``--merge`` (update an existing
+kernel object defers it, as ours does for multi-kernel functions; ``--dump DIR`` writes each case's
+CUDA source to ``DIR/<case>.cu``, to diff two compilers' or two trees' code), ``--merge`` (update an existing
 ``--json`` file instead of replacing it, for a run split by ``--only``), ``--skip NAME[,NAME...]``
 (leave cases out), ``--budget S`` (start no case after S seconds, for a device's command limit) and
 ``--resume`` (measure only the cases the ``--json`` file lacks, merging), ``--isolate`` (each case
@@ -154,7 +155,7 @@ def do_list(cases) -> int:
     return 0
 
 
-def do_compile_only(cases, examples: Path, verbose: bool, nvcc: bool) -> int:
+def do_compile_only(cases, examples: Path, verbose: bool, nvcc: bool, dump: str | None = None) -> int:
     ident = tilelang_identity()
     print(f"tilelang {ident['tilelang_version']} at {ident['tilelang_path']}; compile only", flush=True)
     failed = 0
@@ -164,6 +165,9 @@ def do_compile_only(cases, examples: Path, verbose: bool, nvcc: bool) -> int:
             mod = load(examples, c.folder, c.module)
             kernel = c.build(mod)
             src = kernel.get_kernel_source()
+            if dump:
+                Path(dump).mkdir(parents=True, exist_ok=True)
+                (Path(dump) / f"{c.name}.cu").write_text(src)
             if nvcc and callable(getattr(kernel, "ensure_cubin", None)):
                 kernel.ensure_cubin()   # ours compiles device code on first launch; --nvcc runs it now
             print(f"{c.name:34s} built  {time.time() - t0:6.1f}s  ({len(src)} chars of source)", flush=True)
@@ -449,6 +453,7 @@ def main(argv=None) -> int:
     p.add_argument("--compile-only", action="store_true", help="build every case's kernel; no GPU needed")
     p.add_argument("--nvcc", action="store_true",
                    help="with --compile-only: also run nvcc where the kernel defers it (ours)")
+    p.add_argument("--dump", metavar="DIR", help="with --compile-only: write each case's CUDA to DIR/<case>.cu")
     p.add_argument("--examples", metavar="DIR", help="upstream's examples/ folder")
     p.add_argument("--warmup", type=int, default=25, help="do_bench warm-up, ms (default 25)")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetitions, ms (default 100)")
@@ -494,10 +499,10 @@ def main(argv=None) -> int:
     if not cases:
         print(f"bench_upstream: no case matches --only {args.only!r} (see --list)", file=sys.stderr)
         return 1
-    if args.compile_only and args.jobs > 1:
+    if args.compile_only and args.jobs > 1 and not args.dump:
         return 1 if prebuild(cases, examples_dir(args.examples), args) else 0
     if args.compile_only:
-        return do_compile_only(cases, examples_dir(args.examples), args.verbose, args.nvcc)
+        return do_compile_only(cases, examples_dir(args.examples), args.verbose, args.nvcc, args.dump)
     missing = gpu_missing()
     if missing:
         print(f"bench_upstream: {missing}; measuring needs one. Without a GPU use --list, --compile-only "

@@ -95,9 +95,9 @@ def thread_regions(tokens=8, hc=4, hidden=512, block=256):
     return kernel
 
 
-def region_cross_warp_reduce(rows=4, cols=256):
-    """Row sums of a (rows, cols) tile by threads 64..191 of 256 (a reduction across the warps of
-    a thread region)."""
+def region_cross_warp_reduce(rows=2, cols=512):
+    """Row sums of a (rows, cols) tile by threads 64..191 of 256 (two rows: 64 lanes a row, a
+    reduction across the warps of a thread region; four rows of 256 take a warp each)."""
 
     @T.prim_func
     def kernel(A: T.Tensor((rows, cols), T.float32), S: T.Tensor((rows,), T.float32)):

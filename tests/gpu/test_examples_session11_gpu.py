@@ -47,7 +47,8 @@ def test_thread_regions():
     torch.testing.assert_close(y.float(), (x.float() * w.view(1, hc, 1)).sum(1), rtol=1e-2, atol=1e-2)
 
 
-def test_region_cross_warp_reduce():
-    kernel = tilelang.compile(ks.region_cross_warp_reduce(4, 256), out_idx=[1])
-    a = torch.randn(4, 256, device="cuda")
+@pytest.mark.parametrize("rows,cols", [(2, 512), (4, 256)])
+def test_region_cross_warp_reduce(rows, cols):
+    kernel = tilelang.compile(ks.region_cross_warp_reduce(rows, cols), out_idx=[1])
+    a = torch.randn(rows, cols, device="cuda")
     torch.testing.assert_close(kernel(a), a.sum(1), rtol=1e-5, atol=1e-4)

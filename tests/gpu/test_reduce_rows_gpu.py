@@ -1,6 +1,7 @@
-"""Fragment reductions of several rows a thread over 16 or 32 lanes (``tl::warp_allreduce_rows``)
-against torch: the kernels of tests/transform/test_reduce_rows.py, every op and type it takes, and
-upstream's top-k router shape (both of its reductions at once, six rounds)."""
+"""Fragment reductions of several rows a thread against torch: over 16 or 32 lanes
+(``tl::warp_allreduce_rows``, the layouts annotated), over the 8 lanes a row the compiler lays a
+reduced fragment out with, and upstream's top-k router shape (six rounds of two reductions); the
+kernels of tests/transform/test_reduce_rows.py, every op and type it takes."""
 
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
 
 import tilelang  # noqa: E402
-from test_reduce_rows import rows_kernel, topk_kernel  # noqa: E402
+from test_reduce_rows import reduce_into_kernel, rows_kernel, topk_kernel  # noqa: E402
 
 # (blk_m, N, threads): 16 rows a thread over 32 lanes, 8 over 32, 8 over 16, 32 rows over 32 (for
 # 32-bit types; 16-bit ones lay 8 columns a thread: half the lanes, as many rows)
@@ -36,12 +37,13 @@ def _reference(a, kind):
     return x.amax(1) if kind in ("max", "absmax") else x.amin(1)
 
 
+@pytest.mark.parametrize("wide", [True, False], ids=["wide", "own"])
 @pytest.mark.parametrize("shape,kind,dtype", CASES)
-def test_rows_match_torch(shape, kind, dtype):
+def test_rows_match_torch(shape, kind, dtype, wide):
     blk_m, N, threads = shape
     M = 8 * blk_m
-    kernel = tilelang.compile(rows_kernel(M, N, blk_m, threads, kind=kind, dtype=dtype), out_idx=[1])
-    assert "warp_allreduce_rows" in kernel.get_kernel_source()
+    kernel = tilelang.compile(rows_kernel(M, N, blk_m, threads, kind=kind, dtype=dtype, wide=wide), out_idx=[1])
+    assert ("warp_allreduce_rows" in kernel.get_kernel_source()) == wide
     tdt = getattr(torch, dtype)
     if dtype == "int32":
         a = torch.randint(-1000, 1000, (M, N), dtype=tdt, device="cuda")
@@ -59,7 +61,7 @@ def test_rows_match_torch(shape, kind, dtype):
 
 
 def test_topk_router():
-    """Upstream's examples/topk kernel shape: six rounds of a max and an argmax over 16 rows a
+    """Upstream's examples/topk kernel shape: six rounds of a max and an argmax over 4 rows a
     thread; values and indices equal torch.topk's (distinct values: no ties)."""
     M, N, K = 8192, 128, 6
     kernel = tilelang.compile(topk_kernel(M, N, K), out_idx=[1, 2])
@@ -67,3 +69,11 @@ def test_topk_router():
     gates, idx = kernel(logits)
     ref_g, ref_i = logits.topk(K, dim=1)
     assert torch.equal(gates, ref_g) and torch.equal(idx, ref_i.to(torch.int32))
+
+
+def test_rows_reduced_into_a_set_fragment():
+    """``T.reduce_sum(..., clear=False)`` twice into a fragment a loop set to 1, 8 rows a thread
+    over 8 lanes."""
+    k = tilelang.compile(reduce_into_kernel(2), out_idx=[1])
+    a = torch.randn(64, 64, device="cuda")
+    torch.testing.assert_close(k(a), 1 + 2 * (a * a).sum(1), atol=1e-4, rtol=1e-4)

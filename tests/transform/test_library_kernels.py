@@ -52,25 +52,6 @@ def test_copy_from_a_tensor_with_a_symbolic_outer_extent_moves_16_bytes():
         assert reads and all("<16>" in line for line in reads), stages     # (was one bf16 per access)
 
 
-def test_fragment_zeroed_by_a_loop_then_reduced_into():
-    @T.prim_func
-    def kernel(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
-        with T.Kernel(1, threads=64):
-            acc = T.alloc_fragment((64,), T.float32)
-            prod = T.alloc_fragment((64, 64), T.float32)
-            for i in T.Parallel(64):
-                acc[i] = T.float32(0.0)
-            for i, j in T.Parallel(64, 64):
-                prod[i, j] = A[i, j] * A[i, j]
-            T.reduce_sum(prod, acc, dim=1, clear=False)
-            for i in T.Parallel(64):
-                B[i] = acc[i]
-
-    body = _body(kernel)
-    # 16 rows a thread over 16 lanes: one all-reduce of the thread's rows together
-    assert "tl::warp_allreduce_rows<tl::SumOp, 1, 16, 16>" in body
-
-
 def test_reduced_fragment_copied_to_shared_memory():
     @T.prim_func
     def kernel(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):

@@ -357,7 +357,7 @@ def test_warp_specialised_kernel_keeps_every_consumer_barrier_off_the_producer()
 
 
 def test_a_thread_folds_its_row_into_four_independent_partial_results():
-    """A row of 32 registers per thread: four partial results (chains of 8) combined as a tree,
+    """A row of 64 registers per thread: four partial results (chains of 16) combined as a tree,
     no init constant, then the warp butterfly; 4 registers per row keep the sequential fold."""
     def rows(R, N):
         @T.prim_func
@@ -373,14 +373,14 @@ def test_a_thread_folds_its_row_into_four_independent_partial_results():
                 T.copy(s, C)
         return kernel
 
-    text = lowered_text(rows(2, 4096), "sm_80")          # 32 registers of each row per thread
-    fold = text[text.index("r_part = T.alloc_local((4,))"):text.index("tl::warp_allreduce<tl::MaxOp")]
-    assert "for w0 in T.serial(4, unroll=True):" in fold and "for w in T.serial(4, 32, unroll=True):" in fold
+    text = lowered_text(rows(2, 4096), "sm_80")          # 64 lanes a row: 64 registers of it per thread
+    fold = text[text.index("r_part = T.alloc_local((4,))"):text.index("tl::AllReduce<tl::MaxOp, 64")]
+    assert "for w0 in T.serial(4, unroll=True):" in fold and "for w in T.serial(4, 64, unroll=True):" in fold
     assert "r_part[w % 4] = T.max(r_part[w % 4], x[" in fold
-    assert "r_red[u] = T.max(T.max(r_part[0], r_part[1]), T.max(r_part[2], r_part[3]))" in fold
+    assert "r_red = T.max(T.max(r_part[0], r_part[1]), T.max(r_part[2], r_part[3]))" in fold
     assert "-inf" not in fold
-    assert "s_red[u] = s_part[0] + s_part[1] + (s_part[2] + s_part[3])" in text
-    short = lowered_text(rows(128, 128), "sm_80")         # 4 registers of each row per thread
+    assert "s_red = s_part[0] + s_part[1] + (s_part[2] + s_part[3])" in text
+    short = lowered_text(rows(128, 32), "sm_80")          # 8 lanes a row: 4 registers of it per thread
     assert "_part" not in short and "r_red[u] = T.max(r_red[u], x[" in short
 
 

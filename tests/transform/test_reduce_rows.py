@@ -1,9 +1,12 @@
-"""A fragment reduction whose threads each hold several rows, reduced over 16 or 32 lanes of a warp
-(upstream's MoE top-k router: 64 x 128 logits, 128 threads, 16 rows a thread over 32 lanes), goes
-through one ``tl::warp_allreduce_rows`` for all of a thread's rows (halved between lane partners,
-then gathered back) instead of one butterfly a row: 31 shuffles instead of 80. Fewer rows or lanes
-(an attention row: 2 rows over 4 lanes) keep the butterfly a row. CPU only: the generated CUDA is
-inspected and compiled; tests/gpu/test_reduce_rows_gpu.py runs the kernels against torch."""
+"""A fragment reduction whose threads each hold several rows, reduced over 16 or 32 lanes of a warp,
+goes through one ``tl::warp_allreduce_rows`` for all of a thread's rows (halved between lane
+partners, then gathered back) instead of one butterfly a row: 31 shuffles instead of 80 for 16 rows
+over 32 lanes. Fewer rows or lanes (an attention row: 2 rows over 4 lanes) keep the butterfly a row.
+Such layouts come from annotations and other operators: a fragment the compiler lays out for a
+reduction along its rows gets 8 lanes a row (``layout_inference._row_default``; upstream's MoE top-k
+router, 64 x 128 logits on 128 threads: 4 rows a thread, 3 shuffles each, where 32 lanes a row took
+16 rows a thread). CPU only: the generated CUDA is inspected and compiled;
+tests/gpu/test_reduce_rows_gpu.py runs the kernels against torch."""
 
 import re
 
@@ -24,8 +27,18 @@ _REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "absma
            "abssum": "reduce_abssum", "bitxor": "reduce_bitxor"}
 
 
-def rows_kernel(M, N, blk_m, threads, kind="max", dtype="float32"):
-    """out[i] = reduce(A[i, :]) for blocks of ``blk_m`` rows, the block's rows in one fragment."""
+def wide_rows(N, threads, dtype):
+    """The layout of 16-byte vectors with as many lanes along a row as it has vectors (up to the
+    block), then rows: one warp a row of 128 fp32, 16 lanes a row of 128 fp16."""
+    vec = 16 // tilelang.language.dtypes.nbytes(dtype)
+    lanes = min(N // vec, threads)
+    rows = threads // lanes
+    return lambda i, j: ((j // vec) % lanes + lanes * (i % rows), j % vec + vec * (i // rows))
+
+
+def rows_kernel(M, N, blk_m, threads, kind="max", dtype="float32", wide=False):
+    """out[i] = reduce(A[i, :]) for blocks of ``blk_m`` rows, the block's rows in one fragment
+    (``wide``: annotated with ``wide_rows``, else laid out by the compiler)."""
     reduce = getattr(T, _REDUCE[kind])
 
     @T.prim_func
@@ -33,6 +46,8 @@ def rows_kernel(M, N, blk_m, threads, kind="max", dtype="float32"):
         with T.Kernel(T.ceildiv(M, blk_m), threads=threads) as bx:
             F = T.alloc_fragment((blk_m, N), dtype)
             R = T.alloc_fragment((blk_m,), dtype)
+            if wide:
+                T.annotate_layout({F: T.Fragment((blk_m, N), wide_rows(N, threads, dtype))})
             T.copy(A[bx * blk_m, 0], F)
             reduce(F, R, dim=1)
             T.copy(R, B[bx * blk_m])
@@ -63,8 +78,25 @@ SHAPES = [((64, 128, 128), ("MaxOp", 1, 32, 16)), ((32, 128, 128), ("MaxOp", 1, 
 @pytest.mark.parametrize("shape,expect", SHAPES)
 def test_rows_reduced_at_once(shape, expect):
     blk_m, N, threads = shape
-    calls = _calls(_source(rows_kernel(4 * blk_m, N, blk_m, threads)))
+    calls = _calls(_source(rows_kernel(4 * blk_m, N, blk_m, threads, wide=True)))
     assert calls == [expect]
+
+
+# (blk_m, N, threads) -> the compiler's own layout: 8 lanes a row of 16-byte vectors (a warp's
+# load still covers whole 128-byte lines), unless the rows are too few for the other threads
+# (8 rows on 128 threads: 16 lanes a row; 4 rows: a warp a row)
+OWN = [((64, 128, 128), ("MaxOp", 1, 8, None)), ((32, 128, 128), ("MaxOp", 1, 8, None)),
+       ((64, 64, 128), ("MaxOp", 1, 8, None)), ((8, 128, 128), ("MaxOp", 1, 16, None)),
+       ((4, 128, 128), ("MaxOp", 1, 32, None))]
+
+
+@pytest.mark.parametrize("shape,expect", OWN)
+def test_rows_laid_out_for_the_reduction(shape, expect):
+    blk_m, N, threads = shape
+    src = _source(rows_kernel(4 * blk_m, N, blk_m, threads))
+    assert _calls(src) == [expect]
+    # the load stays 16 bytes a thread
+    assert "*(float4*)" in src
 
 
 def test_rule():
@@ -104,8 +136,20 @@ def topk_kernel(M, N=128, K=6, blk_m=64):
 
 
 def test_router_kernel_of_upstream_shape():
-    """The top-k router's loop: both of its reductions (the max, then the max index) at once."""
-    assert _calls(_source(topk_kernel(512))) == [("MaxOp", 1, 32, 16)] * 2
+    """The top-k router's loop: both of its reductions (the max, then the max index) over 8 lanes,
+    4 rows a thread, the index fragment laid out as the logits (they meet in one loop)."""
+    src = _source(topk_kernel(512))
+    assert _calls(src) == [("MaxOp", 1, 8, None)] * 2
+    assert "float max_val[4];" in src and "int expand[64];" in src
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
+def test_router_shuffles():
+    """Both reductions of a round: 4 rows x 3 shuffles each (24; one warp a row with every row at
+    once took 62)."""
+    art = tilelang.lower(topk_kernel(512), target="cuda -arch=sm_90a")
+    ptx = nvcc.compile_ptx(art.kernel_source, "sm_90a", art.compile_flags)
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 24
 
 
 @pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
@@ -113,7 +157,7 @@ def test_shuffles_and_registers():
     """16 rows over 32 lanes: 31 shuffles in the PTX (a butterfly a row: 80), the rows stay in
     registers (no stack frame: every index a constant) and no branch splits the lanes around a
     shuffle (the lane's half is chosen by bit operations)."""
-    art = tilelang.lower(rows_kernel(256, 128, 64, 128), target="cuda -arch=sm_90a")
+    art = tilelang.lower(rows_kernel(256, 128, 64, 128, wide=True), target="cuda -arch=sm_90a")
     ptx = nvcc.compile_ptx(art.kernel_source, "sm_90a", art.compile_flags)
     assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == 31
     info = nvcc.ptxas_info(art.kernel_source, "sm_90a", art.compile_flags)
@@ -126,6 +170,37 @@ def test_shuffles_and_registers():
                                         ("absmax", "float32"), ("bitxor", "int32"), ("sum", "float64")])
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_compiles(kind, dtype, arch):
-    art = tilelang.lower(rows_kernel(256, 128, 64, 128, kind=kind, dtype=dtype), target=f"cuda -arch={arch}")
+    art = tilelang.lower(rows_kernel(256, 128, 64, 128, kind=kind, dtype=dtype, wide=True), target=f"cuda -arch={arch}")
     assert "warp_allreduce_rows" in art.kernel_source
     assert nvcc.compile_cubin(art.kernel_source, arch, art.compile_flags)[:4] == b"\x7fELF"
+
+
+def reduce_into_kernel(rounds=1):
+    """A fragment a loop set to 1, then ``rounds`` sums of 64 x 64 squares added to it
+    (``clear=False``) on 64 threads: 8 rows a thread over 8 lanes."""
+
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64):
+            acc = T.alloc_fragment((64,), T.float32)
+            prod = T.alloc_fragment((64, 64), T.float32)
+            for i in T.Parallel(64):
+                acc[i] = T.float32(1.0)
+            for i, j in T.Parallel(64, 64):
+                prod[i, j] = A[i, j] * A[i, j]
+            for _ in T.unroll(rounds):
+                T.reduce_sum(prod, acc, dim=1, clear=False)
+            for i in T.Parallel(64):
+                B[i] = acc[i]
+
+    return kernel
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
+def test_fragment_set_by_a_loop_then_reduced_into():
+    art = tilelang.lower(reduce_into_kernel(), target="cuda -arch=sm_90a")
+    body = art.kernel_source
+    # laid out for the reduction: 8 rows a thread over 8 lanes, a butterfly each, added to acc
+    assert "tl::warp_allreduce<tl::SumOp, 1, 8>" in body and "warp_allreduce_rows" not in body
+    assert "float prod[64];" in body and "float acc[8];" in body
+    assert nvcc.compile_cubin(body, "sm_90a", art.compile_flags)[:4] == b"\x7fELF"

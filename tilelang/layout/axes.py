@@ -261,9 +261,11 @@ def wgmma_operand_a(M, K, warpgroups, num_threads, name="wgmma A operand", warpg
     return _build((M, K), num_threads, axes, name)
 
 
-def default_fragment(shape, num_threads, vector=1, name="parallel"):
+def default_fragment(shape, num_threads, vector=1, name="parallel", last_threads=None):
     """Spread a tile over threads: vectors of ``vector`` elements along the last dimension,
-    consecutive threads on consecutive vectors, then rows; leftover threads replicate."""
+    consecutive threads on consecutive vectors, then rows; leftover threads replicate.
+    ``last_threads`` caps the threads along the last dimension (its other vectors then lie in
+    each thread's registers, ``last_threads`` vectors apart)."""
     shape = [int(s) for s in shape] or [1]
     axes, t_left, t_stride, l_stride = [], num_threads, 1, 1
     local_later = []
@@ -274,7 +276,8 @@ def default_fragment(shape, num_threads, vector=1, name="parallel"):
             l_stride *= vector
             extent //= vector
             coef = vector
-        t = math.gcd(extent, t_left)
+        cap = t_left if last_threads is None or d != len(shape) - 1 else min(t_left, int(last_threads))
+        t = math.gcd(extent, cap)
         if t > 1:
             axes.append(Axis(f"t{d}", THREAD, t, t_stride, d, coef))
             t_stride *= t

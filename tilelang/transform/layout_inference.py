@@ -9,7 +9,10 @@ a parallel nest adopts the layout of a fragment it indexes with exactly its loop
 and passes it on to the other fragments it touches (projected when indexed by a subset of the
 loop variables); a reduction derives its output from its input; a copy into a fragment without
 a layout gives it a vectorised default (after the loops that read the fragment through other
-expressions or only some of their variables, ``c[i, j] = a[i] + b[j]``: they place it). When
+expressions or only some of their variables, ``c[i, j] = a[i] + b[j]``: they place it). A default
+for a fragment reduced along its last dimension (and the fragments one loop indexes beside it)
+puts only as many threads on a row as whole 128-byte lines need, the rest on the rows
+(``_row_default``): fewer shuffles a row, no exchange across warps where rows suffice. When
 nothing progresses, the first undecided consumer gets the default layout and the fixpoint
 resumes. A layout that disagrees with one already
 chosen is a located ``LoweringError`` (TL0201) naming the buffer and both layouts; when a default
@@ -598,6 +601,7 @@ class _Inference:
         self.arch = arch
         self.configs = pass_configs or {}
         self.regions = thread_regions.regions(info)     # tile work under `if tx < n:` branches
+        self.row_reduced = {}       # fragments reduced along their last dimension -> narrowest element (bytes)
 
     # ----- assignment with conflict detection -------------------------------------------
     def assign(self, buf, layout: Fragment, span, why: str):
@@ -1117,10 +1121,10 @@ class _Inference:
             # a loop over memory only: the widest vector that leaves the fewest threads idle
             # (T.Parallel(128) on 128 threads: one element per thread, not four on one warp)
             vec = _least_padding_vector(vec, math.prod(ext), self.T)
-        # Known partial-index fragments constrain the loop: build the loop layout from one of them.
-        for b, idx in frags:
-            if self.known(b) is not None:
-                break
+        row = [self.row_reduced[b] for b, idx in frags
+               if b in self.row_reduced and [const_int(x) for x in b.shape] == list(ext) and len(idx) == len(ext)]
+        if row:
+            return _row_default(ext, self.T, vec, min(row))
         return default_fragment(ext, self.T, vec)
 
     def check_compatible(self, buf, loop: Fragment, dims, span):
@@ -1193,8 +1197,9 @@ class _Inference:
                 vec = max(1, 16 // max(nbytes(other.dtype), 1))
                 while vec > 1 and shape[-1] % vec:
                     vec //= 2
-                self.assign(frag.buffer, default_fragment(shape, self.T, vec), stmt.span,
-                            f"the copy at line {line}")
+                layout = (_row_default(shape, self.T, vec, self.row_reduced[frag.buffer])
+                          if frag.buffer in self.row_reduced else default_fragment(shape, self.T, vec))
+                self.assign(frag.buffer, layout, stmt.span, f"the copy at line {line}")
         return True
 
     def _fragment_to_fragment(self, src, dst, stmt, line):
@@ -1314,6 +1319,7 @@ class _Inference:
         published = []   # T.finalize_reducer destinations
         reducers = []    # (T.alloc_reducer buffer, legacy form)
         walk_stmts(self.info.body, visit)
+        self.row_reduced = _row_reduced_fragments(consumers)
         self.wgmma_gemms = self._use_wgmma(gemms)
         self.wgmma_sparse = self._use_wgmma_sp(sparse, gemms)
         self.out.wgmma = bool(self.wgmma_gemms) or bool(self.wgmma_sparse)
@@ -1907,6 +1913,76 @@ def _reshaped(layout, shape):
     remap = dict(zip(old, new))
     axes = tuple(replace(a, dim=remap[a.dim]) if a.dim is not None else a for a in layout.axes)
     return type(layout)(shape, layout.num_threads, axes, layout.name)
+
+
+def _row_default(shape, num_threads, vec, elem_bytes) -> Fragment:
+    """The default layout of a fragment reduced along its last dimension: as few threads along
+    a row as keep a warp's accesses in whole 128-byte lines (8 threads of 16-byte vectors), the
+    rest on the rows. A warp then touches the same number of lines per access as with the
+    threads all along the row, but a row's reduction is local to its thread plus log2(8)
+    shuffles instead of log2(32), or a shared-memory exchange across warps (64 rows of 128
+    fp32 on 128 threads: 4 rows a thread, 3 shuffles each, where one warp per row took 16 rows
+    a thread and 5 shuffles each). Rows too few for the other threads keep them on the row (no
+    thread is left idle that the plain default would use)."""
+    plain = default_fragment(shape, num_threads, vec)
+    if len(shape) < 2:
+        return plain
+    line = max(1, 128 // max(1, vec * elem_bytes))
+    rows = math.prod(shape[:-1])
+    capped = default_fragment(shape, num_threads, vec, last_threads=max(line, num_threads // math.gcd(num_threads, rows)))
+    return capped if capped.replication <= plain.replication else plain
+
+
+def _row_reduced_fragments(consumers) -> dict:
+    """fragment -> the narrowest element (bytes) its group moves: the fragments some ``T.reduce_*``
+    reduces along their last dimension, with the fragments a ``T.Parallel`` nest over their shape
+    indexes beside them with its own loop variables (they share one layout: ``x`` of ``s[i, j] =
+    x[i, j] * x[i, j]`` before ``T.reduce_sum(s, r, dim=1)``) or a whole-fragment copy pairs with
+    them. The narrowest element of every buffer those statements touch sizes the threads a row
+    needs for whole 128-byte lines (``_row_default``): a bf16 row quantised to fp8 stores a
+    quarter of the bytes its float4 loads move."""
+    parent = {}
+
+    def find(b):
+        while not parent.setdefault(b, b).same_as(b):
+            b = parent[b]
+        return b
+
+    seeds, touched = [], []     # reduced fragments; (fragments of one statement, its narrowest element)
+    for s in consumers:
+        name = op_name(s)
+        if name == "reduce":
+            src = decode_region(s.value.args[0]).buffer
+            rank, dim = len(src.shape), int(s.value.args[3].value)
+            if scope_of(src) == FRAGMENT_SCOPE and rank >= 2 and dim % rank == rank - 1:
+                seeds.append(src)
+            continue
+        if name == "copy":
+            bufs = [decode_region(x).buffer for x in s.value.args[:2]]
+            frags = [b for b in bufs if scope_of(b) == FRAGMENT_SCOPE]
+            linked = frags if len(frags) == 2 else frags[:1]
+        elif is_parallel_nest(s):
+            loop_vars, _, body = parallel_nest(s)
+            accesses = buffer_accesses(body)
+            bufs = [b for b, _, _ in accesses]
+            linked = list({b: None for b, idx, _ in accesses
+                           if scope_of(b) == FRAGMENT_SCOPE and _is_exact(idx, loop_vars)})
+        else:
+            continue
+        if not linked:
+            continue
+        for b in linked[1:]:
+            parent[find(b)] = find(linked[0])
+        touched.append((linked[0], min(nbytes(str(b.dtype)) for b in bufs)))
+    if not seeds:
+        return {}
+    narrow = {}
+    for b, n in touched:
+        r = find(b)
+        narrow[r] = min(narrow.get(r, n), n)
+    roots = {find(b) for b in seeds}
+    return {b: narrow.get(find(b), nbytes(str(b.dtype))) for b in parent if find(b) in roots} | {
+        b: narrow.get(find(b), nbytes(str(b.dtype))) for b in seeds}
 
 
 def _is_exact(idx, loop_vars) -> bool:
