@@ -256,3 +256,16 @@ def test_parallel_compile_only_builds_in_child_processes():
                 timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "building 1 cases in 1 processes" in proc.stdout and "built in" in proc.stdout
+
+
+def test_compile_only_dumps_each_cases_cuda(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from upstream_paths import examples
+    if examples() is None:
+        pytest.skip("upstream's examples are not beside this checkout")
+    dump = tmp_path / "cuda"
+    proc = _run("--compile-only", "--jobs", "2", "--only", "elementwise_add", "--examples", str(examples()),
+                "--dump", str(dump), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    src = (dump / "elementwise_add.cu").read_text()
+    assert '#include "tl.h"' in src and "__global__" in src
