@@ -204,3 +204,19 @@ def test_fragment_set_by_a_loop_then_reduced_into():
     assert "tl::warp_allreduce<tl::SumOp, 1, 8>" in body and "warp_allreduce_rows" not in body
     assert "float prod[64];" in body and "float acc[8];" in body
     assert nvcc.compile_cubin(body, "sm_90a", art.compile_flags)[:4] == b"\x7fELF"
+
+
+def test_layout_origin_names_the_rule():
+    """Hover and TL0201 messages name where a layout came from: the copy, and why its rows sit on
+    fewer lanes than a plain copy's; the annotated wide rows and a plain copy say nothing more."""
+    from tilelang.transform.kernel import analyze_kernel
+    from tilelang.transform.layout_inference import infer_layouts
+
+    def origin(func, name):
+        layouts = infer_layouts(analyze_kernel(func), "sm_90a")
+        return next(v for b, v in layouts.origin.items() if b.name == name)
+
+    assert origin(rows_kernel(256, 128, 64, 128), "F").endswith(
+        ", 8 lanes a row for its reduction along the rows")
+    assert "lanes a row" not in origin(rows_kernel(16, 128, 4, 128), "F")     # 4 rows: a warp a row, as plain
+    assert "lanes a row" not in origin(rows_kernel(256, 128, 64, 128, wide=True), "F")

@@ -1197,9 +1197,14 @@ class _Inference:
                 vec = max(1, 16 // max(nbytes(other.dtype), 1))
                 while vec > 1 and shape[-1] % vec:
                     vec //= 2
-                layout = (_row_default(shape, self.T, vec, self.row_reduced[frag.buffer])
-                          if frag.buffer in self.row_reduced else default_fragment(shape, self.T, vec))
-                self.assign(frag.buffer, layout, stmt.span, f"the copy at line {line}")
+                layout = plain = default_fragment(shape, self.T, vec)
+                if frag.buffer in self.row_reduced:
+                    layout = _row_default(shape, self.T, vec, self.row_reduced[frag.buffer])
+                why = f"the copy at line {line}"
+                if not layout.same_as(plain):
+                    lanes = math.prod(a.extent for a in layout.thread_axes if a.dim == len(shape) - 1)
+                    why += f", {lanes} lanes a row for its reduction along the rows"
+                self.assign(frag.buffer, layout, stmt.span, why)
         return True
 
     def _fragment_to_fragment(self, src, dst, stmt, line):
