@@ -1926,9 +1926,10 @@ def _row_default(shape, num_threads, vec, elem_bytes) -> Fragment:
     rest on the rows. A warp then touches the same number of lines per access as with the
     threads all along the row, but a row's reduction is local to its thread plus log2(8)
     shuffles instead of log2(32), or a shared-memory exchange across warps (64 rows of 128
-    fp32 on 128 threads: 4 rows a thread, 3 shuffles each, where one warp per row took 16 rows
-    a thread and 5 shuffles each). Rows too few for the other threads keep them on the row (no
-    thread is left idle that the plain default would use)."""
+    fp32 on 128 threads: 4 rows a thread, 3 shuffles each, 12 in all, where one warp a row held
+    16 rows a thread, reduced together in 31: ``lower_reduce._rows_at_once``). Rows too few for
+    the other threads keep them on the row (no thread is left idle that the plain default would
+    use)."""
     plain = default_fragment(shape, num_threads, vec)
     if len(shape) < 2:
         return plain
