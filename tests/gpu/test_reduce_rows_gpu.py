@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "transform"))
 
 import tilelang  # noqa: E402
-from test_reduce_rows import reduce_into_kernel, rows_kernel, topk_kernel  # noqa: E402
+from test_reduce_rows import quant_kernel, reduce_into_kernel, rows_kernel, topk_kernel  # noqa: E402
 
 # (blk_m, N, threads): 16 rows a thread over 32 lanes, 8 over 32, 8 over 16, 32 rows over 32 (for
 # 32-bit types; 16-bit ones lay 8 columns a thread: half the lanes, as many rows)
@@ -77,3 +77,17 @@ def test_rows_reduced_into_a_set_fragment():
     k = tilelang.compile(reduce_into_kernel(2), out_idx=[1])
     a = torch.randn(64, 64, device="cuda")
     torch.testing.assert_close(k(a), 1 + 2 * (a * a).sum(1), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("out_dtype", ["float8_e4m3", "bfloat16"])
+def test_row_quantisation(out_dtype):
+    """Rows scaled by their absmax (16 lanes a row for the fp8 store, 8 for the bf16 one)."""
+    k = tilelang.compile(quant_kernel(out_dtype=out_dtype), out_idx=[1, 2])
+    x = torch.randn(256, 128, device="cuda", dtype=torch.bfloat16)
+    y, s = k(x)
+    amax = x.float().abs().amax(1)
+    torch.testing.assert_close(s, amax / 448.0, rtol=1e-6, atol=1e-8)
+    ref = (x.float() * 448.0 / amax.clamp(min=1e-4)[:, None]).clamp(-448.0, 448.0)
+    # (one fp8 step apart at most, where the two float32 quotients round to either side)
+    rtol, atol = (0.13, 0.02) if out_dtype == "float8_e4m3" else (0.01, 0.01)
+    torch.testing.assert_close(y.float(), ref.to(y.dtype).float(), rtol=rtol, atol=atol)

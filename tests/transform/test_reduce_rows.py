@@ -220,3 +220,31 @@ def test_layout_origin_names_the_rule():
         ", 8 lanes a row for its reduction along the rows")
     assert "lanes a row" not in origin(rows_kernel(16, 128, 4, 128), "F")     # 4 rows: a warp a row, as plain
     assert "lanes a row" not in origin(rows_kernel(256, 128, 64, 128, wide=True), "F")
+
+
+def quant_kernel(M=256, N=128, blk_m=32, out_dtype="float8_e4m3"):
+    """dsv4_act_quant_fp8's shape: bf16 rows to ``out_dtype`` with a per-row scale (absmax / 448)."""
+
+    @T.prim_func
+    def quant(X: T.Tensor((M, N), "bfloat16"), Y: T.Tensor((M, N), out_dtype), S: T.Tensor((M,), "float32")):
+        with T.Kernel(M // blk_m, threads=128) as bx:
+            x = T.alloc_fragment((blk_m, N), "float32")
+            amax = T.alloc_fragment((blk_m,), "float32")
+            y = T.alloc_fragment((blk_m, N), out_dtype)
+            T.copy(X[bx * blk_m, 0], x)
+            T.reduce_absmax(x, amax, dim=1)
+            for i, j in T.Parallel(blk_m, N):
+                y[i, j] = T.clamp(x[i, j] * 448.0 / T.max(amax[i], 1e-4), -448.0, 448.0)
+            T.copy(y, Y[bx * blk_m, 0])
+            for i in T.Parallel(blk_m):
+                S[bx * blk_m + i] = amax[i] / 448.0
+
+    return quant
+
+
+@pytest.mark.parametrize("out_dtype,lanes", [("float8_e4m3", 16), ("bfloat16", 8)])
+def test_narrowest_element_of_the_group_sizes_the_lanes(out_dtype, lanes):
+    """bf16 rows loaded 8 a thread: stored as fp8, 8 bytes a thread, a row needs 16 lanes for a
+    128-byte line (what the plain layout gives); stored as bf16, 8 lanes suffice."""
+    src = _source(quant_kernel(out_dtype=out_dtype))
+    assert _calls(src) == [("MaxOp", 1, lanes, None)]
