@@ -453,7 +453,8 @@ def main(argv=None) -> int:
     p.add_argument("--compile-only", action="store_true", help="build every case's kernel; no GPU needed")
     p.add_argument("--nvcc", action="store_true",
                    help="with --compile-only: also run nvcc where the kernel defers it (ours)")
-    p.add_argument("--dump", metavar="DIR", help="with --compile-only: write each case's CUDA to DIR/<case>.cu")
+    p.add_argument("--dump", metavar="DIR",
+                   help="with --compile-only: write each case's CUDA to DIR/<case>.cu (one case after another: --jobs is ignored)")
     p.add_argument("--examples", metavar="DIR", help="upstream's examples/ folder")
     p.add_argument("--warmup", type=int, default=25, help="do_bench warm-up, ms (default 25)")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetitions, ms (default 100)")
