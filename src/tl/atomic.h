@@ -296,4 +296,51 @@ TL_DEVICE T atomic_or(T* addr, T val) {
   return (T)atomicOr(reinterpret_cast<unsigned long long*>(addr), (unsigned long long)val);
 }
 
+// ---------------------------------------------------------------------------
+// Read-modify-write atomics with a memory order (T.atomic_add / max / min with
+// memory_order=...).  atomicAdd and friends are relaxed GPU-scope atomics; the
+// order comes from fences around them, the PTX memory model's release and
+// acquire patterns: a fence before a relaxed strong write releases, a fence
+// after a relaxed strong read acquires.
+// ORDER: 0 relaxed, 1 acquire (consume too), 2 release, 3 seq_cst, 4 acq_rel.
+// ---------------------------------------------------------------------------
+
+template <int ORDER>
+TL_DEVICE void rmw_fence_before() {
+  if (ORDER == 3) {
+    asm volatile("fence.sc.gpu;\n" ::: "memory");
+  } else if (ORDER == 2 || ORDER == 4) {
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+  }
+}
+
+template <int ORDER>
+TL_DEVICE void rmw_fence_after() {
+  if (ORDER == 1 || ORDER == 3 || ORDER == 4) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
+
+template <int ORDER, class T, class U>
+TL_DEVICE T atomic_add_ordered(T* addr, U val) {
+  rmw_fence_before<ORDER>();
+  T old = atomic_add(addr, val);
+  rmw_fence_after<ORDER>();
+  return old;
+}
+
+template <int ORDER, class T, class U>
+TL_DEVICE T atomic_max_ordered(T* addr, U val) {
+  rmw_fence_before<ORDER>();
+  T old = atomic_max(addr, val);
+  rmw_fence_after<ORDER>();
+  return old;
+}
+
+template <int ORDER, class T, class U>
+TL_DEVICE T atomic_min_ordered(T* addr, U val) {
+  rmw_fence_before<ORDER>();
+  T old = atomic_min(addr, val);
+  rmw_fence_after<ORDER>();
+  return old;
+}
+
 }  // namespace tl

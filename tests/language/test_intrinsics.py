@@ -229,12 +229,49 @@ def test_ordered_atomics_or_and_packed_adds():
             assert nvcc.compile_cubin(art.source, arch, art.compile_flags)[:4] == b"\x7fELF"
 
 
+def ordered_rmw_kernel():
+    """Upstream's stream-K fixup: partial tiles written, then a counter bumped with release
+    (element atomics); a tile atomic with acq_rel; a relaxed one, unchanged."""
+
+    @T.prim_func
+    def k(P: T.Tensor((64, 8), T.float32), C: T.Tensor((4,), T.int32), M: T.Tensor((4,), T.float32),
+          D: T.Tensor((64, 8), T.float32)):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((64, 8), T.float32)
+            for i, j in T.Parallel(64, 8):
+                S[i, j] = 1.0
+                P[i, j] = 2.0
+            T.atomic_add(C[0], 1, memory_order="release")
+            old = T.atomic_add(C[1], 1, memory_order="acquire", return_prev=True)
+            T.atomic_max(M[0], T.float32(tx), memory_order="seq_cst")
+            T.atomic_min(M[1], T.float32(old), memory_order="relaxed")
+            T.atomic_add(D, S, memory_order="acq_rel")
+
+    return k
+
+
+def test_read_modify_write_atomics_with_a_memory_order():
+    for arch in ("sm_80", "sm_90a"):
+        art = tilelang.lower(ordered_rmw_kernel(), arch)
+        src = art.source
+        for call in ("tl::atomic_add_ordered<2>(", "tl::atomic_add_ordered<1>(", "tl::atomic_max_ordered<3>(",
+                     "tl::atomic_min((&(M[1]))", "tl::rmw_fence_before<4>()", "tl::rmw_fence_after<4>()"):
+            assert call in src, call
+        # the tile atomic sits between its two fences
+        assert src.index("tl::rmw_fence_before<4>()") < src.index("D[") < src.index("tl::rmw_fence_after<4>()")
+        if HAVE_NVCC:
+            assert nvcc.compile_cubin(src, arch, art.compile_flags)[:4] == b"\x7fELF"
+
+
 def test_atomic_argument_checks():
     import tvm
 
     buf = tvm.tirx.decl_buffer((4,), "float32")
     with pytest.raises(ValueError, match="memory_order"):
         T.atomic_load(buf[0], memory_order="release")
+    with pytest.raises(ValueError, match="memory_order must be one of .*'acq_rel'"):
+        T.atomic_add(buf[0], 1.0, memory_order="strong")
     with pytest.raises(TypeError, match="integer"):
         T.atomic_or(buf[0], 1)
     half = tvm.tirx.decl_buffer((4,), "float16")

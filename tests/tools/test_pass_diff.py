@@ -105,7 +105,10 @@ def test_thread_sync_rejects_other_scopes():
         tilelang.transform.ThreadSync("global")
 
 
-def test_atomic_add_elem_op_lowers_to_device_atomic():
+@pytest.mark.parametrize("order,call", [(0, "tl::atomic_add("), (3, "tl::atomic_add_ordered<2>("),
+                                        (2, "tl::atomic_add_ordered<1>("), (5, "tl::atomic_add_ordered<3>(")])
+def test_atomic_add_elem_op_lowers_to_device_atomic(order, call):
+    """std::memory_order's numbering: 0 relaxed, 2 acquire, 3 release, 5 seq_cst."""
     from tilelang.codegen.cuda import emit_cuda
 
     @TS.prim_func(private=True)
@@ -115,13 +118,13 @@ def test_atomic_add_elem_op_lowers_to_device_atomic():
         A_1 = TS.decl_buffer((128,), data=A.data)
         TS.evaluate(TS.call_intrin("float32", tvm.ir.Op.get("tl.atomic_add_elem_op"),
                                    TS.tvm_access_ptr(TS.type_annotation("float32"), A_1.data, tx, 1, 3),
-                                   TS.float32(1), TS.int32(0)))
+                                   TS.float32(1), TS.int32(order)))
 
     # one statement of atomics from every thread: nothing to order
     mod = tilelang.transform.ThreadSync("shared")(tvm.IRModule({"main": func}))
     assert "tvm_storage_sync" not in mod.script()
     source = emit_cuda(mod["main"], "sm_90a", "atomic_k").source
-    assert "tl::atomic_add(" in source
+    assert call in source
 
 
 # ------------------------------------------------------------------ pass_diff

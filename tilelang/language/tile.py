@@ -372,7 +372,19 @@ def cummax(src, dst=None, dim=0, reverse=False, annotations=None):
     emit("cumsum", [s, d, int(dim), int(bool(reverse)), "max"])
 
 
+# memory_order of a read-modify-write atomic -> the device library's ORDER (src/tl/atomic.h)
+_RMW_ORDERS = {None: 0, "relaxed": 0, "consume": 1, "acquire": 1, "release": 2, "seq_cst": 3, "acq_rel": 4}
+
+
 def _atomic(kind, dst, value, memory_order=None, return_prev=False):
+    """An element atomic (``A[i]``: the device call, its old value the expression's value), a
+    scalar broadcast over a slice, or a tile atomic between regions. A ``memory_order`` other
+    than relaxed puts the PTX release / acquire fences around each element's relaxed atomic (a
+    tile atomic: around the whole operation, in every thread)."""
+    order = _RMW_ORDERS.get(memory_order) if isinstance(memory_order, (str, type(None))) else None
+    if order is None:
+        raise ValueError(f"T.atomic_{kind}: memory_order must be one of "
+                         f"{sorted(k for k in _RMW_ORDERS if k)}, got {memory_order!r}")
     dst_u, val_u = _unwrap(dst), _unwrap(value)
     if isinstance(dst_u, ir.TensorLoad) and not is_buffer_var(val_u) and not isinstance(val_u, ir.TensorRegion):
         # Element-wise atomic: lower straight to the device library call.
@@ -380,14 +392,22 @@ def _atomic(kind, dst, value, memory_order=None, return_prev=False):
         val = as_expr(val_u)
         if hasattr(val, "ty") and str(getattr(val.ty, "dtype", val.ty)) != str(dtype):
             val = tirx.Cast(str(dtype), val)
-        return tirx.call_extern(str(dtype), f"tl::atomic_{kind}", tirx.address_of(dst_u), val)
+        name = f"tl::atomic_{kind}" if not order else f"tl::atomic_{kind}_ordered<{order}>"
+        return tirx.call_extern(str(dtype), name, tirx.address_of(dst_u), val)
+    from tvm.tirx.script.builder import ir as builder
+
+    if order:
+        builder.evaluate(tirx.call_extern("int32", f"tl::rmw_fence_before<{order}>"))
     if not is_buffer_var(val_u) and not isinstance(val_u, (ir.TensorRegion, ir.TensorLoad)):
         # a scalar value: every element of the buffer or slice gets it, one atomic each
-        return _atomic_broadcast(kind, dst_u, val_u)
-    src_shape = _shape_of(val_u)
-    d = _to_region(dst_u, READ_WRITE, hint=src_shape, what=f"atomic_{kind}")
-    s = _to_region(val_u, READ, hint=_shape_of(dst_u), what=f"atomic_{kind}")
-    emit("atomic", [d, s, kind])
+        _atomic_broadcast(kind, dst_u, val_u)
+    else:
+        src_shape = _shape_of(val_u)
+        d = _to_region(dst_u, READ_WRITE, hint=src_shape, what=f"atomic_{kind}")
+        s = _to_region(val_u, READ, hint=_shape_of(dst_u), what=f"atomic_{kind}")
+        emit("atomic", [d, s, kind])
+    if order:
+        builder.evaluate(tirx.call_extern("int32", f"tl::rmw_fence_after<{order}>"))
     return None
 
 

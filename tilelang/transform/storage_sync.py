@@ -20,8 +20,9 @@ Contract:
   bound variable), nor vectorized/parallel/thread-bound loops.
 
 Also registers ``tl.atomic_add_elem_op(dst_ptr, value, memory_order)`` (upstream's element atomic
-of thread-level TIR), lowered for CUDA to ``tl::atomic_add(dst_ptr, value)``; only memory order 0
-(relaxed, what ``atomicAdd`` gives) is accepted.
+of thread-level TIR, ``memory_order`` numbered as C++'s ``std::memory_order``: 0 relaxed ... 5
+seq_cst), lowered for CUDA to ``tl::atomic_add(dst_ptr, value)``, or for another order to
+``tl::atomic_add_ordered<ORDER>`` (the fences of ``T.atomic_add(..., memory_order=...)``).
 """
 
 from __future__ import annotations
@@ -41,11 +42,21 @@ ATOMIC_ADD_ELEM = "tl.atomic_add_elem_op"
 
 
 # ----------------------------------------------------------------------- tl.atomic_add_elem_op
+# std::memory_order's numbering (relaxed, consume, acquire, release, acq_rel, seq_cst) -> the
+# device library's ORDER (src/tl/atomic.h: 0 relaxed, 1 acquire, 2 release, 3 seq_cst, 4 acq_rel)
+_STD_ORDERS = {0: 0, 1: 1, 2: 1, 3: 2, 4: 4, 5: 3}
+
+
 def _lower_atomic_add_elem(call):
     order = call.args[2] if len(call.args) > 2 else None
-    if order is not None and not (isinstance(order, tirx.IntImm) and int(order.value) == 0):
-        raise ValueError(f"{ATOMIC_ADD_ELEM}: memory order {order} is not supported; only 0 (relaxed) is")
-    return tirx.call_extern(call.dtype, "tl::atomic_add", call.args[0], call.args[1])
+    if order is None:
+        return tirx.call_extern(call.dtype, "tl::atomic_add", call.args[0], call.args[1])
+    if not (isinstance(order, tirx.IntImm) and int(order.value) in _STD_ORDERS):
+        raise ValueError(f"{ATOMIC_ADD_ELEM}: memory order {order} is not a constant 0-5 (std::memory_order: "
+                         "relaxed, consume, acquire, release, acq_rel, seq_cst)")
+    ours = _STD_ORDERS[int(order.value)]
+    name = "tl::atomic_add" if not ours else f"tl::atomic_add_ordered<{ours}>"
+    return tirx.call_extern(call.dtype, name, call.args[0], call.args[1])
 
 
 get_op("atomic_add_elem_op")
