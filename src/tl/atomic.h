@@ -319,28 +319,19 @@ TL_DEVICE void rmw_fence_after() {
   if (ORDER == 1 || ORDER == 3 || ORDER == 4) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
 
-template <int ORDER, class T, class U>
-TL_DEVICE T atomic_add_ordered(T* addr, U val) {
-  rmw_fence_before<ORDER>();
-  T old = atomic_add(addr, val);
-  rmw_fence_after<ORDER>();
-  return old;
-}
-
-template <int ORDER, class T, class U>
-TL_DEVICE T atomic_max_ordered(T* addr, U val) {
-  rmw_fence_before<ORDER>();
-  T old = atomic_max(addr, val);
-  rmw_fence_after<ORDER>();
-  return old;
-}
-
-template <int ORDER, class T, class U>
-TL_DEVICE T atomic_min_ordered(T* addr, U val) {
-  rmw_fence_before<ORDER>();
-  T old = atomic_min(addr, val);
-  rmw_fence_after<ORDER>();
-  return old;
-}
+// tl::atomic_add_ordered<ORDER>(addr, val) and the max / min ones: the fences of ORDER around the
+// relaxed atomic; the old value, as the relaxed one returns it.
+#define TL_ORDERED_RMW(OP)                                \
+  template <int ORDER, class T, class U>                  \
+  TL_DEVICE T OP##_ordered(T* addr, U val) {              \
+    rmw_fence_before<ORDER>();                            \
+    T old = OP(addr, val);                                \
+    rmw_fence_after<ORDER>();                             \
+    return old;                                           \
+  }
+TL_ORDERED_RMW(atomic_add)
+TL_ORDERED_RMW(atomic_max)
+TL_ORDERED_RMW(atomic_min)
+#undef TL_ORDERED_RMW
 
 }  // namespace tl
