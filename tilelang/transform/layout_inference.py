@@ -1197,13 +1197,13 @@ class _Inference:
                 vec = max(1, 16 // max(nbytes(other.dtype), 1))
                 while vec > 1 and shape[-1] % vec:
                     vec //= 2
-                layout = plain = default_fragment(shape, self.T, vec)
+                layout, why = default_fragment(shape, self.T, vec), f"the copy at line {line}"
                 if frag.buffer in self.row_reduced:
-                    layout = _row_default(shape, self.T, vec, self.row_reduced[frag.buffer])
-                why = f"the copy at line {line}"
-                if not layout.same_as(plain):
-                    lanes = math.prod(a.extent for a in layout.thread_axes if a.dim == len(shape) - 1)
-                    why += f", {lanes} lanes a row for its reduction along the rows"
+                    row = _row_default(shape, self.T, vec, self.row_reduced[frag.buffer])
+                    lanes = math.prod(a.extent for a in row.thread_axes if a.dim == len(shape) - 1)
+                    if not row.same_as(layout):
+                        why += f", {lanes} lanes a row for its reduction along the rows"
+                    layout = row
                 self.assign(frag.buffer, layout, stmt.span, why)
         return True
 
@@ -1986,9 +1986,8 @@ def _row_reduced_fragments(consumers) -> dict:
     for b, n in touched:
         r = find(b)
         narrow[r] = min(narrow.get(r, n), n)
-    roots = {find(b) for b in seeds}
-    return {b: narrow.get(find(b), nbytes(str(b.dtype))) for b in parent if find(b) in roots} | {
-        b: narrow.get(find(b), nbytes(str(b.dtype))) for b in seeds}
+    roots = {find(b) for b in seeds}     # (every seed is in ``parent`` from here on)
+    return {b: narrow.get(find(b), nbytes(str(b.dtype))) for b in parent if find(b) in roots}
 
 
 def _is_exact(idx, loop_vars) -> bool:
