@@ -207,14 +207,20 @@ def _blank(c, ident: dict) -> dict:
             "size": c.size, "ref": c.ref}
 
 
-def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool) -> dict:
-    """Build, check and time one case in this process; a failure becomes the record's error."""
+def measure(c, examples: Path, h: Helper, ident: dict, verbose: bool, built: dict | None = None) -> dict:
+    """Build, check and time one case in this process; a failure becomes the record's error.
+    ``built`` (name -> (module, kernel)) keeps the kernels of a process that measures again."""
     import torch
     rec = _blank(c, ident)
     t0 = time.time()
     try:
-        mod = load(examples, c.folder, c.module)
-        kernel = c.build(mod)
+        if built is not None and c.name in built:
+            mod, kernel = built[c.name]
+        else:
+            mod = load(examples, c.folder, c.module)
+            kernel = c.build(mod)
+            if built is not None:
+                built[c.name] = (mod, kernel)
         rec["build_s"] = round(time.time() - t0, 2)
         torch.manual_seed(SEED)     # the same inputs (and, where random, workloads) for both compilers
         rec.update(c.run(mod, kernel, h))
@@ -319,11 +325,35 @@ def prebuild(cases, examples: Path, args) -> list[str]:
     return failed
 
 
-def do_run(cases, examples: Path, args) -> int:
+def run_meta() -> dict:
     import torch
-    ident = tilelang_identity()
-    meta = {**ident, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
+    return {**tilelang_identity(), "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "python": sys.version.split()[0]}
+
+
+def do_serve(fd: int, examples: Path, args) -> int:
+    """A measuring worker for ``--side`` (``_interleave.py``): its meta, then one record for each
+    ``{"name": CASE}`` line read from stdin, as JSON lines on ``fd``; built kernels are kept."""
+    out = os.fdopen(fd, "w")
+
+    def send(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+    send(run_meta())
+    ident, h, built = tilelang_identity(), Helper(args.warmup, args.rep), {}
+    by_name = {c.name: c for c in CASES}
+    for line in sys.stdin:
+        name = json.loads(line).get("name")
+        if name not in by_name:
+            send({"error": f"no case named {name!r}", "ok": False})
+            continue
+        send(measure(by_name[name], examples, h, ident, args.verbose, built))
+    return 0
+
+
+def do_run(cases, examples: Path, args) -> int:
+    meta = run_meta()
+    ident = {k: meta[k] for k in ("tilelang_version", "tilelang_path")}
     print(f"tilelang {ident['tilelang_version']} at {ident['tilelang_path']}; torch {meta['torch']}; "
           f"{meta['gpu']}", flush=True)
     h = Helper(args.warmup, args.rep)
@@ -384,6 +414,13 @@ def _status(rec) -> str:
     return ""
 
 
+def _rounds_note(a: dict, b: dict) -> str:
+    """'rounds 0.97-1.04x' where both records hold several rounds (``--side``), else ''."""
+    per = [rb["ms"] / ra["ms"] for ra, rb in zip(a.get("runs") or [], b.get("runs") or [])
+           if isinstance(ra.get("ms"), (int, float)) and isinstance(rb.get("ms"), (int, float)) and ra["ms"] > 0]
+    return f"rounds {min(per):.2f}-{max(per):.2f}x" if len(per) > 1 else ""
+
+
 def compare_table(ours: dict, upstream: dict) -> str:
     names = [n for n in ours if not n.startswith("_")]
     names += [n for n in upstream if not n.startswith("_") and n not in ours]
@@ -415,7 +452,8 @@ def compare_table(ours: dict, upstream: dict) -> str:
         if rt_b:
             uvt.append(rt_b)
         notes = "; ".join(x for x in (("ours: " + _status(a)) if _status(a) else "",
-                                      ("upstream: " + _status(b)) if _status(b) else "") if x)
+                                      ("upstream: " + _status(b)) if _status(b) else "",
+                                      _rounds_note(a, b) if ratio else "") if x)
         cells = [n, fmt_ms(a_ms), fmt_ms(b_ms), f"{ratio:.2f}x" if ratio else "-", fmt_ms(ref_ms),
                  f"{rt_a:.2f}x" if rt_a else "-", f"{rt_b:.2f}x" if rt_b else "-", notes.replace("|", "/")]
         lines.append("| " + " | ".join(cells) + " |")
@@ -425,6 +463,10 @@ def compare_table(ours: dict, upstream: dict) -> str:
     lines.append("")
     lines.append("upstream/ours > 1: ours is faster. vs torch = torch ms / kernel ms, each from its own run "
                  "(> 1: faster than torch). Ratios only where the result matched its reference.")
+    rounds = mo.get("rounds") if mo.get("order") else None
+    if rounds:
+        lines.append(f"ms: the median of {rounds} rounds, the two compilers alternating case by case "
+                     "(bench_upstream --side); 'rounds': the range of the per-round ratio.")
     return "\n".join(lines)
 
 
@@ -470,6 +512,13 @@ def main(argv=None) -> int:
                    help="start no case after S seconds (a device's command limit); the rest: --resume")
     p.add_argument("--resume", action="store_true",
                    help="with --json: measure only the cases that file does not hold yet, and merge")
+    p.add_argument("--side", action="append", metavar="NAME=SHELL",
+                   help="time every case on several sides, alternating case by case (repeat: one a side; "
+                        "SHELL picks the side's tilelang, e.g. 'export PYTHONPATH=~/up-site'); --json names "
+                        "each side's file with {side}; see _interleave.py")
+    p.add_argument("--side-skip", action="append", metavar="NAME=CASE,...", help="with --side: cases that side leaves out")
+    p.add_argument("--rounds", type=int, default=3, help="with --side: passes over the cases (default 3; medians)")
+    p.add_argument("--serve", type=int, metavar="FD", help=argparse.SUPPRESS)
     p.add_argument("--names", help=argparse.SUPPRESS)
     p.add_argument("-v", "--verbose", action="store_true", help="print the traceback of a failing case")
     args = p.parse_args(argv)
@@ -488,6 +537,15 @@ def main(argv=None) -> int:
         cases = [c for c in cases if c.name not in set(args.skip.split(","))]
     if args.list:
         return do_list(cases)
+    if args.side:
+        from _interleave import run_sides
+        return run_sides(cases, args)
+    if args.serve is not None:
+        missing = gpu_missing()
+        if missing:
+            print(f"bench_upstream --serve: {missing}", file=sys.stderr)
+            return EXIT_NO_GPU
+        return do_serve(args.serve, examples_dir(args.examples), args)
     if args.resume:
         if not args.json:
             print("bench_upstream: --resume needs --json (the file of the run to continue)", file=sys.stderr)

@@ -6,25 +6,26 @@
 #   bash benchmarks/upstream_table.sh build [N]   # every case built by both, N processes each (~2 min)
 #   bash benchmarks/upstream_table.sh ours        # timed pass with ours -> $OUT/ours.json (~6 min)
 #   bash benchmarks/upstream_table.sh upstream    # the same with upstream's -> $OUT/upstream.json
-#   bash benchmarks/upstream_table.sh paired      # both, alternating chunk by chunk (CHUNK cases, 6),
-#                      # so the two passes of a chunk see the same GPU state (the separate passes
-#                      # above run minutes apart: torch's own GEMM moved 4 % between them in session
-#                      # 32) -> $OUT/paired-ours.json, $OUT/paired-upstream.json (~10 min: run it
-#                      # again in the next command to measure the chunks BUDGET left out)
+#   bash benchmarks/upstream_table.sh paired      # both, one long-lived process a side, alternating
+#                      # case by case (bench_upstream --side, _interleave.py: the two timings of a
+#                      # case seconds apart on the same GPU state; the separate passes above run
+#                      # minutes apart, and torch's own GEMM moved 4 % between them in session 32),
+#                      # ROUNDS (3) passes over the table, each row the median of its rounds
+#                      # -> $OUT/paired-ours.json, $OUT/paired-upstream.json (run it again in the
+#                      # next command to measure what BUDGET left out)
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
 #                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
-#                      # names, --names) without pass configs and with each
-#                      # object (TILELANG_PASS_CONFIGS), alternating (even rounds in reverse order),
-#                      # ROUNDS (2) times -> $OUT/ab-*.json
-#                      # (off, on / on1, on2, ...; in $OUT/ab.tgz when more than 8 files); each
-#                      # side's kernels built first in JOBS (8) processes, CHUNK (6) cases timed per
-#                      # process. A side written @DIR runs another tree of ours instead: DIR holds
-#                      # its tilelang/ and src/ (put first on PYTHONPATH), made here with
+#                      # names, --names) without pass configs (side "off") and with each object
+#                      # (TILELANG_PASS_CONFIGS; "on", or on1, on2, ... for several), alternating case
+#                      # by case as in paired, ROUNDS (2) rounds -> $OUT/ab-<side>.json; each side's
+#                      # kernels built first in JOBS (8) processes. A side written @DIR runs another
+#                      # tree of ours instead (side named after DIR): DIR holds its tilelang/ and src/
+#                      # (put first on PYTHONPATH), made here with
 #   bash benchmarks/upstream_table.sh stage-tree REV DIR   # git archive REV's tilelang/ and src/ into DIR
 #                      # (e.g. .gpu/old, carried to the device: ab CASES @.gpu/old compares that
 #                      # commit's compiler with the working tree's in one lease); the side @upstream
-#                      # runs upstream's wheel (~/up-site), so ours and upstream's alternate, round by
-#                      # round, on the same GPU state (rows within a few % of each other)
+#                      # (side "upstream") runs upstream's wheel (~/up-site), so ours and upstream's
+#                      # alternate on the same GPU state (rows within a few % of each other)
 #
 # A timed pass starts no case after BUDGET seconds (default 500) and keeps its JSON in ~/tables/:
 # run the same step again to measure the cases it did not reach (--resume). Cases listed in SKIP
@@ -74,30 +75,14 @@ ours|upstream)
     tail -4 "$OUT/$step.log"
     ;;
 paired)
-    IFS=, read -ra all <<< "$(names)"
-    c=${CHUNK:-6} start=$(date +%s)
-    for ((i = 0; i < ${#all[@]}; i += c)); do
-        if [ $(( $(date +%s) - start )) -gt "${BUDGET:-500}" ]; then
-            echo "upstream_table.sh paired: BUDGET reached at case $i of ${#all[@]}; run paired again"; break
-        fi
-        group=$(IFS=,; echo "${all[*]:i:c}")
-        order=(ours upstream)
-        (( i / c % 2 )) && order=(upstream ours)     # neither side always first
-        for side in "${order[@]}"; do
-            names=$group
-            if [ "$side" = upstream ]; then   # SKIP: cases not run with upstream's
-                names=$(tr , '\n' <<< "$group" | grep -vxF -f <(tr , '\n' <<< "${SKIP-dsv32_sparse_mla_fwd_pipelined}") | paste -sd,)
-                [ -n "$names" ] || continue
-            fi
-            (
-                if [ "$side" = ours ]; then source ~/tl-env.sh; else export PYTHONPATH=~/up-site; fi
-                python3 benchmarks/bench_upstream.py --isolate --chunk "$c" --case-timeout 120 --names "$names" \
-                    --json ~/tables/paired-"$side".json --resume >> "$OUT/paired-$side.log" 2>&1
-            )
-        done
-    done
-    cp ~/tables/paired-*.json "$OUT/" 2>/dev/null
-    python3 benchmarks/bench_upstream.py --compare ~/tables/paired-ours.json ~/tables/paired-upstream.json | tail -3
+    # one long-lived process a side (bench_upstream --side, _interleave.py), the two alternating
+    # case by case, ROUNDS passes over the table; a second run (--resume) goes on where BUDGET stopped
+    python3 benchmarks/bench_upstream.py --side ours='source ~/tl-env.sh' --side upstream='export PYTHONPATH=~/up-site' \
+        --side-skip upstream="${SKIP-dsv32_sparse_mla_fwd_pipelined}" --rounds "${ROUNDS:-3}" --case-timeout 120 \
+        --budget "${BUDGET:-500}" --json ~/tables/paired-{side}.json --resume >> "$OUT/paired.log" 2>&1
+    grep -h "budget of" "$OUT/paired.log" | tail -1
+    cp ~/tables/paired-*.json ~/tables/paired-*.log "$OUT/" 2>/dev/null
+    python3 benchmarks/bench_upstream.py --compare ~/tables/paired-ours.json ~/tables/paired-upstream.json | tail -4
     ;;
 ab)
     cases=${2:?ab needs the cases (bench_upstream --only, or =NAME,NAME for exact names)}
@@ -116,28 +101,20 @@ ab)
         esac
     done
     [ ${#sides[@]} -gt 1 ] || { echo "upstream_table.sh ab needs at least one JSON object of pass configs" >&2; exit 2; }
-    source ~/tl-env.sh
-    for ((r = 1; r <= rounds; r++)); do
-        order=$(seq 0 $(( ${#sides[@]} - 1 )))
-        (( r % 2 )) || order=$(seq $(( ${#sides[@]} - 1 )) -1 0)    # even rounds backwards: no side always first
-        for i in $order; do
-            unset TILELANG_PASS_CONFIGS
-            pp=$PYTHONPATH
-            case ${sides[i]} in
-            \{*) [ "$i" -gt 0 ] && export TILELANG_PASS_CONFIGS="${sides[i]}" ;;
-            @upstream) pp=$HOME/up-site ;;
-            @*) pp=$(cd "${sides[i]#@}" && pwd):$PYTHONPATH ;;
-            esac
-            tag=$([ "$i" -gt 0 ] && echo "on$([ ${#sides[@]} -gt 2 ] && echo "$i")" || echo off)
-            PYTHONPATH=$pp python3 benchmarks/bench_upstream.py --isolate --jobs "${JOBS:-8}" --chunk "${CHUNK:-6}" \
-                "${select[@]}" --json "$OUT/ab-$tag-$r.json" > "$OUT/ab-$tag-$r.log" 2>&1
-            echo "== $tag$([ "$i" -gt 0 ] && echo " ${sides[i]}"), round $r"; grep -E '^\| [a-z]' "$OUT/ab-$tag-$r.log" | grep -v '| case'
-        done
+    spec=()
+    for ((i = 0; i < ${#sides[@]}; i++)); do   # each side: a name and the shell that picks its tilelang
+        s=${sides[i]}
+        case $s in
+        off) spec+=(--side "off=source ~/tl-env.sh") ;;
+        \{*) spec+=(--side "on$([ ${#sides[@]} -gt 2 ] && echo "$i")=source ~/tl-env.sh && export TILELANG_PASS_CONFIGS=$(printf %q "$s")") ;;
+        @upstream) spec+=(--side "upstream=export PYTHONPATH=~/up-site") ;;
+        @*) d=$(cd "${s#@}" && pwd); spec+=(--side "$(basename "$d")=source ~/tl-env.sh && export PYTHONPATH=$(printf %q "$d"):\$PYTHONPATH") ;;
+        esac
     done
-    unset TILELANG_PASS_CONFIGS
-    if [ $(( ${#sides[@]} * rounds * 2 )) -gt 8 ]; then   # the device returns 8 files at most
-        tar czf "$OUT/ab.tgz" -C "$OUT" $(cd "$OUT" && ls ab-*) && rm -f "$OUT"/ab-*.json "$OUT"/ab-*.log
-    fi
+    unset TILELANG_PASS_CONFIGS    # the off side runs without any
+    python3 benchmarks/bench_upstream.py "${spec[@]}" "${select[@]}" --rounds "$rounds" --jobs "${JOBS:-8}" \
+        --case-timeout 300 --json "$OUT/ab-{side}.json" > "$OUT/ab.log" 2>&1
+    grep -E '^\| ' "$OUT/ab.log"
     ;;
 stage-tree)
     rev=${2:?stage-tree needs a commit} dir=${3:?stage-tree needs a directory}

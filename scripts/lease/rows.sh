@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 20's rows still under upstream in the last whole table (session 49 on an H200: topk_router,
 # the two split-K gemv kernels, rms_norm_splitk), ours against upstream's wheel alternating ROUNDS
-# (3) times (table.sh ab: even rounds in reverse order), so one pass's moment does not decide a row.
+# (3) times (table.sh ab: case by case, the first side rotating), so one moment does not decide a row.
 # Opt-ins that may close a row go in as more sides: OPTS='{"tl.some_key": true}'.
 set -uo pipefail
 ROUNDS=${ROUNDS:-3}

@@ -130,10 +130,11 @@ def test_measuring_without_gpu_exits_2_without_traceback():
 
 
 ALLOWED_TOP = {"__future__", "argparse", "importlib", "json", "math", "os", "sys", "time", "traceback", "types",
-               "dataclasses", "pathlib", "typing", "subprocess", "tempfile", "torch", "triton", "tilelang", "_upstream_cases"}
+               "dataclasses", "pathlib", "typing", "subprocess", "tempfile", "torch", "triton", "tilelang", "_upstream_cases",
+               "_interleave", "select", "shlex", "signal", "statistics"}
 
 
-@pytest.mark.parametrize("path", [SCRIPT, CASES_FILE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [SCRIPT, CASES_FILE, SCRIPT.parent / "_interleave.py"], ids=lambda p: p.name)
 def test_imports_only_public_tilelang_torch_triton(path):
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
