@@ -64,6 +64,7 @@ class Worker:
     def __init__(self, side: dict, serve_args: list[str], log: Path):
         self.side, self.serve_args, self.log = side, serve_args, log
         self.proc, self.fd, self.buf, self.served, self.meta = None, None, b"", 0, None
+        self.dead = None            # why the side's worker cannot start: every request gets it
 
     def _start(self) -> str | None:
         r, w = os.pipe()
@@ -80,7 +81,8 @@ class Worker:
         hello = self._read(START_TIMEOUT)
         if isinstance(hello, str):
             self.stop()
-            return f"{self.side['name']} worker did not start: {hello}"
+            self.dead = f"{self.side['name']} worker did not start: {hello}"
+            return self.dead
         self.meta = hello
         return None
 
@@ -110,6 +112,8 @@ class Worker:
         return lines[-1][:200] if lines else "no output"
 
     def request(self, name: str, timeout: float) -> dict:
+        if self.dead:
+            return {"error": self.dead, "ok": False}
         if self.proc is None:
             err = self._start()
             if err:
