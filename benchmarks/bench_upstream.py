@@ -21,7 +21,10 @@ finished, costs only that case), ``--examples DIR`` (upstream's ``examples/``; d
 <repo>/.gpu}/conformance/upstream/examples``), ``--jobs N`` (build every case first in N concurrent
 child processes, so the timed pass finds each kernel in the compiler's disk cache: a whole table in
 minutes on a many-core GPU machine), ``--chunk K`` (with ``--isolate``: K cases per child process,
-one interpreter start for K; a child that dies has its unfinished cases rerun one per child).
+one interpreter start for K; a child that dies has its unfinished cases rerun one per child),
+``--side NAME=SHELL`` (repeated: several builds of ``tilelang`` timed alternately case by case, one
+long-lived worker process a side, ``--rounds`` passes, medians; ``--json`` with ``{side}`` in the
+path; ``_interleave.py``).
 
 Each case (``_upstream_cases.py``) imports the unchanged example module from its folder, builds
 the kernel as the example does, checks it against the example's reference (or torch) on random
