@@ -15,7 +15,7 @@
 #                      # next command to measure what BUDGET left out)
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
 #                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
-#                      # names, --names) without pass configs (side "off") and with each object
+#                      # names, --names; all: every case) without pass configs (side "off") and with each object
 #                      # (TILELANG_PASS_CONFIGS; "on", or on1, on2, ... for several), alternating case
 #                      # by case as in paired, ROUNDS (2) rounds -> $OUT/ab-<side>.json; each side's
 #                      # kernels built first in JOBS (8) processes. A side written @DIR runs another
@@ -88,6 +88,7 @@ ab)
     cases=${2:?ab needs the cases (bench_upstream --only, or =NAME,NAME for exact names)}
     select=(--only "$cases")
     [ "${cases#=}" != "$cases" ] && select=(--names "${cases#=}")
+    [ "$cases" = all ] && select=()     # the whole table (an A/A of the method: ab all '{}')
     shift 2
     sides=(off) rounds=2
     for a in "$@"; do   # pass-config objects or @trees, one side each, and optionally a round count

@@ -112,3 +112,19 @@ def test_ab_takes_upstreams_wheel_and_pass_configs_as_sides(tmp_path):
                        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=300)
     assert r.returncode == 0, r.stderr
     assert sorted(c[2] for c in _calls(log)) == ['-', '{"tl.some_key": true, "tl.x": "a b"}']
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ab_all_runs_the_whole_table_on_each_side(tmp_path):
+    """``ab all '{}' 1``: ours against ours (an A/A of the method), every case on both sides."""
+    env, home, out, log = _sandbox(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "ab", "all", "{}", "1"], capture_output=True, text=True, env=env,
+                       cwd=str(ROOT), timeout=300)
+    assert r.returncode == 0, r.stderr
+    calls = _calls(log)
+    names = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_upstream.py"), "--list"],
+                           capture_output=True, text=True, timeout=60).stdout
+    count = int(names.rstrip().splitlines()[-1].split()[0])
+    assert len(calls) == 2 * count
+    assert sorted({c[2] for c in calls}) == ["-", "{}"]
+    assert sorted(p.name for p in out.glob("ab-*.json")) == ["ab-off.json", "ab-on.json"]
