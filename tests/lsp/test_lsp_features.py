@@ -74,8 +74,8 @@ def test_hover_on_use_swizzle_estimates_the_l2_bytes_of_a_wave(open_doc, lsp_dir
     assert doc.diagnostics() == []
     text = hover_text(doc, "T.use_swizzle", 3)
     assert "panels of **10** block rows (blockIdx.y) · grid 32 x 64" in text
-    assert "read **680 KiB** of A and B tiles per K step" in text
-    assert "`T.use_swizzle(16)` would read 584 KiB (14 % less)" in text
+    assert "read **628 KiB** of A and B tiles per K step" in text
+    assert "`T.use_swizzle(11)` would read 570 KiB (9 % less)" in text
 
 
 def test_hover_on_other_members_shows_their_docs(gemm):

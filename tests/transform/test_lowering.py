@@ -441,7 +441,7 @@ def test_fold_keeps_one_chain_per_row_where_the_loop_fragments_overflow_the_regi
 def test_swizzled_blocks_walk_panels_in_launch_order(order):
     """T.use_swizzle(panel, order): every block index once, and the blocks launched one after
     another (blockIdx.x fastest) walk a panel of `panel` block rows (row) or columns (col) before
-    the next; the row walk is the one tilelang.analysis.raster estimates for the hover. (The
+    the next, odd panels backwards as upstream's rasterization2DRow / Column; the row walk is the one tilelang.analysis.raster estimates for the hover. (The
     column walk used to start from the transposed launch order, so the blocks in flight together
     were scattered over the grid.)"""
     from tilelang.analysis import raster
@@ -468,8 +468,11 @@ def test_swizzled_blocks_walk_panels_in_launch_order(order):
     if order == "row":
         assert walk == [raster.block_of(i, panel, gx, gy) for i in range(gx * gy)]
         assert {r for r, _ in walk[:panel * gx]} == {0, 1}
+        # the second panel starts at the column where the first ended (upstream's serpentine)
+        assert walk[panel * gx - 1] == (1, gx - 1) and walk[panel * gx] == (2, gx - 1)
     else:
         assert {c for _, c in walk[:panel * gy]} == {0, 1} and walk[:3] == [(0, 0), (0, 1), (1, 0)]
+        assert walk[panel * gy - 1] == (gy - 1, 1) and walk[panel * gy] == (gy - 1, 2)
 
 
 def test_tile_ops_under_an_if_on_the_thread_index_use_the_selected_threads():

@@ -1312,7 +1312,12 @@ class Lowerer:
                 ext = next((e for iv, e in self.info.launch if iv.var.same_as(old)), None)
                 if const_int(ext) is not None:
                     self.bind_loop(new, ext)
-        return [tirx.Bind(new_by, row), tirx.Bind(new_bx, tirx.truncdiv(rem, size))]
+        # odd panels walk their columns backwards (upstream's rasterization2DRow / Column): the
+        # blocks on either side of a panel boundary share their B (or A) tiles in L2
+        # (branch-free: col, or gx - 1 - col where the panel's number is odd)
+        col = tirx.truncdiv(rem, size)
+        col = col + tirx.truncmod(group, i32(2)) * (gx - 1 - col * 2)
+        return [tirx.Bind(new_by, row), tirx.Bind(new_bx, col)]
 
 
 class _LoopContext:
