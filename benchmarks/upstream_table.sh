@@ -12,7 +12,8 @@
 #                      # minutes apart, and torch's own GEMM moved 4 % between them in session 32),
 #                      # ROUNDS (3) passes over the table, each row the median of its rounds
 #                      # -> $OUT/paired-ours.json, $OUT/paired-upstream.json (run it again in the
-#                      # next command to measure what BUDGET left out)
+#                      # next command to measure what BUDGET left out; AA=1 adds a second process of
+#                      # ours as a side, paired-ours2.json: the method's own spread, row by row)
 #   bash benchmarks/upstream_table.sh ab CASES '{"tl.some_key": true}' ['{"tl.other": true}' ...] [ROUNDS]
 #                      # ours on CASES (bench_upstream --only: substrings; =a,b,c: exactly those
 #                      # names, --names; all: every case) without pass configs (side "off") and with each object
@@ -76,8 +77,12 @@ ours|upstream)
     ;;
 paired)
     # one long-lived process a side (bench_upstream --side, _interleave.py), the two alternating
-    # case by case, ROUNDS passes over the table; a second run (--resume) goes on where BUDGET stopped
-    python3 benchmarks/bench_upstream.py --side ours='source ~/tl-env.sh' --side upstream='export PYTHONPATH=~/up-site' \
+    # case by case, ROUNDS passes over the table; a second run (--resume) goes on where BUDGET stopped.
+    # AA=1: a second process of ours as a third side (paired-ours2.json), so each row's ours2/ours
+    # says how far the method puts two identical sides apart in the same run
+    aa=()
+    [ "${AA:-0}" = 1 ] && aa=(--side ours2='source ~/tl-env.sh')
+    python3 benchmarks/bench_upstream.py --side ours='source ~/tl-env.sh' "${aa[@]}" --side upstream='export PYTHONPATH=~/up-site' \
         --side-skip upstream="${SKIP-dsv32_sparse_mla_fwd_pipelined}" --rounds "${ROUNDS:-3}" --case-timeout 120 \
         --budget "${BUDGET:-500}" --json ~/tables/paired-{side}.json --resume >> "$OUT/paired.log" 2>&1
     grep -h "budget of" "$OUT/paired.log" | tail -1

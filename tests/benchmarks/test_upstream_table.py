@@ -128,3 +128,18 @@ def test_ab_all_runs_the_whole_table_on_each_side(tmp_path):
     assert len(calls) == 2 * count
     assert sorted({c[2] for c in calls}) == ["-", "{}"]
     assert sorted(p.name for p in out.glob("ab-*.json")) == ["ab-off.json", "ab-on.json"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_paired_aa_adds_a_second_process_of_ours(tmp_path):
+    """``AA=1 paired``: ours, ours2 (the same tree in another process) and upstream's, in turn."""
+    env, home, out, log = _sandbox(tmp_path)
+    env.update(ROUNDS="1", AA="1")
+    r = subprocess.run(["bash", str(SCRIPT), "paired"], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    calls = _calls(log)
+    assert [pp for pp, _, _ in calls[:3]] == ["OURS", "OURS", f"{home}/up-site"]
+    assert calls[0][1] == calls[1][1] == calls[2][1]
+    assert json.loads((out / "paired-ours2.json").read_text()).keys() == json.loads(
+        (out / "paired-ours.json").read_text()).keys()
