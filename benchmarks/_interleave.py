@@ -102,7 +102,10 @@ class Worker:
                 return f"worker exited {self.proc.returncode}: {self._last_log_line()}"
             self.buf += chunk
         line, _, self.buf = self.buf.partition(b"\n")
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return f"unreadable reply from the worker: {line[:120]!r}"
 
     def _last_log_line(self) -> str:
         try:
@@ -118,8 +121,11 @@ class Worker:
             err = self._start()
             if err:
                 return {"error": err, "ok": False}
-        self.proc.stdin.write(json.dumps({"name": name}) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps({"name": name}) + "\n")
+            self.proc.stdin.flush()
+        except OSError:             # it died after its last reply: the read below says how
+            pass
         rec = self._read(timeout)
         self.served += 1
         if isinstance(rec, str):

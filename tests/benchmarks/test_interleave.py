@@ -31,6 +31,8 @@ for line in sys.stdin:
     ms = float(os.environ["FAKE_MS"]) * (1 + 0.1 * sum(1 for _ in open(os.environ["FAKE_LOG"])) % 3)
     out.write(json.dumps({"ms": ms, "ref_ms": 2.0, "ok": True, "maxdiff": 0.0, "error": None,
                           "tflops": 10.0 / ms, "size": "fake"}) + "\n"); out.flush()
+    if name == os.environ.get("FAKE_QUIT_AFTER"):
+        os._exit(0)
 '''
 
 
@@ -160,3 +162,13 @@ def test_side_skip_and_bad_side_arguments(tmp_path):
     r = subprocess.run([sys.executable, str(SCRIPT), "--side", sides[0], "--json", str(tmp_path / "x.json")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "{side}" in r.stderr
+
+
+def test_a_worker_gone_after_its_reply_is_replaced_and_the_next_case_measured(tmp_path):
+    fake, log, sides = _sides(tmp_path, f"FAKE_QUIT_AFTER={NAMES[0]}")
+    r = _run(tmp_path, sides[1:], "--rounds", "1", fake=fake)
+    assert r.returncode == 0, r.stderr + r.stdout
+    up = json.loads((tmp_path / "t-up.json").read_text())
+    assert all(up[n]["ok"] and not up[n]["error"] for n in NAMES)
+    calls = _calls(log)
+    assert [c[1] for c in calls] == NAMES and calls[0][2] != calls[1][2] == calls[2][2]
