@@ -168,14 +168,15 @@ def _load(path: Path) -> dict:
         return {}
 
 
-def _save(path: Path, data: dict):
+def save_json(path: Path, data: dict):
+    """``data`` written to ``path`` whole or not at all (a temporary file, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     tmp.replace(path)
 
 
-def _fmt(v) -> str:
+def fmt_ms(v) -> str:
     return f"{v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
 
 
@@ -235,7 +236,7 @@ def summary(cases, sides, data) -> str:
     lines = ["| case | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for c in cases:
         recs = [data[s["name"]].get(c.name) for s in sides]
-        cells = [_fmt(r["ms"]) if r and r.get("ok") else ("error" if r and r.get("error") else "-") for r in recs]
+        cells = [fmt_ms(r["ms"]) if r and r.get("ok") else ("error" if r and r.get("error") else "-") for r in recs]
         for r in recs[1:]:
             cells.append(round_ratios(recs[0], r))
         lines.append(f"| {c.name} | " + " | ".join(cells) + " |")
@@ -247,10 +248,18 @@ def round_ratios(base: dict | None, other: dict | None) -> str:
     ok = base and other and base.get("ok") and other.get("ok") and base.get("ms") and other.get("ms")
     if not ok:
         return "-"
-    pairs = [(a.get("ms"), b.get("ms")) for a, b in zip(_runs(base), _runs(other))]
-    per = [b / a for a, b in pairs if a and b]
+    per = per_round_ratios(base, other)
     spread = f" ({min(per):.2f}-{max(per):.2f})" if len(per) > 1 else ""
     return f"{other['ms'] / base['ms']:.2f}x{spread}"
+
+
+def per_round_ratios(base: dict | None, other: dict | None) -> list[float]:
+    """``other``'s ms over ``base``'s, round by round, where both rounds have a time."""
+    def ms(run):
+        v = run.get("ms")
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+    pairs = [(ms(a), ms(b)) for a, b in zip(_runs(base), _runs(other))]
+    return [b / a for a, b in pairs if a and b]
 
 
 def _runs(rec) -> list[dict]:
@@ -268,7 +277,7 @@ def _one_case(c, r, shift, sides, workers, data, paths, args):
             continue
         old = _runs(data[n].get(name))
         if len(old) > r:            # measured before (--resume)
-            cells.append(f"{n} {_fmt(old[r].get('ms'))}")
+            cells.append(f"{n} {fmt_ms(old[r].get('ms'))}")
             continue
         if any(o.get("error") for o in old):    # failed in an earlier round: the record says so already
             cells.append(f"{n} error")
@@ -282,9 +291,9 @@ def _one_case(c, r, shift, sides, workers, data, paths, args):
         if workers[n].meta:
             data[n]["_meta"] = {**workers[n].meta, "rounds": args.rounds, "side": n,
                                 "sides": [x["name"] for x in sides], "order": "alternating case by case"}
-        _save(paths[n], data[n])
+        save_json(paths[n], data[n])
         cells.append(f"{n} " + (f"error: {run['error']}" if run["error"] else
-                                _fmt(run["ms"]) + ("" if run["ok"] else " WRONG")))
+                                fmt_ms(run["ms"]) + ("" if run["ok"] else " WRONG")))
     print(f"| r{r + 1} | {name:34s} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -54,6 +54,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from _interleave import fmt_ms, per_round_ratios, run_sides, save_json  # noqa: E402
 from _upstream_cases import CASES, load  # noqa: E402
 
 EXIT_NO_GPU = 2
@@ -143,10 +144,6 @@ class Helper:
         return rec
 
 
-def fmt_ms(v) -> str:
-    return f"{v:.4f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
-
-
 # --------------------------------------------------------------------------- modes
 
 def do_list(cases) -> int:
@@ -200,9 +197,7 @@ def write_json(path: Path, records: dict, merge: bool) -> None:
     if merge and path.is_file():
         data = json.loads(path.read_text())
     data.update(records)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    tmp.replace(path)
+    save_json(path, data)
 
 
 def _blank(c, ident: dict) -> dict:
@@ -419,8 +414,7 @@ def _status(rec) -> str:
 
 def _rounds_note(a: dict, b: dict) -> str:
     """'rounds 0.97-1.04x' where both records hold several rounds (``--side``), else ''."""
-    per = [rb["ms"] / ra["ms"] for ra, rb in zip(a.get("runs") or [], b.get("runs") or [])
-           if isinstance(ra.get("ms"), (int, float)) and isinstance(rb.get("ms"), (int, float)) and ra["ms"] > 0]
+    per = per_round_ratios(a, b)
     return f"rounds {min(per):.2f}-{max(per):.2f}x" if len(per) > 1 else ""
 
 
@@ -541,7 +535,6 @@ def main(argv=None) -> int:
     if args.list:
         return do_list(cases)
     if args.side:
-        from _interleave import run_sides
         return run_sides(cases, args)
     if args.serve is not None:
         missing = gpu_missing()
